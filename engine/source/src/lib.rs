@@ -1,1 +1,83 @@
-//! placeholder until this crate lands
+//! Loaded source files, a spanned value tree, and diagnostics that point into them.
+//!
+//! Every user-facing input of aorta (recipes, sidecar registries, BUCK files) must be able to
+//! say *where* it is wrong: file, line:column, field path and a hint. Serde-derived models
+//! lose positions, so inputs are first parsed into a [`Node`] tree that keeps the byte span of
+//! every key and value, and the typed layers validate that tree by hand.
+
+mod diag;
+mod path;
+mod scalar;
+mod tree;
+mod yaml;
+
+pub use diag::{Diag, DiagKind};
+pub use path::FieldPath;
+pub use tree::{Node, Value};
+pub use yaml::{parse_document, Syntax};
+
+use std::path::Path;
+use std::sync::Arc;
+
+/// A file's display name and its full text, shared cheaply between diagnostics.
+#[derive(Debug, Clone)]
+pub struct SourceFile {
+    name: Arc<str>,
+    text: Arc<str>,
+}
+
+impl SourceFile {
+    pub fn new(name: impl Into<String>, text: impl Into<String>) -> Self {
+        SourceFile { name: Arc::from(name.into()), text: Arc::from(text.into()) }
+    }
+
+    /// Reads a file as UTF-8. Errors are diagnostics naming the file.
+    pub fn read(path: &Path) -> Result<Self, Box<Diag>> {
+        let name = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|e| {
+            Box::new(
+                Diag::new(DiagKind::Io, format!("cannot read {name}: {e}"))
+                    .with_help("check the path and its permissions"),
+            )
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let offset = e.utf8_error().valid_up_to();
+            let lossy = String::from_utf8_lossy(e.as_bytes()).into_owned();
+            let file = SourceFile::new(name.clone(), lossy);
+            Box::new(
+                Diag::new(DiagKind::Syntax, format!("{name} is not valid UTF-8"))
+                    .at(&file, offset..offset + 1, "invalid byte here")
+                    .with_help("save the file as UTF-8"),
+            )
+        })?;
+        Ok(SourceFile::new(name, text))
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// 1-based line and column (in characters) of a byte offset.
+    pub fn line_col(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.text.len());
+        let before = &self.text[..floor_char_boundary(&self.text, offset)];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        (line, col)
+    }
+
+    pub(crate) fn named_source(&self) -> miette::NamedSource<Arc<str>> {
+        miette::NamedSource::new(&self.name, self.text.clone())
+    }
+}
+
+fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
