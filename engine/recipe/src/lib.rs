@@ -1,1 +1,24 @@
-//! placeholder until this crate lands
+//! The recipe language: AORTA's schema_version 1 in both modes, validated with located
+//! diagnostics, resolved against the registries into cells with concrete env vars.
+//!
+//! Load a file with [`load_recipe`]; build one from `aorta sweep run` flags with
+//! [`FlagRecipe`]; apply CLI overlays with [`ProbeOverlays`] / [`override_collect`].
+
+mod blocks;
+mod cells;
+mod check;
+mod flags;
+mod load;
+mod model;
+mod names;
+mod probe;
+
+pub use blocks::{COLLECTORS, REGEX_BACKTRACK_LIMIT};
+pub use check::closest;
+pub use flags::{override_collect, FlagRecipe, ProbeOverlays};
+pub use load::{load_recipe, parse_recipe, peek_mode, Loaded, PeekedMode, PROBE_KEYS, TRIAGE_KEYS};
+pub use model::*;
+pub use names::{inline_environment_name, safe_slug, segment, valid_cell_name, RESERVED_CELL_NAMES};
+
+/// The only recipe schema version this build understands.
+pub const SCHEMA_VERSION: i64 = 1;

@@ -1,0 +1,193 @@
+//! Top-level validation in AORTA's order: mapping → phase-3 keys → mode → unknown keys →
+//! per-mode key bank → required keys → schema_version; then the mode's own fields.
+
+use crate::blocks;
+use crate::cells;
+use crate::check::{closest, Ctx, Res};
+use crate::model::*;
+use crate::probe;
+use aorta_registry::Registry;
+use aorta_source::{parse_document, Diag, DiagKind, FieldPath, Node, SourceFile, Syntax, Value};
+use std::path::{Path, PathBuf};
+
+pub const TRIAGE_KEYS: &[&str] = &[
+    "schema_version", "ticket", "workload", "trials", "steps", "confound", "cells", "workload_config", "save_logs", "collect", "stop_after",
+];
+pub const PROBE_KEYS: &[&str] = &[
+    "schema_version", "ticket", "mode", "trials", "mitigation_axis", "diagnostic_axis", "step_time_regex", "collect_paths",
+    "timeout_per_trial", "env_passthrough_mode", "confound", "custom_patterns", "hang_window_sec", "hang_grace_period_at_start",
+    "tier3_vram_growth", "stop_after", "disable_detectors", "disable_detector_tiers", "retain", "redaction",
+];
+const TRIAGE_REQUIRED: &[&str] = &["schema_version", "workload", "trials", "steps", "cells"];
+const PROBE_REQUIRED: &[&str] = &["schema_version", "trials", "mitigation_axis", "diagnostic_axis"];
+
+/// A recipe and the registry it was resolved against (project registry + sidecars).
+#[derive(Debug)]
+pub struct Loaded {
+    pub recipe: Recipe,
+    pub registry: Registry,
+}
+
+/// Reads, parses and validates a recipe file. The project registry (`aorta-registry.json`
+/// next to the recipe) and `sidecars` extend the built-in registries.
+pub fn load_recipe(path: &Path, sidecars: &[PathBuf]) -> Result<Loaded, Box<Diag>> {
+    let file = SourceFile::read(path)?;
+    let project = aorta_registry::project_registry_for(path);
+    let registry = Registry::load(project.as_deref(), sidecars)?;
+    let mut recipe = parse_recipe(&file, Syntax::for_path(path), &registry)?;
+    recipe.source = Some(RecipeSource { path: path.to_path_buf(), blake3: blake3::hash(file.text().as_bytes()).to_hex().to_string() });
+    recipe.registry_files = project.into_iter().chain(sidecars.iter().cloned()).collect();
+    Ok(Loaded { recipe, registry })
+}
+
+/// Validates an already-read recipe text against `registry`.
+pub fn parse_recipe(file: &SourceFile, syntax: Syntax, registry: &Registry) -> Result<Recipe, Box<Diag>> {
+    let root = parse_document(file, syntax)?;
+    let cx = Ctx { file };
+    let mode = top_level(&cx, &root)?;
+    match mode {
+        Mode::Triage => cells::triage(&cx, &root, registry),
+        Mode::Probe => probe::probe(&cx, &root, registry),
+    }
+}
+
+/// What `aorta sweep run` needs before validation: the recipe's `mode`, read leniently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeekedMode {
+    Known(Mode),
+    /// Unreadable, or a `mode` value the loader will reject with a proper diagnostic.
+    Unknown,
+}
+
+pub fn peek_mode(path: &Path) -> PeekedMode {
+    let Ok(file) = SourceFile::read(path) else { return PeekedMode::Unknown };
+    let Ok(root) = parse_document(&file, Syntax::for_path(path)) else { return PeekedMode::Unknown };
+    if root.as_map().is_none() {
+        return PeekedMode::Unknown;
+    }
+    match root.get("mode").map(|n| &n.value) {
+        None => PeekedMode::Known(Mode::Triage),
+        Some(Value::Str(s)) if s == "triage" => PeekedMode::Known(Mode::Triage),
+        Some(Value::Str(s)) if s == "probe" => PeekedMode::Known(Mode::Probe),
+        _ => PeekedMode::Unknown,
+    }
+}
+
+fn at(span: std::ops::Range<usize>) -> Node {
+    Node::new(Value::Null, span)
+}
+
+fn top_level(cx: &Ctx, root: &Node) -> Res<Mode> {
+    let top = FieldPath::root();
+    let entries = match &root.value {
+        Value::Map(m) => m,
+        Value::Null => return Err(cx.schema(root, &top, "the recipe is empty", "start with `schema_version: 1`; see recipes/quickstart.yaml")),
+        _ => return Err(cx.schema(root, &top, format!("a recipe must be a mapping, got {}", root.type_name()), "start with `schema_version: 1`; see recipes/quickstart.yaml")),
+    };
+    if let Some((k, _)) = root.get_entry("condition") {
+        return Err(cx.schema(k, &top.key("condition"), "a top-level 'condition' is not supported (deferred to Phase 3 in AORTA)", "conditions belong to custom_patterns[i].match.condition"));
+    }
+    let mode = match root.get_entry("mode") {
+        None => Mode::Triage,
+        Some((_, v)) => match v.as_str() {
+            Some("triage") => Mode::Triage,
+            Some("probe") => Mode::Probe,
+            _ => return Err(cx.schema(v, &top.key("mode"), format!("unknown mode {}", v.repr()), "mode is 'triage' (the default) or 'probe'")),
+        },
+    };
+    let mut union: Vec<&str> = TRIAGE_KEYS.iter().chain(PROBE_KEYS).copied().collect();
+    union.sort_unstable();
+    union.dedup();
+    for (k, _) in entries {
+        let name = k.as_str();
+        if !name.is_some_and(|n| union.contains(&n)) {
+            let shown = name.map_or_else(|| k.repr(), |s| format!("'{s}'"));
+            let mut msg = format!("unknown key {shown}");
+            if let Some(s) = name.and_then(|n| closest(n, &union)) {
+                msg.push_str(&format!(" (did you mean '{s}'?)"));
+            }
+            return Err(cx.schema(k, &top, msg, format!("allowed keys: {}", union.join(", "))));
+        }
+    }
+    let (bank, other_mode_hint) = match mode {
+        Mode::Triage => (TRIAGE_KEYS, "is a probe-mode key; set 'mode: probe' to use it"),
+        Mode::Probe => (PROBE_KEYS, "is a triage-mode key and not allowed in a probe recipe (mode: probe)"),
+    };
+    for (k, _) in entries {
+        let name = k.as_str().unwrap_or("");
+        if name != "mode" && !bank.contains(&name) {
+            let help = match mode {
+                Mode::Triage => "probe recipes wrap your command: mode: probe, mitigation_axis, diagnostic_axis",
+                Mode::Probe => "probe recipes build cells from mitigation_axis × diagnostic_axis instead of workload/cells",
+            };
+            return Err(cx.schema(k, &top.key(name), format!("'{name}' {other_mode_hint}"), help));
+        }
+    }
+    let required = match mode {
+        Mode::Triage => TRIAGE_REQUIRED,
+        Mode::Probe => PROBE_REQUIRED,
+    };
+    for key in required {
+        if root.get(key).is_none() {
+            let mode_name = if mode == Mode::Probe { "probe" } else { "triage" };
+            return Err(cx.schema(&at(root.head_span()), &top, format!("missing required key '{key}'"), format!("a {mode_name} recipe needs: {}", required.join(", "))));
+        }
+    }
+    let version = root.get("schema_version").unwrap_or(root);
+    match version.value {
+        Value::Int(crate::SCHEMA_VERSION) => {}
+        Value::Int(v) => return Err(cx.schema(version, &top.key("schema_version"), format!("unsupported version {v}; this build understands version 1"), "set schema_version: 1")),
+        _ => return Err(cx.schema(version, &top.key("schema_version"), format!("must be the integer 1, got {} {}", version.type_name(), version.repr()), "set schema_version: 1")),
+    }
+    Ok(mode)
+}
+
+/// Fields both modes share: ticket, trials, confound threshold, stop_after.
+pub(crate) struct Common {
+    pub ticket: Option<String>,
+    pub trials: u32,
+    pub threshold: f64,
+    pub baseline_cell: Option<(String, Node)>,
+    pub stop_after: Option<StopAfter>,
+}
+
+pub(crate) fn common(cx: &Ctx, root: &Node) -> Res<Common> {
+    let top = FieldPath::root();
+    let ticket = match root.get("ticket") {
+        None => None,
+        Some(n) if n.is_null() => None,
+        Some(n) => Some(cx.string(n, &top.key("ticket"), "a ticket id such as TICKET-1234; quote it if it looks like a number")?.to_string()),
+    };
+    let trials = cx.positive_u32(root.get("trials").unwrap_or(root), &top.key("trials"))?;
+    let (mut threshold, mut baseline_cell) = (1.15, None);
+    if let Some(conf) = root.get("confound") {
+        let p = top.key("confound");
+        let entries = cx.map(conf, &p, "confound: {threshold: 1.15, baseline_cell: <cell>}")?;
+        cx.only_keys(entries, &p, &["threshold", "baseline_cell"], "confound")?;
+        if let Some(t) = conf.get("threshold") {
+            threshold = cx.positive_number(t, &p.key("threshold"))?;
+        }
+        if let Some(b) = conf.get("baseline_cell") {
+            let name = cx.non_empty_string(b, &p.key("baseline_cell"), "the name of a cell")?;
+            baseline_cell = Some((name.to_string(), b.clone()));
+        }
+    }
+    let stop_after = match root.get("stop_after") {
+        None => None,
+        Some(n) => Some(blocks::stop_after(cx, n, &top.key("stop_after"))?),
+    };
+    Ok(Common { ticket, trials, threshold, baseline_cell, stop_after })
+}
+
+/// Checks an explicit baseline names a cell; the error lists the cells.
+pub(crate) fn check_explicit_baseline(cx: &Ctx, cells: &[Cell], name: &str, node: &Node) -> Res<()> {
+    if cells.iter().any(|c| c.name == name) {
+        return Ok(());
+    }
+    let names: Vec<&str> = cells.iter().map(|c| c.name.as_str()).collect();
+    let mut msg = format!("baseline_cell '{name}' does not name a cell");
+    if let Some(s) = closest(name, &names) {
+        msg.push_str(&format!(" (did you mean '{s}'?)"));
+    }
+    Err(cx.err(DiagKind::Cell, node, &FieldPath::root().key("confound").key("baseline_cell"), msg, format!("cells: {}", names.join(", "))))
+}

@@ -1,0 +1,252 @@
+//! The validated recipe: one type for both modes, with everything resolved that can be
+//! resolved at load time (cells, env bundles, inline environments, baseline).
+
+use aorta_classify::Disables;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+pub type JsonMap = serde_json::Map<String, serde_json::Value>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Cells listed explicitly; the trial body is a workload.
+    Triage,
+    /// Cells are mitigation_axis × diagnostic_axis; the trial body is the user's command.
+    Probe,
+}
+
+/// Where a recipe came from. Flag-mode recipes have none.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecipeSource {
+    pub path: PathBuf,
+    /// blake3 of the raw text: two runs of "the same recipe" can be told apart.
+    pub blake3: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Recipe {
+    pub source: Option<RecipeSource>,
+    pub mode: Mode,
+    pub ticket: Option<String>,
+    /// `_subprocess` for probe recipes.
+    pub workload: String,
+    pub trials: u32,
+    pub steps: u32,
+    pub save_logs: bool,
+    pub workload_config: JsonMap,
+    pub collect: Collect,
+    pub confound: Confound,
+    pub stop_after: Option<StopAfter>,
+    pub cells: Vec<Cell>,
+    /// Inline `{docker: ref}` environments by auto-name (`_inline_<8 hex>`), in first-use order.
+    pub inline_environments: Vec<InlineEnvironment>,
+    pub probe: Option<ProbeSettings>,
+    /// Sidecar registry files the recipe was loaded with (CLI order), plus the project registry.
+    pub registry_files: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InlineEnvironment {
+    pub name: String,
+    pub docker: String,
+}
+
+/// An environment as a cell sees it: a registry entry or an inline docker reference.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EnvironmentRef {
+    pub name: String,
+    pub docker: Option<String>,
+    pub venv: Option<String>,
+    pub buck_target: Option<String>,
+    pub inline: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    pub name: String,
+    pub mitigations: Vec<String>,
+    pub environment: EnvironmentRef,
+    pub extra_env: BTreeMap<String, String>,
+    pub trials: Option<u32>,
+    pub steps: Option<u32>,
+    /// The cell's own `workload_config` (before merging over the recipe's).
+    pub workload_config: Option<JsonMap>,
+    /// `None` inherits the recipe's collectors; `Some(empty)` disables them.
+    pub collect: Option<Collect>,
+    /// Mitigation bundles in list order, then `extra_env` on top: what the trial's process gets.
+    pub resolved_env: BTreeMap<String, String>,
+    /// Which mitigation (or `extra_env`) set each resolved variable.
+    pub env_origin: BTreeMap<String, String>,
+}
+
+impl Cell {
+    pub fn effective_trials(&self, recipe: &Recipe) -> u32 {
+        self.trials.unwrap_or(recipe.trials)
+    }
+
+    pub fn effective_steps(&self, recipe: &Recipe) -> u32 {
+        self.steps.unwrap_or(recipe.steps)
+    }
+
+    /// Recipe-scope `workload_config` with the cell's keys on top (cell wins per key).
+    pub fn effective_workload_config(&self, recipe: &Recipe) -> JsonMap {
+        let mut merged = recipe.workload_config.clone();
+        if let Some(own) = &self.workload_config {
+            for (k, v) in own {
+                merged.insert(k.clone(), v.clone());
+            }
+        }
+        merged
+    }
+
+    pub fn effective_collect<'a>(&'a self, recipe: &'a Recipe) -> &'a Collect {
+        self.collect.as_ref().unwrap_or(&recipe.collect)
+    }
+}
+
+/// Enabled collectors in order, each with its (possibly empty) string options.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Collect {
+    pub collectors: Vec<(String, BTreeMap<String, String>)>,
+}
+
+impl Collect {
+    pub fn names(&self) -> Vec<&str> {
+        self.collectors.iter().map(|(n, _)| n.as_str()).collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.collectors.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Confound {
+    pub threshold: f64,
+    /// The recipe's explicit choice, if any.
+    pub baseline_cell: Option<String>,
+    /// The cell the confound detector compares against, resolved at load (AORTA's pre-flight).
+    pub resolved_baseline: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Pass,
+    Fail,
+    Error,
+}
+
+impl Verdict {
+    pub fn parse(s: &str) -> Option<Verdict> {
+        match s {
+            "pass" => Some(Verdict::Pass),
+            "fail" => Some(Verdict::Fail),
+            "error" => Some(Verdict::Error),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+            Verdict::Error => "error",
+        }
+    }
+}
+
+/// Run up to `max_trials` per cell; stop once `events` trials have `event_verdict`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct StopAfter {
+    pub events: u32,
+    pub max_trials: u32,
+    pub event_verdict: Verdict,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PassthroughMode {
+    /// The child inherits the cell's environment directly.
+    Inherit,
+    /// Additionally write `probe.env` and export `AORTA_ENV_FILE` for wrappers (docker, sudo).
+    File,
+}
+
+impl PassthroughMode {
+    pub fn parse(s: &str) -> Option<PassthroughMode> {
+        match s {
+            "inherit" => Some(PassthroughMode::Inherit),
+            "file" => Some(PassthroughMode::File),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PassthroughMode::Inherit => "inherit",
+            PassthroughMode::File => "file",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnMatch {
+    Fail,
+    Warn,
+    Info,
+}
+
+/// A Tier-5 detector from the recipe.
+#[derive(Debug, Clone, Serialize)]
+pub struct CustomPattern {
+    pub id: String,
+    pub regex: String,
+    pub condition: Option<String>,
+    pub on_match: OnMatch,
+    pub required_for_pass: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RetainLevel {
+    Full,
+    Summary,
+    Log,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Retain {
+    pub on_fail: RetainLevel,
+    pub on_pass: RetainLevel,
+    pub on_error: RetainLevel,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Redaction {
+    pub scrub_env_keys: Vec<String>,
+    pub scrub_paths: bool,
+    pub scrub_ip_addresses: bool,
+}
+
+/// Fields that exist only in probe mode (the subprocess flow and its classifier).
+#[derive(Debug, Clone, Serialize)]
+pub struct ProbeSettings {
+    pub mitigation_axis: Vec<String>,
+    pub diagnostic_axis: Vec<String>,
+    pub step_time_regex: Option<String>,
+    pub collect_paths: Vec<String>,
+    pub timeout_per_trial: Option<f64>,
+    pub env_passthrough_mode: PassthroughMode,
+    pub custom_patterns: Vec<CustomPattern>,
+    pub hang_window_sec: f64,
+    pub hang_grace_period_at_start: f64,
+    pub tier3_vram_growth: bool,
+    pub disables: Disables,
+    pub retain: Option<Retain>,
+    pub redaction: Option<Redaction>,
+}
