@@ -16,6 +16,9 @@ def _aorta_recipe_impl(ctx):
     args = [ctx.attrs._aorta[RunInfo], "build", ctx.attrs.recipe]
     for mitigations in ctx.attrs.mitigations_files:
         args.extend(["--mitigations-file", mitigations])
+    if ctx.attrs.command:
+        args.append("--")
+        args.extend(ctx.attrs.command)
     return [
         DefaultInfo(
             default_output = marker,
@@ -28,6 +31,7 @@ aorta_recipe = rule(
     impl = _aorta_recipe_impl,
     doc = "An aorta recipe (YAML/JSON) plus optional mitigations files; `buck2 run` builds it with aorta.",
     attrs = {
+        "command": attrs.list(attrs.string(), default = [], doc = "For probe recipes: the command each trial runs, relative to the repository root."),
         "labels": attrs.list(attrs.string(), default = [], doc = "Free-form tags, e.g. for filtering."),
         "mitigations_files": attrs.list(attrs.source(), default = [], doc = "Passed as --mitigations-file, in order."),
         "recipe": attrs.source(doc = "The recipe file, relative to the package."),

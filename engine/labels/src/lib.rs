@@ -39,6 +39,9 @@ pub struct RecipeTarget {
     pub mitigations_files: Vec<PathBuf>,
     /// The target's `labels` attribute (free-form tags).
     pub labels: Vec<String>,
+    /// The command a probe recipe wraps (`command` attribute), with `$(location)`-free plain
+    /// strings taken relative to the workspace root; empty when the target names none.
+    pub command: Vec<String>,
     /// The BUCK file declaring the target; `None` when a recipe file was used directly.
     pub declared_in: Option<PathBuf>,
 }
@@ -105,6 +108,7 @@ fn path_target(root: &Path, spec: &str) -> RecipeTarget {
         recipe,
         mitigations_files: Vec::new(),
         labels: Vec::new(),
+        command: Vec::new(),
         declared_in: None,
     }
 }

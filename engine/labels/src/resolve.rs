@@ -74,6 +74,7 @@ fn recipe_of(root: &Path, bf: &BuildFile, t: &Target) -> Result<RecipeTarget, La
             .map(|m| clean_join(&dir, m))
             .collect(),
         labels: strings(t, "labels"),
+        command: strings(t, "command"),
         declared_in: Some(bf.path.clone()),
     })
 }
@@ -84,6 +85,7 @@ fn file_target(package: &str, name: &str, path: PathBuf) -> RecipeTarget {
         recipe: path,
         mitigations_files: Vec::new(),
         labels: Vec::new(),
+        command: Vec::new(),
         declared_in: None,
     }
 }
