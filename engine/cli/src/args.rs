@@ -1,0 +1,248 @@
+//! The command-line surface (clap). Handlers live in the `cmd_*` modules.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "aorta",
+    version,
+    about = "Declarative, incremental triage of GPU/PyTorch workloads",
+    long_about = "aorta runs a matrix of mitigations × environments × trials over a workload or your own launch command, \
+and reports which cells fail, how often, and at what speed cost.",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Plan (and, once execution lands, run) recipes named by label: //recipes:x, //recipes/..., or a file.
+    Build(BuildArgs),
+    /// AORTA's unified matrix runner: a recipe, flag mode, or `-- COMMAND`.
+    #[command(subcommand)]
+    Sweep(SweepCommand),
+    /// The mitigation registry.
+    #[command(subcommand)]
+    Mitigations(RegistryListCommand),
+    /// The environment registry.
+    #[command(subcommand)]
+    Environments(RegistryListCommand),
+    /// Print shell completions.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Deprecated: use `aorta sweep run --recipe R -- COMMAND`.
+    #[command(hide = true)]
+    Probe(ProbeArgs),
+    /// Deprecated: use `aorta sweep run|list-mitigations|list-environments`.
+    #[command(subcommand, hide = true)]
+    Triage(TriageCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    /// Labels (`//recipes:quickstart`, `//recipes/...`) or recipe files.
+    #[arg(required = true)]
+    pub targets: Vec<String>,
+    /// Print the plan only: cells, resolved env vars, trials and their key inputs.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the plan as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Extra sidecar registry files (JSON), after the target's own.
+    #[arg(long = "mitigations-file", value_name = "PATH")]
+    pub mitigations_files: Vec<PathBuf>,
+    /// The command a probe recipe wraps (overrides the BUCK target's `command`).
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SweepCommand {
+    /// Run a matrix from a recipe or from flags; `-- COMMAND` selects the subprocess flow.
+    Run(SweepRunArgs),
+    /// List registered mitigations.
+    ListMitigations(ListArgs),
+    /// List registered environments.
+    ListEnvironments(ListArgs),
+    /// Show the built-in log-pattern catalogue with samples.
+    ListPatterns(ListPatternsArgs),
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct SweepRunArgs {
+    /// YAML/JSON recipe.
+    #[arg(long, value_name = "PATH")]
+    pub recipe: Option<PathBuf>,
+    /// Validate and print the plan; write nothing, run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the plan as JSON (with --dry-run).
+    #[arg(long)]
+    pub json: bool,
+    /// Only `matrix` exists (AORTA compatibility).
+    #[arg(long, value_parser = ["matrix"], default_value = "matrix")]
+    pub mode: String,
+    /// Flag mode: the workload to run.
+    #[arg(long)]
+    pub workload: Option<String>,
+    /// Flag mode: comma-separated mitigations.
+    #[arg(long, value_name = "CSV")]
+    pub mitigation_axis: Option<String>,
+    /// Flag mode: comma-separated environments; `image:<ref>` is an inline docker environment.
+    #[arg(long, value_name = "CSV")]
+    pub environment_axis: Option<String>,
+    /// Flag mode: trials per cell.
+    #[arg(long, allow_negative_numbers = true)]
+    pub trials: Option<i64>,
+    /// Flag mode: steps per trial.
+    #[arg(long, allow_negative_numbers = true)]
+    pub steps: Option<i64>,
+    /// Ticket id (subprocess flow: overrides the recipe's).
+    #[arg(long)]
+    pub ticket: Option<String>,
+    /// Flag mode: the baseline cell.
+    #[arg(long)]
+    pub baseline_cell: Option<String>,
+    /// Flag mode: confound threshold (default 1.15).
+    #[arg(long, allow_negative_numbers = true)]
+    pub confound_threshold: Option<f64>,
+    /// Output directory (default triage_results / probe_results).
+    #[arg(long, visible_alias = "output-dir", value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Subprocess flow: inherit (default) or file.
+    #[arg(long, value_parser = ["inherit", "file"])]
+    pub env_passthrough_mode: Option<String>,
+    /// Sidecar registry files (JSON), repeatable.
+    #[arg(long = "mitigations-file", value_name = "PATH")]
+    pub mitigations_files: Vec<PathBuf>,
+    /// Subprocess flow: stop a cell after K events (needs a cap).
+    #[arg(long, value_name = "K", allow_negative_numbers = true)]
+    pub stop_after_events: Option<i64>,
+    /// Subprocess flow: hard cap on trials per cell.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub max_trials: Option<i64>,
+    /// Subprocess flow: disable a tier (`tier3`) or detector (`tier2:hang`); repeatable.
+    #[arg(long, value_name = "TIER[:ID]")]
+    pub disable_detector: Vec<String>,
+    /// Workload flow: collectors for every cell (overrides the recipe's).
+    #[arg(long, value_name = "CSV")]
+    pub collect: Option<String>,
+    /// Live progress on stderr (-v, -vv).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// The user command (after `--`): selects the subprocess flow.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Sidecar registry files (JSON), repeatable.
+    #[arg(long = "mitigations-file", value_name = "PATH")]
+    pub mitigations_files: Vec<PathBuf>,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ListPatternsArgs {
+    /// Print only the pattern library version.
+    #[arg(long)]
+    pub version: bool,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RegistryListCommand {
+    /// List entries as a table (or JSON).
+    List {
+        /// Sidecar registry files (JSON), repeatable.
+        #[arg(long = "file", visible_alias = "mitigations-file", value_name = "PATH")]
+        files: Vec<PathBuf>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// AORTA's `aorta probe` options (deprecated front door).
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    #[arg(long)]
+    pub list_patterns: bool,
+    #[arg(long)]
+    pub version: bool,
+    #[arg(long, value_name = "PATH")]
+    pub recipe: Option<PathBuf>,
+    #[arg(long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    #[arg(long)]
+    pub ticket: Option<String>,
+    #[arg(long)]
+    pub dry_run: bool,
+    #[arg(long, value_parser = ["inherit", "file"])]
+    pub env_passthrough_mode: Option<String>,
+    #[arg(long = "mitigations-file", value_name = "PATH")]
+    pub mitigations_files: Vec<PathBuf>,
+    #[arg(long, allow_negative_numbers = true)]
+    pub stop_after_events: Option<i64>,
+    #[arg(long, allow_negative_numbers = true)]
+    pub max_trials: Option<i64>,
+    #[arg(long)]
+    pub disable_detector: Vec<String>,
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TriageCommand {
+    Run(TriageRunArgs),
+    ListMitigations(ListArgs),
+    ListEnvironments(ListArgs),
+}
+
+/// AORTA's `aorta triage run` options (deprecated; the workload flow of `sweep run`).
+#[derive(Debug, Args)]
+pub struct TriageRunArgs {
+    #[arg(long, value_name = "PATH")]
+    pub recipe: Option<PathBuf>,
+    #[arg(long)]
+    pub dry_run: bool,
+    #[arg(long, value_parser = ["matrix"], default_value = "matrix")]
+    pub mode: String,
+    #[arg(long)]
+    pub workload: Option<String>,
+    #[arg(long)]
+    pub mitigation_axis: Option<String>,
+    #[arg(long)]
+    pub environment_axis: Option<String>,
+    #[arg(long, allow_negative_numbers = true)]
+    pub trials: Option<i64>,
+    #[arg(long, allow_negative_numbers = true)]
+    pub steps: Option<i64>,
+    #[arg(long)]
+    pub ticket: Option<String>,
+    #[arg(long)]
+    pub baseline_cell: Option<String>,
+    #[arg(long, allow_negative_numbers = true)]
+    pub confound_threshold: Option<f64>,
+    #[arg(long = "output-dir", visible_alias = "output")]
+    pub output_dir: Option<PathBuf>,
+    #[arg(long = "mitigations-file")]
+    pub mitigations_files: Vec<PathBuf>,
+    #[arg(long)]
+    pub collect: Option<String>,
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}

@@ -1,0 +1,70 @@
+//! `aorta build LABEL…`: resolve Buck-style labels through recipes/BUCK (starlark), load each
+//! recipe with its target's sidecars, and print the plan.
+
+use crate::args::BuildArgs;
+use crate::cmd_sweep::usage;
+use aorta_plan::Plan;
+use aorta_recipe::{load_recipe, Mode};
+use std::process::ExitCode;
+
+/// Execution (store, executor, classifier) is the next milestone; until then only plans exist,
+/// and saying so beats pretending to run.
+pub fn not_yet_executable() -> miette::Report {
+    usage(
+        "this build of aorta can plan recipes but not execute them yet",
+        "re-run with --dry-run to see the cells, their env vars and trial key inputs",
+    )
+}
+
+pub fn build(a: &BuildArgs) -> miette::Result<ExitCode> {
+    let cwd = std::env::current_dir().map_err(|e| miette::miette!("cannot read the current directory: {e}"))?;
+    let root = aorta_labels::find_workspace_root(&cwd);
+    let mut plans = Vec::new();
+    for spec in &a.targets {
+        let targets = aorta_labels::resolve(&root, spec).map_err(miette::Report::new)?;
+        for t in targets {
+            let sidecars: Vec<_> = t.mitigations_files.iter().chain(&a.mitigations_files).cloned().collect();
+            let recipe_path = display_path(&t.recipe, &cwd);
+            let recipe = load_recipe(&recipe_path, &sidecars).map_err(|d| miette::Report::new(*d))?.recipe;
+            let argv: Option<Vec<String>> = if !a.command.is_empty() {
+                Some(a.command.clone())
+            } else if !t.command.is_empty() {
+                Some(t.command.clone())
+            } else {
+                None
+            };
+            if recipe.mode == Mode::Triage && !a.command.is_empty() {
+                return Err(usage(
+                    format!("{}: a command was given after --, but {} is a triage (workload) recipe", t.label, recipe_path.display()),
+                    "only probe recipes (mode: probe) wrap a command",
+                ));
+            }
+            let argv = if recipe.mode == Mode::Probe { argv } else { None };
+            plans.push(aorta_plan::plan(&recipe, Some(&t.label), argv.as_deref()));
+        }
+    }
+    if !a.dry_run {
+        return Err(not_yet_executable());
+    }
+    print_plans(&plans, a.json)
+}
+
+/// Paths relative to the current directory read better in diagnostics than absolute ones.
+fn display_path(path: &std::path::Path, cwd: &std::path::Path) -> std::path::PathBuf {
+    path.strip_prefix(cwd).map(std::path::Path::to_path_buf).unwrap_or_else(|_| path.to_path_buf())
+}
+
+pub fn print_plans(plans: &[Plan], json: bool) -> miette::Result<ExitCode> {
+    if json {
+        let text = if plans.len() == 1 { serde_json::to_string_pretty(&plans[0]) } else { serde_json::to_string_pretty(plans) };
+        println!("{}", text.map_err(|e| miette::miette!("cannot serialise the plan: {e}"))?);
+    } else {
+        for (i, p) in plans.iter().enumerate() {
+            if i > 0 {
+                println!();
+            }
+            print!("{}", p.render_text());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,191 @@
+//! `aorta sweep run` (and the deprecated `probe` / `triage run`): AORTA's flow selection,
+//! its flag-conflict rules, then the plan. Execution arrives with the store and executor.
+
+use crate::args::{ProbeArgs, SweepRunArgs, TriageRunArgs};
+use aorta_recipe::{load_recipe, override_collect, peek_mode, FlagRecipe, Mode, PassthroughMode, PeekedMode, ProbeOverlays, Recipe};
+use aorta_registry::Registry;
+use aorta_source::{Diag, DiagKind};
+use std::process::ExitCode;
+
+pub fn usage(message: impl Into<String>, help: impl Into<String>) -> miette::Report {
+    miette::Report::new(Diag::new(DiagKind::Usage, message).with_help(help))
+}
+
+fn boxed(d: Box<Diag>) -> miette::Report {
+    miette::Report::new(*d)
+}
+
+/// The triage-only flags that are set, by their CLI spelling.
+fn flag_mode_flags(a: &SweepRunArgs) -> Vec<&'static str> {
+    [
+        ("--workload", a.workload.is_some()),
+        ("--mitigation-axis", a.mitigation_axis.is_some()),
+        ("--environment-axis", a.environment_axis.is_some()),
+        ("--trials", a.trials.is_some()),
+        ("--steps", a.steps.is_some()),
+        ("--baseline-cell", a.baseline_cell.is_some()),
+        ("--confound-threshold", a.confound_threshold.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(f, set)| set.then_some(f))
+    .collect()
+}
+
+pub fn sweep_run(a: &SweepRunArgs, name: &str) -> miette::Result<ExitCode> {
+    let peeked = a.recipe.as_deref().map(peek_mode);
+    let has_command = !a.command.is_empty();
+    if peeked == Some(PeekedMode::Known(Mode::Probe)) && !has_command {
+        return Err(usage(format!("{name}: a probe recipe needs the command to run after --"), format!("{name} --recipe <probe recipe> -- bash launch.sh")));
+    }
+    if has_command && peeked == Some(PeekedMode::Known(Mode::Triage)) {
+        return Err(usage(
+            format!("{name}: a command was given after --, but the recipe is a triage (workload) recipe"),
+            "set 'mode: probe' in the recipe to wrap a command, or drop the command to run its workload",
+        ));
+    }
+    if has_command || peeked == Some(PeekedMode::Known(Mode::Probe)) {
+        subprocess_flow(a, name)
+    } else {
+        workload_flow(a, name)
+    }
+}
+
+fn subprocess_flow(a: &SweepRunArgs, name: &str) -> miette::Result<ExitCode> {
+    if a.collect.as_deref().is_some_and(|c| c.split(',').any(|s| !s.trim().is_empty())) {
+        return Err(usage(format!("{name}: --collect applies to the workload flow only"), "collectors run inside workloads; drop --collect with -- COMMAND"));
+    }
+    let set = flag_mode_flags(a);
+    if !set.is_empty() {
+        return Err(usage(format!("{name}: {} cannot be used with a command (subprocess flow)", set.join(", ")), "those flags build workload recipes; the subprocess flow takes --recipe with mode: probe"));
+    }
+    let Some(path) = &a.recipe else {
+        return Err(usage(format!("{name}: the subprocess flow needs --recipe"), "write a probe recipe (mode: probe), e.g. recipes/probe-template-bash.yaml"));
+    };
+    let mut recipe = load_recipe(path, &a.mitigations_files).map_err(boxed)?.recipe;
+    if recipe.mode != Mode::Probe {
+        return Err(usage(format!("{}: is not a probe-mode recipe; set 'mode: probe' to wrap a command", path.display()), "or drop the command after -- to run the recipe's workload"));
+    }
+    let overlays = ProbeOverlays {
+        ticket: a.ticket.clone(),
+        env_passthrough_mode: a.env_passthrough_mode.as_deref().and_then(PassthroughMode::parse),
+        stop_after_events: a.stop_after_events,
+        max_trials: a.max_trials,
+        disable_detector: a.disable_detector.clone(),
+    };
+    overlays.apply(&mut recipe).map_err(boxed)?;
+    finish(a, &recipe, Some(&a.command))
+}
+
+fn workload_flow(a: &SweepRunArgs, name: &str) -> miette::Result<ExitCode> {
+    if a.env_passthrough_mode.is_some() {
+        return Err(usage(format!("{name}: --env-passthrough-mode applies to the subprocess flow only"), "it needs a probe recipe and a command after --"));
+    }
+    let probe_only: Vec<&str> = [
+        ("--stop-after-events", a.stop_after_events.is_some()),
+        ("--max-trials", a.max_trials.is_some()),
+        ("--disable-detector", !a.disable_detector.is_empty()),
+    ]
+    .into_iter()
+    .filter_map(|(f, s)| s.then_some(f))
+    .collect();
+    if !probe_only.is_empty() {
+        return Err(usage(format!("{name}: {} apply to the subprocess flow only", probe_only.join(", ")), "use stop_after in the recipe for workload runs"));
+    }
+    let recipe = match &a.recipe {
+        Some(path) => {
+            let mut conflicts = flag_mode_flags(a);
+            if a.ticket.is_some() {
+                conflicts.push("--ticket");
+            }
+            if !conflicts.is_empty() {
+                return Err(usage(format!("{name}: --recipe conflicts with {}", conflicts.join(", ")), "put those settings in the recipe, or drop --recipe to use flag mode"));
+            }
+            let mut recipe = load_recipe(path, &a.mitigations_files).map_err(boxed)?.recipe;
+            if let Some(c) = &a.collect {
+                override_collect(&mut recipe, c).map_err(boxed)?;
+            }
+            recipe
+        }
+        None => {
+            let registry = Registry::load(None, &a.mitigations_files).map_err(boxed)?;
+            let flags = FlagRecipe {
+                workload: a.workload.clone(),
+                mitigation_axis: a.mitigation_axis.clone(),
+                environment_axis: a.environment_axis.clone(),
+                trials: a.trials,
+                steps: a.steps,
+                ticket: a.ticket.clone(),
+                baseline_cell: a.baseline_cell.clone(),
+                confound_threshold: a.confound_threshold,
+                collect: a.collect.clone(),
+            };
+            flags.build(&registry).map_err(boxed)?
+        }
+    };
+    finish(a, &recipe, None)
+}
+
+fn finish(a: &SweepRunArgs, recipe: &Recipe, argv: Option<&[String]>) -> miette::Result<ExitCode> {
+    let plan = aorta_plan::plan(recipe, None, argv);
+    if !a.dry_run {
+        return Err(crate::cmd_build::not_yet_executable());
+    }
+    crate::cmd_build::print_plans(&[plan], a.json)
+}
+
+/// `aorta probe [opts] -- COMMAND` → the subprocess flow of `sweep run`.
+pub fn deprecated_probe(a: ProbeArgs) -> miette::Result<ExitCode> {
+    if a.list_patterns {
+        crate::deprecation("aorta probe --list-patterns", "aorta sweep list-patterns");
+        return crate::cmd_list::patterns(a.version, false, "aorta probe");
+    }
+    crate::deprecation("aorta probe", "aorta sweep run");
+    if a.version {
+        return Err(usage("aorta probe: --version only works with --list-patterns", "use `aorta --version` for the tool's version"));
+    }
+    if a.recipe.is_none() {
+        return Err(usage("aorta probe: --recipe is required", "aorta sweep run --recipe <probe recipe> -- COMMAND"));
+    }
+    let args = SweepRunArgs {
+        recipe: a.recipe,
+        dry_run: a.dry_run,
+        output: a.output,
+        ticket: a.ticket,
+        env_passthrough_mode: a.env_passthrough_mode,
+        mitigations_files: a.mitigations_files,
+        stop_after_events: a.stop_after_events,
+        max_trials: a.max_trials,
+        disable_detector: a.disable_detector,
+        verbose: a.verbose,
+        command: a.command,
+        mode: "matrix".into(),
+        ..Default::default()
+    };
+    if args.command.is_empty() {
+        return Err(usage("aorta probe: no command after '--'", "aorta sweep run --recipe <probe recipe> -- COMMAND"));
+    }
+    subprocess_flow(&args, "aorta probe")
+}
+
+impl From<TriageRunArgs> for SweepRunArgs {
+    fn from(t: TriageRunArgs) -> Self {
+        SweepRunArgs {
+            recipe: t.recipe,
+            dry_run: t.dry_run,
+            mode: t.mode,
+            workload: t.workload,
+            mitigation_axis: t.mitigation_axis,
+            environment_axis: t.environment_axis,
+            trials: t.trials,
+            steps: t.steps,
+            ticket: t.ticket,
+            baseline_cell: t.baseline_cell,
+            confound_threshold: t.confound_threshold,
+            output: t.output_dir,
+            mitigations_files: t.mitigations_files,
+            collect: t.collect,
+            verbose: t.verbose,
+            ..Default::default()
+        }
+    }
+}

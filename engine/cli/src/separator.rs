@@ -1,0 +1,62 @@
+//! AORTA's "missing `--`" guard: in `sweep run` and `probe`, the user's command must follow
+//! `--`. A bare word in the option zone is almost always a forgotten separator, and letting it
+//! through would silently run a different command.
+
+use crate::args::Cli;
+use aorta_source::{Diag, DiagKind};
+use clap::CommandFactory;
+
+/// Checks raw argv before clap sees it.
+pub fn check(raw: &[String]) -> miette::Result<()> {
+    let cli = Cli::command();
+    let mut rest = raw.iter().skip(1).map(String::as_str).peekable();
+    // Walk to the subcommand that takes a trailing command.
+    let (name, sub) = match rest.next() {
+        Some("probe") => ("aorta probe", cli.find_subcommand("probe").cloned()),
+        Some(s @ ("sweep" | "triage")) if rest.peek() == Some(&"run") => {
+            rest.next();
+            let label = if s == "sweep" { "aorta sweep run" } else { "aorta triage run" };
+            (label, cli.find_subcommand(s).and_then(|c| c.find_subcommand("run")).cloned())
+        }
+        _ => return Ok(()),
+    };
+    let Some(sub) = sub else { return Ok(()) };
+    let takes_value = |flag: &str| {
+        sub.get_arguments().any(|a| {
+            let named = a.get_long().is_some_and(|l| flag == format!("--{l}"))
+                || a.get_all_aliases().is_some_and(|al| al.iter().any(|l| flag == format!("--{l}")))
+                || a.get_short().is_some_and(|s| flag == format!("-{s}"));
+            named && a.get_action().takes_values()
+        })
+    };
+    let mut tokens = rest;
+    while let Some(tok) = tokens.next() {
+        match tok {
+            "--" => return after_separator(name, tokens.collect()),
+            "-h" | "--help" => return Ok(()),
+            t if t.starts_with('-') => {
+                if !t.contains('=') && takes_value(t) {
+                    tokens.next();
+                }
+            }
+            bare => {
+                return Err(Diag::new(DiagKind::Usage, format!("{name}: missing '--' separator before the command '{bare}'"))
+                    .with_help(format!("put the command after --, e.g. {name} --recipe r.yaml -- {bare} …"))
+                    .into())
+            }
+        }
+    }
+    Ok(())
+}
+
+fn after_separator(name: &str, argv: Vec<&str>) -> miette::Result<()> {
+    match argv.first() {
+        None => Err(Diag::new(DiagKind::Usage, format!("{name}: no command after '--'"))
+            .with_help(format!("write the command to run after --, e.g. {name} --recipe r.yaml -- bash launch.sh"))
+            .into()),
+        Some(first) if first.starts_with('-') => Err(Diag::new(DiagKind::Usage, format!("{name}: the command after '--' starts with '{first}', which looks like a flag"))
+            .with_help("put aorta's own options before --; the command's first word must be a program")
+            .into()),
+        Some(_) => Ok(()),
+    }
+}
