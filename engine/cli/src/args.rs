@@ -65,7 +65,7 @@ pub struct BuildArgs {
 #[derive(Debug, Subcommand)]
 pub enum SweepCommand {
     /// Run a matrix from a recipe or from flags; `-- COMMAND` selects the subprocess flow.
-    Run(SweepRunArgs),
+    Run(Box<SweepRunArgs>),
     /// List registered mitigations.
     ListMitigations(ListArgs),
     /// List registered environments.
@@ -207,7 +207,7 @@ pub struct ProbeArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum TriageCommand {
-    Run(TriageRunArgs),
+    Run(Box<TriageRunArgs>),
     ListMitigations(ListArgs),
     ListEnvironments(ListArgs),
 }

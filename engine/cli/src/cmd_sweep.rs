@@ -11,6 +11,7 @@ pub fn usage(message: impl Into<String>, help: impl Into<String>) -> miette::Rep
     miette::Report::new(Diag::new(DiagKind::Usage, message).with_help(help))
 }
 
+#[allow(clippy::boxed_local)] // `map_err` hands over the Box the loaders return
 fn boxed(d: Box<Diag>) -> miette::Report {
     miette::Report::new(*d)
 }

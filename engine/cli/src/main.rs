@@ -56,7 +56,7 @@ fn run(cli: Cli) -> miette::Result<ExitCode> {
             };
             deprecation(old, new);
             match t {
-                TriageCommand::Run(a) => cmd_sweep::sweep_run(&a.into(), "aorta triage run"),
+                TriageCommand::Run(a) => cmd_sweep::sweep_run(&(*a).into(), "aorta triage run"),
                 TriageCommand::ListMitigations(a) => cmd_list::mitigations(&a.mitigations_files, a.json),
                 TriageCommand::ListEnvironments(a) => cmd_list::environments(&a.mitigations_files, a.json),
             }
