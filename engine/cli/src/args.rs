@@ -152,6 +152,7 @@ pub struct ListArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(disable_version_flag = true)]
 pub struct ListPatternsArgs {
     /// Print only the pattern library version.
     #[arg(long)]
@@ -176,6 +177,7 @@ pub enum RegistryListCommand {
 
 /// AORTA's `aorta probe` options (deprecated front door).
 #[derive(Debug, Args)]
+#[command(disable_version_flag = true)]
 pub struct ProbeArgs {
     #[arg(long)]
     pub list_patterns: bool,
@@ -245,4 +247,15 @@ pub struct TriageRunArgs {
     pub collect: Option<String>,
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
 }

@@ -69,8 +69,8 @@ impl Ctx<'_> {
     pub fn int_at_least(&self, node: &Node, path: &FieldPath, min: i64) -> Res<i64> {
         match node.value {
             Value::Int(i) if i >= min => Ok(i),
-            Value::Int(i) => Err(self.schema(node, path, format!("must be an integer >= {min}, got {i}"), "")),
-            _ => Err(self.wrong_type(node, path, &format!("an integer >= {min}"), "")),
+            Value::Int(i) => Err(self.schema(node, path, format!("must be an integer >= {min}, got {i}"), format!("write a whole number such as {}", min.max(1)))),
+            _ => Err(self.wrong_type(node, path, &format!("an integer >= {min}"), &format!("write a whole number such as {} (no quotes, no decimal point)", min.max(1)))),
         }
     }
 
@@ -84,14 +84,14 @@ impl Ctx<'_> {
         match node.value {
             Value::Int(i) => Ok(i as f64),
             Value::Float(f) => Ok(f),
-            _ => Err(self.wrong_type(node, path, "a number", "")),
+            _ => Err(self.wrong_type(node, path, "a number", "write a number such as 1.5 (no quotes)")),
         }
     }
 
     pub fn positive_number(&self, node: &Node, path: &FieldPath) -> Res<f64> {
         let v = self.number(node, path)?;
         if v <= 0.0 || !v.is_finite() {
-            return Err(self.schema(node, path, format!("must be a number > 0, got {}", node.repr()), ""));
+            return Err(self.schema(node, path, format!("must be a number > 0, got {}", node.repr()), "write a positive number such as 1.5"));
         }
         Ok(v)
     }

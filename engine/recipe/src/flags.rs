@@ -213,8 +213,8 @@ impl ProbeOverlays {
                     return Err(usage("--stop-after-events", "--stop-after-events requires --max-trials (the loop needs a hard cap)", "pass --max-trials N"))
                 }
             };
-            let events = u32::try_from(events).ok().filter(|v| *v >= 1).ok_or_else(|| usage("--stop-after-events", format!("must be >= 1, got {events}"), ""))?;
-            let cap = u32::try_from(cap).ok().filter(|v| *v >= 1).ok_or_else(|| usage("--max-trials", format!("must be >= 1, got {cap}"), ""))?;
+            let events = u32::try_from(events).ok().filter(|v| *v >= 1).ok_or_else(|| usage("--stop-after-events", format!("must be >= 1, got {events}"), "pass --stop-after-events K with K >= 1"))?;
+            let cap = u32::try_from(cap).ok().filter(|v| *v >= 1).ok_or_else(|| usage("--max-trials", format!("must be >= 1, got {cap}"), "pass --max-trials N with N >= 1"))?;
             if cap < events {
                 return Err(usage("--max-trials", format!("the cap ({cap}) must be >= the events ({events})"), "raise --max-trials"));
             }

@@ -171,7 +171,7 @@ impl Builder<'_> {
                     let end = items.last().map_or(range.end, |n| n.span.end.max(start));
                     self.push(Node::new(Value::Seq(items), start..end.max(start)), anchor)
                 }
-                _ => Err(self.error(range, "unbalanced sequence".into(), "")),
+                _ => Err(self.error(range, "unbalanced sequence".into(), "check the brackets")),
             },
             Event::MappingEnd => match self.stack.pop() {
                 Some(Frame::Map { entries, start, anchor, .. }) => {
@@ -180,7 +180,7 @@ impl Builder<'_> {
                     let entries = apply_merge_keys(entries);
                     self.push(Node::new(Value::Map(entries), start..end), anchor)
                 }
-                _ => Err(self.error(range, "unbalanced mapping".into(), "")),
+                _ => Err(self.error(range, "unbalanced mapping".into(), "check the braces")),
             },
             _ => Ok(()),
         }

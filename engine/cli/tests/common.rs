@@ -1,0 +1,26 @@
+#![allow(dead_code)]
+use std::path::PathBuf;
+use std::process::Output;
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// Runs the real `aorta` binary from the repository root.
+pub fn aorta(args: &[&str]) -> Output {
+    assert_cmd::Command::cargo_bin("aorta").unwrap().current_dir(repo_root()).env("NO_COLOR", "1").env_remove("AORTA_STORE").args(args).output().unwrap()
+}
+
+/// Exit code and both streams, for snapshots.
+pub fn transcript(out: &Output) -> String {
+    let mut s = format!("exit: {}\n", out.status.code().map_or("signal".into(), |c| c.to_string()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !stdout.is_empty() {
+        s.push_str(&format!("--- stdout\n{stdout}"));
+    }
+    if !stderr.is_empty() {
+        s.push_str(&format!("--- stderr\n{stderr}"));
+    }
+    s
+}

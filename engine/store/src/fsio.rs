@@ -1,0 +1,209 @@
+//! Low-level file plumbing: crash-safe temp-then-rename writes, streaming hash-while-copy, and
+//! opens that refuse symlinks.
+//!
+//! The atomic-write protocol is the classic one: create a uniquely named temp file on the same
+//! filesystem as the destination, write it, `fsync` it, `rename` it over the destination, then
+//! `fsync` the directory so the rename itself is durable. A crash before the rename leaves only a
+//! stray temp file (gc cleans those); after it, the complete new file. Readers never see a torn
+//! entry because the final name only ever points at a fully written, synced inode.
+
+use crate::error::{Result, StoreError};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Buffer size for streaming copies: large enough to amortise syscalls, small enough never to
+/// matter for memory.
+const CHUNK: usize = 256 * 1024;
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A name no other process or thread will pick: pid + time + per-process counter.
+pub(crate) fn unique_name(prefix: &str, suffix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}{}-{nanos}-{n}{suffix}", std::process::id())
+}
+
+/// A file being written under a temporary name; deleted on drop unless [`persist`](Self::persist)ed.
+pub(crate) struct TempFile {
+    path: PathBuf,
+    file: Option<File>,
+}
+
+impl TempFile {
+    /// Creates `dir/<prefix><unique>.tmp` exclusively (never clobbers anything).
+    pub(crate) fn new_in(dir: &Path, prefix: &str) -> Result<Self> {
+        let path = dir.join(unique_name(prefix, ".tmp"));
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(StoreError::io("create temp file", &path))?;
+        Ok(TempFile {
+            path,
+            file: Some(file),
+        })
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn file(&mut self) -> &mut File {
+        self.file.as_mut().expect("temp file used after persist")
+    }
+
+    /// fsync, rename over `dest`, fsync `dest`'s directory.
+    pub(crate) fn persist(mut self, dest: &Path) -> Result<()> {
+        let file = self.file.take().expect("temp file persisted twice");
+        file.sync_all()
+            .map_err(StoreError::io("fsync temp file", &self.path))?;
+        drop(file);
+        fs::rename(&self.path, dest).map_err(StoreError::io("rename temp file to", dest))?;
+        // From here the temp name no longer exists; make Drop a no-op.
+        self.path = PathBuf::new();
+        if let Some(parent) = dest.parent() {
+            fsync_dir(parent)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        self.file.take();
+        if !self.path.as_os_str().is_empty() {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Makes a directory's entries (creations, renames) durable. A no-op where directories can't be
+/// opened (Windows), which has no equivalent and journals metadata anyway.
+pub(crate) fn fsync_dir(dir: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        let d = File::open(dir).map_err(StoreError::io("open directory for fsync", dir))?;
+        d.sync_all()
+            .map_err(StoreError::io("fsync directory", dir))?;
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
+}
+
+/// Creates `dir` (one level) if missing, refusing a symlink or non-directory in its place, and
+/// fsyncs the parent when it created it so the new directory survives a crash.
+pub(crate) fn ensure_dir(dir: &Path) -> Result<()> {
+    match fs::symlink_metadata(dir) {
+        Ok(md) if md.is_dir() => Ok(()),
+        Ok(md) => Err(StoreError::UnsafeEntry {
+            path: dir.to_owned(),
+            reason: if md.file_type().is_symlink() {
+                "a symlink where the store expects a directory".into()
+            } else {
+                "a file where the store expects a directory".into()
+            },
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            match fs::create_dir(dir) {
+                Ok(()) => {}
+                // Another process won the race; fine as long as it made a directory.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return ensure_dir(dir),
+                Err(e) => return Err(StoreError::io("create directory", dir)(e)),
+            }
+            if let Some(parent) = dir.parent() {
+                fsync_dir(parent)?;
+            }
+            Ok(())
+        }
+        Err(e) => Err(StoreError::io("stat", dir)(e)),
+    }
+}
+
+/// Opens an existing store file for reading without following a symlink at the final component,
+/// and insists on a regular file. `Ok(None)` means "not there".
+pub(crate) fn open_regular(path: &Path) -> Result<Option<(File, u64)>> {
+    let mut opts = OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NOFOLLOW);
+    }
+    #[cfg(not(unix))]
+    if let Ok(md) = fs::symlink_metadata(path) {
+        if md.file_type().is_symlink() {
+            return Err(symlink_error(path));
+        }
+    }
+    let file = match opts.open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            // O_NOFOLLOW on a symlink fails with ELOOP; report it as what it is.
+            if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(symlink_error(path));
+            }
+            return Err(StoreError::io("open", path)(e));
+        }
+    };
+    let md = file.metadata().map_err(StoreError::io("stat", path))?;
+    if !md.is_file() {
+        return Err(StoreError::UnsafeEntry {
+            path: path.to_owned(),
+            reason: "not a regular file".into(),
+        });
+    }
+    Ok(Some((file, md.len())))
+}
+
+fn symlink_error(path: &Path) -> StoreError {
+    StoreError::UnsafeEntry {
+        path: path.to_owned(),
+        reason: "a symlink inside the store (never followed)".into(),
+    }
+}
+
+/// Is `path` a regular file (not a symlink)? Returns its size.
+pub(crate) fn regular_file_len(path: &Path) -> Option<u64> {
+    fs::symlink_metadata(path)
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+}
+
+/// Copies `reader` to `writer` (if any) in chunks, hashing as it goes. Returns hash and length.
+pub(crate) fn copy_hashing(
+    reader: &mut dyn Read,
+    mut writer: Option<&mut dyn Write>,
+) -> io::Result<(blake3::Hash, u64)> {
+    let mut hasher = blake3::Hasher::new();
+    let mut buf = vec![0u8; CHUNK];
+    let mut total = 0u64;
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        hasher.update(&buf[..n]);
+        if let Some(w) = writer.as_deref_mut() {
+            w.write_all(&buf[..n])?;
+        }
+        total += n as u64;
+    }
+    Ok((hasher.finalize(), total))
+}
+
+/// Modification time, or the epoch when unavailable (so such files sort as "oldest").
+pub(crate) fn mtime(md: &fs::Metadata) -> SystemTime {
+    md.modified().unwrap_or(UNIX_EPOCH)
+}

@@ -1,0 +1,268 @@
+//! Result manifests (what an action-cache entry holds) and their checksummed on-disk envelope.
+//!
+//! An AC file is `{"format":1,"key":K,"manifest":{…},"blake3":H}` where `H` is the blake3 of the
+//! manifest's bytes *exactly as they appear in the file*. Hashing raw bytes rather than a
+//! re-serialisation keeps the check stable across serde_json versions and float round-trips, and
+//! it catches any bit flip or truncation inside the manifest; a truncation elsewhere makes the
+//! JSON unparseable. Either way decoding yields a reason string, which the store turns into a
+//! [`Lookup::Corrupt`](crate::Lookup::Corrupt) miss.
+
+use crate::digest::{Digest, Key};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::collections::BTreeMap;
+use std::path::{Component, Path};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Envelope format written by this version; entries with another format are treated as corrupt.
+pub const AC_FORMAT: u32 = 1;
+
+/// A reference to one blob in the CAS.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlobRef {
+    pub digest: Digest,
+    pub size: u64,
+}
+
+/// What the action cache stores for one trial key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub key: Key,
+    /// RFC 3339 UTC, e.g. `2026-01-31T12:00:00Z`.
+    pub created_at: String,
+    /// The trial's result.json as produced by the executor; opaque to the store.
+    pub trial: serde_json::Value,
+    /// Output files by relative path (`stdout.log`, `rank0/trace.json`) → blob.
+    pub outputs: BTreeMap<String, BlobRef>,
+    pub exec_seconds: f64,
+    pub aorta_version: String,
+}
+
+impl Manifest {
+    /// A manifest stamped now, with no outputs; the executor fills in the rest.
+    pub fn new(key: Key, trial: serde_json::Value) -> Self {
+        Manifest {
+            key,
+            created_at: rfc3339_utc(SystemTime::now()),
+            trial,
+            outputs: BTreeMap::new(),
+            exec_seconds: 0.0,
+            aorta_version: env!("CARGO_PKG_VERSION").to_owned(),
+        }
+    }
+
+    /// Checks what the store relies on: safe output paths and a finite duration (JSON has no
+    /// NaN, so a NaN would make the entry unreadable).
+    pub fn validate(&self) -> Result<(), String> {
+        for path in self.outputs.keys() {
+            validate_output_path(path).map_err(|why| format!("output path {path:?}: {why}"))?;
+        }
+        if !self.exec_seconds.is_finite() {
+            return Err(format!("exec_seconds is {}", self.exec_seconds));
+        }
+        Ok(())
+    }
+}
+
+/// Accepts only plain relative paths: `/`-separated, no empty, `.` or `..` components, no
+/// absolute or drive prefixes, no backslashes or NULs. Manifests may come from a remote tier, so
+/// this is what stops `../../.bashrc` from being materialised.
+pub fn validate_output_path(path: &str) -> Result<(), &'static str> {
+    if path.is_empty() {
+        return Err("empty path");
+    }
+    if path.starts_with('/') {
+        return Err("absolute path");
+    }
+    if path.contains('\\') || path.contains('\0') || path.contains(':') {
+        return Err("backslash, colon or NUL in path");
+    }
+    for part in path.split('/') {
+        match part {
+            "" => return Err("empty path component"),
+            "." | ".." => return Err("`.` or `..` component"),
+            _ => {}
+        }
+    }
+    // Belt and braces: the platform's own parser must agree that it's all normal components.
+    if !Path::new(path)
+        .components()
+        .all(|c| matches!(c, Component::Normal(_)))
+    {
+        return Err("not a plain relative path");
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct EnvelopeOut<'a> {
+    format: u32,
+    key: &'a Key,
+    manifest: &'a RawValue,
+    blake3: Digest,
+}
+
+#[derive(Deserialize)]
+struct EnvelopeIn {
+    format: u32,
+    key: String,
+    manifest: Box<RawValue>,
+    blake3: String,
+}
+
+/// Serialises `m` into the checksummed envelope.
+pub(crate) fn encode_entry(m: &Manifest) -> serde_json::Result<Vec<u8>> {
+    let body = serde_json::to_string(m)?;
+    let raw = RawValue::from_string(body)?;
+    let env = EnvelopeOut {
+        format: AC_FORMAT,
+        key: &m.key,
+        blake3: Digest::of_bytes(raw.get().as_bytes()),
+        manifest: &raw,
+    };
+    let mut out = serde_json::to_vec(&env)?;
+    out.push(b'\n');
+    Ok(out)
+}
+
+/// Parses and checks an AC file's bytes; the `Err` is a human-readable reason.
+pub(crate) fn decode_entry(bytes: &[u8], expected: &Key) -> Result<Manifest, String> {
+    let env: EnvelopeIn =
+        serde_json::from_slice(bytes).map_err(|e| format!("unparseable entry: {e}"))?;
+    if env.format != AC_FORMAT {
+        return Err(format!(
+            "entry format {} (this aorta reads {AC_FORMAT})",
+            env.format
+        ));
+    }
+    if env.key != expected.as_str() {
+        return Err(format!("entry is for key {:?}, not {expected}", env.key));
+    }
+    let actual = Digest::of_bytes(env.manifest.get().as_bytes());
+    if env.blake3 != actual.as_str() {
+        return Err(format!(
+            "manifest checksum mismatch (recorded {:?}, content hashes to {actual})",
+            env.blake3
+        ));
+    }
+    let m: Manifest = serde_json::from_str(env.manifest.get())
+        .map_err(|e| format!("manifest does not match the schema: {e}"))?;
+    if &m.key != expected {
+        return Err(format!("manifest is for key {}, not {expected}", m.key));
+    }
+    m.validate()?;
+    Ok(m)
+}
+
+/// Formats a time as RFC 3339 UTC with second precision, by hand to keep dependencies light.
+pub fn rfc3339_utc(t: SystemTime) -> String {
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day); Howard Hinnant's `civil_from_days`.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn key() -> Key {
+        Key::of_bytes(b"trial")
+    }
+
+    fn sample() -> Manifest {
+        let mut m = Manifest::new(key(), serde_json::json!({"verdict": "pass", "step": 0.1}));
+        m.exec_seconds = 0.1 + 0.2; // not exactly representable: the raw-bytes checksum copes
+        m.outputs.insert(
+            "stdout.log".into(),
+            BlobRef {
+                digest: Digest::of_bytes(b"hi"),
+                size: 2,
+            },
+        );
+        m
+    }
+
+    #[test]
+    fn rfc3339() {
+        assert_eq!(rfc3339_utc(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        let t = UNIX_EPOCH + Duration::from_secs(951_782_400 + 3_723); // 2000-02-29 01:02:03
+        assert_eq!(rfc3339_utc(t), "2000-02-29T01:02:03Z");
+        let t = UNIX_EPOCH + Duration::from_secs(4_102_444_799); // last second of 2099
+        assert_eq!(rfc3339_utc(t), "2099-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn output_paths() {
+        for ok in ["stdout.log", "rank0/trace.json", "a/b/c", ".hidden", "a..b"] {
+            assert_eq!(validate_output_path(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "", "/etc/passwd", "../x", "a/../x", "a//b", "a/", "./a", "a/.", "..", "c:\\x", "a\\b",
+            "a\0b",
+        ] {
+            assert!(validate_output_path(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn envelope_roundtrip() {
+        let m = sample();
+        let bytes = encode_entry(&m).unwrap();
+        assert_eq!(decode_entry(&bytes, &key()).unwrap(), m);
+    }
+
+    #[test]
+    fn envelope_detects_tampering() {
+        let bytes = encode_entry(&sample()).unwrap();
+        let text = String::from_utf8(bytes.clone()).unwrap();
+
+        let flipped = text.replace("\"pass\"", "\"fail\"");
+        let why = decode_entry(flipped.as_bytes(), &key()).unwrap_err();
+        assert!(why.contains("checksum"), "{why}");
+
+        let why = decode_entry(&bytes[..bytes.len() / 2], &key()).unwrap_err();
+        assert!(why.contains("unparseable"), "{why}");
+
+        let other = Key::of_bytes(b"other");
+        assert!(decode_entry(&bytes, &other).unwrap_err().contains("not"));
+
+        let why = decode_entry(b"\x00\xff garbage", &key()).unwrap_err();
+        assert!(why.contains("unparseable"), "{why}");
+    }
+
+    #[test]
+    fn envelope_rejects_malicious_paths_even_with_valid_checksum() {
+        let mut m = sample();
+        let blob = m.outputs["stdout.log"].clone();
+        m.outputs.insert("../escape".into(), blob);
+        // encode_entry does not validate (put_manifest does); decoding must still refuse.
+        let bytes = encode_entry(&m).unwrap();
+        let why = decode_entry(&bytes, &key()).unwrap_err();
+        assert!(why.contains("../escape"), "{why}");
+    }
+}
