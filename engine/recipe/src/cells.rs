@@ -96,7 +96,7 @@ pub(crate) fn triage(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> 
 pub(crate) fn auto_baseline(cells: &[Cell]) -> Option<String> {
     cells
         .iter()
-        .find(|c| c.name.starts_with("baseline-") || c.name == "baseline")
+        .find(|c| c.name.starts_with("baseline-"))
         .or_else(|| cells.iter().find(|c| c.mitigations == ["none"]))
         .or_else(|| (cells.len() == 1).then(|| &cells[0]))
         .map(|c| c.name.clone())
