@@ -17,7 +17,7 @@ mod sidecar;
 mod suggest;
 mod table;
 
-use aorta_source::{Diag, DiagKind};
+use aorta_source::{Diag, DiagKind, SourceFile};
 use serde::{Serialize, Serializer};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -128,6 +128,11 @@ impl Registry {
     /// problem found is returned as a located diagnostic; nothing is partially loaded.
     pub fn load(project: Option<&Path>, sidecars: &[PathBuf]) -> Result<Registry, Box<Diag>> {
         load::load(project, sidecars)
+    }
+
+    /// Like [`Registry::load`], from files already read (path, text).
+    pub fn from_sources(project: Option<(&Path, SourceFile)>, sidecars: &[(PathBuf, SourceFile)]) -> Result<Registry, Box<Diag>> {
+        load::from_sources(project, sidecars)
     }
 
     pub fn mitigation(&self, name: &str) -> Option<&Mitigation> {

@@ -27,13 +27,29 @@ pub(crate) fn load(project: Option<&Path>, sidecars: &[PathBuf]) -> Result<Regis
     if let Some(project) = project {
         check_project_not_sidecar(project, sidecars)?;
     }
-    let mut merger = Merger { registry: Registry::builtin(), origins: HashMap::new() };
-    if let Some(project) = project {
-        merger.add_file(project, Source::Project { path: project.to_path_buf() })?;
-    }
+    let project_file = project.map(|p| SourceFile::read(p).map(|f| (p, f))).transpose()?;
+    let mut files = Vec::with_capacity(sidecars.len());
     for path in sidecars {
-        merger.add_file(path, Source::Sidecar { path: path.clone() })?;
+        files.push((path.clone(), SourceFile::read(path)?));
     }
+    from_sources(project_file, &files)
+}
+
+/// Builds a registry from already-read files (the incremental compile layer reads them once
+/// and hands the texts here, so a registry is a pure function of its inputs).
+pub(crate) fn from_sources(project: Option<(&Path, SourceFile)>, sidecars: &[(PathBuf, SourceFile)]) -> Result<Registry, Box<Diag>> {
+    let paths: Vec<PathBuf> = sidecars.iter().map(|(p, _)| p.clone()).collect();
+    check_basenames(&paths)?;
+    let mut merger = Merger { registry: Registry::builtin(), origins: HashMap::new() };
+    let project_path = project.as_ref().map(|(p, _)| p.to_path_buf());
+    if let Some((path, file)) = project {
+        merger.add_file(path, file, Source::Project { path: path.to_path_buf() })?;
+    }
+    for (path, file) in sidecars {
+        merger.add_file(path, file.clone(), Source::Sidecar { path: path.clone() })?;
+    }
+    let project = project_path.as_deref();
+    let sidecars = &paths;
     let mut registry = merger.registry;
     registry.project = project.map(Path::to_path_buf);
     registry.sidecars = sidecars.to_vec();
@@ -109,8 +125,7 @@ struct Merger {
 }
 
 impl Merger {
-    fn add_file(&mut self, path: &Path, source: Source) -> Result<(), Box<Diag>> {
-        let file = SourceFile::read(path)?;
+    fn add_file(&mut self, path: &Path, file: SourceFile, source: Source) -> Result<(), Box<Diag>> {
         let parsed = sidecar::parse(file, &source)?;
         let full = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         let file = &parsed.file;
