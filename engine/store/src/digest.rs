@@ -140,7 +140,11 @@ mod tests {
         let d = Digest::parse(GOOD).unwrap();
         assert_eq!(d.as_str(), GOOD);
         assert_eq!(d.shard(), "af");
-        assert_eq!(Digest::of_bytes(b""), d, "GOOD is blake3 of the empty string");
+        assert_eq!(
+            Digest::of_bytes(b""),
+            d,
+            "GOOD is blake3 of the empty string"
+        );
         assert_eq!(Key::parse(GOOD).unwrap().to_string(), GOOD);
     }
 
@@ -151,7 +155,15 @@ mod tests {
         let long = format!("{GOOD}0");
         let dotted = format!("../{}", &GOOD[3..]);
         let nonascii = format!("é{}", &GOOD[2..]);
-        for bad in ["", short, &long, &upper, &dotted, &nonascii, &GOOD.replace('a', "g")] {
+        for bad in [
+            "",
+            short,
+            &long,
+            &upper,
+            &dotted,
+            &nonascii,
+            &GOOD.replace('a', "g"),
+        ] {
             assert!(Key::parse(bad).is_err(), "{bad:?} accepted as key");
             assert!(Digest::parse(bad).is_err(), "{bad:?} accepted as digest");
         }

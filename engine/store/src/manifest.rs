@@ -222,7 +222,17 @@ mod tests {
             assert_eq!(validate_output_path(ok), Ok(()), "{ok}");
         }
         for bad in [
-            "", "/etc/passwd", "../x", "a/../x", "a//b", "a/", "./a", "a/.", "..", "c:\\x", "a\\b",
+            "",
+            "/etc/passwd",
+            "../x",
+            "a/../x",
+            "a//b",
+            "a/",
+            "./a",
+            "a/.",
+            "..",
+            "c:\\x",
+            "a\\b",
             "a\0b",
         ] {
             assert!(validate_output_path(bad).is_err(), "{bad:?} accepted");

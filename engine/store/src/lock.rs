@@ -1,0 +1,238 @@
+//! Inter-process locking with OS advisory locks (`flock` on Unix, `LockFileEx` on Windows).
+//!
+//! Advisory locks rather than "lock file exists" markers because the kernel drops them when the
+//! holder dies, even on `kill -9`: a crashed build can never wedge the store. Two levels:
+//!
+//! * `locks/store.lock`: builds hold it **shared** ([`BuildLock`]; every [`Claim`] and every
+//!   `put_manifest` takes one), gc and `verify --repair` hold it **exclusive**. So gc never runs
+//!   while a build might be between uploading a blob and committing the manifest that references
+//!   it, and gc may delete per-key lock files (no claim can exist while it holds the lock).
+//! * `locks/keys/<key>.lock`: held **exclusive** by a [`Claim`] while one process executes a trial,
+//!   so two concurrent builds never execute the same key; the loser blocks (or polls), then
+//!   re-checks the action cache and finds the winner's entry.
+//!
+//! Lock order is always store lock, then key lock, so there is no deadlock between the two.
+
+use crate::digest::Key;
+use crate::error::{Result, StoreError};
+use crate::local::LocalStore;
+use crate::manifest::Manifest;
+use crate::Lookup;
+use fs4::TryLockError;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::Path;
+
+/// Holding this (a shared lock on the store) keeps gc out. Dropping it releases the lock.
+#[derive(Debug)]
+pub struct BuildLock {
+    _file: File,
+}
+
+/// The exclusive store lock gc and repair run under.
+#[derive(Debug)]
+pub(crate) struct ExclusiveLock {
+    _file: File,
+}
+
+/// An exclusive claim on one trial key: while held, no other process (or thread) can claim it.
+///
+/// Protocol: claim, then [`lookup`](Self::lookup) again (another process may have finished the
+/// trial while we waited); on a hit, drop the claim and use it; on a miss, execute, upload the
+/// outputs and [`commit`](Self::commit). Dropping without committing (e.g. the trial errored)
+/// simply releases the key for the next claimant.
+#[derive(Debug)]
+pub struct Claim<'s> {
+    store: &'s LocalStore,
+    key: Key,
+    _key_lock: File,
+    _build: BuildLock,
+}
+
+/// Why [`LocalStore::claim_reporting`] is waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    /// Another process holds the claim for this key, i.e. is running this very trial.
+    Trial,
+    /// A gc or repair holds the store exclusively.
+    StoreMaintenance,
+}
+
+impl Waiting {
+    /// A message suitable for the console.
+    pub fn message(self, key: &Key) -> String {
+        match self {
+            Waiting::Trial => format!("waiting for another aorta process running trial {key}"),
+            Waiting::StoreMaintenance => {
+                format!("waiting for store maintenance (gc) to finish before trial {key}")
+            }
+        }
+    }
+}
+
+impl<'s> Claim<'s> {
+    pub fn key(&self) -> &Key {
+        &self.key
+    }
+
+    /// Looks the key up while holding the claim. A corrupt entry found here is quarantined at
+    /// once: we hold the key, so nobody can be committing a fresh entry under our feet.
+    pub fn lookup(&self) -> Result<Lookup> {
+        self.store.lookup_claimed(&self.key)
+    }
+
+    /// Writes the manifest atomically (verifying its blobs exist) and releases the claim.
+    pub fn commit(self, manifest: &Manifest) -> Result<()> {
+        if manifest.key != self.key {
+            return Err(StoreError::InvalidManifest {
+                key: manifest.key.to_string(),
+                reason: format!("committed under a claim for a different key {}", self.key),
+            });
+        }
+        self.store.write_manifest_locked(manifest)
+    }
+}
+
+/// Outcome of a non-blocking attempt.
+pub(crate) enum Attempt<T> {
+    Got(T),
+    KeyHeld,
+    StoreBusy,
+}
+
+fn open_lock_file(path: &Path) -> Result<File> {
+    let mut opts = OpenOptions::new();
+    opts.read(true).write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NOFOLLOW);
+    }
+    opts.open(path)
+        .map_err(StoreError::io("open lock file", path))
+}
+
+/// Mode of acquisition.
+#[derive(Clone, Copy)]
+enum Mode {
+    Shared,
+    Exclusive,
+}
+
+/// Locks `file`, blocking or not. `Ok(false)` = would block.
+///
+/// The traits are called by path (`fs4::FileExt::lock`) because std grew inherent `File::lock`
+/// methods of the same names in Rust 1.89, newer than this workspace's MSRV.
+fn lock(file: &File, path: &Path, mode: Mode, block: bool) -> Result<bool> {
+    loop {
+        let res = match (mode, block) {
+            (Mode::Shared, true) => fs4::FileExt::lock_shared(file).map(|()| true),
+            (Mode::Exclusive, true) => fs4::FileExt::lock(file).map(|()| true),
+            (Mode::Shared, false) => try_result(fs4::FileExt::try_lock_shared(file)),
+            (Mode::Exclusive, false) => try_result(fs4::FileExt::try_lock(file)),
+        };
+        match res {
+            Ok(got) => return Ok(got),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(StoreError::io("lock", path)(e)),
+        }
+    }
+}
+
+fn try_result(r: std::result::Result<(), TryLockError>) -> io::Result<bool> {
+    match r {
+        Ok(()) => Ok(true),
+        Err(TryLockError::WouldBlock) => Ok(false),
+        Err(TryLockError::Error(e)) => Err(e),
+    }
+}
+
+impl LocalStore {
+    fn store_lock(&self, mode: Mode, block: bool) -> Result<Option<File>> {
+        let path = self.store_lock_path();
+        let file = open_lock_file(&path)?;
+        Ok(lock(&file, &path, mode, block)?.then_some(file))
+    }
+
+    /// Takes the shared build lock, waiting while a gc runs.
+    pub fn build_lock(&self) -> Result<BuildLock> {
+        let file = self.store_lock(Mode::Shared, true)?.expect("blocking lock");
+        Ok(BuildLock { _file: file })
+    }
+
+    /// Takes the shared build lock if no gc is running.
+    pub fn try_build_lock(&self) -> Result<Option<BuildLock>> {
+        Ok(self
+            .store_lock(Mode::Shared, false)?
+            .map(|file| BuildLock { _file: file }))
+    }
+
+    pub(crate) fn exclusive_lock(&self, block: bool) -> Result<Option<ExclusiveLock>> {
+        Ok(self
+            .store_lock(Mode::Exclusive, block)?
+            .map(|file| ExclusiveLock { _file: file }))
+    }
+
+    pub(crate) fn attempt_claim(&self, key: &Key, block: bool) -> Result<Attempt<Claim<'_>>> {
+        let Some(build) = self.store_lock(Mode::Shared, block)? else {
+            return Ok(Attempt::StoreBusy);
+        };
+        let path = self.key_lock_path(key);
+        let file = open_lock_file(&path)?;
+        if !lock(&file, &path, Mode::Exclusive, block)? {
+            return Ok(Attempt::KeyHeld);
+        }
+        Ok(Attempt::Got(Claim {
+            store: self,
+            key: key.clone(),
+            _key_lock: file,
+            _build: BuildLock { _file: build },
+        }))
+    }
+
+    /// Claims `key`, blocking while another process holds it (or a gc runs).
+    pub fn claim(&self, key: &Key) -> Result<Claim<'_>> {
+        match self.attempt_claim(key, true)? {
+            Attempt::Got(c) => Ok(c),
+            Attempt::KeyHeld | Attempt::StoreBusy => unreachable!("blocking lock returned early"),
+        }
+    }
+
+    /// Claims `key` if it is free: `Ok(None)` when another process holds it, a
+    /// [`StoreError::Busy`] when a gc holds the whole store.
+    pub fn try_claim(&self, key: &Key) -> Result<Option<Claim<'_>>> {
+        match self.attempt_claim(key, false)? {
+            Attempt::Got(c) => Ok(Some(c)),
+            Attempt::KeyHeld => Ok(None),
+            Attempt::StoreBusy => Err(StoreError::Busy {
+                root: self.root().to_owned(),
+                what: "a gc or repair is running",
+            }),
+        }
+    }
+
+    /// Claims `key`, polling; calls `on_wait` when it first has to wait and then every
+    /// `report_every`, so the console can say "waiting for another aorta process running trial
+    /// `<key>`" (see [`Waiting::message`]) instead of hanging silently.
+    pub fn claim_reporting(
+        &self,
+        key: &Key,
+        report_every: std::time::Duration,
+        mut on_wait: impl FnMut(Waiting, std::time::Duration),
+    ) -> Result<Claim<'_>> {
+        let start = std::time::Instant::now();
+        let mut last_report: Option<std::time::Instant> = None;
+        loop {
+            let why = match self.attempt_claim(key, false)? {
+                Attempt::Got(c) => return Ok(c),
+                Attempt::KeyHeld => Waiting::Trial,
+                Attempt::StoreBusy => Waiting::StoreMaintenance,
+            };
+            if last_report.is_none_or(|t| t.elapsed() >= report_every) {
+                on_wait(why, start.elapsed());
+                last_report = Some(std::time::Instant::now());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
