@@ -1,0 +1,143 @@
+//! Trial keys: blake3 over a canonical, versioned encoding of exactly what determines a
+//! trial's result. The encoding is JSON with sorted keys behind a domain tag, so
+//! `aorta explain` can print the very bytes that were hashed.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Bump when the meaning of any key input changes: every cached result becomes a miss.
+pub const KEY_SCHEMA_VERSION: u32 = 1;
+
+const DOMAIN: &[u8] = b"aorta.trial-key\0";
+
+/// A trial key: 64 lowercase hex chars of blake3.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct TrialKey(pub String);
+
+impl fmt::Display for TrialKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What a trial runs. Names of cells and mitigations are deliberately absent: two cells that
+/// resolve to the same env share results.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WorkloadIdentity {
+    /// A workload executable speaking the workload protocol.
+    Workload { name: String, version: String, executable_blake3: Option<String> },
+    /// The user's command: argv byte-for-byte, plus content hashes of the files it names
+    /// (argv elements that are existing files, and declared inputs).
+    Command { argv: Vec<String>, inputs: BTreeMap<String, String> },
+}
+
+/// Where a trial runs: the descriptor's content, not the environment's name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct EnvironmentDescriptor {
+    pub docker: Option<String>,
+    pub venv: Option<String>,
+    pub buck_target: Option<String>,
+}
+
+/// Everything a trial key is made of. Serialised in field order with sorted maps.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct KeyInputs {
+    pub key_schema: u32,
+    pub workload: WorkloadIdentity,
+    /// Canonical JSON (sorted keys) of the effective workload config; for the subprocess flow,
+    /// the classifier and timeout settings that decide the verdict.
+    pub config: String,
+    /// The cell's resolved env vars: values, not mitigation names.
+    pub env: BTreeMap<String, String>,
+    pub environment: EnvironmentDescriptor,
+    /// The environment snapshot's key (see [`crate::host`]).
+    pub env_snapshot: String,
+    pub trial_index: u32,
+}
+
+impl KeyInputs {
+    /// The exact bytes hashed (after the domain tag).
+    pub fn canonical_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    pub fn key(&self) -> TrialKey {
+        let mut h = blake3::Hasher::new();
+        h.update(DOMAIN);
+        h.update(self.canonical_json().as_bytes());
+        TrialKey(h.finalize().to_hex().to_string())
+    }
+}
+
+/// JSON with object keys sorted at every level, so equal configs hash equally.
+pub fn canonical_json(v: &serde_json::Value) -> String {
+    fn sort(v: &serde_json::Value) -> serde_json::Value {
+        match v {
+            serde_json::Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                let mut out = serde_json::Map::new();
+                for k in keys {
+                    out.insert(k.clone(), sort(&m[k]));
+                }
+                serde_json::Value::Object(out)
+            }
+            serde_json::Value::Array(a) => serde_json::Value::Array(a.iter().map(sort).collect()),
+            other => other.clone(),
+        }
+    }
+    serde_json::to_string(&sort(v)).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs() -> KeyInputs {
+        KeyInputs {
+            key_schema: KEY_SCHEMA_VERSION,
+            workload: WorkloadIdentity::Command { argv: vec!["true".into()], inputs: BTreeMap::new() },
+            config: "{}".into(),
+            env: BTreeMap::from([("A".into(), "1".into())]),
+            environment: EnvironmentDescriptor { docker: None, venv: None, buck_target: None },
+            env_snapshot: "host".into(),
+            trial_index: 0,
+        }
+    }
+
+    #[test]
+    fn every_input_changes_the_key() {
+        let base = inputs().key();
+        assert_eq!(base, inputs().key(), "deterministic");
+        assert_eq!(base.0.len(), 64);
+        let mut i = inputs();
+        i.trial_index = 1;
+        assert_ne!(i.key(), base);
+        let mut i = inputs();
+        i.env.insert("A".into(), "2".into());
+        assert_ne!(i.key(), base);
+        let mut i = inputs();
+        i.config = "{\"x\":1}".into();
+        assert_ne!(i.key(), base);
+        let mut i = inputs();
+        i.env_snapshot = "other".into();
+        assert_ne!(i.key(), base);
+        let mut i = inputs();
+        i.environment.docker = Some("img".into());
+        assert_ne!(i.key(), base);
+        let mut i = inputs();
+        i.workload = WorkloadIdentity::Command { argv: vec!["false".into()], inputs: BTreeMap::new() };
+        assert_ne!(i.key(), base);
+        let mut i = inputs();
+        i.key_schema = 2;
+        assert_ne!(i.key(), base);
+    }
+
+    #[test]
+    fn canonical_json_sorts_keys() {
+        let a = canonical_json(&serde_json::json!({"b": {"y": 1, "x": 2}, "a": 1}));
+        assert_eq!(a, r#"{"a":1,"b":{"x":2,"y":1}}"#);
+    }
+}

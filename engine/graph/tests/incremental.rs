@@ -1,0 +1,103 @@
+//! The compile layer's promises: keys change exactly when a trial's inputs change, and salsa
+//! re-runs only what an edit touched.
+use aorta_graph::db::{dag, recipe, trials, PlannedTrial};
+use aorta_graph::{BuildInputs, CompileDb, KeyContext, SourceText};
+use salsa::Setter;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+const RECIPE: &str = "schema_version: 1\nmode: probe\ntrials: 3\nmitigation_axis: [none, cuda_launch_blocking]\ndiagnostic_axis: [none]\n";
+
+fn ctx() -> KeyContext {
+    KeyContext { env_snapshot: "host".into(), argv: Some(vec!["true".into()]), ..Default::default() }
+}
+
+fn setup(text: &str) -> (CompileDb, BuildInputs, SourceText) {
+    let db = CompileDb::default();
+    let src = SourceText::new(&db, PathBuf::from("r.yaml"), text.to_string());
+    let build = BuildInputs::new(&db, src, None, Vec::new(), ctx());
+    (db, build, src)
+}
+
+fn keys(db: &CompileDb, build: BuildInputs) -> BTreeMap<(String, u32), String> {
+    let r = recipe(db, build).as_ref().clone().unwrap();
+    let t: Vec<PlannedTrial> = trials(db, build).as_ref().clone().unwrap();
+    t.into_iter().map(|p| ((r.cells[p.cell].name.clone(), p.index), p.key.0)).collect()
+}
+
+#[test]
+fn comment_edit_keeps_every_key() {
+    let (mut db, build, src) = setup(RECIPE);
+    let before = keys(&db, build);
+    let dag_before = dag(&db, build).clone();
+    src.set_text(&mut db).to(format!("# a comment\n{RECIPE}"));
+    assert_eq!(keys(&db, build), before);
+    assert!(std::sync::Arc::ptr_eq(&dag_before, dag(&db, build)), "early cutoff: the DAG was not rebuilt");
+}
+
+#[test]
+fn changing_one_cells_mitigation_changes_only_that_cell() {
+    let (mut db, build, src) = setup(RECIPE);
+    let before = keys(&db, build);
+    src.set_text(&mut db).to(RECIPE.replace("cuda_launch_blocking", "cuda_device_max_connections_1"));
+    let after = keys(&db, build);
+    let kept: Vec<_> = before.iter().filter(|(k, v)| after.get(*k) == Some(*v)).map(|(k, _)| k.0.clone()).collect();
+    assert_eq!(kept, ["none-none", "none-none", "none-none"]);
+    assert_eq!(after.len(), 6);
+}
+
+#[test]
+fn raising_trials_adds_only_new_indices() {
+    let (mut db, build, src) = setup(RECIPE);
+    let before = keys(&db, build);
+    src.set_text(&mut db).to(RECIPE.replace("trials: 3", "trials: 5"));
+    let after = keys(&db, build);
+    for (k, v) in &before {
+        assert_eq!(after.get(k), Some(v), "{k:?} must be reused");
+    }
+    let new: Vec<u32> = after.keys().filter(|k| !before.contains_key(*k)).map(|k| k.1).collect();
+    assert_eq!(new, [3, 4, 3, 4]);
+}
+
+#[test]
+fn changing_the_command_changes_every_key() {
+    let (mut db, build, _) = setup(RECIPE);
+    let before = keys(&db, build);
+    build.set_context(&mut db).to(KeyContext { argv: Some(vec!["false".into()]), ..ctx() });
+    let after = keys(&db, build);
+    assert!(before.iter().all(|(k, v)| after[k] != *v));
+}
+
+#[test]
+fn registry_value_change_invalidates_users_of_that_mitigation() {
+    let side = r#"{"version": 1, "mitigations": {"my_knob": {"MY_KNOB": "1"}}}"#;
+    let db0 = CompileDb::default();
+    let mut db = db0;
+    let src = SourceText::new(&db, PathBuf::from("r.yaml"), RECIPE.replace("cuda_launch_blocking", "my_knob"));
+    let sidecar = SourceText::new(&db, PathBuf::from("side.json"), side.to_string());
+    let build = BuildInputs::new(&db, src, None, vec![sidecar], ctx());
+    let before = keys(&db, build);
+    sidecar.set_text(&mut db).to(side.replace("\"1\"", "\"2\""));
+    let after = keys(&db, build);
+    for (k, v) in &before {
+        assert_eq!(after[k] == *v, k.0 == "none-none", "{k:?}");
+    }
+}
+
+#[test]
+fn equal_envs_share_trials_in_the_dag() {
+    // `none` and `tf32_off`+... differ; two diagnostics that set nothing collapse.
+    let text = "schema_version: 1\nmode: probe\ntrials: 2\nmitigation_axis: [none]\ndiagnostic_axis: [none, pytorch_no_cuda_memory_caching]\n";
+    let (db, build, _) = setup(text);
+    let d = dag(&db, build).as_ref().clone().unwrap();
+    assert_eq!(d.unique_trials(), 4);
+    assert_eq!(d.trial_order().len(), 4);
+}
+
+#[test]
+fn bad_recipe_is_an_error_not_a_panic() {
+    let (db, build, _) = setup("schema_version: 2\n");
+    assert!(recipe(&db, build).is_err());
+    assert!(trials(&db, build).is_err());
+    assert!(dag(&db, build).is_none());
+}
