@@ -30,6 +30,11 @@ pub enum Command {
     /// The environment registry.
     #[command(subcommand)]
     Environments(RegistryListCommand),
+    /// Print a trial's key and every input that fed it.
+    Explain(ExplainArgs),
+    /// The local content-addressed store.
+    #[command(subcommand)]
+    Cache(CacheCommand),
     /// Print shell completions.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -60,6 +65,56 @@ pub struct BuildArgs {
     /// The command a probe recipe wraps (overrides the BUCK target's `command`).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// A label (`//recipes:quickstart`) or recipe file.
+    pub target: String,
+    /// The cell to explain.
+    #[arg(long)]
+    pub cell: String,
+    /// The trial index.
+    #[arg(long, default_value_t = 0)]
+    pub trial: u32,
+    /// Extra sidecar registry files (JSON).
+    #[arg(long = "mitigations-file", value_name = "PATH")]
+    pub mitigations_files: Vec<PathBuf>,
+    /// The command a probe recipe wraps (overrides the BUCK target's `command`).
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CacheCommand {
+    /// Counts and sizes of blobs and action-cache entries.
+    Stats {
+        /// Store root (default: $AORTA_STORE, else .aorta/ at the workspace root).
+        #[arg(long)]
+        store: Option<PathBuf>,
+    },
+    /// Re-hash every blob and check every entry; exit 1 if anything is wrong.
+    Verify {
+        #[arg(long)]
+        store: Option<PathBuf>,
+        /// Move bad entries and blobs to quarantine/ so their trials re-execute.
+        #[arg(long)]
+        repair: bool,
+    },
+    /// Remove unreferenced blobs, and entries older or beyond a budget.
+    Gc {
+        #[arg(long)]
+        store: Option<PathBuf>,
+        /// Drop entries not used for this many days.
+        #[arg(long, value_name = "DAYS")]
+        max_age_days: Option<f64>,
+        /// Keep at most this many bytes (least recently used entries go first).
+        #[arg(long, value_name = "BYTES")]
+        max_bytes: Option<u64>,
+        /// Wait for running builds instead of failing.
+        #[arg(long)]
+        wait: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

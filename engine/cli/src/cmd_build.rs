@@ -40,7 +40,7 @@ pub fn build(a: &BuildArgs) -> miette::Result<ExitCode> {
                 ));
             }
             let argv = if recipe.mode == Mode::Probe { argv } else { None };
-            plans.push(aorta_plan::plan(&recipe, Some(&t.label), argv.as_deref()));
+            plans.push(aorta_plan::plan(&recipe, Some(&t.label), &crate::context::key_context(argv.as_deref())?));
         }
     }
     if !a.dry_run {

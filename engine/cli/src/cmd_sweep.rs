@@ -127,7 +127,7 @@ fn workload_flow(a: &SweepRunArgs, name: &str) -> miette::Result<ExitCode> {
 }
 
 fn finish(a: &SweepRunArgs, recipe: &Recipe, argv: Option<&[String]>) -> miette::Result<ExitCode> {
-    let plan = aorta_plan::plan(recipe, None, argv);
+    let plan = aorta_plan::plan(recipe, None, &crate::context::key_context(argv)?);
     if !a.dry_run {
         return Err(crate::cmd_build::not_yet_executable());
     }

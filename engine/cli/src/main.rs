@@ -3,8 +3,10 @@
 
 mod args;
 mod cmd_build;
+mod cmd_cache;
 mod cmd_list;
 mod cmd_sweep;
+mod context;
 mod separator;
 
 use args::{Cli, Command, RegistryListCommand, SweepCommand, TriageCommand};
@@ -43,6 +45,8 @@ fn run(cli: Cli) -> miette::Result<ExitCode> {
         Command::Sweep(SweepCommand::ListPatterns(a)) => cmd_list::patterns(a.version, a.json, "aorta sweep"),
         Command::Mitigations(RegistryListCommand::List { files, json }) => cmd_list::mitigations(&files, json),
         Command::Environments(RegistryListCommand::List { files, json }) => cmd_list::environments(&files, json),
+        Command::Explain(a) => cmd_cache::explain(&a),
+        Command::Cache(c) => cmd_cache::cache(&c),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "aorta", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

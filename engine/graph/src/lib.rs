@@ -6,11 +6,13 @@
 pub mod dag;
 pub mod db;
 pub mod host;
+pub mod inputs;
 pub mod key;
 mod plan_keys;
 
 pub use dag::{Dag, Node};
 pub use db::{BuildInputs, CompileDb, PlannedTrial, SourceText};
 pub use host::HostBasics;
+pub use inputs::{hash_file, hash_inputs};
 pub use key::{canonical_json, EnvironmentDescriptor, KeyInputs, TrialKey, WorkloadIdentity, KEY_SCHEMA_VERSION};
 pub use plan_keys::{trial_count, trial_inputs, KeyContext};

@@ -5,12 +5,12 @@
 
 mod render;
 
+use aorta_graph::{KeyContext, PlannedTrial};
 use aorta_recipe::{Cell, EnvironmentRef, JsonMap, Mode, PassthroughMode, Recipe, StopAfter};
 use serde::Serialize;
 use std::path::PathBuf;
 
-/// Version of the trial-key encoding the plan describes.
-pub const KEY_SCHEMA_VERSION: u32 = 1;
+pub use aorta_graph::KEY_SCHEMA_VERSION;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Plan {
@@ -77,7 +77,8 @@ pub struct KeyInputs {
     pub environment: String,
     /// The environment snapshot's key: the host-basics placeholder until the probe lands.
     pub env_snapshot: String,
-    pub trial_indices: Vec<u32>,
+    /// The trial keys, by trial index.
+    pub trial_keys: Vec<String>,
 }
 
 fn short_hash(bytes: &[u8]) -> String {
@@ -94,9 +95,11 @@ fn describe_environment(e: &EnvironmentRef) -> String {
     parts.join(" ")
 }
 
-/// Builds the plan; `argv` is the user's command for probe recipes.
-pub fn plan(recipe: &Recipe, label: Option<&str>, argv: Option<&[String]>) -> Plan {
-    let cells: Vec<CellPlan> = recipe.cells.iter().map(|c| cell_plan(recipe, c, argv)).collect();
+/// Builds the plan with the real trial keys; `ctx` carries the command and machine facts.
+pub fn plan(recipe: &Recipe, label: Option<&str>, ctx: &KeyContext) -> Plan {
+    let argv = ctx.argv.as_deref();
+    let planned = aorta_graph::trial_inputs(recipe, ctx);
+    let cells: Vec<CellPlan> = recipe.cells.iter().enumerate().map(|(i, c)| cell_plan(recipe, c, argv, &planned, i)).collect();
     let total_trials = cells.iter().map(|c| u64::from(c.trials)).sum();
     let probe = recipe.probe.as_ref();
     Plan {
@@ -123,7 +126,7 @@ pub fn plan(recipe: &Recipe, label: Option<&str>, argv: Option<&[String]>) -> Pl
     }
 }
 
-fn cell_plan(recipe: &Recipe, cell: &Cell, argv: Option<&[String]>) -> CellPlan {
+fn cell_plan(recipe: &Recipe, cell: &Cell, argv: Option<&[String]>, planned: &[PlannedTrial], index: usize) -> CellPlan {
     let trials = match recipe.stop_after {
         Some(s) => s.max_trials,
         None => cell.effective_trials(recipe),
@@ -135,7 +138,9 @@ fn cell_plan(recipe: &Recipe, cell: &Cell, argv: Option<&[String]>) -> CellPlan 
         .map(|(k, v)| EnvVar { key: k.clone(), value: v.clone(), origin: cell.env_origin.get(k).cloned().unwrap_or_default() })
         .collect();
     let env_lines: String = env.iter().map(|e| format!("{}={}\n", e.key, e.value)).collect();
-    let config_json = serde_json::to_string(&canonical(&serde_json::Value::Object(workload_config.clone()))).unwrap_or_default();
+    let mine: Vec<&PlannedTrial> = planned.iter().filter(|p| p.cell == index).collect();
+    let config_json = mine.first().map(|p| p.inputs.config.clone()).unwrap_or_default();
+    let env_snapshot = mine.first().map(|p| p.inputs.env_snapshot.clone()).unwrap_or_default();
     let workload_identity = match (recipe.mode, argv) {
         (Mode::Probe, Some(a)) => format!("argv:{}", serde_json::to_string(a).unwrap_or_default()),
         (Mode::Probe, None) => "argv:(given after --)".to_string(),
@@ -160,37 +165,9 @@ fn cell_plan(recipe: &Recipe, cell: &Cell, argv: Option<&[String]>) -> CellPlan 
             config_blake3: short_hash(config_json.as_bytes()),
             env_blake3: short_hash(env_lines.as_bytes()),
             environment: describe_environment(&cell.environment),
-            env_snapshot: "host-basics (placeholder until `aorta env probe` defines the snapshot key)".into(),
-            trial_indices: (0..trials).collect(),
+            env_snapshot,
+            trial_keys: mine.iter().map(|p| p.key.0.clone()).collect(),
         },
     }
 }
 
-/// JSON with object keys sorted at every level, so equal configs hash equally.
-fn canonical(v: &serde_json::Value) -> serde_json::Value {
-    match v {
-        serde_json::Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            let mut out = serde_json::Map::new();
-            for k in keys {
-                out.insert(k.clone(), canonical(&m[k]));
-            }
-            serde_json::Value::Object(out)
-        }
-        serde_json::Value::Array(a) => serde_json::Value::Array(a.iter().map(canonical).collect()),
-        other => other.clone(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn canonical_sorts_nested_keys() {
-        let a = canonical(&json!({"b": {"y": 1, "x": 2}, "a": [ {"d": 1, "c": 2} ]}));
-        assert_eq!(serde_json::to_string(&a).unwrap(), r#"{"a":[{"c":2,"d":1}],"b":{"x":2,"y":1}}"#);
-    }
-}

@@ -79,15 +79,10 @@ impl Plan {
                 let _ = writeln!(out, "      env: {}={}  [{}]", e.key, e.value, e.origin);
             }
             let k = &c.key_inputs;
-            let _ = writeln!(
-                out,
-                "      key inputs: {} config={} env={} environment=({}) trial=0..{}",
-                k.workload_identity,
-                k.config_blake3,
-                k.env_blake3,
-                k.environment,
-                c.trials.saturating_sub(1)
-            );
+            let _ = writeln!(out, "      key inputs: {} config={} env={} environment=({})", k.workload_identity, k.config_blake3, k.env_blake3, k.environment);
+            let shown: Vec<String> = k.trial_keys.iter().take(3).enumerate().map(|(i, key)| format!("{i}:{}", &key[..12.min(key.len())])).collect();
+            let more = if k.trial_keys.len() > 3 { format!(" … ({} in all)", k.trial_keys.len()) } else { String::new() };
+            let _ = writeln!(out, "      trial keys: {}{more}", shown.join(" "));
         }
         if !self.inline_environments.is_empty() {
             let _ = writeln!(out, "Inline docker environments:");
@@ -100,8 +95,9 @@ impl Plan {
         let _ = writeln!(out, "Confound threshold: {}", self.confound_threshold);
         let _ = writeln!(
             out,
-            "Every trial key hashes: key schema v{}, workload identity, effective workload config, the cell's resolved env vars, the environment descriptor, the environment snapshot key, and the trial index.",
-            crate::KEY_SCHEMA_VERSION
+            "Every trial key hashes: key schema v{}, workload identity, effective workload config, the cell's resolved env vars, the environment descriptor, the environment snapshot key ({}), and the trial index.",
+            crate::KEY_SCHEMA_VERSION,
+            self.cells.first().map_or("", |c| &c.key_inputs.env_snapshot[..12.min(c.key_inputs.env_snapshot.len())])
         );
         out
     }
