@@ -20,6 +20,7 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 pub const EXIT_FAILURE: u8 = 1;
 
 fn main() -> ExitCode {
+    restore_sigpipe();
     install_report_handler();
     let raw: Vec<String> = std::env::args().collect();
     if let Err(report) = separator::check(&raw) {
@@ -71,6 +72,15 @@ fn run(cli: Cli) -> miette::Result<ExitCode> {
 /// AORTA's exact one-line notice, so scripts that grep for it keep working.
 pub fn deprecation(old: &str, new: &str) {
     eprintln!("warning: '{old}' is deprecated and will be removed in a future release; use '{new}' instead.");
+}
+
+/// `aorta … | head` must end quietly like any Unix tool, not panic on EPIPE inside println!.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in main, before any thread exists; SIG_DFL is always valid.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
 
 /// Colour only on a terminal and without NO_COLOR; plain Unicode otherwise (stable in logs and tests).

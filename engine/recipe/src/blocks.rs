@@ -87,12 +87,8 @@ pub(crate) fn redaction(cx: &Ctx, node: &Node, path: &FieldPath) -> Res<Redactio
     let mut r = Redaction::default();
     if let Some(v) = node.get("scrub_env_keys") {
         let p = path.key("scrub_env_keys");
-        r.scrub_env_keys = cx.string_list(v, &p, "a list of case-sensitive globs such as 'AWS_*'")?;
-        for (i, g) in r.scrub_env_keys.iter().enumerate() {
-            if let Err(e) = globset::Glob::new(g) {
-                return Err(cx.schema(&v.as_seq().unwrap_or_default()[i], &p.index(i), format!("invalid glob: {e}"), "fnmatch-style globs: *, ?, [abc]"));
-            }
-        }
+        // fnmatch patterns (as AORTA's): every string is a valid pattern, `[` without `]` is literal.
+        r.scrub_env_keys = cx.string_list(v, &p, "a list of case-sensitive fnmatch globs such as 'AWS_*'")?;
     }
     if let Some(v) = node.get("scrub_paths") {
         r.scrub_paths = cx.boolean(v, &path.key("scrub_paths"))?;

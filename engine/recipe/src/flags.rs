@@ -226,7 +226,7 @@ impl ProbeOverlays {
                 probe.env_passthrough_mode = m;
             }
             for token in &self.disable_detector {
-                probe.disables.add_cli_token(token).map_err(|e| usage("--disable-detector", format!("--disable-detector: {}", e.message), e.hint))?;
+                probe.disables.add_cli_token(token).map_err(|e| usage("--disable-detector", e.message, e.hint))?;
             }
         } else if !self.disable_detector.is_empty() || self.env_passthrough_mode.is_some() {
             return Err(usage("--disable-detector", "detector and passthrough flags apply only to probe recipes", "set 'mode: probe' in the recipe"));

@@ -151,7 +151,7 @@ impl Builder<'_> {
                 }
                 self.push(Node { span: range, ..node }, 0)
             }
-            Event::SequenceStart(anchor, tag) | Event::MappingStart(anchor, tag) if tag.as_deref().is_some_and(|t| !is_core(t)) => {
+            Event::SequenceStart(anchor, tag) | Event::MappingStart(anchor, tag) if tag.as_deref().is_some_and(|t| !is_collection_tag(t)) => {
                 let _ = anchor;
                 let tag = tag.map(|t| t.to_string()).unwrap_or_default();
                 Err(self.error(range, format!("unsupported tag {tag}"), "recipes are plain data; remove the tag"))
@@ -242,6 +242,11 @@ fn is_core(tag: &Tag) -> bool {
     tag.is_yaml_core_schema() || tag.handle == "!!"
 }
 
+/// Tags `safe_load` builds plain lists and mappings from; `!!python/tuple` and friends are not.
+fn is_collection_tag(tag: &Tag) -> bool {
+    is_core(tag) && matches!(tag.suffix.as_str(), "seq" | "map" | "set")
+}
+
 fn count_nodes(node: &Node) -> usize {
     1 + match &node.value {
         Value::Seq(items) => items.iter().map(count_nodes).sum(),
@@ -324,6 +329,15 @@ mod tests {
         assert!(e.to_string().contains("not valid JSON"), "{e}");
         let f = SourceFile::new("two.yaml", "a: 1\n---\nb: 2\n");
         assert!(parse_document(&f, Syntax::Yaml).is_err());
+    }
+
+    #[test]
+    fn language_tags_on_collections_are_refused() {
+        for text in ["a: !!python/tuple [1, 2]\n", "a: !!python/object:os.system {x: 1}\n", "a: !custom [1]\n"] {
+            assert!(parse_document(&SourceFile::new("t.yaml", text), Syntax::Yaml).is_err(), "{text}");
+        }
+        assert_eq!(parse("a: !!seq [1]\n").get("a").unwrap().as_seq().unwrap().len(), 1);
+        assert!(parse("a: !!map {x: 1}\n").get("a").unwrap().get("x").is_some());
     }
 
     #[test]
