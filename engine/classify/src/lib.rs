@@ -1,10 +1,53 @@
-//! The failure classifier's catalogue: tiers, detector ids and built-in log patterns.
+//! The failure classifier: its catalogue (tiers, detector ids, built-in log patterns) and the
+//! five-tier classifier for subprocess trials (AORTA §5).
 //!
 //! This crate is the single source of truth for detector ids, so recipes (which may disable
 //! detectors), `aorta sweep list-patterns` and the classifier agree on one vocabulary.
+//!
+//! The executor runs the child and gathers an [`Observation`]; [`classify`] turns it into a
+//! [`Classification`] (pure, apart from reading the log files and trial directory):
+//!
+//! | tier | looks at | ids |
+//! |---|---|---|
+//! | 1 | exit status, signal, timeout, exec failure, `core` files | `tier1:*` |
+//! | 2 | the executor's hang flag, dropped on a clean exit | `tier2:hang` |
+//! | 3 | dmesg text ([`collect_dmesg`]), GPU counters before/after | `tier3:*` |
+//! | 4 | [`TIER4_PATTERNS`] over the whole stdout and stderr | `tier4:*` |
+//! | 5 | the recipe's [`CustomDetector`]s over the same streams | `custom:<id>` |
+//!
+//! Unlike AORTA, logs are streamed whole (AORTA scanned only their first 10 MiB); the exact
+//! guarantee is in the `stream` module: a match of at most [`LOG_OVERLAP_BYTES`] is never
+//! missed because of chunking.
+//!
+//! `capture` keys written by the classifier besides custom named groups: `xid`, `xid_pci`
+//! (first NVIDIA Xid in dmesg), `tier2_hang_latched_but_reconciled`, `classifier_error`
+//! (unreadable logs, regex runtime errors, a contained panic), `disabled_detectors` and
+//! `disabled_detector_tiers` (the effective disables, sorted, when the recipe set any).
 
 mod catalogue;
+mod classify;
 mod disables;
+mod dmesg;
+mod model;
+mod patterns;
+mod stream;
+mod tier1;
+mod tier3;
+mod verdict;
 
+pub use aorta_trial::Verdict;
 pub use catalogue::{detector_ids, Pattern, PatternFlags, Tier, PATTERN_LIBRARY_VERSION, TIER3_LOG_PATTERNS, TIER4_PATTERNS};
-pub use disables::{Disables, DisableError};
+pub use classify::classify;
+pub use disables::{DisableError, Disables};
+pub use dmesg::{collect_dmesg, DMESG_TIMEOUT};
+pub use model::{
+    compile_custom_regex, Classification, ClassifierConfig, CustomDetector, GpuSnapshot, Observation, OnMatch, REGEX_BACKTRACK_LIMIT,
+};
+pub use patterns::CONDITION_EVAL_BUDGET;
+pub use tier3::{MAX_DMESG_BYTES, VRAM_GROWTH_THRESHOLD_MIB};
+pub use verdict::{failure_type, ENV_FILE_VALIDATION_FAILED, ERROR_DETECTOR_IDS, MISSING_PASS_SIGNAL};
+
+/// Bytes read (and, at least, newly scanned) per window when streaming a log.
+pub const LOG_CHUNK_BYTES: usize = stream::DEFAULT_WINDOWS.chunk;
+/// Bytes each window shares with the previous one: the longest match chunking cannot hide.
+pub const LOG_OVERLAP_BYTES: usize = stream::DEFAULT_WINDOWS.overlap;

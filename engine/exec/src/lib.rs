@@ -1,1 +1,32 @@
-//! placeholder
+//! Running trial processes correctly (Linux).
+//!
+//! - [`run`] executes one [`ProcessSpec`]: the child gets its own session and process group,
+//!   its stdout/stderr go straight to files, and every process of its tree — including
+//!   grandchildren that daemonise with `setsid` or a double fork — is tracked by (pid, start
+//!   time) and torn down on timeout, cancel, hang kill, or when the root exits and leaves
+//!   strays behind: SIGTERM to group and members → `kill_grace` → SIGSTOP freeze, rescan,
+//!   SIGKILL; then reap. aorta's own group is never signalled.
+//! - A hang monitor ([`HangConfig`]) samples the whole tree: output files, `/proc/<pid>/io`,
+//!   CPU time, and an optional GPU probe; [`hang_predicate`] is the pure vote.
+//! - [`CancelToken`] and [`install_interrupt_handler`]: first Ctrl-C tears trials down
+//!   gracefully, the second SIGKILLs every live tree.
+//! - [`Pool`] / [`run_all`] run trials in parallel within [`Slots`], giving GPU trials
+//!   exclusive devices through `CUDA_VISIBLE_DEVICES` / `HIP_VISIBLE_DEVICES`.
+//!
+//! `docs/exec.md` describes the protocol and how it differs from AORTA 0.2.1.
+
+mod cancel;
+mod hang;
+mod procfs;
+mod run;
+mod slots;
+mod tree;
+
+pub use cancel::{install_interrupt_handler, kill_all_trials, live_trials, CancelToken};
+pub use hang::{hang_predicate, GpuIdleFn, HangConfig, HangDetector, HangSample, HangSignals};
+pub use run::{
+    is_posix_name, run, validate_env, ProcessOutcome, ProcessSpec, SpawnError, DEFAULT_KILL_GRACE, EXIT_NOT_EXECUTABLE,
+    EXIT_NOT_FOUND, EXIT_TIMEOUT,
+};
+pub use slots::{run_all, Lease, Pool, SlotError, SlotRequest, Slots};
+pub use tree::{ensure_subreaper, ProcId, TOKEN_VAR};

@@ -1,1 +1,32 @@
-//! placeholder
+//! What a run reports, as pure functions of the recipe and the trial records.
+//!
+//! - [`CellStats::aggregate`] folds one cell's [`aorta_trial::TrialRecord`]s into AORTA's
+//!   `CellStats` (§3.5) plus how many trials ran now and how many the cache served.
+//! - [`confound`] is AORTA's speed-confound rule ([`confound::aorta_compat`]) and aorta's
+//!   interval-aware version ([`confound::classify`], seeded [`bootstrap`]).
+//! - [`Matrix`] resolves the baseline after the run and renders matrix.json
+//!   ([`Matrix::to_json`]), matrix.md ([`Matrix::to_markdown`]) and the end-of-run summary
+//!   ([`Matrix::summary`]).
+//! - [`resolved_recipe_yaml`] writes recipe.resolved.yaml for both modes, reloadable by
+//!   `aorta_recipe::parse_recipe`.
+//!
+//! Nothing here writes files: callers write the returned text atomically.
+
+mod aggregate;
+pub mod bootstrap;
+pub mod confound;
+mod layout;
+mod markdown;
+mod matrix;
+mod resolved;
+mod stats;
+mod summary;
+mod yaml;
+
+pub use aggregate::{CellStats, Outcome, StepStats, StepTimeSource};
+pub use confound::{Baseline, Tag};
+pub use layout::{cell_dir, trial_path};
+pub use matrix::{Matrix, Row, RunInfo};
+pub use resolved::resolved_recipe_yaml;
+pub use stats::round_half_even;
+pub use summary::SummaryOptions;

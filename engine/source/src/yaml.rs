@@ -153,7 +153,7 @@ impl Builder<'_> {
             }
             Event::SequenceStart(anchor, tag) | Event::MappingStart(anchor, tag) if tag.as_deref().is_some_and(|t| !is_collection_tag(t)) => {
                 let _ = anchor;
-                let tag = tag.map(|t| t.to_string()).unwrap_or_default();
+                let tag = tag.as_deref().map(show_tag).unwrap_or_default();
                 Err(self.error(range, format!("unsupported tag {tag}"), "recipes are plain data; remove the tag"))
             }
             Event::SequenceStart(anchor, _) => {
@@ -199,7 +199,7 @@ impl Builder<'_> {
             Syntax::Json => resolve_json(s),
         };
         let value = match tag {
-            Some(t) if !is_core(t) => Err(format!("unsupported tag {t}")),
+            Some(t) if !is_core(t) => Err(format!("unsupported tag {}", show_tag(t))),
             Some(t) => match t.suffix.as_str() {
                 "str" => Ok(Value::Str(text.to_string())),
                 "null" | "bool" | "int" | "float" => resolve_yaml11(text).and_then(|v| {
@@ -240,6 +240,15 @@ impl Builder<'_> {
 
 fn is_core(tag: &Tag) -> bool {
     tag.is_yaml_core_schema() || tag.handle == "!!"
+}
+
+/// `!!python/tuple` rather than saphyr's expanded `tag:yaml.org,2002:` form.
+fn show_tag(tag: &Tag) -> String {
+    if is_core(tag) {
+        format!("!!{}", tag.suffix)
+    } else {
+        tag.to_string()
+    }
 }
 
 /// Tags `safe_load` builds plain lists and mappings from; `!!python/tuple` and friends are not.

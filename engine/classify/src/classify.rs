@@ -1,0 +1,159 @@
+//! The classifier entry point: runs the five tiers, applies disables, resolves the verdict.
+//!
+//! A classifier bug must never lose the trial (AORTA §5.9 "crash containment"): [`classify`]
+//! catches a panic and falls back to a Tier-1-only verdict with `capture.classifier_error`.
+
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+
+use crate::catalogue::Tier;
+use crate::model::{Classification, ClassifierConfig, Observation};
+use crate::stream::{WindowParams, DEFAULT_WINDOWS};
+use crate::verdict::{resolve, Effective, Fired};
+use crate::{patterns, tier1, tier3};
+
+/// Classifies one finished trial. Never panics: see the module docs.
+pub fn classify(obs: &Observation, cfg: &ClassifierConfig) -> Classification {
+    classify_with(obs, cfg, DEFAULT_WINDOWS)
+}
+
+pub(crate) fn classify_with(obs: &Observation, cfg: &ClassifierConfig, params: WindowParams) -> Classification {
+    match catch_unwind(AssertUnwindSafe(|| run(obs, cfg, params))) {
+        Ok(c) => c,
+        Err(payload) => {
+            let msg = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            fallback(obs, cfg, &format!("Panic: {msg}"))
+        }
+    }
+}
+
+/// Tier 1 alone, with the same disables and precedence; every duration is 0.0.
+fn fallback(obs: &Observation, cfg: &ClassifierConfig, error: &str) -> Classification {
+    let eff = Effective::new(&cfg.disables, obs.exec_failed);
+    let tier1 = if eff.tier_on(Tier::Tier1) { eff.filter(tier1::detect(obs)) } else { Vec::new() };
+    let mut capture = Map::new();
+    capture.insert("classifier_error".into(), Value::String(error.into()));
+    eff.echo(&mut capture);
+    let durations = Tier::ALL.iter().map(|t| (t.name().to_string(), 0.0)).collect();
+    resolve(Fired { tier1, ..Default::default() }, capture, durations)
+}
+
+/// Times one tier: runs `f` if the tier is on, records the milliseconds either way.
+fn timed<T: Default>(durations: &mut BTreeMap<String, f64>, tier: Tier, on: bool, f: impl FnOnce() -> T) -> T {
+    let start = Instant::now();
+    let out = if on { f() } else { T::default() };
+    let ms = if on { start.elapsed().as_secs_f64() * 1000.0 } else { 0.0 };
+    durations.insert(tier.name().to_string(), ms);
+    out
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Lets a test make `run` panic, to prove the containment.
+    static INJECT_PANIC: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn run(obs: &Observation, cfg: &ClassifierConfig, params: WindowParams) -> Classification {
+    #[cfg(test)]
+    if INJECT_PANIC.get() {
+        panic!("injected classifier bug");
+    }
+    let eff = Effective::new(&cfg.disables, obs.exec_failed);
+    let mut capture = Map::new();
+    let mut errors: Vec<String> = Vec::new();
+    let mut d = BTreeMap::new();
+
+    let t1 = timed(&mut d, Tier::Tier1, eff.tier_on(Tier::Tier1), || tier1::detect(obs));
+
+    let (t2, reconciled) = timed(&mut d, Tier::Tier2, eff.tier_on(Tier::Tier2), || tier1::hang(obs));
+    if reconciled {
+        capture.insert("tier2_hang_latched_but_reconciled".into(), Value::Bool(true));
+    }
+
+    // Nothing ran when the command never launched: kernel events and counters are not its own.
+    let check_vram = cfg.tier3_vram_growth && !eff.detector_off("tier3:vram_growth");
+    let t3 = timed(&mut d, Tier::Tier3, eff.tier_on(Tier::Tier3) && !obs.exec_failed, || {
+        tier3::detect(obs, check_vram, &mut capture, &mut errors)
+    });
+
+    let t4 = timed(&mut d, Tier::Tier4, eff.tier_on(Tier::Tier4), || patterns::tier4(obs, params, &mut errors));
+
+    // Disabled custom patterns are removed before the scan: no condition, no capture, and
+    // they cannot make a required signal go missing.
+    let custom: Vec<_> = cfg.custom.iter().filter(|c| !eff.detector_off(&c.detector_id())).collect();
+    let t5 = timed(&mut d, Tier::Tier5, eff.tier_on(Tier::Tier5), || {
+        patterns::tier5(obs, &custom, params, &mut capture, &mut errors)
+    });
+
+    let mut unique: Vec<String> = Vec::new();
+    for e in errors {
+        if !unique.contains(&e) {
+            unique.push(e);
+        }
+    }
+    if !unique.is_empty() {
+        capture.insert("classifier_error".into(), Value::String(unique.join("; ")));
+    }
+    eff.echo(&mut capture);
+
+    let fired = Fired {
+        tier1: eff.filter(t1),
+        tier2: eff.filter(t2),
+        tier3: eff.filter(t3.fired),
+        tier3_warn: eff.filter(t3.warn),
+        tier4: eff.filter(t4),
+        custom_fail: t5.fail,
+        custom_warn: t5.warn,
+        missing_required: t5.missing_required,
+    };
+    resolve(fired, capture, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aorta_trial::Verdict;
+
+    #[test]
+    fn fallback_keeps_tier1_and_disables() {
+        let obs = Observation { exit_code: 1, ..Default::default() };
+        let c = fallback(&obs, &ClassifierConfig::default(), "Panic: boom");
+        assert_eq!(c.verdict, Verdict::Fail);
+        assert_eq!(c.capture["classifier_error"], "Panic: boom");
+        assert!(c.tier_durations_ms.values().all(|v| *v == 0.0));
+        assert_eq!(c.tier_durations_ms.len(), 5);
+
+        let mut cfg = ClassifierConfig::default();
+        cfg.disables.add_tier(Tier::Tier1);
+        assert_eq!(fallback(&obs, &cfg, "x").verdict, Verdict::Pass);
+        let unlaunched = Observation { exit_code: 127, exec_failed: true, ..Default::default() };
+        assert_eq!(fallback(&unlaunched, &cfg, "x").verdict, Verdict::Error);
+    }
+
+    #[test]
+    fn a_panic_inside_a_tier_is_contained() {
+        INJECT_PANIC.set(true);
+        let obs = Observation { exit_code: -11, ..Default::default() };
+        let c = classify(&obs, &ClassifierConfig::default());
+        INJECT_PANIC.set(false);
+        assert_eq!(c.verdict, Verdict::Fail);
+        assert_eq!(c.failure_detectors_fired, ["tier1:sigsegv"]);
+        assert_eq!(c.capture["classifier_error"], "Panic: injected classifier bug");
+    }
+
+    #[test]
+    fn an_unreadable_log_is_recorded_not_fatal() {
+        // A directory cannot be read as a file.
+        let obs = Observation { exit_code: 0, stdout_log: Some(std::env::temp_dir()), ..Default::default() };
+        let c = classify(&obs, &ClassifierConfig::default());
+        assert_eq!(c.verdict, Verdict::Pass);
+        assert!(c.capture["classifier_error"].as_str().unwrap().starts_with("IoError: reading stdout log"));
+    }
+}

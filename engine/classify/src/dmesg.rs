@@ -1,0 +1,163 @@
+//! Collecting the kernel log for Tier 3 (AORTA §5.4).
+//!
+//! `dmesg` needs `CAP_SYSLOG` where `kernel.dmesg_restrict=1` (most distributions) and
+//! util-linux's `--since` (busybox lacks it). Every failure comes back as a one-line reason
+//! so the caller can warn once and classify without dmesg detectors.
+
+use std::ffi::OsStr;
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::tier3::MAX_DMESG_BYTES;
+
+/// How long `dmesg` may take before it is killed.
+pub const DMESG_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs `dmesg --no-pager --since "<since_secs> seconds ago"` (AORTA passes the trial's
+/// walltime + 5). Returns the log (at most its last 10 MiB, decoded with replacement) or why
+/// it is unavailable: binary missing, permission denied (`dmesg_restrict`), unsupported
+/// option, non-zero exit, or the 10 s timeout.
+pub fn collect_dmesg(since_secs: u64) -> Result<String, String> {
+    collect_with(OsStr::new("dmesg"), &[], since_secs, DMESG_TIMEOUT)
+}
+
+/// Reads a pipe to its end keeping at most the last `cap` bytes (bounded memory for a huge
+/// ring buffer).
+fn read_tail(mut r: impl Read, cap: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 64 * 1024];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                out.extend_from_slice(&buf[..n]);
+                if out.len() > 2 * cap {
+                    out.drain(..out.len() - cap);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    if out.len() > cap {
+        out.drain(..out.len() - cap);
+    }
+    out
+}
+
+/// `program` with `pre_args` before dmesg's own (tests run a fake through `/bin/sh`, which
+/// avoids ETXTBSY from executing a freshly written script while other threads fork).
+pub(crate) fn collect_with(program: &OsStr, pre_args: &[&OsStr], since_secs: u64, timeout: Duration) -> Result<String, String> {
+    let mut child = Command::new(program)
+        .args(pre_args)
+        .args(["--no-pager", "--since", &format!("{since_secs} seconds ago")])
+        .env("LC_ALL", "C") // English messages, so the reasons below can be recognised
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => "dmesg not found on PATH".to_string(),
+            std::io::ErrorKind::PermissionDenied => format!("dmesg is not executable: {e}"),
+            _ => format!("cannot run dmesg: {e}"),
+        })?;
+    // Readers on threads, so a full pipe never blocks the child while we wait on it.
+    let stdout = child.stdout.take().map(|p| thread::spawn(move || read_tail(p, MAX_DMESG_BYTES)));
+    let stderr = child.stderr.take().map(|p| thread::spawn(move || read_tail(p, 4096)));
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                // Reader threads are left to finish on their own: a grandchild may still
+                // hold the pipes open.
+                return Err(format!("dmesg timed out after {} s", timeout.as_secs_f64()));
+            }
+            Ok(None) => thread::sleep(Duration::from_millis(10)),
+            Err(e) => return Err(format!("waiting for dmesg failed: {e}")),
+        }
+    };
+    let out = stdout.and_then(|h| h.join().ok()).unwrap_or_default();
+    let err = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
+    if status.success() {
+        return Ok(String::from_utf8_lossy(&out).into_owned());
+    }
+    let err = String::from_utf8_lossy(&err);
+    let detail = err.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let code = status.code().map_or_else(|| "a signal".to_string(), |c| format!("status {c}"));
+    let lower = err.to_ascii_lowercase();
+    Err(if lower.contains("operation not permitted") || lower.contains("permission denied") {
+        format!("permission denied reading the kernel log (kernel.dmesg_restrict=1 without CAP_SYSLOG?): {detail}")
+    } else if lower.contains("unrecognized option") || lower.contains("invalid option") || lower.contains("unknown option") {
+        format!("dmesg does not support --since (busybox?): {detail}")
+    } else {
+        format!("dmesg exited with {code}: {detail}")
+    })
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    fn script(dir: &tempfile::TempDir, body: &str) -> std::path::PathBuf {
+        let path = dir.path().join("fake-dmesg");
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        path
+    }
+
+    fn run(p: &std::path::Path, timeout: Duration) -> Result<String, String> {
+        collect_with(OsStr::new("/bin/sh"), &[p.as_os_str()], 42, timeout)
+    }
+
+    #[test]
+    fn success_returns_stdout_and_passes_the_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = script(&dir, r#"echo "args: $*""#);
+        let out = run(&p, DMESG_TIMEOUT).unwrap();
+        assert_eq!(out, "args: --no-pager --since 42 seconds ago\n");
+    }
+
+    #[test]
+    fn missing_binary() {
+        let e = collect_with(OsStr::new("/nonexistent/aorta-dmesg"), &[], 5, DMESG_TIMEOUT).unwrap_err();
+        assert!(e.contains("not found"), "{e}");
+    }
+
+    #[test]
+    fn permission_denied() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = script(&dir, "echo 'dmesg: read kernel buffer failed: Operation not permitted' >&2; exit 1");
+        let e = run(&p, DMESG_TIMEOUT).unwrap_err();
+        assert!(e.starts_with("permission denied"), "{e}");
+    }
+
+    #[test]
+    fn other_failures_and_busybox() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = script(&dir, "echo 'dmesg: unrecognized option: since' >&2; exit 1");
+        assert!(run(&p, DMESG_TIMEOUT).unwrap_err().contains("busybox"));
+        let dir2 = tempfile::tempdir().unwrap();
+        let p = script(&dir2, "echo boom >&2; exit 3");
+        assert_eq!(run(&p, DMESG_TIMEOUT).unwrap_err(), "dmesg exited with status 3: boom");
+    }
+
+    #[test]
+    fn timeout_kills_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = script(&dir, "exec sleep 30");
+        let t = Instant::now();
+        let e = run(&p, Duration::from_millis(300)).unwrap_err();
+        assert!(e.contains("timed out"), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn read_tail_keeps_the_end() {
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        assert_eq!(read_tail(&data[..], 1000), &data[data.len() - 1000..]);
+    }
+}

@@ -1,0 +1,108 @@
+//! Tier 1 — how the process ended (AORTA §5.2), and Tier 2's reconciliation rule (§5.3).
+
+use std::path::Path;
+
+use crate::model::Observation;
+
+/// Linux signal numbers (exit codes are `-signal`, Python's convention).
+const SIGABRT: i32 = 6;
+const SIGBUS: i32 = 7;
+const SIGSEGV: i32 = 11;
+
+/// Tier-1 detector ids, in AORTA's order: exec failure alone, else timeout / signal /
+/// non-zero, then a core dump.
+pub(crate) fn detect(obs: &Observation) -> Vec<String> {
+    // A command that never ran has no exit status, signal or core of its own.
+    if obs.exec_failed {
+        return vec!["tier1:exec_failed".into()];
+    }
+    let mut fired = Vec::new();
+    let status = if obs.timed_out {
+        Some("tier1:timeout")
+    } else {
+        match obs.exit_code {
+            0 => None,
+            c if c == -SIGSEGV => Some("tier1:sigsegv"),
+            c if c == -SIGABRT => Some("tier1:sigabrt"),
+            c if c == -SIGBUS => Some("tier1:sigbus"),
+            // Other signals (-9, -15 ...) and plain failures.
+            _ => Some("tier1:exit_nonzero"),
+        }
+    };
+    fired.extend(status.map(String::from));
+    let dirs = std::iter::once(obs.trial_dir.as_path()).chain(obs.core_dirs.iter().map(|p| p.as_path()));
+    if dirs.into_iter().any(has_core_file) {
+        fired.push("tier1:coredump".into());
+    }
+    fired
+}
+
+/// A file named `core` or `core.*` directly inside `dir`. A missing or unreadable directory
+/// simply has no core (never an error: the trial dir may already be gone).
+fn has_core_file(dir: &Path) -> bool {
+    if dir.as_os_str().is_empty() {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else { return false };
+    entries.flatten().any(|e| {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        (name == "core" || name.starts_with("core.")) && e.path().is_file()
+    })
+}
+
+/// Tier 2: the monitor's latched hang, unless the process then exited cleanly on its own.
+/// Returns (fired ids, reconciled). A clean exit proves progress resumed (AORTA's monitor sees
+/// only the direct child, so a busy wrapper's workers can look idle: §12.3.1).
+pub(crate) fn hang(obs: &Observation) -> (Vec<String>, bool) {
+    if !obs.hang_detected {
+        return (Vec::new(), false);
+    }
+    if obs.exit_code == 0 && !obs.timed_out && !obs.exec_failed {
+        return (Vec::new(), true);
+    }
+    (vec!["tier2:hang".into()], false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obs(exit_code: i32) -> Observation {
+        Observation { exit_code, ..Default::default() }
+    }
+
+    #[test]
+    fn exit_codes_and_signals() {
+        assert!(detect(&obs(0)).is_empty());
+        assert_eq!(detect(&obs(1)), ["tier1:exit_nonzero"]);
+        assert_eq!(detect(&obs(-11)), ["tier1:sigsegv"]);
+        assert_eq!(detect(&obs(-6)), ["tier1:sigabrt"]);
+        assert_eq!(detect(&obs(-7)), ["tier1:sigbus"]);
+        assert_eq!(detect(&obs(-9)), ["tier1:exit_nonzero"]);
+        assert_eq!(detect(&obs(-15)), ["tier1:exit_nonzero"]);
+    }
+
+    #[test]
+    fn timeout_wins_over_any_exit_code() {
+        for code in [-1, 0, 1, -11] {
+            let o = Observation { exit_code: code, timed_out: true, ..Default::default() };
+            assert_eq!(detect(&o), ["tier1:timeout"]);
+        }
+    }
+
+    #[test]
+    fn hang_reconciliation() {
+        let h = |exit_code, timed_out| Observation { exit_code, timed_out, hang_detected: true, ..Default::default() };
+        assert_eq!(hang(&h(0, false)), (vec![], true));
+        assert_eq!(hang(&h(1, false)), (vec!["tier2:hang".to_string()], false));
+        assert_eq!(hang(&h(-1, true)), (vec!["tier2:hang".to_string()], false));
+        assert_eq!(hang(&obs(1)), (vec![], false));
+    }
+
+    #[test]
+    fn missing_trial_dir_is_not_an_error() {
+        let o = Observation { exit_code: 0, trial_dir: "/nonexistent/aorta/trial".into(), ..Default::default() };
+        assert!(detect(&o).is_empty());
+    }
+}

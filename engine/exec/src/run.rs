@@ -1,0 +1,439 @@
+//! Running one trial process: spawn in its own session, wait, time out, cancel, tear down the
+//! whole tree, reap.
+
+use crate::cancel::CancelToken;
+use crate::hang::{HangConfig, Monitor};
+use crate::procfs;
+use crate::tree::{self, ProcId, Reap, Tree, TOKEN_VAR};
+use nix::sys::signal::Signal;
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Default wait between SIGTERM and SIGKILL.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(10);
+
+/// Exit code for an exec that failed with ENOENT (shell convention).
+pub const EXIT_NOT_FOUND: i32 = 127;
+/// Exit code for an exec that failed with EACCES.
+pub const EXIT_NOT_EXECUTABLE: i32 = 126;
+/// Exit code reported on timeout (AORTA's synthetic -1).
+pub const EXIT_TIMEOUT: i32 = -1;
+
+/// What to run and how.
+#[derive(Debug, Clone)]
+pub struct ProcessSpec {
+    /// Program and arguments; `argv[0]` is looked up in the child's `PATH`.
+    pub argv: Vec<String>,
+    /// Set on top of aorta's own environment (after `env_remove`).
+    pub env: BTreeMap<String, String>,
+    /// Inherited variables to drop.
+    pub env_remove: Vec<String>,
+    /// Working directory; `None` inherits aorta's.
+    pub cwd: Option<PathBuf>,
+    /// Files the child writes directly (created, truncated; parent directories created). The
+    /// same path for both shares one file. stdin is `/dev/null`.
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+    pub timeout: Option<Duration>,
+    /// SIGTERM → this long → SIGKILL, on timeout, cancel, hang kill and stray cleanup.
+    pub kill_grace: Duration,
+    pub hang: Option<HangConfig>,
+}
+
+impl ProcessSpec {
+    /// A spec with no env changes, no timeout, `kill_grace` 10 s and no hang monitor.
+    pub fn new<S: Into<String>>(argv: impl IntoIterator<Item = S>, stdout: impl Into<PathBuf>, stderr: impl Into<PathBuf>) -> Self {
+        ProcessSpec {
+            argv: argv.into_iter().map(Into::into).collect(),
+            env: BTreeMap::new(),
+            env_remove: Vec::new(),
+            cwd: None,
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            timeout: None,
+            kill_grace: DEFAULT_KILL_GRACE,
+            hang: None,
+        }
+    }
+
+    /// Checks everything that can be checked before spawning.
+    pub fn validate(&self) -> Result<(), SpawnError> {
+        match self.argv.first() {
+            None => return Err(SpawnError::EmptyArgv),
+            Some(a) if a.is_empty() => return Err(SpawnError::EmptyArgv),
+            _ => {}
+        }
+        if let Some(index) = self.argv.iter().position(|a| a.contains('\0')) {
+            return Err(SpawnError::NulInArg { index });
+        }
+        validate_env(&self.env)?;
+        for k in &self.env_remove {
+            if !is_posix_name(k) {
+                return Err(SpawnError::BadEnvName(k.clone()));
+            }
+        }
+        if let Some(cwd) = &self.cwd {
+            if !cwd.is_dir() {
+                return Err(SpawnError::BadCwd(cwd.clone()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A setup problem found before anything was spawned.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("empty command")]
+    EmptyArgv,
+    #[error("argument {index} of the command contains a NUL byte")]
+    NulInArg { index: usize },
+    #[error("environment variable name {0:?} is not a POSIX name ([A-Za-z_][A-Za-z0-9_]*)")]
+    BadEnvName(String),
+    #[error("the value of environment variable {0} contains a NUL byte")]
+    NulInEnvValue(String),
+    #[error("working directory {} does not exist", .0.display())]
+    BadCwd(PathBuf),
+    #[error("cannot open {}: {source}", path.display())]
+    Log { path: PathBuf, source: io::Error },
+}
+
+/// `[A-Za-z_][A-Za-z0-9_]*`.
+pub fn is_posix_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b'A'..=b'Z' | b'a'..=b'z' | b'_')) && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// Keys must be POSIX names and values free of NUL.
+pub fn validate_env(env: &BTreeMap<String, String>) -> Result<(), SpawnError> {
+    for (k, v) in env {
+        if !is_posix_name(k) {
+            return Err(SpawnError::BadEnvName(k.clone()));
+        }
+        if v.contains('\0') {
+            return Err(SpawnError::NulInEnvValue(k.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessOutcome {
+    /// Whether the program was executed at all.
+    pub launched: bool,
+    /// Why it could not be executed (also appended to the stderr file).
+    pub exec_error: Option<String>,
+    /// Exit status; negative = killed by that signal; [`EXIT_TIMEOUT`] on timeout; 127/126/1
+    /// for exec failures (ENOENT/EACCES/other).
+    pub exit_code: i32,
+    pub timed_out: bool,
+    /// Stopped by the cancel token (not launched at all if it was cancelled before).
+    pub cancelled: bool,
+    /// The hang monitor latched (whether or not it killed: see `HangConfig::kill_on_hang`).
+    /// Raw: reconciling a latched hang with a clean exit is the classifier's call.
+    pub hang_detected: bool,
+    /// Spawn to the root's exit (or to the end of teardown when aorta killed it).
+    pub walltime: Duration,
+    pub pid: Option<u32>,
+    /// Best effort: the larger of the sampled sum of the tree's resident sets and the root's
+    /// `ru_maxrss` (which covers the descendants it waited for).
+    pub peak_rss_kib: Option<u64>,
+    /// Processes of the tree still running when the root exited; aorta killed them.
+    pub strays_killed: usize,
+    /// Every process seen in the tree (root first among equals), for audits and tests.
+    pub processes: Vec<ProcId>,
+}
+
+impl ProcessOutcome {
+    fn not_launched(exit_code: i32) -> Self {
+        ProcessOutcome {
+            launched: false,
+            exec_error: None,
+            exit_code,
+            timed_out: false,
+            cancelled: false,
+            hang_detected: false,
+            walltime: Duration::ZERO,
+            pid: None,
+            peak_rss_kib: None,
+            strays_killed: 0,
+            processes: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Exited(Instant),
+    Timeout,
+    Cancelled,
+    Hang,
+}
+
+/// Main-loop tick: how quickly an exit is noticed.
+const TICK: Duration = Duration::from_millis(20);
+/// Tree refresh cadence: fast while a trial is young (wrappers fork early), then slower.
+const REFRESH_EARLY: Duration = Duration::from_millis(100);
+const REFRESH_LATE: Duration = Duration::from_millis(500);
+const EARLY_PHASE: Duration = Duration::from_secs(2);
+/// How long to wait for SIGKILLed processes to become reapable before a detached thread
+/// takes over.
+const REAP_BUDGET: Duration = Duration::from_secs(2);
+
+/// Runs one process to completion (see the crate docs for the protocol).
+///
+/// Returns `Err` only for setup problems found before spawning. An exec failure is an
+/// outcome with `launched: false`.
+pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, SpawnError> {
+    spec.validate()?;
+    let (out, err) = open_logs(&spec.stdout, &spec.stderr)?;
+    if cancel.is_cancelled() {
+        let mut o = ProcessOutcome::not_launched(-1);
+        o.cancelled = true;
+        return Ok(o);
+    }
+    tree::ensure_subreaper();
+    static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
+    let token = format!("{}.{}", std::process::id(), NEXT_TOKEN.fetch_add(1, Ordering::Relaxed));
+
+    let mut cmd = Command::new(&spec.argv[0]);
+    cmd.args(&spec.argv[1..]);
+    for k in &spec.env_remove {
+        cmd.env_remove(k);
+    }
+    cmd.envs(&spec.env);
+    cmd.env(TOKEN_VAR, &token);
+    if let Some(dir) = &spec.cwd {
+        cmd.current_dir(dir);
+    }
+    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+    // SAFETY: only async-signal-safe syscalls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            // Own session and process group: teardown signals the group, and the terminal's
+            // Ctrl-C reaches aorta only.
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // If aorta dies without tearing down, the root gets SIGTERM (and a wrapper such
+            // as torchrun forwards it). Harmless when unsupported.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0);
+            Ok(())
+        });
+    }
+
+    let start = Instant::now();
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = match e.raw_os_error() {
+                Some(libc::ENOENT) => EXIT_NOT_FOUND,
+                Some(libc::EACCES) => EXIT_NOT_EXECUTABLE,
+                _ => 1,
+            };
+            let msg = format!("aorta: cannot execute {:?}: {e}", spec.argv[0]);
+            if let Ok(mut f) = OpenOptions::new().append(true).open(&spec.stderr) {
+                let _ = writeln!(f, "{msg}");
+            }
+            let mut o = ProcessOutcome::not_launched(code);
+            o.exec_error = Some(msg);
+            o.walltime = start.elapsed();
+            return Ok(o);
+        }
+    };
+    let pid = child.id() as i32;
+    // The root is reaped with wait4 below (for its rusage); a dropped std Child neither
+    // waits nor kills.
+    drop(child);
+    let root_start = procfs::read_stat(pid).map_or(0, |s| s.start_time);
+    let tree = Arc::new(Tree::new(pid, root_start, &token));
+    let _registration = tree::register(&tree);
+    let monitor = spec
+        .hang
+        .as_ref()
+        .map(|h| Monitor::start(h, Arc::clone(&tree), vec![spec.stdout.clone(), spec.stderr.clone()], start));
+    let kill_on_hang = spec.hang.as_ref().is_some_and(|h| h.kill_on_hang);
+    let deadline = spec.timeout.map(|t| start + t);
+
+    let mut next_refresh = start;
+    let end = loop {
+        if tree.root_exited() {
+            break End::Exited(Instant::now());
+        }
+        if cancel.is_cancelled() {
+            break End::Cancelled;
+        }
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            break End::Timeout;
+        }
+        if kill_on_hang && monitor.as_ref().is_some_and(Monitor::latched) {
+            break End::Hang;
+        }
+        if now >= next_refresh {
+            tree.refresh(procfs::SHARED_SCAN_AGE);
+            let every = if now - start < EARLY_PHASE { REFRESH_EARLY } else { REFRESH_LATE };
+            next_refresh = now + every;
+        }
+        let tick = deadline.map_or(TICK, |d| TICK.min(d.saturating_duration_since(now)));
+        cancel.wait_cancelled(tick);
+    };
+    let hang_detected = monitor.map(Monitor::stop).unwrap_or(false);
+
+    let mut strays_killed = 0;
+    match end {
+        End::Exited(_) => {
+            tree.refresh(Duration::ZERO);
+            strays_killed = tree.live().len();
+            if strays_killed > 0 {
+                teardown(&tree, spec.kill_grace, cancel);
+            }
+        }
+        End::Timeout | End::Cancelled | End::Hang => teardown(&tree, spec.kill_grace, cancel),
+    }
+
+    // Reap the root (a zombie by now unless stuck in uninterruptible sleep).
+    let reap_deadline = Instant::now() + REAP_BUDGET;
+    let reaped = loop {
+        match tree.try_reap_root() {
+            Reap::NotYet if Instant::now() < reap_deadline => std::thread::sleep(Duration::from_millis(5)),
+            Reap::NotYet => {
+                tree.reap_root_later();
+                break None;
+            }
+            Reap::Done { status, maxrss_kib } => break Some((status, maxrss_kib)),
+            Reap::Lost => break None,
+        }
+    };
+    let ended_at = match end {
+        End::Exited(at) => at,
+        _ => Instant::now(),
+    };
+    // Adopted members (re-parented to aorta) are reaped too.
+    let adopt_deadline = Instant::now() + REAP_BUDGET;
+    while tree.reap_adopted() > 0 {
+        if Instant::now() >= adopt_deadline {
+            tree.reap_adopted_later();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+
+    let mut exit_code = match reaped {
+        Some((status, _)) if libc::WIFEXITED(status) => libc::WEXITSTATUS(status),
+        Some((status, _)) if libc::WIFSIGNALED(status) => -libc::WTERMSIG(status),
+        _ => -1,
+    };
+    let timed_out = end == End::Timeout;
+    if timed_out {
+        exit_code = EXIT_TIMEOUT;
+    }
+    let peak = (tree.peak_rss_bytes() / 1024).max(reaped.map_or(0, |r| r.1));
+    Ok(ProcessOutcome {
+        launched: true,
+        exec_error: None,
+        exit_code,
+        timed_out,
+        cancelled: end == End::Cancelled,
+        hang_detected,
+        walltime: ended_at - start,
+        pid: Some(pid as u32),
+        peak_rss_kib: (peak > 0).then_some(peak),
+        strays_killed,
+        processes: tree.all(),
+    })
+}
+
+/// SIGTERM (+SIGCONT, so stopped members can act on it) to the group and every member;
+/// members that appear meanwhile get it too; after `grace` (or at once when the token is
+/// forced) the tree is frozen with SIGSTOP and SIGKILLed.
+fn teardown(tree: &Tree, grace: Duration, cancel: &CancelToken) {
+    tree.refresh(Duration::ZERO);
+    if cancel.is_forced() {
+        tree.freeze_and_kill();
+        return;
+    }
+    tree.signal_all(Signal::SIGTERM);
+    tree.signal_all(Signal::SIGCONT);
+    let deadline = Instant::now() + grace;
+    loop {
+        let added = tree.refresh(procfs::SHARED_SCAN_AGE);
+        if !added.is_empty() {
+            tree.signal_some(&added, Signal::SIGTERM);
+            tree.signal_some(&added, Signal::SIGCONT);
+        }
+        if tree.live().is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            break;
+        }
+        if cancel.wait_forced((deadline - now).min(Duration::from_millis(50))) {
+            break;
+        }
+    }
+    tree.freeze_and_kill();
+}
+
+fn open_logs(stdout: &Path, stderr: &Path) -> Result<(File, File), SpawnError> {
+    let open = |path: &Path| -> Result<File, SpawnError> {
+        let wrap = |source| SpawnError::Log { path: path.to_path_buf(), source };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs::create_dir_all(parent).map_err(wrap)?;
+        }
+        OpenOptions::new().write(true).create(true).truncate(true).open(path).map_err(wrap)
+    };
+    let out = open(stdout)?;
+    let err = if stdout == stderr {
+        out.try_clone().map_err(|source| SpawnError::Log { path: stderr.to_path_buf(), source })?
+    } else {
+        open(stderr)?
+    };
+    Ok((out, err))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn posix_names() {
+        for ok in ["A", "_", "a_b9", "CUDA_VISIBLE_DEVICES"] {
+            assert!(is_posix_name(ok), "{ok}");
+        }
+        for bad in ["", "9A", "A=B", "A B", "A-B", "É", "A\0"] {
+            assert!(!is_posix_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn validation_errors_not_panics() {
+        let mut s = ProcessSpec::new(["true"], "/dev/null", "/dev/null");
+        assert!(s.validate().is_ok());
+        s.env.insert("A=B".into(), "x".into());
+        assert!(matches!(s.validate(), Err(SpawnError::BadEnvName(_))));
+        s.env.clear();
+        s.env.insert("A".into(), "x\0y".into());
+        assert!(matches!(s.validate(), Err(SpawnError::NulInEnvValue(_))));
+        s.env.clear();
+        s.env_remove.push(String::new());
+        assert!(matches!(s.validate(), Err(SpawnError::BadEnvName(_))));
+        s.env_remove.clear();
+        s.argv.push("a\0b".into());
+        assert!(matches!(s.validate(), Err(SpawnError::NulInArg { index: 1 })));
+        s.argv.clear();
+        assert!(matches!(s.validate(), Err(SpawnError::EmptyArgv)));
+        let mut s = ProcessSpec::new(["true"], "/dev/null", "/dev/null");
+        s.cwd = Some("/definitely/not/here".into());
+        assert!(matches!(s.validate(), Err(SpawnError::BadCwd(_))));
+    }
+}

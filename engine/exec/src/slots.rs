@@ -1,0 +1,404 @@
+//! Parallel trials with GPU slots: at most `jobs` trials at once, each GPU trial with its own
+//! devices.
+//!
+//! [`Pool`] is the engine's interface: it submits trials as their dependencies finish and
+//! collects them as they complete. Each of the `jobs` workers is a plain std thread (a trial
+//! blocks on its child for minutes; a work-stealing pool is the wrong tool). Queued trials
+//! start first-fit in submission order: a trial that fits the free devices may overtake an
+//! older one waiting for more GPUs than are free.
+
+use crate::run::ProcessSpec;
+use std::collections::{BTreeMap, VecDeque};
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+/// The machine's capacity: how many trials at once, and which GPU ids exist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slots {
+    jobs: usize,
+    gpus: Vec<String>,
+    trials_per_gpu: usize,
+}
+
+impl Slots {
+    /// `jobs` (at least 1) concurrent trials; `gpus` the device ids to hand out (duplicates
+    /// dropped). GPUs are exclusive: one trial per device.
+    pub fn new(jobs: usize, gpus: Vec<String>) -> Self {
+        let mut unique: Vec<String> = Vec::with_capacity(gpus.len());
+        for g in gpus {
+            if !unique.contains(&g) {
+                unique.push(g);
+            }
+        }
+        Slots { jobs: jobs.max(1), gpus: unique, trials_per_gpu: 1 }
+    }
+
+    /// Shared mode: up to `trials_per_gpu` (at least 1) trials may use one device at once.
+    /// A trial still never gets the same device twice.
+    pub fn share_gpus(mut self, trials_per_gpu: usize) -> Self {
+        self.trials_per_gpu = trials_per_gpu.max(1);
+        self
+    }
+
+    pub fn jobs(&self) -> usize {
+        self.jobs
+    }
+
+    pub fn gpus(&self) -> &[String] {
+        &self.gpus
+    }
+
+    pub fn trials_per_gpu(&self) -> usize {
+        self.trials_per_gpu
+    }
+
+    /// Whether `request` can ever be granted.
+    pub fn check(&self, request: SlotRequest) -> Result<(), SlotError> {
+        if request.gpus > self.gpus.len() {
+            return Err(SlotError::TooManyGpus { requested: request.gpus, available: self.gpus.len() });
+        }
+        Ok(())
+    }
+}
+
+/// What one trial needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SlotRequest {
+    /// Devices (0 for a CPU trial).
+    pub gpus: usize,
+}
+
+impl SlotRequest {
+    pub fn cpu() -> Self {
+        SlotRequest { gpus: 0 }
+    }
+
+    pub fn gpus(n: usize) -> Self {
+        SlotRequest { gpus: n }
+    }
+}
+
+/// A request that can never be granted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SlotError {
+    #[error("a trial asks for {requested} GPU(s) but only {available} are configured")]
+    TooManyGpus { requested: usize, available: usize },
+}
+
+/// What a running trial was granted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    slot: usize,
+    gpus: Vec<String>,
+}
+
+impl Lease {
+    /// The worker slot (0..jobs) running the trial; unique among running trials (handy for
+    /// per-slot ports or scratch directories).
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    /// The device ids granted, in the order configured.
+    pub fn gpus(&self) -> &[String] {
+        &self.gpus
+    }
+
+    /// `CUDA_VISIBLE_DEVICES` and `HIP_VISIBLE_DEVICES` (comma-joined ids) for a GPU trial;
+    /// empty for a CPU trial, which keeps whatever visibility it inherits.
+    pub fn env(&self) -> BTreeMap<String, String> {
+        if self.gpus.is_empty() {
+            return BTreeMap::new();
+        }
+        let ids = self.gpus.join(",");
+        ["CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"].into_iter().map(|k| (k.to_string(), ids.clone())).collect()
+    }
+
+    /// Merges [`env`](Self::env) into the spec; the lease wins over a cell's own value.
+    pub fn apply(&self, spec: &mut ProcessSpec) {
+        spec.env.extend(self.env());
+    }
+}
+
+/// Device bookkeeping.
+#[derive(Debug)]
+struct Devices {
+    load: Vec<usize>,
+    cap: usize,
+}
+
+impl Devices {
+    /// The `n` least-loaded devices with room, or `None`.
+    fn acquire(&mut self, n: usize) -> Option<Vec<usize>> {
+        let mut free: Vec<usize> = (0..self.load.len()).filter(|&i| self.load[i] < self.cap).collect();
+        if free.len() < n {
+            return None;
+        }
+        free.sort_by_key(|&i| (self.load[i], i));
+        free.truncate(n);
+        free.sort_unstable();
+        for &i in &free {
+            self.load[i] += 1;
+        }
+        Some(free)
+    }
+
+    fn release(&mut self, ids: &[usize]) {
+        for &i in ids {
+            self.load[i] = self.load[i].saturating_sub(1);
+        }
+    }
+}
+
+struct State<J, O> {
+    queue: VecDeque<(SlotRequest, J)>,
+    devices: Devices,
+    running: usize,
+    done: VecDeque<O>,
+    shutdown: bool,
+}
+
+struct Shared<J, O> {
+    state: Mutex<State<J, O>>,
+    /// Signalled when work is queued, devices are freed, or a result is ready.
+    cv: Condvar,
+    gpus: Vec<String>,
+}
+
+impl<J, O> Shared<J, O> {
+    fn new(slots: &Slots) -> Self {
+        Shared {
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                devices: Devices { load: vec![0; slots.gpus.len()], cap: slots.trials_per_gpu },
+                running: 0,
+                done: VecDeque::new(),
+                shutdown: false,
+            }),
+            cv: Condvar::new(),
+            gpus: slots.gpus.clone(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<J, O>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// One worker: take the first queued job that fits, run it, release, publish.
+    fn work(&self, slot: usize, exec: impl Fn(J, Lease) -> O) {
+        loop {
+            let (job, ids) = {
+                let mut st = self.lock();
+                loop {
+                    if st.shutdown {
+                        return;
+                    }
+                    let mut picked = None;
+                    let state = &mut *st;
+                    for (i, (req, _)) in state.queue.iter().enumerate() {
+                        if let Some(ids) = state.devices.acquire(req.gpus) {
+                            picked = Some((i, ids));
+                            break;
+                        }
+                    }
+                    if let Some((i, ids)) = picked {
+                        let (_, job) = st.queue.remove(i).expect("index in range");
+                        st.running += 1;
+                        break (job, ids);
+                    }
+                    st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+                }
+            };
+            let lease = Lease { slot, gpus: ids.iter().map(|&i| self.gpus[i].clone()).collect() };
+            let out = exec(job, lease);
+            let mut st = self.lock();
+            st.devices.release(&ids);
+            st.running -= 1;
+            st.done.push_back(out);
+            self.cv.notify_all();
+        }
+    }
+}
+
+type PoolJob<R> = Box<dyn FnOnce(Lease) -> R + Send>;
+type PoolOut<I, R> = (I, std::thread::Result<R>);
+
+/// A pool of `jobs` workers for trials submitted one by one (as a DAG's dependencies finish).
+///
+/// ```
+/// use aorta_exec::{Pool, Slots, SlotRequest};
+/// let pool = Pool::new(Slots::new(2, vec!["0".into(), "1".into()]));
+/// pool.submit("a", SlotRequest::gpus(1), |lease| lease.gpus().to_vec()).unwrap();
+/// pool.submit("b", SlotRequest::cpu(), |lease| lease.gpus().to_vec()).unwrap();
+/// let mut got = vec![pool.next_completed().unwrap(), pool.next_completed().unwrap()];
+/// got.sort();
+/// assert_eq!(got.len(), 2);
+/// assert!(pool.next_completed().is_none());
+/// ```
+pub struct Pool<I, R> {
+    slots: Slots,
+    shared: Arc<Shared<(I, PoolJob<R>), PoolOut<I, R>>>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl<I: Send + 'static, R: Send + 'static> Pool<I, R> {
+    pub fn new(slots: Slots) -> Self {
+        let shared = Arc::new(Shared::new(&slots));
+        let workers = (0..slots.jobs)
+            .map(|slot| {
+                let shared = Arc::clone(&shared);
+                std::thread::Builder::new()
+                    .name(format!("aorta-slot-{slot}"))
+                    .spawn(move || {
+                        shared.work(slot, |(id, job): (I, PoolJob<R>), lease| {
+                            (id, panic::catch_unwind(AssertUnwindSafe(move || job(lease))))
+                        })
+                    })
+                    .expect("spawn pool worker")
+            })
+            .collect();
+        Pool { slots, shared, workers }
+    }
+
+    /// Queues a job; it starts once a worker and the requested devices are free. A request
+    /// that can never be granted is refused here rather than waiting forever.
+    pub fn submit(&self, id: I, request: SlotRequest, job: impl FnOnce(Lease) -> R + Send + 'static) -> Result<(), SlotError> {
+        self.slots.check(request)?;
+        let mut st = self.shared.lock();
+        st.queue.push_back((request, (id, Box::new(job))));
+        self.shared.cv.notify_all();
+        Ok(())
+    }
+
+    /// Blocks until a job completes and returns it; `None` when nothing is queued, running or
+    /// left to collect. A job that panicked re-raises its panic here.
+    pub fn next_completed(&self) -> Option<(I, R)> {
+        let mut st = self.shared.lock();
+        loop {
+            if let Some((id, res)) = st.done.pop_front() {
+                drop(st);
+                return Some((id, res.unwrap_or_else(|p| panic::resume_unwind(p))));
+            }
+            if st.queue.is_empty() && st.running == 0 {
+                return None;
+            }
+            st = self.shared.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Jobs submitted and not yet returned by `next_completed`.
+    pub fn pending(&self) -> usize {
+        let st = self.shared.lock();
+        st.queue.len() + st.running + st.done.len()
+    }
+
+    pub fn slots(&self) -> &Slots {
+        &self.slots
+    }
+}
+
+impl<I, R> Drop for Pool<I, R> {
+    /// Drops queued jobs, waits for running ones to finish, and joins the workers.
+    fn drop(&mut self) {
+        {
+            let mut st = self.shared.lock();
+            st.shutdown = true;
+            st.queue.clear();
+            self.shared.cv.notify_all();
+        }
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
+/// Runs every item with its request through `slots` and returns the results in input order
+/// (a batch convenience over the same scheduler; `f` may borrow). A panic in `f` is re-raised.
+pub fn run_all<T, R, F>(items: Vec<(SlotRequest, T)>, slots: &Slots, f: F) -> Result<Vec<R>, SlotError>
+where
+    T: Send,
+    R: Send,
+    F: Fn(T, Lease) -> R + Sync,
+{
+    for (req, _) in &items {
+        slots.check(*req)?;
+    }
+    let n = items.len();
+    let shared: Shared<(usize, T), (usize, std::thread::Result<R>)> = Shared::new(slots);
+    {
+        let mut st = shared.lock();
+        st.queue.extend(items.into_iter().enumerate().map(|(i, (req, t))| (req, (i, t))));
+    }
+    let mut results: Vec<Option<R>> = (0..n).map(|_| None).collect();
+    std::thread::scope(|s| {
+        for slot in 0..slots.jobs.min(n.max(1)) {
+            let (shared, f) = (&shared, &f);
+            s.spawn(move || {
+                shared.work(slot, |(i, t): (usize, T), lease| (i, panic::catch_unwind(AssertUnwindSafe(|| f(t, lease)))))
+            });
+        }
+        let mut st = shared.lock();
+        let mut collected = 0;
+        let mut panicked = None;
+        while collected < n {
+            if let Some((i, res)) = st.done.pop_front() {
+                collected += 1;
+                match res {
+                    Ok(r) => results[i] = Some(r),
+                    Err(p) => panicked = panicked.or(Some(p)),
+                }
+                continue;
+            }
+            st = shared.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        st.shutdown = true;
+        shared.cv.notify_all();
+        drop(st);
+        if let Some(p) = panicked {
+            panic::resume_unwind(p);
+        }
+    });
+    Ok(results.into_iter().map(|r| r.expect("every item completed")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_are_exclusive_and_least_loaded() {
+        let mut d = Devices { load: vec![0; 3], cap: 1 };
+        assert_eq!(d.acquire(2), Some(vec![0, 1]));
+        assert_eq!(d.acquire(2), None);
+        assert_eq!(d.acquire(1), Some(vec![2]));
+        d.release(&[0]);
+        assert_eq!(d.acquire(1), Some(vec![0]));
+        let mut shared = Devices { load: vec![0; 2], cap: 2 };
+        assert_eq!(shared.acquire(1), Some(vec![0]));
+        assert_eq!(shared.acquire(1), Some(vec![1]));
+        assert_eq!(shared.acquire(2), Some(vec![0, 1]));
+        assert_eq!(shared.acquire(1), None);
+    }
+
+    #[test]
+    fn lease_env() {
+        let l = Lease { slot: 0, gpus: vec!["2".into(), "5".into()] };
+        let env = l.env();
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "2,5");
+        assert_eq!(env["HIP_VISIBLE_DEVICES"], "2,5");
+        assert!(Lease { slot: 1, gpus: vec![] }.env().is_empty());
+        let mut spec = ProcessSpec::new(["true"], "/dev/null", "/dev/null");
+        spec.env.insert("CUDA_VISIBLE_DEVICES".into(), "7".into());
+        l.apply(&mut spec);
+        assert_eq!(spec.env["CUDA_VISIBLE_DEVICES"], "2,5");
+    }
+
+    #[test]
+    fn slots_dedupe_and_clamp() {
+        let s = Slots::new(0, vec!["0".into(), "0".into(), "1".into()]);
+        assert_eq!(s.jobs(), 1);
+        assert_eq!(s.gpus(), ["0", "1"]);
+        assert_eq!(s.check(SlotRequest::gpus(3)), Err(SlotError::TooManyGpus { requested: 3, available: 2 }));
+    }
+}

@@ -1,0 +1,125 @@
+//! The scheduler: concurrency bound, exclusive GPUs, impossible requests, results.
+
+use aorta_exec::{run, run_all, CancelToken, Pool, ProcessSpec, SlotError, SlotRequest, Slots};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[test]
+fn at_most_jobs_run_at_once() {
+    let pool: Pool<usize, ()> = Pool::new(Slots::new(2, vec![]));
+    let running = Arc::new(AtomicUsize::new(0));
+    let max = Arc::new(AtomicUsize::new(0));
+    for i in 0..4 {
+        let (running, max) = (Arc::clone(&running), Arc::clone(&max));
+        pool.submit(i, SlotRequest::cpu(), move |_lease| {
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            max.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(200));
+            running.fetch_sub(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    }
+    let mut ids: Vec<usize> = std::iter::from_fn(|| pool.next_completed()).map(|(id, ())| id).collect();
+    ids.sort();
+    assert_eq!(ids, [0, 1, 2, 3]);
+    assert_eq!(max.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn gpu_trials_never_share_a_device() {
+    let pool: Pool<usize, Vec<String>> = Pool::new(Slots::new(4, vec!["0".into(), "1".into()]));
+    let intervals: Arc<Mutex<Vec<(String, Instant, Instant)>>> = Arc::default();
+    for i in 0..4 {
+        let intervals = Arc::clone(&intervals);
+        pool.submit(i, SlotRequest::gpus(1), move |lease| {
+            let start = Instant::now();
+            std::thread::sleep(Duration::from_millis(150));
+            let end = Instant::now();
+            let mut iv = intervals.lock().unwrap();
+            for g in lease.gpus() {
+                iv.push((g.clone(), start, end));
+            }
+            lease.gpus().to_vec()
+        })
+        .unwrap();
+    }
+    let done: Vec<_> = std::iter::from_fn(|| pool.next_completed()).collect();
+    assert_eq!(done.len(), 4);
+    assert!(done.iter().all(|(_, g)| g.len() == 1));
+    let iv = intervals.lock().unwrap();
+    for (i, a) in iv.iter().enumerate() {
+        for b in &iv[i + 1..] {
+            if a.0 == b.0 {
+                assert!(a.2 <= b.1 || b.2 <= a.1, "GPU {} used by two trials at once", a.0);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_request_beyond_the_machine_is_an_error_not_a_deadlock() {
+    let pool: Pool<&str, ()> = Pool::new(Slots::new(2, vec!["0".into()]));
+    let err = pool.submit("big", SlotRequest::gpus(2), |_| ()).unwrap_err();
+    assert_eq!(err, SlotError::TooManyGpus { requested: 2, available: 1 });
+    assert!(err.to_string().contains("2 GPU(s)"));
+    assert!(pool.next_completed().is_none());
+    let err = run_all(vec![(SlotRequest::gpus(1), ())], &Slots::new(1, vec![]), |_, _| ()).unwrap_err();
+    assert_eq!(err, SlotError::TooManyGpus { requested: 1, available: 0 });
+}
+
+#[test]
+fn multi_gpu_and_cpu_trials_mix() {
+    let slots = Slots::new(3, vec!["a".into(), "b".into(), "c".into()]);
+    let items = vec![(SlotRequest::gpus(2), 0), (SlotRequest::gpus(2), 1), (SlotRequest::cpu(), 2), (SlotRequest::gpus(3), 3)];
+    let out = run_all(items, &slots, |i, lease| (i, lease.gpus().len())).unwrap();
+    assert_eq!(out, [(0, 2), (1, 2), (2, 0), (3, 3)]);
+}
+
+#[test]
+fn shared_mode_allows_co_location() {
+    let pool: Pool<usize, ()> = Pool::new(Slots::new(4, vec!["0".into()]).share_gpus(2));
+    let running = Arc::new(AtomicUsize::new(0));
+    let max = Arc::new(AtomicUsize::new(0));
+    for i in 0..4 {
+        let (running, max) = (Arc::clone(&running), Arc::clone(&max));
+        pool.submit(i, SlotRequest::gpus(1), move |_| {
+            max.fetch_max(running.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(150));
+            running.fetch_sub(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    }
+    while pool.next_completed().is_some() {}
+    assert_eq!(max.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn lease_reaches_the_child_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool: Pool<usize, String> = Pool::new(Slots::new(2, vec!["3".into(), "7".into()]));
+    for i in 0..2 {
+        let out = dir.path().join(format!("out{i}"));
+        pool.submit(i, SlotRequest::gpus(2), move |lease| {
+            let mut spec = ProcessSpec::new(["sh", "-c", "echo $CUDA_VISIBLE_DEVICES/$HIP_VISIBLE_DEVICES"], &out, "/dev/null");
+            lease.apply(&mut spec);
+            run(&spec, &CancelToken::new()).unwrap();
+            std::fs::read_to_string(&out).unwrap()
+        })
+        .unwrap();
+    }
+    while let Some((_, s)) = pool.next_completed() {
+        assert_eq!(s, "3,7/3,7\n");
+    }
+}
+
+#[test]
+fn a_panicking_job_re_raises_in_next_completed() {
+    let pool: Pool<u8, ()> = Pool::new(Slots::new(1, vec![]));
+    pool.submit(1, SlotRequest::cpu(), |_| panic!("boom")).unwrap();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.next_completed()));
+    assert!(r.is_err());
+    // The pool is still usable.
+    pool.submit(2, SlotRequest::cpu(), |_| ()).unwrap();
+    assert_eq!(pool.next_completed(), Some((2, ())));
+}

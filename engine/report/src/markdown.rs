@@ -1,0 +1,304 @@
+//! matrix.md (AORTA §3.7): header, the Reproduction Summary table with its conditional
+//! columns, failure hints and notes. Only the timestamp and the `Ran / reused` column depend
+//! on how this invocation got its trials; everything else is a function of the records.
+
+use crate::aggregate::CellStats;
+use crate::confound::{one_line, Tag};
+use crate::matrix::{Matrix, Row};
+use crate::stats::{fmt_1, round_half_even};
+use aorta_recipe::Mode;
+use serde_json::Value;
+use std::fmt::Write;
+
+const DASH: &str = "—";
+
+impl Matrix<'_> {
+    /// The whole matrix.md text.
+    pub fn to_markdown(&self) -> String {
+        let mut out = String::new();
+        let r = self.recipe;
+        let _ = writeln!(out, "# Triage Matrix - {}\n", r.workload);
+        if !self.warnings.is_empty() {
+            out.push_str("> [!WARNING]\n");
+            for w in &self.warnings {
+                let _ = writeln!(out, "> {}", one_line(w));
+            }
+            out.push('\n');
+        }
+        let recipe_line = match &r.source {
+            Some(s) => format!("{} (blake3:{})", s.path.display(), s.blake3.get(..10).unwrap_or(&s.blake3)),
+            None => "(flag-mode; in-memory)".into(),
+        };
+        let trials = match r.stop_after {
+            Some(s) => format!("up to {}", s.max_trials),
+            None => r.trials.to_string(),
+        };
+        let base_mean = match self.baseline_row() {
+            Some(b) if b.stats.error.is_none() && b.stats.step.mean > 0.0 => format!("{} ms", fmt_1(b.stats.step.mean)),
+            _ => "n/a".into(),
+        };
+        let _ = writeln!(out, "**Ticket**: {}  ", r.ticket.as_deref().unwrap_or("(none)"));
+        let _ = writeln!(out, "**Workload**: {}  ", r.workload);
+        let _ = writeln!(out, "**Recipe**: {recipe_line}  ");
+        let _ = writeln!(out, "**Trials per cell**: {trials}  ");
+        let _ = writeln!(out, "**Steps per trial**: {}  ", r.steps);
+        let _ = writeln!(out, "**Run timestamp**: {}  ", self.run_timestamp);
+        let _ = writeln!(out, "**Baseline cell**: {} (mean step time = {base_mean})\n", self.baseline.name);
+        out.push_str("## Reproduction Summary\n\n");
+        let cols = Columns::of(self);
+        let rows: Vec<Vec<String>> = self.rows.iter().map(|row| cols.cells(self, row).iter().map(|c| escape_cell(c)).collect()).collect();
+        out.push_str(&table(&cols.header(), &rows));
+        self.hints_section(&mut out);
+        self.notes_section(&mut out, &cols);
+        out
+    }
+
+    fn hints_section(&self, out: &mut String) {
+        let lines: Vec<String> = self
+            .rows
+            .iter()
+            .flat_map(|row| row.stats.failure_hints.iter().map(move |(h, n)| format!("- **{}** ({n}/{} trials): {}", row.stats.name, row.stats.trials, one_line(h))))
+            .collect();
+        if !lines.is_empty() {
+            out.push_str("\n## Failure hints\n\n");
+            for l in lines {
+                out.push_str(&l);
+                out.push('\n');
+            }
+        }
+    }
+
+    fn notes_section(&self, out: &mut String, cols: &Columns) {
+        let t = self.recipe.confound.threshold;
+        let pct = round_half_even((t - 1.0) * 100.0);
+        let mut n: Vec<String> = vec![
+            format!("- **Confound** compares each cell's mean step time with the baseline cell `{}` (threshold {t}: more than {pct}% slower counts as a slowdown):", self.baseline.name),
+            "  - `speed (+N%)`: N% slower than the baseline, with the whole 95% interval of the ratio above the threshold; a lower failure rate may only reflect slower iteration.".into(),
+            "  - `speed? (+N%)`: the mean ratio is above the threshold but its 95% interval reaches below it; a slowdown is possible, not established.".into(),
+            "  - `no effect`: not slower, and the failure rate did not drop.".into(),
+            "  - `-`: not slower, and fewer failures than the baseline.".into(),
+            "  - `n/a`: no comparable timing; both cells need per-step times from the workload (per-iteration and wall-clock fallbacks are never compared) and a baseline that ran without error.".into(),
+            "  - `(baseline)`: the reference cell.".into(),
+            "  - `error`: the cell could not run; its error is in matrix.json.".into(),
+        ];
+        if self.rows.iter().any(|r| r.confound.tag == Tag::DidNotRun) {
+            n.push("  - `did_not_run`: no trial of the cell started its main work, so it has no timing.".into());
+        }
+        if cols.ratio {
+            n.push(format!(
+                "- **Ratio (95% CI)**: cell mean step time / baseline mean step time, with a percentile interval from {} two-stage bootstrap resamples (trials, then steps within each trial), seeded by the cell names so a rerun reproduces it.",
+                crate::bootstrap::RESAMPLES
+            ));
+        }
+        let fallback: Vec<String> = self.rows.iter().filter(|r| r.confound.fell_back_to_point_rule()).map(|r| format!("`{}`", r.stats.name)).collect();
+        if !fallback.is_empty() {
+            n.push(format!("- No interval for {} (fewer than {} step-time samples on a side): the tag follows AORTA 0.2.1's point rule.", fallback.join(", "), crate::bootstrap::MIN_SAMPLES));
+        }
+        for r in self.rows.iter().filter(|r| r.confound.tag != r.confound.aorta_tag) {
+            n.push(format!("- AORTA 0.2.1 would tag `{}` as `{}`.", r.stats.name, r.confound.aorta_tag));
+        }
+        n.push("- **Failure rate** = failed / (passed + failed); errored trials are excluded.".into());
+        if cols.errors {
+            n.push("- **Errors**: trials that errored (the body could not run or be judged) of all trials; `(unreliable)` when at least 10% errored.".into());
+        }
+        if cols.top_failure || cols.top_warn {
+            n.push("- **Top failure** / **Top warn**: the detector that fired in the most trials of the cell (ties: the first seen).".into());
+        }
+        if let Some(s) = self.recipe.stop_after {
+            n.push(format!("- **Stop after**: each cell ran until {} `{}` trial(s) or {} trial(s), whichever came first.", s.events, s.event_verdict.as_str(), s.max_trials));
+        }
+        if cols.iters {
+            n.push("- **Iters**: executed / configured iterations (`min..max` when trials differ, `—/N` when a trial did not report, `?/?` when trials disagree on the configuration).".into());
+        }
+        if !cols.config_keys.is_empty() {
+            n.push("- **Config**: the workload_config keys whose values differ between cells.".into());
+        }
+        if self.recipe.mode == Mode::Probe {
+            n.push("- **Mean step (ms)**: probe cells time the whole command (wall clock per trial), so their confound is `n/a`.".into());
+        }
+        n.push("- **Ran / reused**: trials executed by this invocation / trials served from the cache. Every other column is computed from the trial records alone.".into());
+        out.push_str("\n## Notes\n\n");
+        for l in n {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
+}
+
+/// Which conditional columns this matrix shows.
+struct Columns {
+    probe: bool,
+    config_keys: Vec<String>,
+    errors: bool,
+    top_failure: bool,
+    top_warn: bool,
+    stop_after: bool,
+    iters: bool,
+    ratio: bool,
+}
+
+impl Columns {
+    fn of(m: &Matrix) -> Columns {
+        let stats: Vec<&CellStats> = m.rows.iter().map(|r| &r.stats).collect();
+        Columns {
+            probe: m.recipe.mode == Mode::Probe,
+            config_keys: varying_config_keys(&stats),
+            errors: stats.iter().any(|s| s.error_count > 0),
+            top_failure: stats.iter().any(|s| s.top_failure_detector_id.is_some()),
+            top_warn: stats.iter().any(|s| s.top_warn_detector_id.is_some()),
+            stop_after: m.recipe.stop_after.is_some(),
+            iters: stats.iter().any(|s| s.iters_display != DASH),
+            ratio: m.rows.iter().any(|r| r.confound.ratio.is_some()),
+        }
+    }
+
+    fn header(&self) -> Vec<String> {
+        let mut h: Vec<&str> = if self.probe { vec!["Mitigation", "Diagnostic", "Environment"] } else { vec!["Cell", "Mitigations", "Environment"] };
+        if !self.config_keys.is_empty() {
+            h.push("Config");
+        }
+        h.extend(["Failure rate", "Failures"]);
+        let optional = [(self.errors, "Errors"), (self.top_failure, "Top failure"), (self.top_warn, "Top warn"), (self.stop_after, "Stop after"), (self.iters, "Iters")];
+        h.extend(optional.iter().filter(|(on, _)| *on).map(|(_, name)| *name));
+        h.extend(["Mean step (ms)", "Confound"]);
+        if self.ratio {
+            h.push("Ratio (95% CI)");
+        }
+        h.push("Ran / reused");
+        if self.probe {
+            h.push("Directory");
+        }
+        h.into_iter().map(str::to_string).collect()
+    }
+
+    fn cells(&self, m: &Matrix, row: &Row) -> Vec<String> {
+        let s = &row.stats;
+        let errored = s.error.is_some();
+        let mut c: Vec<String> = if self.probe {
+            let axis = |i: usize| s.mitigations.get(i).cloned().unwrap_or_else(|| DASH.into());
+            vec![axis(0), axis(1), s.environment.name.clone()]
+        } else {
+            let mits = if s.mitigations.is_empty() { "-".into() } else { s.mitigations.join(", ") };
+            vec![s.name.clone(), mits, s.environment.name.clone()]
+        };
+        if !self.config_keys.is_empty() {
+            c.push(config_cell(s, &self.config_keys));
+        }
+        let valid = s.valid_trials();
+        c.push(if errored { "n/a".into() } else { format!("{}%", round_half_even(s.failure_rate() * 100.0)) });
+        c.push(match (errored, valid) {
+            (true, _) => "n/a".into(),
+            (false, 0) => "0 / 0 (no valid trials)".into(),
+            (false, v) => format!("{} / {v}", s.failed_count),
+        });
+        if self.errors {
+            c.push(if errored { "n/a".into() } else { format!("{} / {}{}", s.error_count, s.trials, if s.unreliable() { " (unreliable)" } else { "" }) });
+        }
+        if self.top_failure {
+            c.push(s.top_failure_detector_id.clone().unwrap_or_else(|| DASH.into()));
+        }
+        if self.top_warn {
+            c.push(s.top_warn_detector_id.clone().unwrap_or_else(|| DASH.into()));
+        }
+        if self.stop_after {
+            c.push(s.stop_after_note.clone().unwrap_or_else(|| DASH.into()));
+        }
+        if self.iters {
+            c.push(s.iters_display.clone());
+        }
+        c.push(if errored || s.step.mean <= 0.0 { "n/a".into() } else { fmt_1(s.step.mean) });
+        c.push(row.confound.tag.to_string());
+        if self.ratio {
+            c.push(match (row.confound.ratio, row.confound.ci95) {
+                (Some(r), Some((lo, hi))) => format!("{r:.2} ({lo:.2}–{hi:.2})"),
+                (Some(r), None) => format!("{r:.2} (no CI)"),
+                _ => DASH.into(),
+            });
+        }
+        c.push(format!("{} / {}", s.executed, s.reused));
+        if self.probe {
+            c.push(m.cell_dir(&s.name));
+        }
+        c
+    }
+}
+
+/// JSON with object keys sorted at every level: equal values compare equal as text.
+fn canonical(v: &Value) -> String {
+    fn sort(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                Value::Object(keys.into_iter().map(|k| (k.clone(), sort(&m[k]))).collect())
+            }
+            Value::Array(a) => Value::Array(a.iter().map(sort).collect()),
+            other => other.clone(),
+        }
+    }
+    sort(v).to_string()
+}
+
+/// Keys (sorted) whose canonical value, or absence, is not the same in every cell.
+fn varying_config_keys(stats: &[&CellStats]) -> Vec<String> {
+    let mut keys: Vec<&String> = stats.iter().flat_map(|s| s.workload_config.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| {
+            let vals: Vec<Option<String>> = stats.iter().map(|s| s.workload_config.get(*k).map(canonical)).collect();
+            vals.windows(2).any(|w| w[0] != w[1])
+        })
+        .cloned()
+        .collect()
+}
+
+fn config_cell(s: &CellStats, keys: &[String]) -> String {
+    let pairs: Vec<String> = keys
+        .iter()
+        .filter_map(|k| {
+            s.workload_config.get(k).map(|v| {
+                let shown = match v {
+                    Value::String(t) => t.clone(),
+                    other => canonical(other),
+                };
+                format!("{k}={shown}")
+            })
+        })
+        .collect();
+    if pairs.is_empty() {
+        DASH.into()
+    } else {
+        pairs.join(", ")
+    }
+}
+
+/// Keeps a value inside one table cell: `|`, `\\` and line breaks are escaped.
+fn escape_cell(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('|', "\\|").replace("\r\n", "\\n").replace(['\n', '\r'], "\\n")
+}
+
+/// A space-padded Markdown table; widths count characters, not bytes.
+fn table(header: &[String], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let padded: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count()))).collect();
+        format!("| {} |\n", padded.join(" | "))
+    };
+    let mut out = line(header);
+    out.push('|');
+    for w in &widths {
+        out.push_str(&"-".repeat(w + 2));
+        out.push('|');
+    }
+    out.push('\n');
+    for r in rows {
+        out.push_str(&line(r));
+    }
+    out
+}

@@ -1,0 +1,68 @@
+//! The end-of-run summary printed to stdout (AORTA §3.8), with aorta's cache line.
+
+use crate::confound::one_line;
+use crate::matrix::Matrix;
+
+/// How the summary is printed.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SummaryOptions<'a> {
+    /// The run directory as the user should see it (used in `Full matrix: <dir>/matrix.md`).
+    pub run_dir: &'a str,
+    /// `-v` was given: per-cell progress was already streamed, so no tip.
+    pub verbose: bool,
+}
+
+impl Matrix<'_> {
+    /// The summary, one line per `\n`, ending with a newline.
+    ///
+    /// All clean: `Sweep summary: all N cell(s) passed.` and the cache line. Otherwise the
+    /// bucket counts, one line per cell that is not clean (with its directory), the cache
+    /// line, `Full matrix: …` and, without `-v`, the tip.
+    pub fn summary(&self, opts: SummaryOptions) -> String {
+        let n = self.rows.len();
+        let resumed = self.rows.iter().filter(|r| r.stats.resumed()).count();
+        let suffix = if resumed > 0 { format!(" {resumed} resumed from a prior run (no trials re-executed).") } else { String::new() };
+        let (executed, reused) = self.cache_totals();
+        let cache = format!("Trials: {executed} executed, {reused} reused from cache.");
+        let clean = self.rows.iter().filter(|r| r.stats.is_clean()).count();
+        let mut out = Vec::new();
+        if clean == n {
+            out.push(format!("Sweep summary: all {n} cell(s) passed.{suffix}"));
+            out.push(cache);
+            return lines(out);
+        }
+        let failing = self.rows.iter().filter(|r| r.stats.error.is_none() && r.stats.failed_count > 0).count();
+        out.push(format!("Sweep summary: {n} cell(s) -- {clean} clean, {failing} with failing trials, {} with errors.{suffix}", n - clean - failing));
+        for row in self.rows.iter().filter(|r| !r.stats.is_clean()) {
+            let s = &row.stats;
+            let (bucket, detail) = match &s.error {
+                Some(e) => ("error", format!("cell did not run ({})", one_line(e))),
+                None => {
+                    let mut parts = Vec::new();
+                    if s.failed_count > 0 {
+                        parts.push(format!("{} failed", s.failed_count));
+                    }
+                    if s.error_count > 0 {
+                        parts.push(format!("{} errored", s.error_count));
+                    }
+                    (if s.failed_count > 0 { "fail" } else { "error" }, format!("{} of {} trial(s)", parts.join(", "), s.trials))
+                }
+            };
+            let hint = s.failure_hints.first().map(|(h, _)| format!(" ({})", one_line(h))).unwrap_or_default();
+            let tag = if s.resumed() { " [resumed]" } else { "" };
+            out.push(format!("  [{bucket}] {}: {detail}{hint}{tag} -> {}", s.name, self.cell_dir(&s.name)));
+        }
+        out.push(cache);
+        out.push(format!("Full matrix: {}/matrix.md", opts.run_dir.trim_end_matches('/')));
+        if !opts.verbose {
+            out.push("Tip: re-run with -v to stream per-cell progress live.".into());
+        }
+        lines(out)
+    }
+}
+
+fn lines(v: Vec<String>) -> String {
+    let mut s = v.join("\n");
+    s.push('\n');
+    s
+}

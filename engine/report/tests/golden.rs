@@ -1,0 +1,155 @@
+//! Golden matrix.md and summary for a small probe run and a small triage run, and the
+//! cached-rerun invariant: only the timestamp and the ran/reused counts may change.
+
+mod common;
+use aorta_recipe::Recipe;
+use aorta_report::{CellStats, Matrix, RunInfo, SummaryOptions};
+use aorta_trial::{ExitStatus, TrialRecord};
+use common::*;
+use serde_json::json;
+
+fn probe_recipe() -> Recipe {
+    recipe(
+        "schema_version: 1\nmode: probe\nticket: PROBE-7\ntrials: 3\nmitigation_axis: [none, tf32_off]\ndiagnostic_axis: [none, xnack]\nconfound: {baseline_cell: none-none}\n",
+    )
+}
+
+fn probe_trials(cell: &str) -> Vec<TrialRecord> {
+    let t = |i: u32, v, wall: f64| {
+        let mut t = rec(i, v);
+        t.workload = "_subprocess".into();
+        t.cell_name = cell.into();
+        t.walltime_sec = wall;
+        t
+    };
+    match cell {
+        "none-none" => {
+            let mut f = t(1, F, 31.0);
+            f.failure_detectors_fired = vec!["tier1:exit_nonzero".into(), "tier4:hip_error".into()];
+            f.result.failure_details = vec![json!({"type": "subprocess_nonzero_exit", "hint": "HIP error: illegal address"})];
+            vec![t(0, P, 30.0), f, t(2, P, 29.5)]
+        }
+        "none-xnack" => {
+            let mut w = t(0, P, 33.0);
+            w.warn_detectors_fired = vec!["tier3:vram_growth".into()];
+            vec![w, t(1, P, 34.0), t(2, P, 32.0)]
+        }
+        "tf32_off-none" => {
+            let mut e = t(2, E, 1800.0);
+            e.exit_status = ExitStatus::Ok;
+            e.timed_out = true;
+            e.result.elapsed_sec = 1800.0;
+            vec![t(0, P, 41.0), t(1, P, 40.0), e]
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn probe_matrix(recipe: &Recipe, reused: bool) -> Matrix<'_> {
+    let cells = recipe
+        .cells
+        .iter()
+        .map(|c| {
+            if c.name == "tf32_off-xnack" {
+                return CellStats::aggregate(c, recipe, &[], Some("OSError: [Errno 28] No space left on device\n  while creating tf32_off-xnack/".into()), 0);
+            }
+            let ts = probe_trials(&c.name);
+            let n = ts.len();
+            CellStats::aggregate(c, recipe, &ts, None, if reused { n } else { 0 })
+        })
+        .collect();
+    let ts = if reused { "2026-01-02T04-00-00" } else { "2026-01-02T03-04-05" };
+    Matrix::new(recipe, cells, RunInfo { run_timestamp: ts.into(), warnings: vec!["host_env.json: amd-smi not found".into()] })
+}
+
+fn triage_recipe() -> Recipe {
+    recipe(
+        "schema_version: 1\nworkload: training\nticket: TRI-3\ntrials: 3\nsteps: 4\nworkload_config: {model: mlp, lr: 0.001}\nconfound: {threshold: 1.15}\ncells:\n  - {name: baseline-local, mitigations: [none], environment: local}\n  - {name: tf32-local, mitigations: [tf32_off], environment: local, workload_config: {lr: 0.002}}\n  - {name: stacked-local, mitigations: [tf32_off, xnack], environment: local}\n  - {name: queues-local, mitigations: [gpu_max_hw_queues_2], environment: local}\n",
+    )
+}
+
+fn triage_matrix(recipe: &Recipe, reused: bool) -> Matrix<'_> {
+    let started = |i: u32, v, ms: &[f64], exec: u64| {
+        let mut t = steps(i, v, ms);
+        t.result.main_work_started = Some(true);
+        t.result.executed_iterations = Some(exec);
+        t.result.configured_iterations = Some(4);
+        t
+    };
+    let mut hinted = started(1, F, &[101.0, 99.0], 2);
+    hinted.result.failure_details = vec![json!({"hint": "NaN at layer 3"})];
+    let trials: Vec<(&str, Vec<TrialRecord>)> = vec![
+        ("baseline-local", vec![started(0, P, &[100.0, 102.0, 98.0, 100.0], 4), hinted, started(2, F, &[100.0, 101.0], 2)]),
+        ("tf32-local", vec![started(0, P, &[210.0, 205.0, 195.0, 190.0], 4), started(1, P, &[200.0, 202.0, 198.0, 200.0], 4), started(2, P, &[199.0, 201.0, 200.0, 200.0], 4)]),
+        ("stacked-local", vec![started(0, P, &[80.0, 82.0, 78.0, 80.0], 4), started(1, P, &[160.0, 158.0, 162.0, 160.0], 4), started(2, F, &[120.0, 118.0, 122.0, 120.0], 3)]),
+        ("queues-local", vec![started(0, F, &[101.0, 100.0, 99.0, 100.0], 4), started(1, P, &[100.0, 100.0, 100.0, 100.0], 4), rec(2, E)]),
+    ];
+    let cells = recipe
+        .cells
+        .iter()
+        .zip(trials)
+        .map(|(c, (_, ts))| {
+            let n = ts.len();
+            CellStats::aggregate(c, recipe, &ts, None, if reused { n } else { 1 })
+        })
+        .collect();
+    Matrix::new(recipe, cells, run(if reused { "2026-01-02T04-00-00" } else { "2026-01-02T03-04-05" }))
+}
+
+#[test]
+fn probe_matrix_md() {
+    let r = probe_recipe();
+    let m = probe_matrix(&r, false);
+    insta::assert_snapshot!("probe_matrix_md", m.to_markdown());
+    insta::assert_snapshot!("probe_summary", m.summary(SummaryOptions { run_dir: "out/PROBE-7", verbose: false }));
+}
+
+#[test]
+fn triage_matrix_md() {
+    let r = triage_recipe();
+    let m = triage_matrix(&r, false);
+    insta::assert_snapshot!("triage_matrix_md", m.to_markdown());
+    insta::assert_snapshot!("triage_summary", m.summary(SummaryOptions { run_dir: "out/TRI-3/training/2026-01-02T03-04-05", verbose: true }));
+    insta::assert_json_snapshot!("triage_matrix_json", m.to_json());
+}
+
+/// Removes what may legitimately differ between a first run and a fully cached rerun.
+fn normalise_md(md: &str) -> String {
+    let mut lines: Vec<String> = md.lines().filter(|l| !l.starts_with("**Run timestamp**")).map(str::to_string).collect();
+    // Drop the Ran / reused column: find its index in the header and remove that cell.
+    let header = lines.iter().find(|l| l.starts_with("| ")).cloned().unwrap_or_default();
+    let idx = header.split('|').position(|c| c.trim() == "Ran / reused").unwrap();
+    for l in lines.iter_mut().filter(|l| l.starts_with('|')) {
+        let mut cells: Vec<&str> = l.split('|').collect();
+        cells.remove(idx);
+        *l = cells.join("|");
+    }
+    lines.join("\n")
+}
+
+fn normalise_json(mut v: serde_json::Value) -> serde_json::Value {
+    let o = v.as_object_mut().unwrap();
+    o.remove("run_timestamp");
+    o.remove("cache");
+    for c in o["cells"].as_array_mut().unwrap() {
+        let c = c.as_object_mut().unwrap();
+        for k in ["executed", "reused", "resumed"] {
+            c.remove(k);
+        }
+    }
+    v
+}
+
+#[test]
+fn a_fully_cached_rerun_renders_the_same_matrix() {
+    for (first, again) in [
+        (triage_matrix(&triage_recipe(), false).to_markdown(), triage_matrix(&triage_recipe(), true).to_markdown()),
+        (probe_matrix(&probe_recipe(), false).to_markdown(), probe_matrix(&probe_recipe(), true).to_markdown()),
+    ] {
+        assert_ne!(first, again);
+        assert_eq!(normalise_md(&first), normalise_md(&again));
+    }
+    let (r, p) = (triage_recipe(), probe_recipe());
+    assert_eq!(normalise_json(triage_matrix(&r, false).to_json()), normalise_json(triage_matrix(&r, true).to_json()));
+    assert_eq!(normalise_json(probe_matrix(&p, false).to_json()), normalise_json(probe_matrix(&p, true).to_json()));
+}
