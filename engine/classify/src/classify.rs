@@ -149,6 +149,24 @@ mod tests {
     }
 
     #[test]
+    fn tiny_windows_give_the_same_classification() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log: String = (0..300).map(|i| format!("step {i} loss={}.{}\n", i % 3, i % 7)).collect();
+        log.push_str("Traceback (most recent call last):\nRuntimeError: CUDA error: device-side assert triggered\n");
+        let path = dir.path().join("stdout.log");
+        std::fs::write(&path, &log).unwrap();
+        let obs = Observation { stdout_log: Some(path), ..Default::default() };
+        let det = crate::CustomDetector::new("hi", r"loss=(?P<l>\d\.\d)", Some("float(capture['l']) > 2.5"), crate::OnMatch::Warn, false);
+        let cfg = ClassifierConfig { custom: vec![det.unwrap()], ..Default::default() };
+        let small = classify_with(&obs, &cfg, WindowParams { chunk: 64, overlap: 48 });
+        let mut big = classify(&obs, &cfg);
+        big.tier_durations_ms = small.tier_durations_ms.clone();
+        assert_eq!(small, big);
+        assert_eq!(small.failure_detectors_fired, ["tier4:python_traceback", "tier4:cuda_error", "tier4:device_side_assert"]);
+        assert_eq!((small.warn_detectors_fired[0].as_str(), &small.capture["l"]), ("custom:hi", &Value::from("2.6")));
+    }
+
+    #[test]
     fn an_unreadable_log_is_recorded_not_fatal() {
         // A directory cannot be read as a file.
         let obs = Observation { exit_code: 0, stdout_log: Some(std::env::temp_dir()), ..Default::default() };

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Engine benchmarks for docs/benchmarks.md, measured side by side in one run.
+
+1. probe-200: a probe recipe of 20 cells × 10 trials of `true`, first (cold) run, against
+   AORTA 0.2.1 (`pip install amd-aorta==0.2.1`), each tool writing into a fresh directory.
+2. cached-10k: 1,000 cells × 10 trials of `true`: build once, then time the fully cached
+   rerun and its peak RSS.
+
+Usage: bench_engine.py AORTA_RS_BIN AORTA_PY_BIN [--runs N]
+Prints a markdown table of medians (and min/max) and the machine it ran on.
+"""
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+M20 = ["none", "tf32_off", "xnack", "hsa_no_sdma", "hip_launch_blocking"]
+D20 = ["none", "amd_log_level_4", "gpu_max_hw_queues_2", "roc_signal_pool_16k"]
+
+
+def write_probe_200(d: Path) -> Path:
+    r = d / "probe-200.yaml"
+    r.write_text(
+        "schema_version: 1\nmode: probe\nticket: BENCH\ntrials: 10\n"
+        f"mitigation_axis: [{', '.join(M20)}]\ndiagnostic_axis: [{', '.join(D20)}]\n"
+        "confound: {baseline_cell: none-none}\n"
+    )
+    return r
+
+
+def write_cached_10k(d: Path) -> tuple[Path, Path]:
+    side = d / "bench-sidecar.json"
+    mits = {f"m{i}": {f"BENCH_M{i}": "1"} for i in range(40)}
+    mits.update({f"d{j}": {f"BENCH_D{j}": "1"} for j in range(25)})
+    side.write_text(json.dumps({"version": 1, "mitigations": mits}))
+    r = d / "cached-10k.yaml"
+    r.write_text(
+        "schema_version: 1\nmode: probe\nticket: BENCH10K\ntrials: 10\n"
+        f"mitigation_axis: [{', '.join(f'm{i}' for i in range(40))}]\n"
+        f"diagnostic_axis: [{', '.join(f'd{j}' for j in range(25))}]\n"
+        "confound: {baseline_cell: m0-d0}\n"
+    )
+    return r, side
+
+
+def timed(cmd, env=None, cwd=None):
+    """Wall time and the child's peak RSS (KiB) of one command."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if out.returncode != 0:
+        raise SystemExit(f"{cmd} failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+    return wall, max(after, before)
+
+
+def rss_of(cmd, env=None, cwd=None):
+    """Peak RSS via /usr/bin/time -v (ru_maxrss of RUSAGE_CHILDREN is a running maximum)."""
+    out = subprocess.run(["/usr/bin/time", "-v", *cmd], env=env, cwd=cwd, capture_output=True, text=True)
+    for line in out.stderr.splitlines():
+        if "Maximum resident set size" in line:
+            return int(line.split()[-1])
+    return None
+
+
+def summary(xs):
+    return f"{statistics.median(xs):.3f} s (min {min(xs):.3f}, max {max(xs):.3f}, n={len(xs)})"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("aorta_rs")
+    ap.add_argument("aorta_py")
+    ap.add_argument("--runs", type=int, default=5)
+    a = ap.parse_args()
+    rs, py = os.path.abspath(a.aorta_rs), os.path.abspath(a.aorta_py)
+    work = Path(tempfile.mkdtemp(prefix="aorta-bench-"))
+    env = dict(os.environ, NO_COLOR="1")
+    probe = write_probe_200(work)
+    rs_times, py_times = [], []
+    for i in range(a.runs):
+        # Alternate the tools so machine noise hits both alike.
+        store = work / f"store-{i}"
+        e = dict(env, AORTA_STORE=str(store))
+        rs_times.append(timed([rs, "sweep", "run", "--recipe", str(probe), "--output", str(work / f"rs-out-{i}"), "--", "true"], env=e)[0])
+        py_times.append(timed([py, "sweep", "run", "--recipe", str(probe), "--output", str(work / f"py-out-{i}"), "--", "true"], env=env)[0])
+    big, side = write_cached_10k(work)
+    e = dict(env, AORTA_STORE=str(work / "store-10k"))
+    cmd = [rs, "sweep", "run", "--recipe", str(big), "--mitigations-file", str(side), "--output", str(work / "rs-10k"), "--jobs", str(os.cpu_count() or 1), "--", "true"]
+    first, _ = timed(cmd, env=e)
+    cached = [timed(cmd, env=e)[0] for _ in range(a.runs)]
+    rss = rss_of(cmd, env=e)
+    rs_med, py_med = statistics.median(rs_times), statistics.median(py_times)
+    print(f"machine: {platform.machine()} {os.cpu_count()} cores, {platform.platform()}, python {platform.python_version()}")
+    print()
+    print("| benchmark | aorta | AORTA 0.2.1 | ratio |")
+    print("|---|---|---|---|")
+    print(f"| probe 20 cells × 10 trials of `true`, first run | {summary(rs_times)} | {summary(py_times)} | {py_med / rs_med:.1f}× faster |")
+    print(f"| 1,000 cells × 10 trials, first run (`--jobs {os.cpu_count()}`) | {first:.3f} s | — | — |")
+    print(f"| 1,000 cells × 10 trials, fully cached rerun | {summary(cached)} | — | — |")
+    print(f"| peak RSS of the cached rerun | {rss / 1024:.1f} MiB | — | — |" if rss else "| peak RSS | n/a | — | — |")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
