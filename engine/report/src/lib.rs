@@ -28,5 +28,4 @@ pub use confound::{Baseline, Tag};
 pub use layout::{cell_dir, trial_path};
 pub use matrix::{Matrix, Row, RunInfo};
 pub use resolved::resolved_recipe_yaml;
-pub use stats::round_half_even;
 pub use summary::SummaryOptions;

@@ -2,7 +2,7 @@
 //! cached-rerun invariant: only the timestamp and the ran/reused counts may change.
 
 mod common;
-use aorta_recipe::Recipe;
+use aorta_recipe::{Recipe, RecipeSource};
 use aorta_report::{CellStats, Matrix, RunInfo, SummaryOptions};
 use aorta_trial::{ExitStatus, TrialRecord};
 use common::*;
@@ -63,9 +63,11 @@ fn probe_matrix(recipe: &Recipe, reused: bool) -> Matrix<'_> {
 }
 
 fn triage_recipe() -> Recipe {
-    recipe(
+    let mut r = recipe(
         "schema_version: 1\nworkload: training\nticket: TRI-3\ntrials: 3\nsteps: 4\nworkload_config: {model: mlp, lr: 0.001}\nconfound: {threshold: 1.15}\ncells:\n  - {name: baseline-local, mitigations: [none], environment: local}\n  - {name: tf32-local, mitigations: [tf32_off], environment: local, workload_config: {lr: 0.002}}\n  - {name: stacked-local, mitigations: [tf32_off, xnack], environment: local}\n  - {name: queues-local, mitigations: [gpu_max_hw_queues_2], environment: local}\n",
-    )
+    );
+    r.source = Some(RecipeSource { path: "recipes/tri-3.yaml".into(), blake3: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef".into() });
+    r
 }
 
 fn triage_matrix(recipe: &Recipe, reused: bool) -> Matrix<'_> {
@@ -110,7 +112,7 @@ fn triage_matrix_md() {
     let m = triage_matrix(&r, false);
     insta::assert_snapshot!("triage_matrix_md", m.to_markdown());
     insta::assert_snapshot!("triage_summary", m.summary(SummaryOptions { run_dir: "out/TRI-3/training/2026-01-02T03-04-05", verbose: true }));
-    insta::assert_json_snapshot!("triage_matrix_json", m.to_json());
+    insta::assert_snapshot!("triage_matrix_json", serde_json::to_string_pretty(&m.to_json()).unwrap());
 }
 
 /// Removes what may legitimately differ between a first run and a fully cached rerun.

@@ -180,3 +180,30 @@ fn json_recipes_write_yaml_that_reloads() {
     assert_round_trip(&r, &Registry::builtin());
 }
 
+
+#[test]
+fn awkward_strings_and_numbers_keep_their_type() {
+    let awkward = [
+        "", " ", "yes", "No", "ON", "y", "n", "~", "null", "NULL", "1e3", "1.0", "-.5", "+1", "0x1F", "0o17", "010", "1:30", "1_000", ".inf", ".NaN",
+        "- a", "# x", "a: b", "a:b", "[x]", "{x}", "&a", "*a", "!tag", "%x", "@x", "`x`", "'q'", "\"dq\"", "tab\there", "nl\nx", "cr\rx",
+        "\u{85}next", "\u{feff}bom", "\u{2028}sep", "\u{7f}del", "\u{0}nul", "日本語", "emoji 🎉", " leading", "trailing ", "=", "?x", "|x",
+        ">x", "x #y", r"C:\path", "back\\slash", "---", "...", "a,b", "k=v",
+    ];
+    // Not "<<": aorta-source reads even a quoted `"<<"` key as a merge key (PyYAML does not).
+    let mut r = recipe("schema_version: 1\nworkload: training\ntrials: 1\nsteps: 1\ncells:\n  - {name: baseline-a, mitigations: [none], environment: local}\n");
+    let mut nested = serde_json::Map::new();
+    for (i, s) in awkward.iter().enumerate() {
+        r.workload_config.insert(format!("k{i}"), Value::String(s.to_string()));
+        nested.insert(s.to_string(), serde_json::json!(i));
+    }
+    r.workload_config.insert("nested".into(), Value::Object(nested));
+    for (k, v) in [("f1", 0.1), ("f2", 1e-300), ("f3", 1.7976931348623157e308), ("f4", -2.0), ("f5", 123456789.125), ("f6", 5e-324)] {
+        r.workload_config.insert(k.into(), serde_json::json!(v));
+    }
+    r.workload_config.insert("ints".into(), serde_json::json!([0, -1, i64::MAX, i64::MIN + 1]));
+    r.workload_config.insert("empty".into(), serde_json::json!({"list": [], "map": {}, "deep": [[], [{}], [[1]]]}));
+    r.cells[0].extra_env.insert("WEIRD".into(), "a: b # c".into());
+    r.cells[0].resolved_env.insert("WEIRD".into(), "a: b # c".into());
+    r.cells[0].env_origin.insert("WEIRD".into(), "extra_env".into());
+    assert_round_trip(&r, &Registry::builtin());
+}

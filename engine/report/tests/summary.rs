@@ -1,0 +1,84 @@
+//! AORTA §11.6: end-of-run summary strings, plus aorta's cache line.
+
+mod common;
+use aorta_report::{CellStats, SummaryOptions};
+use common::*;
+use serde_json::json;
+
+const OPTS: SummaryOptions = SummaryOptions { run_dir: "out/T/training/TS", verbose: false };
+
+#[test]
+fn all_clean() {
+    let r = recipe("schema_version: 1\nworkload: training\ntrials: 2\nsteps: 1\ncells:\n  - {name: baseline-local, mitigations: [none], environment: local}\n");
+    let m = matrix(&r, vec![agg(&r, "baseline-local", &trials(&[P, P], &[1.0]))]);
+    assert_eq!(m.summary(OPTS), "Sweep summary: all 1 cell(s) passed.\nTrials: 2 executed, 0 reused from cache.\n");
+}
+
+#[test]
+fn failing_error_only_and_mixed_cells() {
+    let r = recipe(
+        "schema_version: 1\nworkload: training\ntrials: 2\nsteps: 1\ncells:\n  - {name: baseline-local, mitigations: [none], environment: local}\n  - {name: tf32-local, mitigations: [tf32_off], environment: local}\n  - {name: err-local, mitigations: [xnack], environment: local}\n  - {name: mixed-local, mitigations: [hsa_no_sdma], environment: local}\n",
+    );
+    let mut hinted = steps(1, F, &[1.0]);
+    hinted.result.failure_details = vec![json!({"hint": "NaN at layer 3"})];
+    let cells = vec![
+        agg(&r, "baseline-local", &trials(&[P, P], &[1.0])),
+        agg(&r, "tf32-local", &[steps(0, P, &[1.0]), hinted]),
+        agg(&r, "err-local", &[rec(0, E), rec(1, E)]),
+        agg(&r, "mixed-local", &[steps(0, F, &[1.0]), rec(1, E), steps(2, P, &[1.0])]),
+    ];
+    let s = matrix(&r, cells).summary(OPTS);
+    let lines: Vec<&str> = s.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "Sweep summary: 4 cell(s) -- 1 clean, 2 with failing trials, 1 with errors.",
+            "  [fail] tf32-local: 1 failed of 2 trial(s) (NaN at layer 3) -> cells/tf32-local/",
+            "  [error] err-local: 2 errored of 2 trial(s) -> cells/err-local/",
+            "  [fail] mixed-local: 1 failed, 1 errored of 3 trial(s) -> cells/mixed-local/",
+            "Trials: 9 executed, 0 reused from cache.",
+            "Full matrix: out/T/training/TS/matrix.md",
+            "Tip: re-run with -v to stream per-cell progress live.",
+        ]
+    );
+}
+
+#[test]
+fn whole_cell_error_on_one_line_and_verbose_has_no_tip() {
+    let r = triage();
+    let cells = vec![
+        agg(&r, "baseline-local", &trials(&[P], &[1.0])),
+        CellStats::aggregate(&r.cells[1], &r, &[], Some("UnknownMitigationError: unknown mitigation 'x'\nknown: none, tf32_off".into()), 0),
+    ];
+    let s = matrix(&r, cells).summary(SummaryOptions { run_dir: "run/", verbose: true });
+    assert!(s.contains("  [error] tf32-local: cell did not run (UnknownMitigationError: unknown mitigation 'x' known: none, tf32_off) -> cells/tf32-local/\n"), "{s}");
+    assert!(s.starts_with("Sweep summary: 2 cell(s) -- 1 clean, 0 with failing trials, 1 with errors.\n"), "{s}");
+    assert!(s.ends_with("Full matrix: run/matrix.md\n"), "{s}");
+    assert!(!s.contains("Tip:"));
+}
+
+#[test]
+fn resumed_cells_are_tagged_and_counted() {
+    let r = triage();
+    let cached = |name: &str, vs: &[aorta_trial::Verdict]| {
+        let c = r.cells.iter().find(|c| c.name == name).unwrap();
+        CellStats::aggregate(c, &r, &trials(vs, &[1.0]), None, vs.len())
+    };
+    let clean = matrix(&r, vec![cached("baseline-local", &[P, P]), cached("tf32-local", &[P, P])]).summary(OPTS);
+    assert_eq!(clean, "Sweep summary: all 2 cell(s) passed. 2 resumed from a prior run (no trials re-executed).\nTrials: 0 executed, 4 reused from cache.\n");
+    let partly = CellStats::aggregate(&r.cells[0], &r, &trials(&[P, P], &[1.0]), None, 1);
+    let s = matrix(&r, vec![partly, cached("tf32-local", &[P, F])]).summary(OPTS);
+    assert!(s.starts_with("Sweep summary: 2 cell(s) -- 1 clean, 1 with failing trials, 0 with errors. 1 resumed from a prior run (no trials re-executed).\n"), "{s}");
+    assert!(s.contains("  [fail] tf32-local: 1 failed of 2 trial(s) [resumed] -> cells/tf32-local/\n"), "{s}");
+    assert!(s.contains("Trials: 1 executed, 3 reused from cache.\n"), "{s}");
+}
+
+#[test]
+fn degraded_runs_still_summarise() {
+    let r = recipe(
+        "schema_version: 1\nworkload: training\ntrials: 2\nsteps: 1\nconfound: {baseline_cell: baseline-local}\ncells:\n  - {name: baseline-local, mitigations: [none], environment: local}\n  - {name: tf32-local, mitigations: [tf32_off], environment: local}\n",
+    );
+    let m = matrix(&r, vec![agg(&r, "baseline-local", &[rec(0, E), rec(1, E)]), agg(&r, "tf32-local", &trials(&[P, P], &[1.0]))]);
+    assert!(m.incomplete_reason().is_some());
+    assert!(m.summary(OPTS).starts_with("Sweep summary: 2 cell(s) -- 1 clean, 0 with failing trials, 1 with errors.\n"));
+}
