@@ -59,11 +59,9 @@ fn yaml11_int(s: &str) -> Option<Result<i64, String>> {
         return None;
     }
     let clean: String = digits.chars().filter(|c| *c != '_').collect();
-    Some(
-        i64::from_str_radix(&clean, radix)
-            .map(|v| sign * v)
-            .map_err(|_| format!("integer {s} does not fit in 64 bits")),
-    )
+    // Parse with the sign attached so i64::MIN fits.
+    let signed = if sign < 0 { format!("-{clean}") } else { clean };
+    Some(i64::from_str_radix(&signed, radix).map_err(|_| format!("integer {s} does not fit in 64 bits")))
 }
 
 /// `190:20:30` style base-60 integers (YAML 1.1); rare, but PyYAML accepts them.
@@ -180,6 +178,7 @@ mod tests {
         assert_eq!(r("0b101"), Value::Int(5));
         assert_eq!(r("1:30"), Value::Int(90));
         assert!(resolve_yaml11("99999999999999999999").is_err());
+        assert_eq!(r("-9223372036854775808"), Value::Int(i64::MIN));
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub fn parse_document(file: &SourceFile, syntax: Syntax) -> Result<Node, Box<Dia
         check_json_syntax(file)?;
     }
     let offsets = CharOffsets::new(file.text());
-    let mut builder = Builder { file, syntax, offsets: &offsets, stack: Vec::new(), anchors: HashMap::new(), root: None, nodes: 0 };
+    let mut builder = Builder { file, syntax, offsets: &offsets, stack: Vec::new(), anchors: HashMap::new(), root: None, nodes: 0, merge_keys: Default::default() };
     let mut parser = Parser::new_from_str(file.text());
     let mut documents = 0;
     while let Some(item) = parser.next_event() {
@@ -127,6 +127,8 @@ struct Builder<'a> {
     anchors: HashMap<usize, Node>,
     root: Option<Node>,
     nodes: usize,
+    /// Source offsets of plain `<<` keys: only those are YAML merge keys (a quoted "<<" is text).
+    merge_keys: std::collections::HashSet<usize>,
 }
 
 impl Builder<'_> {
@@ -139,6 +141,9 @@ impl Builder<'_> {
         match event {
             Event::Scalar(text, style, anchor, tag) => {
                 let value = self.scalar(&text, style, tag.as_deref(), range.clone())?;
+                if style == ScalarStyle::Plain && tag.is_none() && text == "<<" {
+                    self.merge_keys.insert(range.start);
+                }
                 self.push(Node::new(value, range), anchor)
             }
             Event::Alias(id) => {
@@ -177,7 +182,7 @@ impl Builder<'_> {
                 Some(Frame::Map { entries, start, anchor, .. }) => {
                     let start = entries.first().map_or(start, |(k, _)| k.span.start.min(start.max(k.span.start)));
                     let end = entries.last().map_or(range.end, |(_, v)| v.span.end.max(start));
-                    let entries = apply_merge_keys(entries);
+                    let entries = apply_merge_keys(entries, &self.merge_keys)?;
                     self.push(Node::new(Value::Map(entries), start..end), anchor)
                 }
                 _ => Err(self.error(range, "unbalanced mapping".into(), "check the braces")),
@@ -265,25 +270,33 @@ fn count_nodes(node: &Node) -> usize {
 }
 
 /// YAML 1.1 merge keys: `<<: *base` (or a list of them) adds entries not already present.
-fn apply_merge_keys(entries: Vec<(Node, Node)>) -> Vec<(Node, Node)> {
-    if !entries.iter().any(|(k, _)| k.as_str() == Some("<<")) {
-        return entries;
+/// A merge value that is not a mapping (or list of mappings) is an error, as in PyYAML.
+fn apply_merge_keys(entries: Vec<(Node, Node)>, merge_keys: &std::collections::HashSet<usize>) -> Result<Vec<(Node, Node)>, Box<Diag>> {
+    let is_merge = |k: &Node| k.as_str() == Some("<<") && merge_keys.contains(&k.span.start);
+    if !entries.iter().any(|(k, _)| is_merge(k)) {
+        return Ok(entries);
     }
     let mut own = Vec::new();
     let mut merged = Vec::new();
     for (k, v) in entries {
-        if k.as_str() == Some("<<") {
-            let sources: Vec<&Node> = match &v.value {
-                Value::Seq(items) => items.iter().collect(),
-                _ => vec![&v],
-            };
-            for src in sources {
-                if let Some(m) = src.as_map() {
-                    merged.extend(m.iter().cloned());
+        if !is_merge(&k) {
+            own.push((k, v));
+            continue;
+        }
+        let sources: Vec<&Node> = match &v.value {
+            Value::Seq(items) => items.iter().collect(),
+            _ => vec![&v],
+        };
+        for src in sources {
+            match src.as_map() {
+                Some(m) => merged.extend(m.iter().cloned()),
+                None => {
+                    return Err(Box::new(
+                        Diag::new(DiagKind::Syntax, format!("a merge key (<<) needs a mapping or a list of mappings, got {}", src.type_name()))
+                            .with_help("write <<: *anchor where the anchor names a mapping"),
+                    ))
                 }
             }
-        } else {
-            own.push((k, v));
         }
     }
     let mut out: Vec<(Node, Node)> = Vec::new();
@@ -294,7 +307,7 @@ fn apply_merge_keys(entries: Vec<(Node, Node)>) -> Vec<(Node, Node)> {
         }
     }
     out.extend(own);
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -321,6 +334,13 @@ mod tests {
         let other = n.get("other").unwrap();
         assert_eq!(other.get("x").unwrap().value, Value::Int(1));
         assert_eq!(other.get("y").unwrap().value, Value::Int(3));
+    }
+
+    #[test]
+    fn quoted_merge_key_is_text() {
+        let n = parse("a:\n  '<<': x\n");
+        assert_eq!(n.get("a").unwrap().get("<<").unwrap().value, Value::Str("x".into()));
+        assert!(parse_document(&SourceFile::new("t.yaml", "a:\n  <<: 3\n"), Syntax::Yaml).is_err());
     }
 
     #[test]
