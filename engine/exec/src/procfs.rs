@@ -94,7 +94,8 @@ impl Snapshot {
 
 /// A scan no older than `max_age` (a fresh one with `Duration::ZERO`), shared between trials.
 pub(crate) fn snapshot(max_age: Duration) -> Arc<Snapshot> {
-    static CACHE: OnceLock<Mutex<Option<(Instant, Arc<Snapshot>)>>> = OnceLock::new();
+    type Cached = Option<(Instant, Arc<Snapshot>)>;
+    static CACHE: OnceLock<Mutex<Cached>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(None));
     let mut guard = cache.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((at, snap)) = guard.as_ref() {

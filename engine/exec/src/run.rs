@@ -194,12 +194,13 @@ const REAP_BUDGET: Duration = Duration::from_secs(2);
 /// outcome with `launched: false`.
 pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, SpawnError> {
     spec.validate()?;
-    let (out, err) = open_logs(&spec.stdout, &spec.stderr)?;
     if cancel.is_cancelled() {
+        // Nothing is spawned and the log files are left alone.
         let mut o = ProcessOutcome::not_launched(-1);
         o.cancelled = true;
         return Ok(o);
     }
+    let (out, err) = open_logs(&spec.stdout, &spec.stderr)?;
     tree::ensure_subreaper();
     static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
     let token = format!("{}.{}", std::process::id(), NEXT_TOKEN.fetch_add(1, Ordering::Relaxed));

@@ -223,6 +223,7 @@ impl<J, O> Shared<J, O> {
 
 type PoolJob<R> = Box<dyn FnOnce(Lease) -> R + Send>;
 type PoolOut<I, R> = (I, std::thread::Result<R>);
+type PoolShared<I, R> = Shared<(I, PoolJob<R>), PoolOut<I, R>>;
 
 /// A pool of `jobs` workers for trials submitted one by one (as a DAG's dependencies finish).
 ///
@@ -238,7 +239,7 @@ type PoolOut<I, R> = (I, std::thread::Result<R>);
 /// ```
 pub struct Pool<I, R> {
     slots: Slots,
-    shared: Arc<Shared<(I, PoolJob<R>), PoolOut<I, R>>>,
+    shared: Arc<PoolShared<I, R>>,
     workers: Vec<JoinHandle<()>>,
 }
 

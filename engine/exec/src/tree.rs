@@ -343,7 +343,7 @@ fn send_signal(pid: i32, start: u64, sig: Signal) -> bool {
     if fd >= 0 {
         // SAFETY: the kernel just returned this descriptor to us.
         let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-        if !procfs::read_stat(pid).is_some_and(|s| s.start_time == start) {
+        if !same_process(pid, start) {
             return false;
         }
         use std::os::fd::AsRawFd;
@@ -356,10 +356,14 @@ fn send_signal(pid: i32, start: u64, sig: Signal) -> bool {
     if nix::errno::Errno::last() == nix::errno::Errno::ESRCH {
         return false;
     }
-    if !procfs::read_stat(pid).is_some_and(|s| s.start_time == start) {
+    if !same_process(pid, start) {
         return false;
     }
     signal::kill(Pid::from_raw(pid), sig).is_ok()
+}
+
+fn same_process(pid: i32, start: u64) -> bool {
+    procfs::read_stat(pid).is_some_and(|s| s.start_time == start)
 }
 
 // ---- registry of live trees (for the second Ctrl-C) ----
