@@ -30,6 +30,8 @@ pub enum Command {
     /// The environment registry.
     #[command(subcommand)]
     Environments(RegistryListCommand),
+    /// Run one workload for N trials, without a matrix.
+    Run(RunArgs),
     /// Print a trial's key and every input that fed it.
     Explain(ExplainArgs),
     /// The local content-addressed store.
@@ -62,9 +64,69 @@ pub struct BuildArgs {
     /// Extra sidecar registry files (JSON), after the target's own.
     #[arg(long = "mitigations-file", value_name = "PATH")]
     pub mitigations_files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+    /// Per-trial events on stderr.
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
     /// The command a probe recipe wraps (overrides the BUCK target's `command`).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The workload (an `aorta-workload-<name>` executable).
+    #[arg(long)]
+    pub workload: String,
+    #[arg(long, default_value_t = 1)]
+    pub trials: i64,
+    #[arg(long)]
+    pub steps: Option<i64>,
+    /// Registered environment.
+    #[arg(long, default_value = "local")]
+    pub environment: String,
+    /// Comma-separated mitigations (stacked; conflicts are errors).
+    #[arg(long, default_value = "none")]
+    pub mitigations: String,
+    /// Extra env vars, "K=V,K2=V2".
+    #[arg(long, default_value = "")]
+    pub extra_env: String,
+    /// Workload config as inline JSON (e.g. '{"model":"mlp"}').
+    #[arg(long, value_name = "JSON")]
+    pub config: Option<String>,
+    #[arg(long = "mitigations-file", value_name = "PATH")]
+    pub mitigations_files: Vec<PathBuf>,
+    /// Where results go (default `results`).
+    #[arg(long, value_name = "DIR")]
+    pub results_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+/// Flags shared by everything that executes trials.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ExecArgs {
+    /// Trials run at once (default 1, or the number of --gpus).
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
+    /// GPU ids to hand out, one per GPU trial (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES).
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    pub gpus: Vec<String>,
+    /// Store root (default: $AORTA_STORE, else .aorta/ at the workspace root).
+    #[arg(long, value_name = "DIR")]
+    pub store: Option<PathBuf>,
+    /// Kill a trial whose whole process tree looks hung instead of waiting for its timeout.
+    #[arg(long)]
+    pub kill_on_hang: bool,
+    /// Timeout in seconds for workload trials (probe recipes use timeout_per_trial).
+    #[arg(long, value_name = "SECONDS")]
+    pub trial_timeout: Option<f64>,
+    /// Output directory (default probe_results / triage_results, as AORTA).
+    #[arg(long, visible_alias = "output-dir", value_name = "DIR")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -167,9 +229,8 @@ pub struct SweepRunArgs {
     /// Flag mode: confound threshold (default 1.15).
     #[arg(long, allow_negative_numbers = true)]
     pub confound_threshold: Option<f64>,
-    /// Output directory (default triage_results / probe_results).
-    #[arg(long, visible_alias = "output-dir", value_name = "DIR")]
-    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub exec: ExecArgs,
     /// Subprocess flow: inherit (default) or file.
     #[arg(long, value_parser = ["inherit", "file"])]
     pub env_passthrough_mode: Option<String>,

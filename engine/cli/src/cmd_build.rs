@@ -7,19 +7,11 @@ use aorta_plan::Plan;
 use aorta_recipe::{load_recipe, Mode};
 use std::process::ExitCode;
 
-/// Execution (store, executor, classifier) is the next milestone; until then only plans exist,
-/// and saying so beats pretending to run.
-pub fn not_yet_executable() -> miette::Report {
-    usage(
-        "this build of aorta can plan recipes but not execute them yet",
-        "re-run with --dry-run to see the cells, their env vars and trial key inputs",
-    )
-}
-
 pub fn build(a: &BuildArgs) -> miette::Result<ExitCode> {
     let cwd = std::env::current_dir().map_err(|e| miette::miette!("cannot read the current directory: {e}"))?;
     let root = aorta_labels::find_workspace_root(&cwd);
     let mut plans = Vec::new();
+    let mut runs: Vec<(aorta_recipe::Recipe, Option<Vec<String>>)> = Vec::new();
     for spec in &a.targets {
         let targets = aorta_labels::resolve(&root, spec).map_err(miette::Report::new)?;
         for t in targets {
@@ -40,13 +32,35 @@ pub fn build(a: &BuildArgs) -> miette::Result<ExitCode> {
                 ));
             }
             let argv = if recipe.mode == Mode::Probe { argv } else { None };
-            plans.push(aorta_plan::plan(&recipe, Some(&t.label), &crate::context::key_context(argv.as_deref())?));
+            if a.dry_run {
+                plans.push(aorta_plan::plan(&recipe, Some(&t.label), &crate::context::key_context(argv.as_deref())?));
+            } else {
+                if recipe.mode == Mode::Probe && argv.is_none() {
+                    return Err(usage(
+                        format!("{}: a probe recipe needs a command: give it after -- or as the target's `command` in BUCK", t.label),
+                        format!("aorta build {} -- bash launch.sh", t.label),
+                    ));
+                }
+                runs.push((recipe, argv));
+            }
         }
     }
-    if !a.dry_run {
-        return Err(not_yet_executable());
+    if a.dry_run {
+        return print_plans(&plans, a.json);
     }
-    print_plans(&plans, a.json)
+    let mut code = ExitCode::SUCCESS;
+    for (recipe, argv) in &runs {
+        let default_output = if recipe.mode == Mode::Probe { "probe_results" } else { "triage_results" };
+        let out = crate::cmd_exec::execute(recipe, argv.as_deref(), &a.exec, default_output, a.verbose)?;
+        let c = crate::cmd_exec::report(&out, recipe.mode);
+        if c != ExitCode::SUCCESS {
+            code = c;
+            if out.cancelled {
+                break;
+            }
+        }
+    }
+    Ok(code)
 }
 
 /// Paths relative to the current directory read better in diagnostics than absolute ones.

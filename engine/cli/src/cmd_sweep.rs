@@ -127,11 +127,13 @@ fn workload_flow(a: &SweepRunArgs, name: &str) -> miette::Result<ExitCode> {
 }
 
 fn finish(a: &SweepRunArgs, recipe: &Recipe, argv: Option<&[String]>) -> miette::Result<ExitCode> {
-    let plan = aorta_plan::plan(recipe, None, &crate::context::key_context(argv)?);
-    if !a.dry_run {
-        return Err(crate::cmd_build::not_yet_executable());
+    if a.dry_run {
+        let plan = aorta_plan::plan(recipe, None, &crate::context::key_context(argv)?);
+        return crate::cmd_build::print_plans(&[plan], a.json);
     }
-    crate::cmd_build::print_plans(&[plan], a.json)
+    let default_output = if recipe.mode == Mode::Probe { "probe_results" } else { "triage_results" };
+    let out = crate::cmd_exec::execute(recipe, argv, &a.exec, default_output, a.verbose)?;
+    Ok(crate::cmd_exec::report(&out, recipe.mode))
 }
 
 /// `aorta probe [opts] -- COMMAND` → the subprocess flow of `sweep run`.
@@ -150,7 +152,7 @@ pub fn deprecated_probe(a: ProbeArgs) -> miette::Result<ExitCode> {
     let args = SweepRunArgs {
         recipe: a.recipe,
         dry_run: a.dry_run,
-        output: a.output,
+        exec: crate::args::ExecArgs { output: a.output, ..Default::default() },
         ticket: a.ticket,
         env_passthrough_mode: a.env_passthrough_mode,
         mitigations_files: a.mitigations_files,
@@ -182,7 +184,7 @@ impl From<TriageRunArgs> for SweepRunArgs {
             ticket: t.ticket,
             baseline_cell: t.baseline_cell,
             confound_threshold: t.confound_threshold,
-            output: t.output_dir,
+            exec: crate::args::ExecArgs { output: t.output_dir, ..Default::default() },
             mitigations_files: t.mitigations_files,
             collect: t.collect,
             verbose: t.verbose,

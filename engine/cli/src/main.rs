@@ -4,6 +4,8 @@
 mod args;
 mod cmd_build;
 mod cmd_cache;
+mod cmd_exec;
+mod cmd_run;
 mod cmd_list;
 mod cmd_sweep;
 mod context;
@@ -46,6 +48,7 @@ fn run(cli: Cli) -> miette::Result<ExitCode> {
         Command::Sweep(SweepCommand::ListPatterns(a)) => cmd_list::patterns(a.version, a.json, "aorta sweep"),
         Command::Mitigations(RegistryListCommand::List { files, json }) => cmd_list::mitigations(&files, json),
         Command::Environments(RegistryListCommand::List { files, json }) => cmd_list::environments(&files, json),
+        Command::Run(a) => cmd_run::run(&a),
         Command::Explain(a) => cmd_cache::explain(&a),
         Command::Cache(c) => cmd_cache::cache(&c),
         Command::Completions { shell } => {

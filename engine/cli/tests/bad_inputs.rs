@@ -66,7 +66,7 @@ fn bad_flags() {
         ("missing-target", &["build", "//recipes:quickstrat", "--dry-run"]),
         ("missing-recipe-file", &["sweep", "run", "--recipe", "no/such/recipe.yaml", "--dry-run", "--", "true"]),
         ("probe-version-without-list", &["probe", "--version", "--recipe", "recipes/quickstart.yaml", "--", "true"]),
-        ("execution-not-yet", &["build", "//recipes:quickstart"]),
+        ("probe-build-without-command", &["build", "recipes/quickstart.yaml", "--store", "/nonexistent/never-created"]),
     ];
     for (name, args) in cases {
         let out = aorta(args);

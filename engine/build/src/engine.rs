@@ -1,0 +1,297 @@
+//! The build: look every trial key up in the store, execute the misses in parallel child
+//! processes (one claim per key, so concurrent builds never run a key twice), honour
+//! stop_after per cell, then materialise outputs and write the report.
+
+use crate::fsutil::list_files;
+use crate::trial::{run_trial, TrialRun, TrialSpec};
+use aorta_exec::{CancelToken, Pool, SlotRequest, Slots};
+use aorta_graph::PlannedTrial;
+use aorta_recipe::{Recipe, Verdict as StopVerdict};
+use aorta_store::{Key, LocalStore, Lookup, Manifest};
+use aorta_trial::TrialRecord;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// How a trial's result was obtained in this build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Executed,
+    Reused,
+}
+
+#[derive(Debug, Clone)]
+pub struct TrialResult {
+    pub cell: usize,
+    pub index: u32,
+    pub manifest: Manifest,
+    pub record: TrialRecord,
+    pub source: Source,
+}
+
+pub enum Event<'a> {
+    Reused(&'a TrialResult),
+    Executed(&'a TrialResult),
+    Failed { cell: &'a str, index: u32, error: &'a str },
+}
+
+enum JobOut {
+    Done(Box<Manifest>, Source),
+    Cancelled,
+    Failed(String),
+}
+
+/// Builds a trial's spec from its plan entry (per cell: the body and env are fixed).
+pub type MakeSpec = Arc<dyn Fn(&PlannedTrial) -> TrialSpec + Send + Sync>;
+
+pub struct Schedule<'a> {
+    pub recipe: &'a Recipe,
+    pub planned: &'a [PlannedTrial],
+    /// Body settings per cell (`None`: the cell cannot run, e.g. unknown workload; its error).
+    pub bodies: Vec<Result<MakeSpec, String>>,
+    pub store: Arc<LocalStore>,
+    pub staging: PathBuf,
+    pub slots: Slots,
+    pub gpus_per_trial: usize,
+    pub cancel: CancelToken,
+}
+
+pub struct Executed {
+    pub results: Vec<TrialResult>,
+    pub cell_errors: BTreeMap<usize, String>,
+    pub failures: Vec<String>,
+    pub cancelled: bool,
+}
+
+fn verdict_of(m: &Manifest) -> Option<StopVerdict> {
+    m.trial.get("verdict").and_then(|v| v.as_str()).and_then(StopVerdict::parse)
+}
+
+fn record_of(m: &Manifest) -> Result<TrialRecord, String> {
+    serde_json::from_value(m.trial.clone()).map_err(|e| format!("cached record for {} is not a trial record: {e}", m.key))
+}
+
+/// Per-cell progress through its trial list.
+struct CellState {
+    next: usize,
+    events: u32,
+    done: bool,
+    in_flight: usize,
+}
+
+impl Schedule<'_> {
+    pub fn run(self, on_event: &mut dyn FnMut(Event)) -> Executed {
+        let by_cell: Vec<Vec<&PlannedTrial>> = (0..self.recipe.cells.len()).map(|c| self.planned.iter().filter(|p| p.cell == c).collect()).collect();
+        let stop = self.recipe.stop_after;
+        let mut states: Vec<CellState> = by_cell.iter().map(|_| CellState { next: 0, events: 0, done: false, in_flight: 0 }).collect();
+        let mut cell_errors = BTreeMap::new();
+        for (c, b) in self.bodies.iter().enumerate() {
+            if let Err(e) = b {
+                cell_errors.insert(c, e.clone());
+                states[c].done = true;
+            }
+        }
+        let pool: Pool<(usize, u32), JobOut> = Pool::new(self.slots.clone());
+        let mut results: Vec<TrialResult> = Vec::new();
+        let mut known: HashMap<String, Manifest> = HashMap::new();
+        let mut waiting_on: HashMap<String, Vec<(usize, u32)>> = HashMap::new();
+        let mut failures = Vec::new();
+        let mut cancelled = false;
+        let mut pending = 0usize;
+
+        loop {
+            // Advance every cell as far as it can go without waiting.
+            for c in 0..by_cell.len() {
+                while !states[c].done && !cancelled {
+                    let st = &states[c];
+                    if st.next >= by_cell[c].len() || (stop.is_some() && st.in_flight > 0) {
+                        if st.next >= by_cell[c].len() && st.in_flight == 0 {
+                            states[c].done = true;
+                        }
+                        break;
+                    }
+                    let p = by_cell[c][st.next];
+                    states[c].next += 1;
+                    let key = p.key.0.clone();
+                    if let Some(m) = known.get(&key).cloned() {
+                        self.accept(c, p.index, m, Source::Reused, &mut states, &mut results, on_event, &mut failures);
+                        continue;
+                    }
+                    if let Some(w) = waiting_on.get_mut(&key) {
+                        w.push((c, p.index));
+                        states[c].in_flight += 1;
+                        continue;
+                    }
+                    match self.lookup(&key) {
+                        Ok(Some(m)) => {
+                            known.insert(key, m.clone());
+                            self.accept(c, p.index, m, Source::Reused, &mut states, &mut results, on_event, &mut failures);
+                        }
+                        Ok(None) => {
+                            let spec = match &self.bodies[c] {
+                                Ok(make) => make(p),
+                                Err(_) => break,
+                            };
+                            let store = self.store.clone();
+                            let staging = self.staging.clone();
+                            let cancel = self.cancel.clone();
+                            let request = if self.gpus_per_trial > 0 { SlotRequest::gpus(self.gpus_per_trial) } else { SlotRequest::cpu() };
+                            let submitted = pool.submit((c, p.index), request, move |lease| execute_one(&store, &staging, &spec, &lease, &cancel));
+                            match submitted {
+                                Ok(()) => {
+                                    pending += 1;
+                                    states[c].in_flight += 1;
+                                    waiting_on.insert(key, vec![(c, p.index)]);
+                                }
+                                Err(e) => {
+                                    cell_errors.insert(c, e.to_string());
+                                    states[c].done = true;
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            failures.push(e.clone());
+                            on_event(Event::Failed { cell: &self.recipe.cells[c].name, index: p.index, error: &e });
+                        }
+                    }
+                }
+            }
+            if pending == 0 {
+                break;
+            }
+            let Some(((c, index), out)) = pool.next_completed() else { break };
+            pending -= 1;
+            let key = by_cell[c].iter().find(|p| p.index == index).map(|p| p.key.0.clone()).unwrap_or_default();
+            let waiters = waiting_on.remove(&key).unwrap_or_default();
+            match out {
+                JobOut::Done(m, source) => {
+                    known.insert(key, (*m).clone());
+                    for (i, (wc, wi)) in waiters.into_iter().enumerate() {
+                        states[wc].in_flight -= 1;
+                        let src = if i == 0 { source } else { Source::Reused };
+                        self.accept(wc, wi, (*m).clone(), src, &mut states, &mut results, on_event, &mut failures);
+                    }
+                }
+                JobOut::Cancelled => {
+                    cancelled = true;
+                    for (wc, _) in waiters {
+                        states[wc].in_flight -= 1;
+                    }
+                }
+                JobOut::Failed(e) => {
+                    for (wc, wi) in waiters {
+                        states[wc].in_flight -= 1;
+                        on_event(Event::Failed { cell: &self.recipe.cells[wc].name, index: wi, error: &e });
+                    }
+                    failures.push(e);
+                }
+            }
+            if self.cancel.is_cancelled() {
+                cancelled = true;
+            }
+        }
+        results.sort_by_key(|r| (r.cell, r.index));
+        Executed { results, cell_errors, failures, cancelled }
+    }
+
+    fn lookup(&self, key: &str) -> Result<Option<Manifest>, String> {
+        let k = Key::parse(key).map_err(|e| e.to_string())?;
+        match self.store.lookup(&k) {
+            Ok(Lookup::Hit(m)) => Ok(Some(m)),
+            Ok(Lookup::Miss) => Ok(None),
+            Ok(Lookup::Corrupt { reason }) => {
+                eprintln!("aorta: cached trial {key} is corrupt ({reason}); re-executing it");
+                Ok(None)
+            }
+            Err(e) => Err(format!("store lookup of {key} failed: {e}")),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn accept(
+        &self,
+        c: usize,
+        index: u32,
+        m: Manifest,
+        source: Source,
+        states: &mut [CellState],
+        results: &mut Vec<TrialResult>,
+        on_event: &mut dyn FnMut(Event),
+        failures: &mut Vec<String>,
+    ) {
+        let mut record = match record_of(&m) {
+            Ok(r) => r,
+            Err(e) => {
+                failures.push(e);
+                return;
+            }
+        };
+        // A record shared between cells keeps its own numbers but reports under this cell.
+        record.cell_name = self.recipe.cells[c].name.clone();
+        record.trial_index = index;
+        if let Some(s) = self.recipe.stop_after {
+            if verdict_of(&m) == Some(s.event_verdict) {
+                states[c].events += 1;
+                if states[c].events >= s.events {
+                    states[c].done = true;
+                }
+            }
+        }
+        let r = TrialResult { cell: c, index, manifest: m, record, source };
+        match source {
+            Source::Executed => on_event(Event::Executed(&r)),
+            Source::Reused => on_event(Event::Reused(&r)),
+        }
+        results.push(r);
+    }
+}
+
+/// Claims the key (waiting for another aorta running it), re-checks the store, executes into a
+/// staging directory, uploads the outputs and commits the manifest.
+fn execute_one(store: &LocalStore, staging: &Path, spec: &TrialSpec, lease: &aorta_exec::Lease, cancel: &CancelToken) -> JobOut {
+    let key = match Key::parse(&spec.key) {
+        Ok(k) => k,
+        Err(e) => return JobOut::Failed(e.to_string()),
+    };
+    let claim = match store.claim_reporting(&key, std::time::Duration::from_secs(5), |w, _| eprintln!("aorta: {}", w.message(&key))) {
+        Ok(c) => c,
+        Err(e) => return JobOut::Failed(format!("cannot claim trial {key}: {e}")),
+    };
+    if let Ok(Lookup::Hit(m)) = claim.lookup() {
+        return JobOut::Done(Box::new(m), Source::Reused);
+    }
+    let dir = staging.join(format!("{}-{}", &spec.key[..16], std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        return JobOut::Failed(format!("cannot create {}: {e}", dir.display()));
+    }
+    let started = Instant::now();
+    let out = match run_trial(spec, &dir, lease, cancel) {
+        TrialRun::Cancelled => JobOut::Cancelled,
+        TrialRun::Done(mut record) => match commit(store, claim, &dir, &mut record, started.elapsed().as_secs_f64()) {
+            Ok(m) => JobOut::Done(Box::new(m), Source::Executed),
+            Err(e) => JobOut::Failed(e),
+        },
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
+fn commit(store: &LocalStore, claim: aorta_store::Claim<'_>, dir: &Path, record: &mut TrialRecord, secs: f64) -> Result<Manifest, String> {
+    let mut files = list_files(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+    files.retain(|f| f != "result.json");
+    files.push("result.json".into());
+    files.sort();
+    record.outputs = files.clone();
+    let json = serde_json::to_value(&*record).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("result.json"), serde_json::to_vec_pretty(&json).unwrap_or_default()).map_err(|e| format!("cannot write result.json: {e}"))?;
+    let mut m = Manifest::new(claim.key().clone(), json);
+    for f in &files {
+        let blob = store.put_blob_file(&dir.join(f)).map_err(|e| format!("cannot store {f}: {e}"))?;
+        m.outputs.insert(f.clone(), blob);
+    }
+    m.exec_seconds = secs;
+    claim.commit(&m).map_err(|e| format!("cannot commit trial {}: {e}", m.key))?;
+    Ok(m)
+}

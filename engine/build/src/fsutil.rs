@@ -1,0 +1,60 @@
+//! Atomic writes into run directories: temp file in the same directory, fsync, rename.
+
+use std::io::Write;
+use std::path::Path;
+
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Replaces directory `dest` with `staged` (both in the same parent): the old tree moves
+/// aside first, so readers see either the old or the new complete directory.
+pub fn replace_dir(staged: &Path, dest: &Path) -> std::io::Result<()> {
+    if dest.exists() {
+        let trash = dest.with_file_name(format!(".{}.old-{}", dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), std::process::id()));
+        std::fs::rename(dest, &trash)?;
+        std::fs::rename(staged, dest)?;
+        std::fs::remove_dir_all(&trash)?;
+    } else {
+        if let Some(p) = dest.parent() {
+            std::fs::create_dir_all(p)?;
+        }
+        std::fs::rename(staged, dest)?;
+    }
+    Ok(())
+}
+
+/// Every regular file under `dir`, as sorted relative paths with `/` separators.
+pub fn list_files(dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let entry = entry?;
+            let ft = entry.file_type()?;
+            let path = entry.path();
+            if ft.is_dir() {
+                stack.push(path);
+            } else if ft.is_file() {
+                if let Ok(rel) = path.strip_prefix(dir) {
+                    out.push(rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/"));
+                }
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}

@@ -1,0 +1,189 @@
+//! The engine: from a resolved recipe and its planned trials to a run directory.
+//!
+//! [`build`] opens the store, reuses every cached trial, executes the rest (see [`engine`]),
+//! materialises each trial's outputs into the run directory and writes matrix.md,
+//! matrix.json, recipe.resolved.yaml and env.json. Nothing here prints except through the
+//! event callback, so the CLI owns the terminal.
+
+pub mod engine;
+mod fsutil;
+mod outputs;
+pub mod trial;
+pub mod workloads;
+
+pub use engine::{Event, Source, TrialResult};
+pub use fsutil::write_atomic;
+pub use outputs::{run_dir_for, RunPaths};
+
+use aorta_classify::{ClassifierConfig, CustomDetector};
+use aorta_exec::{CancelToken, HangConfig, Slots};
+use aorta_graph::{KeyContext, PlannedTrial};
+use aorta_recipe::{Mode, Recipe};
+use aorta_store::LocalStore;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use trial::{Body, CommandSettings, TrialSpec, WorkloadSettings};
+
+pub struct BuildOptions {
+    pub store_root: PathBuf,
+    /// `--output`: the run directory's parent (AORTA's default per flow when None).
+    pub output: PathBuf,
+    pub jobs: usize,
+    pub gpus: Vec<String>,
+    pub gpus_per_trial: usize,
+    /// Kill a trial whose process tree the hang monitor judges hung (AORTA only flagged it).
+    pub kill_on_hang: bool,
+    /// Timeout for workload-protocol trials (probe recipes carry their own).
+    pub workload_timeout: Option<Duration>,
+    pub cancel: CancelToken,
+    /// Resolved workload executables by name (workload flow).
+    pub workloads: Vec<(String, Result<workloads::Workload, String>)>,
+}
+
+pub struct BuildOutcome {
+    pub run_dir: PathBuf,
+    pub executed: usize,
+    pub reused: usize,
+    pub failed_to_run: Vec<String>,
+    pub cancelled: bool,
+    pub summary: String,
+    /// Set when the matrix could not name a usable baseline (CLI exits 1 after writing).
+    pub incomplete: Option<String>,
+}
+
+/// Resolves workload executables for a recipe and fills the key context's identities.
+pub fn resolve_workloads(recipe: &Recipe, ctx: &mut KeyContext) -> Vec<(String, Result<workloads::Workload, String>)> {
+    if recipe.mode == Mode::Probe {
+        return Vec::new();
+    }
+    let w = workloads::resolve(&recipe.workload);
+    if let Ok(found) = &w {
+        ctx.workloads.insert(found.name.clone(), (found.version.clone(), Some(found.blake3.clone())));
+    }
+    vec![(recipe.workload.clone(), w)]
+}
+
+fn command_settings(recipe: &Recipe, argv: &[String], kill_on_hang: bool) -> Result<CommandSettings, String> {
+    let p = recipe.probe.as_ref().ok_or("not a probe recipe")?;
+    let mut custom = Vec::new();
+    for c in &p.custom_patterns {
+        let on = match c.on_match {
+            aorta_recipe::OnMatch::Fail => aorta_classify::OnMatch::Fail,
+            aorta_recipe::OnMatch::Warn => aorta_classify::OnMatch::Warn,
+            aorta_recipe::OnMatch::Info => aorta_classify::OnMatch::Info,
+        };
+        custom.push(CustomDetector::new(c.id.clone(), &c.regex, c.condition.as_deref(), on, c.required_for_pass)?);
+    }
+    let hang = (!p.disables.tier_disabled(aorta_classify::Tier::Tier2) && !p.disables.detector_disabled("tier2:hang")).then(|| HangConfig {
+        window: Duration::from_secs_f64(p.hang_window_sec),
+        grace: Duration::from_secs_f64(p.hang_grace_period_at_start),
+        kill_on_hang,
+        ..HangConfig::default()
+    });
+    Ok(CommandSettings {
+        argv: argv.to_vec(),
+        timeout: p.timeout_per_trial.map(Duration::from_secs_f64),
+        passthrough: p.env_passthrough_mode,
+        hang,
+        classifier: ClassifierConfig { custom, tier3_vram_growth: p.tier3_vram_growth, disables: p.disables.clone() },
+        dmesg_unavailable: Default::default(),
+    })
+}
+
+use engine::MakeSpec;
+
+fn bodies(recipe: &Recipe, argv: Option<&[String]>, opts: &BuildOptions) -> Result<Vec<Result<MakeSpec, String>>, String> {
+    let mut out = Vec::new();
+    match recipe.mode {
+        Mode::Probe => {
+            let argv = argv.ok_or("a probe recipe needs the command to run (after --)")?;
+            let settings = Arc::new(command_settings(recipe, argv, opts.kill_on_hang)?);
+            for cell in &recipe.cells {
+                let settings = settings.clone();
+                let env = cell.resolved_env.clone();
+                let name = cell.name.clone();
+                let make: MakeSpec = Arc::new(move |p: &PlannedTrial| TrialSpec {
+                    key: p.key.0.clone(),
+                    cell: name.clone(),
+                    index: p.index,
+                    env: env.clone(),
+                    body: Body::Command(settings.clone()),
+                });
+                out.push(Ok(make));
+            }
+        }
+        Mode::Triage => {
+            let found = opts.workloads.iter().find(|(n, _)| n == &recipe.workload).map(|(_, w)| w.clone());
+            for cell in &recipe.cells {
+                let w = match &found {
+                    Some(Ok(w)) => w.clone(),
+                    Some(Err(e)) => {
+                        out.push(Err(e.clone()));
+                        continue;
+                    }
+                    None => {
+                        out.push(Err(format!("workload '{}' was not resolved", recipe.workload)));
+                        continue;
+                    }
+                };
+                let settings = Arc::new(WorkloadSettings { workload: w, steps: cell.effective_steps(recipe), config: cell.effective_workload_config(recipe), timeout: opts.workload_timeout });
+                let env = cell.resolved_env.clone();
+                let name = cell.name.clone();
+                let make: MakeSpec = Arc::new(move |p: &PlannedTrial| TrialSpec {
+                    key: p.key.0.clone(),
+                    cell: name.clone(),
+                    index: p.index,
+                    env: env.clone(),
+                    body: Body::Workload(settings.clone()),
+                });
+                out.push(Ok(make));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Runs a build. `planned` must come from `aorta_graph::trial_inputs(recipe, ctx)`.
+pub fn build(recipe: &Recipe, planned: &[PlannedTrial], argv: Option<&[String]>, opts: &BuildOptions, on_event: &mut dyn FnMut(Event)) -> Result<BuildOutcome, String> {
+    let store = Arc::new(LocalStore::open(&opts.store_root).map_err(|e| format!("cannot open the store at {}: {e}", opts.store_root.display()))?);
+    // Shared lock for the whole build: gc waits until no build holds it.
+    let _build_lock = store.build_lock().map_err(|e| format!("cannot lock the store: {e}"))?;
+    let paths = outputs::RunPaths::create(recipe, &opts.output).map_err(|e| format!("cannot create the run directory: {e}"))?;
+    let bodies = bodies(recipe, argv, opts)?;
+    let slots = Slots::new(opts.jobs.max(1), opts.gpus.clone());
+    let schedule = engine::Schedule {
+        recipe,
+        planned,
+        bodies,
+        store: store.clone(),
+        staging: paths.staging.clone(),
+        slots,
+        gpus_per_trial: opts.gpus_per_trial,
+        cancel: opts.cancel.clone(),
+    };
+    let executed = schedule.run(on_event);
+    let _ = std::fs::remove_dir_all(&paths.staging);
+    if executed.cancelled {
+        return Ok(BuildOutcome {
+            run_dir: paths.run_dir,
+            executed: executed.results.iter().filter(|r| r.source == Source::Executed).count(),
+            reused: executed.results.iter().filter(|r| r.source == Source::Reused).count(),
+            failed_to_run: executed.failures,
+            cancelled: true,
+            summary: String::new(),
+            incomplete: None,
+        });
+    }
+    outputs::materialize(&store, recipe, &paths, &executed.results)?;
+    let report = outputs::write_report(recipe, &paths, &executed, argv)?;
+    Ok(BuildOutcome {
+        run_dir: paths.run_dir,
+        executed: executed.results.iter().filter(|r| r.source == Source::Executed).count(),
+        reused: executed.results.iter().filter(|r| r.source == Source::Reused).count(),
+        failed_to_run: executed.failures,
+        cancelled: false,
+        summary: report.0,
+        incomplete: report.1,
+    })
+}

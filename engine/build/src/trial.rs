@@ -1,0 +1,300 @@
+//! Running one trial into a staging directory and describing it as a [`TrialRecord`]:
+//! the subprocess flow (the user's command, judged by the classifier) and the workload flow
+//! (an `aorta-workload-<name>` executable speaking the workload protocol).
+
+use crate::workloads::Workload;
+use aorta_classify::{classify, collect_dmesg, failure_type, ClassifierConfig, Observation, Tier};
+use aorta_exec::{CancelToken, HangConfig, Lease, ProcessOutcome, ProcessSpec};
+use aorta_recipe::PassthroughMode;
+use aorta_trial::{ExitStatus, TrialRecord, Verdict, WorkloadResult, TRIAL_RECORD_SCHEMA};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What every trial of a cell shares.
+pub struct TrialSpec {
+    pub key: String,
+    pub cell: String,
+    pub index: u32,
+    pub env: BTreeMap<String, String>,
+    pub body: Body,
+}
+
+pub enum Body {
+    Command(Arc<CommandSettings>),
+    Workload(Arc<WorkloadSettings>),
+}
+
+pub struct CommandSettings {
+    pub argv: Vec<String>,
+    pub timeout: Option<Duration>,
+    pub passthrough: PassthroughMode,
+    pub hang: Option<HangConfig>,
+    pub classifier: ClassifierConfig,
+    /// Set once `dmesg` proved unusable here, so it is not spawned again for every trial.
+    pub dmesg_unavailable: AtomicBool,
+}
+
+pub struct WorkloadSettings {
+    pub workload: Workload,
+    pub steps: u32,
+    pub config: serde_json::Map<String, serde_json::Value>,
+    pub timeout: Option<Duration>,
+}
+
+pub enum TrialRun {
+    Done(Box<TrialRecord>),
+    Cancelled,
+}
+
+fn base_record(spec: &TrialSpec, workload: &str, argv: Option<Vec<String>>) -> TrialRecord {
+    TrialRecord {
+        schema_version: TRIAL_RECORD_SCHEMA.into(),
+        key: spec.key.clone(),
+        cell_name: spec.cell.clone(),
+        trial_index: spec.index,
+        workload: workload.into(),
+        argv,
+        verdict: Verdict::Error,
+        exit_status: ExitStatus::InfrastructureFailed,
+        exit_code: 0,
+        timed_out: false,
+        walltime_sec: 0.0,
+        peak_vram_mib: None,
+        failure_detectors_fired: Vec::new(),
+        error_detectors_fired: Vec::new(),
+        warn_detectors_fired: Vec::new(),
+        capture: Default::default(),
+        tier_durations_ms: Default::default(),
+        env: spec.env.clone(),
+        result: WorkloadResult::default(),
+        outputs: Vec::new(),
+    }
+}
+
+pub fn run_trial(spec: &TrialSpec, dir: &Path, lease: &Lease, cancel: &CancelToken) -> TrialRun {
+    match &spec.body {
+        Body::Command(c) => run_command(spec, c, dir, lease, cancel),
+        Body::Workload(w) => run_workload(spec, w, dir, lease, cancel),
+    }
+}
+
+/// AORTA's `probe.env`: sorted `K=V` lines, 0600; refused if a key or value would break the format.
+fn write_env_file(path: &Path, env: &BTreeMap<String, String>) -> Result<(), String> {
+    for (k, v) in env {
+        if k.contains(['\n', '\r', '=']) || v.contains(['\n', '\r']) {
+            return Err(format!("cannot write {k} to probe.env: keys must not contain newlines or '=', values no newlines"));
+        }
+    }
+    let text: String = env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+    crate::fsutil::write_atomic(path, text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease, cancel: &CancelToken) -> TrialRun {
+    let mut record = base_record(spec, "_subprocess", Some(c.argv.clone()));
+    let mut env = spec.env.clone();
+    if c.passthrough == PassthroughMode::File {
+        let path = dir.join("probe.env");
+        if let Err(e) = write_env_file(&path, &spec.env) {
+            let _ = std::fs::write(dir.join("stderr.log"), format!("aorta: {e}\n"));
+            let _ = std::fs::write(dir.join("stdout.log"), "");
+            record.exit_code = 2;
+            record.verdict = Verdict::Error;
+            record.error_detectors_fired = vec![aorta_classify::ENV_FILE_VALIDATION_FAILED.to_string()];
+            record.capture.insert("error_message".into(), e.into());
+            record.result = WorkloadResult { main_work_started: Some(false), executed_iterations: Some(0), configured_iterations: Some(1), ..Default::default() };
+            return TrialRun::Done(Box::new(record));
+        }
+        env.insert("AORTA_ENV_FILE".into(), path.display().to_string());
+    }
+    let mut p = ProcessSpec::new(c.argv.clone(), dir.join("stdout.log"), dir.join("stderr.log"));
+    p.env = env;
+    p.timeout = c.timeout;
+    p.hang = c.hang.clone();
+    lease.apply(&mut p);
+    let outcome = match aorta_exec::run(&p, cancel) {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = std::fs::write(dir.join("stderr.log"), format!("aorta: cannot start the command: {e}\n"));
+            not_launched(e.to_string())
+        }
+    };
+    if outcome.cancelled {
+        return TrialRun::Cancelled;
+    }
+    let tier3_off = c.classifier.disables.tier_disabled(Tier::Tier3);
+    let dmesg_text = if outcome.launched && !tier3_off && !c.dmesg_unavailable.load(Ordering::Relaxed) {
+        match collect_dmesg(outcome.walltime.as_secs() + 5) {
+            Ok(t) => Some(t),
+            Err(reason) => {
+                if !c.dmesg_unavailable.swap(true, Ordering::Relaxed) {
+                    eprintln!("aorta: tier3 disabled (dmesg): {reason}");
+                }
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let walltime = outcome.walltime.as_secs_f64();
+    let obs = Observation {
+        exit_code: outcome.exit_code,
+        timed_out: outcome.timed_out,
+        exec_failed: !outcome.launched,
+        walltime_sec: walltime,
+        stdout_log: Some(dir.join("stdout.log")),
+        stderr_log: Some(dir.join("stderr.log")),
+        trial_dir: dir.to_path_buf(),
+        core_dirs: std::env::current_dir().into_iter().collect(),
+        hang_detected: outcome.hang_detected,
+        dmesg_text,
+        ..Default::default()
+    };
+    let cls = classify(&obs, &c.classifier);
+    let ftype = failure_type(&cls, outcome.exit_code, outcome.timed_out, !outcome.launched);
+    record.verdict = cls.verdict;
+    record.exit_code = outcome.exit_code;
+    record.timed_out = outcome.timed_out;
+    record.walltime_sec = walltime;
+    record.exit_status = match (outcome.launched, cls.verdict) {
+        (false, _) => ExitStatus::InfrastructureFailed,
+        (true, Verdict::Pass) => ExitStatus::Ok,
+        (true, _) => ExitStatus::WorkloadFailed,
+    };
+    let passed = cls.verdict == Verdict::Pass;
+    let mut metrics = serde_json::Map::new();
+    metrics.insert("verdict".into(), cls.verdict.as_str().into());
+    metrics.insert("exit_code".into(), outcome.exit_code.into());
+    if let Some(rss) = outcome.peak_rss_kib {
+        metrics.insert("peak_rss_kib".into(), rss.into());
+    }
+    record.result = WorkloadResult {
+        passed,
+        failure_count: u64::from(!passed),
+        failure_details: if passed {
+            Vec::new()
+        } else {
+            vec![serde_json::json!({"exit_code": outcome.exit_code, "timed_out": outcome.timed_out, "type": ftype, "failure_detectors_fired": cls.failure_detectors_fired})]
+        },
+        elapsed_sec: walltime,
+        main_work_started: Some(outcome.launched),
+        executed_iterations: Some(u64::from(outcome.launched)),
+        configured_iterations: Some(1),
+        metrics,
+        ..Default::default()
+    };
+    record.failure_detectors_fired = cls.failure_detectors_fired;
+    record.error_detectors_fired = cls.error_detectors_fired;
+    record.warn_detectors_fired = cls.warn_detectors_fired;
+    record.capture = cls.capture;
+    record.tier_durations_ms = cls.tier_durations_ms;
+    TrialRun::Done(Box::new(record))
+}
+
+fn run_workload(spec: &TrialSpec, w: &WorkloadSettings, dir: &Path, lease: &Lease, cancel: &CancelToken) -> TrialRun {
+    let mut record = base_record(spec, &w.workload.name, None);
+    let config = serde_json::json!({
+        "protocol": 1, "workload": w.workload.name, "cell": spec.cell, "trial_index": spec.index,
+        "steps": w.steps, "config": w.config, "trial_dir": dir.display().to_string(),
+    });
+    let cfg_path = dir.join("config.json");
+    let res_path = dir.join("workload-result.json");
+    if let Err(e) = std::fs::write(&cfg_path, serde_json::to_vec_pretty(&config).unwrap_or_default()) {
+        record.capture.insert("error_message".into(), format!("cannot write {}: {e}", cfg_path.display()).into());
+        return TrialRun::Done(Box::new(record));
+    }
+    let argv = vec![
+        w.workload.path.display().to_string(),
+        "run".into(),
+        "--config".into(),
+        cfg_path.display().to_string(),
+        "--result".into(),
+        res_path.display().to_string(),
+    ];
+    let mut p = ProcessSpec::new(argv, dir.join("stdout.log"), dir.join("stderr.log"));
+    p.env = spec.env.clone();
+    p.cwd = Some(dir.to_path_buf());
+    p.timeout = w.timeout;
+    lease.apply(&mut p);
+    let outcome = match aorta_exec::run(&p, cancel) {
+        Ok(o) => o,
+        Err(e) => {
+            record.capture.insert("error_message".into(), format!("cannot start the workload: {e}").into());
+            return TrialRun::Done(Box::new(record));
+        }
+    };
+    if outcome.cancelled {
+        return TrialRun::Cancelled;
+    }
+    record.exit_code = outcome.exit_code;
+    record.timed_out = outcome.timed_out;
+    record.walltime_sec = outcome.walltime.as_secs_f64();
+    let parsed: Option<WorkloadResult> = std::fs::read(&res_path).ok().and_then(|b| serde_json::from_slice(&b).ok());
+    let (status, verdict, result) = judge_workload(&outcome, parsed);
+    record.exit_status = status;
+    record.verdict = verdict;
+    if outcome.timed_out {
+        record.error_detectors_fired.push("tier1:timeout".into());
+    }
+    record.result = result;
+    TrialRun::Done(Box::new(record))
+}
+
+fn not_launched(reason: String) -> ProcessOutcome {
+    ProcessOutcome {
+        launched: false,
+        exec_error: Some(reason),
+        exit_code: 1,
+        timed_out: false,
+        cancelled: false,
+        hang_detected: false,
+        walltime: Duration::ZERO,
+        pid: None,
+        peak_rss_kib: None,
+        strays_killed: 0,
+        processes: Vec::new(),
+    }
+}
+
+/// The workload protocol's judgement table (docs/workload-protocol.md).
+fn judge_workload(outcome: &ProcessOutcome, parsed: Option<WorkloadResult>) -> (ExitStatus, Verdict, WorkloadResult) {
+    if !outcome.launched {
+        let r = WorkloadResult { main_work_started: Some(false), failure_details: vec![serde_json::json!({"type": "exec_failed", "error": outcome.exec_error})], ..Default::default() };
+        return (ExitStatus::InfrastructureFailed, Verdict::Error, r);
+    }
+    if outcome.timed_out {
+        let mut r = parsed.unwrap_or_default();
+        r.passed = false;
+        r.failure_details.push(serde_json::json!({"type": "timeout"}));
+        return (ExitStatus::InfrastructureFailed, Verdict::Error, r);
+    }
+    match parsed {
+        Some(r) if r.main_work_started == Some(false) => (ExitStatus::WorkloadSetupFailed, Verdict::Error, r),
+        Some(r) if outcome.exit_code == 0 && r.passed => (ExitStatus::Ok, Verdict::Pass, r),
+        Some(mut r) => {
+            if outcome.exit_code != 0 {
+                r.passed = false;
+                r.failure_details.push(serde_json::json!({"type": "nonzero_exit", "exit_code": outcome.exit_code}));
+            }
+            (ExitStatus::WorkloadFailed, Verdict::Fail, r)
+        }
+        // Died without a result: a crash of the workload is the symptom being triaged.
+        None => {
+            let r = WorkloadResult {
+                main_work_started: Some(true),
+                failure_count: 1,
+                failure_details: vec![serde_json::json!({"type": if outcome.exit_code < 0 { "crashed" } else { "no_result" }, "exit_code": outcome.exit_code})],
+                ..Default::default()
+            };
+            (ExitStatus::WorkloadFailed, Verdict::Fail, r)
+        }
+    }
+}
