@@ -48,7 +48,9 @@ pub fn run_dir_for(recipe: &Recipe, output: &Path, timestamp: &str) -> PathBuf {
 impl RunPaths {
     pub fn create(recipe: &Recipe, output: &Path) -> std::io::Result<RunPaths> {
         let timestamp = utc_timestamp();
-        let mut run_dir = run_dir_for(recipe, output, &timestamp);
+        // Absolute, because trials run with their own working directory.
+        let output = std::path::absolute(output)?;
+        let mut run_dir = run_dir_for(recipe, &output, &timestamp);
         if recipe.mode == Mode::Triage {
             // Same-second reruns get -2, -3, … (AORTA's rule), created exclusively.
             let base = run_dir.clone();

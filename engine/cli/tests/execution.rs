@@ -1,0 +1,208 @@
+//! Content-addressed execution, end to end with the real binary, real child processes and a
+//! real store in a temp dir (issue "Done when" list).
+mod common;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+struct Ws {
+    dir: tempfile::TempDir,
+}
+
+impl Ws {
+    fn new(recipe: &str) -> Ws {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("r.yaml"), recipe).unwrap();
+        std::fs::write(dir.path().join(".aorta-root"), "").unwrap();
+        Ws { dir }
+    }
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(assert_cmd::cargo::cargo_bin("aorta"));
+        c.current_dir(self.path()).env("NO_COLOR", "1").env("AORTA_STORE", self.path().join("store")).args(args);
+        c
+    }
+    fn sweep(&self, command: &[&str]) -> Output {
+        let mut args = vec!["sweep", "run", "--recipe", "r.yaml", "--output", "out", "--"];
+        args.extend_from_slice(command);
+        self.cmd(&args).output().unwrap()
+    }
+    fn write(&self, name: &str, text: &str) {
+        std::fs::write(self.path().join(name), text).unwrap();
+    }
+    fn matrix(&self) -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(self.path().join("out/T/matrix.json")).unwrap()).unwrap()
+    }
+}
+
+/// (executed, reused) from the summary line.
+fn counts(out: &Output) -> (usize, usize) {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.starts_with("Trials: ")).unwrap_or_else(|| panic!("no Trials line in\n{text}\n{}", String::from_utf8_lossy(&out.stderr)));
+    let nums: Vec<usize> = line.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
+    (nums[0], nums[1])
+}
+
+const RECIPE: &str = "schema_version: 1\nmode: probe\nticket: T\ntrials: 3\nmitigation_axis: [none, cuda_launch_blocking]\ndiagnostic_axis: [none]\nconfound: {baseline_cell: none-none}\n";
+
+fn strip_volatile(v: &mut serde_json::Value) {
+    // Timestamps and the ran/reused counts are the only things a cached rerun may change.
+    if let Some(o) = v.as_object_mut() {
+        for k in ["run_timestamp", "executed", "reused", "cache", "resumed"] {
+            o.remove(k);
+        }
+        for (_, x) in o.iter_mut() {
+            strip_volatile(x);
+        }
+    } else if let Some(a) = v.as_array_mut() {
+        for x in a {
+            strip_volatile(x);
+        }
+    }
+}
+
+#[test]
+fn reruns_execute_only_what_changed() {
+    let ws = Ws::new(RECIPE);
+    let first = ws.sweep(&["true"]);
+    assert!(first.status.success(), "{}", common::transcript(&first));
+    assert_eq!(counts(&first), (6, 0));
+    let mut m1 = ws.matrix();
+
+    let second = ws.sweep(&["true"]);
+    assert_eq!(counts(&second), (0, 6), "a rerun executes nothing");
+    let mut m2 = ws.matrix();
+    strip_volatile(&mut m1);
+    strip_volatile(&mut m2);
+    assert_eq!(m1, m2, "a fully cached rerun writes the same matrix");
+
+    // One cell's mitigation changes: only that cell runs.
+    ws.write("r.yaml", &RECIPE.replace("cuda_launch_blocking", "cuda_device_max_connections_1"));
+    assert_eq!(counts(&ws.sweep(&["true"])), (3, 3));
+
+    // trials 3 → 5: only trials 3 and 4 of each cell.
+    ws.write("r.yaml", &RECIPE.replace("trials: 3", "trials: 5"));
+    assert_eq!(counts(&ws.sweep(&["true"])), (4, 6));
+
+    // The command changes from true to false: everything re-executes and fails.
+    let out = ws.sweep(&["false"]);
+    assert_eq!(counts(&out), (10, 0));
+    let m = ws.matrix();
+    for cell in m["cells"].as_array().unwrap() {
+        assert_eq!(cell["failed_count"], 5, "{cell}");
+    }
+    assert!(String::from_utf8_lossy(&out.stdout).contains("[fail] none-none: 5 failed of 5 trial(s)"));
+}
+
+#[test]
+fn editing_the_script_reruns_its_trials() {
+    let ws = Ws::new(RECIPE);
+    ws.write("job.sh", "exit 0\n");
+    assert_eq!(counts(&ws.sweep(&["bash", "job.sh"])), (6, 0));
+    assert_eq!(counts(&ws.sweep(&["bash", "job.sh"])), (0, 6));
+    ws.write("job.sh", "exit 1\n");
+    assert_eq!(counts(&ws.sweep(&["bash", "job.sh"])), (6, 0));
+}
+
+#[test]
+fn a_hung_trial_is_killed_with_its_whole_tree() {
+    let ws = Ws::new(&RECIPE.replace("trials: 3", "trials: 1").replace("mitigation_axis: [none, cuda_launch_blocking]", "mitigation_axis: [none]").replace("confound:", "timeout_per_trial: 1\nconfound:"));
+    let marker = format!("aorta-hang-{}", std::process::id());
+    ws.write("hang.sh", &format!("sleep 1000 & setsid sleep 1000 & exec -a {marker} sleep 1000\n"));
+    let t0 = std::time::Instant::now();
+    let out = ws.sweep(&["bash", "hang.sh"]);
+    assert!(t0.elapsed().as_secs() < 30, "teardown took {:?}", t0.elapsed());
+    assert!(out.status.success(), "{}", common::transcript(&out));
+    let m = ws.matrix();
+    assert_eq!(m["cells"][0]["error_count"], 1, "a timeout alone is an error verdict: {}", m["cells"][0]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let ps = Command::new("ps").args(["-eo", "pid,args"]).output().unwrap();
+    let ps = String::from_utf8_lossy(&ps.stdout);
+    let hang_path = ws.path().join("hang.sh");
+    let left: Vec<&str> = ps.lines().filter(|l| l.contains(&marker) || l.contains(&*hang_path.to_string_lossy()) || l.contains("sleep 1000")).collect();
+    assert!(left.iter().all(|l| !l.contains(&marker)), "left running: {left:?}");
+}
+
+#[test]
+fn kill_9_mid_build_keeps_completed_trials_and_the_store_verifies() {
+    let ws = Ws::new(&RECIPE.replace("trials: 3", "trials: 20"));
+    ws.write("slow.sh", "sleep 0.05\n");
+    let mut child = ws.cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out", "--", "bash", "slow.sh"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(900));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let verify = ws.cmd(&["cache", "verify"]).output().unwrap();
+    assert!(verify.status.success(), "{}", common::transcript(&verify));
+    let out = ws.sweep(&["bash", "slow.sh"]);
+    let (executed, reused) = counts(&out);
+    assert_eq!(executed + reused, 40);
+    assert!(reused > 0, "completed trials must be reused, got {executed} executed / {reused} reused");
+    assert!(executed > 0, "the kill should have left work to do");
+}
+
+#[test]
+fn two_builds_started_together_execute_each_key_once() {
+    let ws = Ws::new(&RECIPE.replace("trials: 3", "trials: 4"));
+    let log = ws.path().join("runs.log");
+    ws.write("count.sh", &format!("echo \"$CUDA_LAUNCH_BLOCKING\" >> {}\nsleep 0.1\n", log.display()));
+    let spawn = |out: &str| ws.cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", out, "--jobs", "2", "--", "bash", "count.sh"]).output();
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| spawn("out-a").unwrap());
+        let b = s.spawn(|| spawn("out-b").unwrap());
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let (ea, ra) = counts(&a);
+    let (eb, rb) = counts(&b);
+    assert_eq!(ea + eb, 8, "each of the 8 keys runs exactly once across both builds");
+    assert_eq!(ra + rb, 8);
+    let lines = std::fs::read_to_string(&log).unwrap().lines().count();
+    assert_eq!(lines, 8, "the command itself ran 8 times");
+}
+
+fn pyecho_dir() -> PathBuf {
+    common::repo_root().join("tests/fixtures/workloads")
+}
+
+#[test]
+fn a_python_plugin_speaks_the_workload_protocol() {
+    let ws = Ws::new("");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "--workload", "pyecho", "--trials", "2", "--steps", "3", "--config", "{\"fail_without_fix\": true}"];
+        args.extend_from_slice(extra);
+        ws.cmd(&args).env("AORTA_WORKLOAD_PATH", pyecho_dir()).output().unwrap()
+    };
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", common::transcript(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("2/2 trials failed"));
+    let out = run(&["--extra-env", "PYECHO_FIX=1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::transcript(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("All 2 trial(s) passed"));
+    let again = run(&["--extra-env", "PYECHO_FIX=1"]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("(0 executed, 2 reused from the cache)"), "{}", common::transcript(&again));
+}
+
+#[test]
+fn workload_recipes_run_through_the_protocol() {
+    let recipe = "schema_version: 1\nticket: T\nworkload: pyecho\ntrials: 2\nsteps: 4\nworkload_config: {fail_without_fix: true, step_ms: 2}\ncells:\n  - {name: baseline, mitigations: [none], environment: local}\n  - {name: fixed, mitigations: [none], environment: local, extra_env: {PYECHO_FIX: '1'}}\n";
+    let ws = Ws::new(recipe);
+    let out = ws.cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out"]).env("AORTA_WORKLOAD_PATH", pyecho_dir()).output().unwrap();
+    assert!(out.status.success(), "{}", common::transcript(&out));
+    let runs: Vec<_> = std::fs::read_dir(ws.path().join("out/T/pyecho")).unwrap().collect();
+    assert_eq!(runs.len(), 1);
+    let dir = runs[0].as_ref().unwrap().path();
+    let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("matrix.json")).unwrap()).unwrap();
+    assert_eq!(m["cells"][0]["failed_count"], 2);
+    assert_eq!(m["cells"][1]["passed_count"], 2);
+    assert_eq!(m["cells"][1]["step_time_source"], "per_step");
+    assert!(dir.join("cells/fixed/trial_1/stdout.log").is_file());
+}
+
+#[test]
+fn unknown_workload_is_a_cell_error_not_a_crash() {
+    let recipe = "schema_version: 1\nticket: T\nworkload: nope\ntrials: 1\nsteps: 1\ncells:\n  - {name: baseline, mitigations: [none], environment: local}\n";
+    let ws = Ws::new(recipe);
+    let out = ws.cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out"]).env("AORTA_WORKLOAD_PATH", ws.path()).env("PATH", "/usr/bin:/bin").output().unwrap();
+    let text = common::transcript(&out);
+    assert!(text.contains("cell did not run") && text.contains("aorta-workload-nope"), "{text}");
+}
