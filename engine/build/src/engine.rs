@@ -25,9 +25,21 @@ pub enum Source {
 pub struct TrialResult {
     pub cell: usize,
     pub index: u32,
-    pub manifest: Manifest,
+    /// The store entry (its `trial` JSON dropped once parsed into `record`, to keep 10,000-trial
+    /// reruns small).
+    pub manifest: Arc<Manifest>,
     pub record: TrialRecord,
     pub source: Source,
+    /// The staging directory of a trial executed in this build: moved into place instead of
+    /// being copied back out of the store.
+    pub staged: Option<PathBuf>,
+}
+
+/// A store entry with its record parsed once.
+struct Resolved {
+    manifest: Arc<Manifest>,
+    record: TrialRecord,
+    staged: Option<PathBuf>,
 }
 
 pub enum Event<'a> {
@@ -37,7 +49,7 @@ pub enum Event<'a> {
 }
 
 enum JobOut {
-    Done(Box<Manifest>, Source),
+    Done(Box<Manifest>, Source, Option<PathBuf>),
     Cancelled,
     Failed(String),
 }
@@ -64,12 +76,10 @@ pub struct Executed {
     pub cancelled: bool,
 }
 
-fn verdict_of(m: &Manifest) -> Option<StopVerdict> {
-    m.trial.get("verdict").and_then(|v| v.as_str()).and_then(StopVerdict::parse)
-}
-
-fn record_of(m: &Manifest) -> Result<TrialRecord, String> {
-    serde_json::from_value(m.trial.clone()).map_err(|e| format!("cached record for {} is not a trial record: {e}", m.key))
+fn resolve(mut m: Manifest, staged: Option<PathBuf>) -> Result<Arc<Resolved>, String> {
+    let trial = std::mem::take(&mut m.trial);
+    let record: TrialRecord = serde_json::from_value(trial).map_err(|e| format!("cached record for {} is not a trial record: {e}", m.key))?;
+    Ok(Arc::new(Resolved { manifest: Arc::new(m), record, staged }))
 }
 
 /// Per-cell progress through its trial list.
@@ -94,7 +104,7 @@ impl Schedule<'_> {
         }
         let pool: Pool<(usize, u32), JobOut> = Pool::new(self.slots.clone());
         let mut results: Vec<TrialResult> = Vec::new();
-        let mut known: HashMap<String, Manifest> = HashMap::new();
+        let mut known: HashMap<String, Arc<Resolved>> = HashMap::new();
         let mut waiting_on: HashMap<String, Vec<(usize, u32)>> = HashMap::new();
         let mut failures = Vec::new();
         let mut cancelled = false;
@@ -114,8 +124,8 @@ impl Schedule<'_> {
                     let p = by_cell[c][st.next];
                     states[c].next += 1;
                     let key = p.key.0.clone();
-                    if let Some(m) = known.get(&key).cloned() {
-                        self.accept(c, p.index, m, Source::Reused, &mut states, &mut results, on_event, &mut failures);
+                    if let Some(r) = known.get(&key).cloned() {
+                        self.accept(c, p.index, &r, Source::Reused, &mut states, &mut results, on_event);
                         continue;
                     }
                     if let Some(w) = waiting_on.get_mut(&key) {
@@ -123,10 +133,10 @@ impl Schedule<'_> {
                         states[c].in_flight += 1;
                         continue;
                     }
-                    match self.lookup(&key) {
-                        Ok(Some(m)) => {
-                            known.insert(key, m.clone());
-                            self.accept(c, p.index, m, Source::Reused, &mut states, &mut results, on_event, &mut failures);
+                    match self.lookup(&key).and_then(|m| m.map(|m| resolve(m, None)).transpose()) {
+                        Ok(Some(r)) => {
+                            known.insert(key, r.clone());
+                            self.accept(c, p.index, &r, Source::Reused, &mut states, &mut results, on_event);
                         }
                         Ok(None) => {
                             let spec = match &self.bodies[c] {
@@ -165,14 +175,22 @@ impl Schedule<'_> {
             let key = by_cell[c].iter().find(|p| p.index == index).map(|p| p.key.0.clone()).unwrap_or_default();
             let waiters = waiting_on.remove(&key).unwrap_or_default();
             match out {
-                JobOut::Done(m, source) => {
-                    known.insert(key, (*m).clone());
-                    for (i, (wc, wi)) in waiters.into_iter().enumerate() {
-                        states[wc].in_flight -= 1;
-                        let src = if i == 0 { source } else { Source::Reused };
-                        self.accept(wc, wi, (*m).clone(), src, &mut states, &mut results, on_event, &mut failures);
+                JobOut::Done(m, source, staged) => match resolve(*m, staged) {
+                    Ok(r) => {
+                        known.insert(key, r.clone());
+                        for (i, (wc, wi)) in waiters.into_iter().enumerate() {
+                            states[wc].in_flight -= 1;
+                            let src = if i == 0 { source } else { Source::Reused };
+                            self.accept(wc, wi, &r, src, &mut states, &mut results, on_event);
+                        }
                     }
-                }
+                    Err(e) => {
+                        for (wc, _) in waiters {
+                            states[wc].in_flight -= 1;
+                        }
+                        failures.push(e);
+                    }
+                },
                 JobOut::Cancelled => {
                     cancelled = true;
                     for (wc, _) in waiters {
@@ -209,41 +227,27 @@ impl Schedule<'_> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn accept(
-        &self,
-        c: usize,
-        index: u32,
-        m: Manifest,
-        source: Source,
-        states: &mut [CellState],
-        results: &mut Vec<TrialResult>,
-        on_event: &mut dyn FnMut(Event),
-        failures: &mut Vec<String>,
-    ) {
-        let mut record = match record_of(&m) {
-            Ok(r) => r,
-            Err(e) => {
-                failures.push(e);
-                return;
-            }
-        };
+    fn accept(&self, c: usize, index: u32, r: &Arc<Resolved>, source: Source, states: &mut [CellState], results: &mut Vec<TrialResult>, on_event: &mut dyn FnMut(Event)) {
         // A record shared between cells keeps its own numbers but reports under this cell.
+        let mut record = r.record.clone();
         record.cell_name = self.recipe.cells[c].name.clone();
         record.trial_index = index;
         if let Some(s) = self.recipe.stop_after {
-            if verdict_of(&m) == Some(s.event_verdict) {
+            if StopVerdict::parse(record.verdict.as_str()) == Some(s.event_verdict) {
                 states[c].events += 1;
                 if states[c].events >= s.events {
                     states[c].done = true;
                 }
             }
         }
-        let r = TrialResult { cell: c, index, manifest: m, record, source };
+        // Only the first user of a fresh staging dir may move it into place.
+        let staged = if source == Source::Executed { r.staged.clone() } else { None };
+        let t = TrialResult { cell: c, index, manifest: r.manifest.clone(), record, source, staged };
         match source {
-            Source::Executed => on_event(Event::Executed(&r)),
-            Source::Reused => on_event(Event::Reused(&r)),
+            Source::Executed => on_event(Event::Executed(&t)),
+            Source::Reused => on_event(Event::Reused(&t)),
         }
-        results.push(r);
+        results.push(t);
     }
 }
 
@@ -259,7 +263,7 @@ fn execute_one(store: &LocalStore, staging: &Path, spec: &TrialSpec, lease: &aor
         Err(e) => return JobOut::Failed(format!("cannot claim trial {key}: {e}")),
     };
     if let Ok(Lookup::Hit(m)) = claim.lookup() {
-        return JobOut::Done(Box::new(m), Source::Reused);
+        return JobOut::Done(Box::new(m), Source::Reused, None);
     }
     let dir = staging.join(format!("{}-{}", &spec.key[..16], std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -267,15 +271,19 @@ fn execute_one(store: &LocalStore, staging: &Path, spec: &TrialSpec, lease: &aor
         return JobOut::Failed(format!("cannot create {}: {e}", dir.display()));
     }
     let started = Instant::now();
-    let out = match run_trial(spec, &dir, lease, cancel) {
-        TrialRun::Cancelled => JobOut::Cancelled,
+    match run_trial(spec, &dir, lease, cancel) {
+        TrialRun::Cancelled => {
+            let _ = std::fs::remove_dir_all(&dir);
+            JobOut::Cancelled
+        }
         TrialRun::Done(mut record) => match commit(store, claim, &dir, &mut record, started.elapsed().as_secs_f64()) {
-            Ok(m) => JobOut::Done(Box::new(m), Source::Executed),
-            Err(e) => JobOut::Failed(e),
+            Ok(m) => JobOut::Done(Box::new(m), Source::Executed, Some(dir)),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                JobOut::Failed(e)
+            }
         },
-    };
-    let _ = std::fs::remove_dir_all(&dir);
-    out
+    }
 }
 
 fn commit(store: &LocalStore, claim: aorta_store::Claim<'_>, dir: &Path, record: &mut TrialRecord, secs: f64) -> Result<Manifest, String> {

@@ -163,8 +163,8 @@ pub fn build(recipe: &Recipe, planned: &[PlannedTrial], argv: Option<&[String]>,
         cancel: opts.cancel.clone(),
     };
     let executed = schedule.run(on_event);
-    let _ = std::fs::remove_dir_all(&paths.staging);
     if executed.cancelled {
+        let _ = std::fs::remove_dir_all(&paths.staging);
         return Ok(BuildOutcome {
             run_dir: paths.run_dir,
             executed: executed.results.iter().filter(|r| r.source == Source::Executed).count(),
@@ -175,7 +175,9 @@ pub fn build(recipe: &Recipe, planned: &[PlannedTrial], argv: Option<&[String]>,
             incomplete: None,
         });
     }
-    outputs::materialize(&store, recipe, &paths, &executed.results)?;
+    let placed = outputs::materialize(&store, recipe, &paths, &executed.results);
+    let _ = std::fs::remove_dir_all(&paths.staging);
+    placed?;
     let report = outputs::write_report(recipe, &paths, &executed, argv)?;
     Ok(BuildOutcome {
         run_dir: paths.run_dir,

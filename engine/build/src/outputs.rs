@@ -93,12 +93,19 @@ pub fn materialize(store: &LocalStore, recipe: &Recipe, paths: &RunPaths, result
         if index.get(&rel) == Some(&r.manifest.key.to_string()) && dest.join("result.json").is_file() {
             continue;
         }
-        let staged = paths.staging.join(format!("m-{}-{}", r.cell, r.index));
-        let _ = std::fs::remove_dir_all(&staged);
-        store.materialize(&r.manifest, &staged).map_err(|e| format!("cannot materialise {rel}: {e}"))?;
-        // The record as this cell sees it (a shared key reports under each cell's own name).
-        let json = serde_json::to_vec_pretty(&r.record).unwrap_or_default();
-        write_atomic(&staged.join("result.json"), &json).map_err(|e| format!("cannot write {rel}/result.json: {e}"))?;
+        let staged = match r.staged.as_ref().filter(|d| d.is_dir()) {
+            // Executed in this build: the staging dir already holds exactly these outputs.
+            Some(d) => d.clone(),
+            None => {
+                let staged = paths.staging.join(format!("m-{}-{}", r.cell, r.index));
+                let _ = std::fs::remove_dir_all(&staged);
+                store.materialize(&r.manifest, &staged).map_err(|e| format!("cannot materialise {rel}: {e}"))?;
+                // The record as this cell sees it (a shared key reports under each cell's name).
+                let json = serde_json::to_vec_pretty(&r.record).unwrap_or_default();
+                write_atomic(&staged.join("result.json"), &json).map_err(|e| format!("cannot write {rel}/result.json: {e}"))?;
+                staged
+            }
+        };
         replace_dir(&staged, &dest).map_err(|e| format!("cannot place {rel}: {e}"))?;
         index.insert(rel, r.manifest.key.to_string());
         changed = true;

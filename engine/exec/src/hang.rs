@@ -267,6 +267,18 @@ impl Monitor {
             .spawn(move || {
                 let mut det = HangDetector::from_config(&cfg2);
                 let mut sampler = Sampler::new();
+                // Nothing can latch before the grace period ends, and a signal needs one window
+                // of history: sleep until then, so short trials never pay for /proc scans.
+                let quiet = cfg2.grace.saturating_sub(cfg2.window);
+                if !quiet.is_zero() {
+                    let (lock, cv) = &*stop2;
+                    let guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+                    let (guard, _) = cv.wait_timeout_while(guard, quiet, |stopped| !*stopped).unwrap_or_else(|p| p.into_inner());
+                    if *guard {
+                        let _ = tx.send(());
+                        return;
+                    }
+                }
                 loop {
                     let sample = sampler.sample(&tree, &outputs, cfg2.gpu_idle.as_ref());
                     det.observe(spawned_at.elapsed(), &sample);

@@ -16,6 +16,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Waits until `fd` is readable or `timeout` passes (EINTR just ends the wait early).
+fn wait_readable(fd: &std::os::fd::OwnedFd, timeout: Duration) {
+    use std::os::fd::AsRawFd;
+    let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: one valid pollfd for the duration of the call.
+    unsafe {
+        libc::poll(&mut pfd, 1, ms);
+    }
+}
+
 /// Default wait between SIGTERM and SIGKILL.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(10);
 
@@ -264,7 +275,15 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
     let kill_on_hang = spec.hang.as_ref().is_some_and(|h| h.kill_on_hang);
     let deadline = spec.timeout.map(|t| start + t);
 
-    let mut next_refresh = start;
+    // SAFETY: pidfd_open on the child we just spawned; a negative result means unsupported.
+    let root_fd = {
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
+        (fd >= 0).then(|| unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) })
+    };
+    // The first scan can wait: a process that escapes earlier still carries the trial token
+    // and is found by the scan at exit, and short trials then cost one scan, not two.
+    let mut next_refresh = start + REFRESH_EARLY;
     let end = loop {
         if tree.root_exited() {
             break End::Exited(Instant::now());
@@ -285,7 +304,15 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
             next_refresh = now + every;
         }
         let tick = deadline.map_or(TICK, |d| TICK.min(d.saturating_duration_since(now)));
-        cancel.wait_cancelled(tick);
+        let tick = tick.min(next_refresh.saturating_duration_since(now).max(Duration::from_millis(1)));
+        // Sleep until the root exits (its pidfd turns readable) or the tick ends, so a short
+        // trial is noticed at once instead of at the next 20 ms tick.
+        match &root_fd {
+            Some(fd) => wait_readable(fd, tick),
+            None => {
+                cancel.wait_cancelled(tick);
+            }
+        }
     };
     let hang_detected = monitor.map(Monitor::stop).unwrap_or(false);
 
