@@ -28,7 +28,7 @@ pub struct TrialResult {
     /// The store entry (its `trial` JSON dropped once parsed into `record`, to keep 10,000-trial
     /// reruns small).
     pub manifest: Arc<Manifest>,
-    pub record: TrialRecord,
+    pub record: Arc<TrialRecord>,
     pub source: Source,
     /// The staging directory of a trial executed in this build: moved into place instead of
     /// being copied back out of the store.
@@ -38,7 +38,7 @@ pub struct TrialResult {
 /// A store entry with its record parsed once.
 struct Resolved {
     manifest: Arc<Manifest>,
-    record: TrialRecord,
+    record: Arc<TrialRecord>,
     staged: Option<PathBuf>,
 }
 
@@ -79,7 +79,7 @@ pub struct Executed {
 fn resolve(mut m: Manifest, staged: Option<PathBuf>) -> Result<Arc<Resolved>, String> {
     let trial = std::mem::take(&mut m.trial);
     let record: TrialRecord = serde_json::from_value(trial).map_err(|e| format!("cached record for {} is not a trial record: {e}", m.key))?;
-    Ok(Arc::new(Resolved { manifest: Arc::new(m), record, staged }))
+    Ok(Arc::new(Resolved { manifest: Arc::new(m), record: Arc::new(record), staged }))
 }
 
 /// Per-cell progress through its trial list.
@@ -109,6 +109,7 @@ impl Schedule<'_> {
         let mut failures = Vec::new();
         let mut cancelled = false;
         let mut pending = 0usize;
+        let mut prefetched = self.prefetch();
 
         loop {
             // Advance every cell as far as it can go without waiting.
@@ -133,7 +134,11 @@ impl Schedule<'_> {
                         states[c].in_flight += 1;
                         continue;
                     }
-                    match self.lookup(&key).and_then(|m| m.map(|m| resolve(m, None)).transpose()) {
+                    let looked = match prefetched.remove(&key) {
+                        Some(r) => r,
+                        None => self.lookup(&key).and_then(|m| m.map(|m| resolve(m, None)).transpose()),
+                    };
+                    match looked {
                         Ok(Some(r)) => {
                             known.insert(key, r.clone());
                             self.accept(c, p.index, &r, Source::Reused, &mut states, &mut results, on_event);
@@ -213,6 +218,25 @@ impl Schedule<'_> {
         Executed { results, cell_errors, failures, cancelled }
     }
 
+    /// Looks every key up once, on all cores: a cached rerun of 10,000 trials is mostly
+    /// this. Misses are re-checked under the claim before executing, so racing is harmless.
+    fn prefetch(&self) -> HashMap<String, Result<Option<Arc<Resolved>>, String>> {
+        let mut keys: Vec<&str> = self.planned.iter().map(|p| p.key.0.as_str()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(16).max(1);
+        let chunk = keys.len().div_ceil(threads).max(1);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = keys
+                .chunks(chunk)
+                .map(|part| {
+                    s.spawn(move || part.iter().map(|k| (k.to_string(), self.lookup(k).and_then(|m| m.map(|m| resolve(m, None)).transpose()))).collect::<Vec<_>>())
+                })
+                .collect();
+            handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+        })
+    }
+
     fn lookup(&self, key: &str) -> Result<Option<Manifest>, String> {
         let k = Key::parse(key).map_err(|e| e.to_string())?;
         match self.store.lookup(&k) {
@@ -229,9 +253,15 @@ impl Schedule<'_> {
     #[allow(clippy::too_many_arguments)]
     fn accept(&self, c: usize, index: u32, r: &Arc<Resolved>, source: Source, states: &mut [CellState], results: &mut Vec<TrialResult>, on_event: &mut dyn FnMut(Event)) {
         // A record shared between cells keeps its own numbers but reports under this cell.
-        let mut record = r.record.clone();
-        record.cell_name = self.recipe.cells[c].name.clone();
-        record.trial_index = index;
+        let name = &self.recipe.cells[c].name;
+        let record = if r.record.cell_name == *name && r.record.trial_index == index {
+            r.record.clone()
+        } else {
+            let mut own = (*r.record).clone();
+            own.cell_name = name.clone();
+            own.trial_index = index;
+            Arc::new(own)
+        };
         if let Some(s) = self.recipe.stop_after {
             if StopVerdict::parse(record.verdict.as_str()) == Some(s.event_verdict) {
                 states[c].events += 1;

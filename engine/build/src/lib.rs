@@ -52,6 +52,13 @@ pub struct BuildOutcome {
     pub incomplete: Option<String>,
 }
 
+/// `AORTA_TIMING=1` prints how long each phase took, for profiling big matrices.
+pub fn timing(phase: &str, since: std::time::Instant) {
+    if std::env::var_os("AORTA_TIMING").is_some() {
+        eprintln!("aorta timing: {phase}: {:.3} s", since.elapsed().as_secs_f64());
+    }
+}
+
 /// Resolves workload executables for a recipe and fills the key context's identities.
 pub fn resolve_workloads(recipe: &Recipe, ctx: &mut KeyContext) -> Vec<(String, Result<workloads::Workload, String>)> {
     if recipe.mode == Mode::Probe {
@@ -162,7 +169,9 @@ pub fn build(recipe: &Recipe, planned: &[PlannedTrial], argv: Option<&[String]>,
         gpus_per_trial: opts.gpus_per_trial,
         cancel: opts.cancel.clone(),
     };
+    let t_run = std::time::Instant::now();
     let executed = schedule.run(on_event);
+    timing("schedule (lookups + execution)", t_run);
     if executed.cancelled {
         let _ = std::fs::remove_dir_all(&paths.staging);
         return Ok(BuildOutcome {
@@ -175,10 +184,14 @@ pub fn build(recipe: &Recipe, planned: &[PlannedTrial], argv: Option<&[String]>,
             incomplete: None,
         });
     }
+    let t_mat = std::time::Instant::now();
     let placed = outputs::materialize(&store, recipe, &paths, &executed.results);
+    timing("materialise", t_mat);
     let _ = std::fs::remove_dir_all(&paths.staging);
     placed?;
+    let t_rep = std::time::Instant::now();
     let report = outputs::write_report(recipe, &paths, &executed, argv)?;
+    timing("report", t_rep);
     Ok(BuildOutcome {
         run_dir: paths.run_dir,
         executed: executed.results.iter().filter(|r| r.source == Source::Executed).count(),

@@ -122,7 +122,7 @@ pub fn write_report(recipe: &Recipe, paths: &RunPaths, ex: &Executed, argv: Opti
     let mut cells = Vec::new();
     for (c, cell) in recipe.cells.iter().enumerate() {
         let mine: Vec<&TrialResult> = ex.results.iter().filter(|r| r.cell == c).collect();
-        let records: Vec<aorta_trial::TrialRecord> = mine.iter().map(|r| r.record.clone()).collect();
+        let records: Vec<aorta_trial::TrialRecord> = mine.iter().map(|r| (*r.record).clone()).collect();
         let reused = mine.iter().filter(|r| r.source == crate::Source::Reused).count();
         cells.push(CellStats::aggregate(cell, recipe, &records, ex.cell_errors.get(&c).cloned(), reused));
     }

@@ -20,9 +20,11 @@ pub struct Outcome {
 
 /// Runs one recipe to completion (or Ctrl-C) and returns what happened.
 pub fn execute(recipe: &Recipe, argv: Option<&[String]>, exec: &ExecArgs, default_output: &str, verbose: u8) -> miette::Result<Outcome> {
+    let t0 = std::time::Instant::now();
     let mut ctx = crate::context::key_context(argv)?;
     let workloads = aorta_build::resolve_workloads(recipe, &mut ctx);
     let planned = aorta_graph::trial_inputs(recipe, &ctx);
+    aorta_build::timing("trial keys", t0);
     let cancel = aorta_exec::install_interrupt_handler().map_err(|e| miette::miette!("cannot install the Ctrl-C handler: {e}"))?;
     let opts = BuildOptions {
         store_root: crate::cmd_cache::store_root(exec.store.as_ref())?,
