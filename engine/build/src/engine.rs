@@ -224,7 +224,7 @@ impl Schedule<'_> {
         let mut keys: Vec<&str> = self.planned.iter().map(|p| p.key.0.as_str()).collect();
         keys.sort_unstable();
         keys.dedup();
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(16).max(1);
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 16);
         let chunk = keys.len().div_ceil(threads).max(1);
         std::thread::scope(|s| {
             let handles: Vec<_> = keys
