@@ -37,6 +37,9 @@ pub enum Command {
     /// The local content-addressed store.
     #[command(subcommand)]
     Cache(CacheCommand),
+    /// Micro-benchmarks: `aorta bench hw-queue list|run|sweep|compare` (GPU hardware queues).
+    #[command(subcommand)]
+    Bench(BenchCommand),
     /// Print shell completions.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -127,6 +130,17 @@ pub struct ExecArgs {
     /// Output directory (default probe_results / triage_results, as AORTA).
     #[arg(long, visible_alias = "output-dir", value_name = "DIR")]
     pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// GPU hardware-queue evaluation (forwards to the aorta-hw-queue executable).
+    #[command(name = "hw-queue", disable_help_flag = true)]
+    HwQueue {
+        /// Arguments for aorta-hw-queue (list, run, sweep, compare, --help).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -2,6 +2,7 @@
 //! becomes a miette report on stderr and exit code 2; nothing here panics on user input.
 
 mod args;
+mod cmd_bench;
 mod cmd_build;
 mod cmd_cache;
 mod cmd_exec;
@@ -49,6 +50,7 @@ fn run(cli: Cli) -> miette::Result<ExitCode> {
         Command::Mitigations(RegistryListCommand::List { files, json }) => cmd_list::mitigations(&files, json),
         Command::Environments(RegistryListCommand::List { files, json }) => cmd_list::environments(&files, json),
         Command::Run(a) => cmd_run::run(&a),
+        Command::Bench(args::BenchCommand::HwQueue { args }) => cmd_bench::hw_queue(&args),
         Command::Explain(a) => cmd_cache::explain(&a),
         Command::Cache(c) => cmd_cache::cache(&c),
         Command::Completions { shell } => {
