@@ -21,7 +21,8 @@ exec > >(tee -a "$OUT/run-on-device.log") 2>&1
 SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null || true)
 libdirs=""
 for lib in libnvrtc.so libcublasLt.so; do
-  f=$(ls /usr/local/cuda/lib64/$lib.1[0-9]* /usr/local/cuda/targets/*/lib/$lib.1[0-9]* \
+  f=$(ls /usr/local/cuda/lib64/$lib.1[0-9]* /usr/local/cuda-13*/lib64/$lib.1[0-9]* \
+         /usr/local/cuda/targets/*/lib/$lib.1[0-9]* \
          "$SITE"/nvidia/cu13/lib/$lib.1[0-9]* "$SITE"/nvidia/*/lib/$lib.1[0-9]* 2>/dev/null | head -1)
   [ -n "$f" ] && libdirs="$libdirs:$(dirname "$f")"
 done
