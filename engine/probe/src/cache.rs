@@ -1,0 +1,214 @@
+//! The probe's on-disk cache: the interpreter report and library-file hashes.
+//!
+//! `import torch` costs 3–5 s on the H200 machine; it is the whole cold probe. Its answer only
+//! changes when the interpreter or the installed packages change, so it is cached under a name
+//! derived from (interpreter path, the environment variables the report depends on) and
+//! validated by a fingerprint: (mtime, size, inode) of the interpreter, every site-packages
+//! directory (an install or uninstall rewrites it), `site-packages/nvidia`, the torch package
+//! directory, `torch/version.py` and `torch/lib`. A warm probe stats those few paths and runs no
+//! Python at all.
+
+use crate::python::PyReport;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// Where the probe keeps its cache; the CLI points it at `<store>/probe-cache/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeCache {
+    pub dir: PathBuf,
+}
+
+/// Bumped when the report format or the embedded script changes meaning.
+const ENTRY_VERSION: u32 = 1;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Entry {
+    version: u32,
+    script_blake3: String,
+    interpreter: String,
+    env: BTreeMap<String, String>,
+    fingerprint: Vec<Stamp>,
+    report: PyReport,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Stamp {
+    path: String,
+    /// `None` when the path did not exist (its appearance invalidates too).
+    stat: Option<(i64, i64, u64, u64)>,
+}
+
+impl ProbeCache {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        ProbeCache { dir: dir.into() }
+    }
+
+    /// Removes the cache's files (not the directory).
+    pub fn clear(&self) -> std::io::Result<()> {
+        for e in std::fs::read_dir(&self.dir)?.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.ends_with(".json") && (n.starts_with("python-") || n == "file-hashes.json") {
+                std::fs::remove_file(e.path())?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn hashes_path(&self) -> PathBuf {
+        self.dir.join("file-hashes.json")
+    }
+
+    fn entry_path(&self, interp: &Path, env: &BTreeMap<String, String>) -> PathBuf {
+        let mut h = blake3::Hasher::new();
+        h.update(interp.as_os_str().as_encoded_bytes());
+        h.update(b"\0");
+        h.update(serde_json::to_string(env).unwrap_or_default().as_bytes());
+        self.dir
+            .join(format!("python-{}.json", &h.finalize().to_hex()[..24]))
+    }
+
+    /// The cached report, if its fingerprint still holds.
+    pub(crate) fn load_python(
+        &self,
+        interp: &Path,
+        env: &BTreeMap<String, String>,
+    ) -> Option<PyReport> {
+        let bytes = std::fs::read(self.entry_path(interp, env)).ok()?;
+        let e: Entry = serde_json::from_slice(&bytes).ok()?;
+        let valid = e.version == ENTRY_VERSION
+            && e.script_blake3 == script_hash()
+            && e.interpreter == interp.display().to_string()
+            && e.env == *env
+            && e.fingerprint == fingerprint(interp, &e.report);
+        valid.then_some(e.report)
+    }
+
+    pub(crate) fn store_python(
+        &self,
+        interp: &Path,
+        env: &BTreeMap<String, String>,
+        report: &PyReport,
+    ) {
+        let e = Entry {
+            version: ENTRY_VERSION,
+            script_blake3: script_hash(),
+            interpreter: interp.display().to_string(),
+            env: env.clone(),
+            fingerprint: fingerprint(interp, report),
+            report: report.clone(),
+        };
+        if let Ok(bytes) = serde_json::to_vec(&e) {
+            let _ = write_atomic(&self.entry_path(interp, env), &bytes);
+        }
+    }
+}
+
+fn script_hash() -> String {
+    blake3::hash(crate::python::SCRIPT.as_bytes())
+        .to_hex()
+        .to_string()
+}
+
+fn stamp(p: &Path) -> Stamp {
+    let stat = std::fs::metadata(p)
+        .ok()
+        .map(|m| (m.mtime(), m.mtime_nsec(), m.size(), m.ino()));
+    Stamp {
+        path: p.display().to_string(),
+        stat,
+    }
+}
+
+/// The paths whose change invalidates a cached report.
+fn fingerprint(interp: &Path, report: &PyReport) -> Vec<Stamp> {
+    let mut paths = vec![interp.to_path_buf()];
+    if let Ok(real) = std::fs::canonicalize(interp) {
+        paths.push(real);
+    }
+    for s in &report.site_packages {
+        let s = PathBuf::from(s);
+        paths.push(s.join("nvidia"));
+        paths.push(s);
+    }
+    if let Some(t) = report.torch.as_ref().and_then(|t| t.file.as_ref()) {
+        let t = PathBuf::from(t);
+        paths.extend([t.join("version.py"), t.join("lib"), t]);
+    }
+    paths.iter().map(|p| stamp(p)).collect()
+}
+
+/// Temp file in the same directory, fsync, rename: readers see the old or the new file.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        path.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        std::process::id()
+    ));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::python::{PyReport, TorchInfo};
+
+    #[test]
+    fn fingerprint_follows_the_torch_package() {
+        let d = tempfile::tempdir().unwrap();
+        let site = d.path().join("site-packages");
+        let torch = site.join("torch");
+        std::fs::create_dir_all(torch.join("lib")).unwrap();
+        std::fs::write(torch.join("version.py"), "__version__ = '2.11.0'\n").unwrap();
+        let interp = d.path().join("python3");
+        std::fs::write(&interp, "").unwrap();
+        let report = PyReport {
+            site_packages: vec![site.display().to_string()],
+            torch: Some(TorchInfo {
+                file: Some(torch.display().to_string()),
+                ..TorchInfo::default()
+            }),
+            ..PyReport::default()
+        };
+        let cache = ProbeCache::new(d.path().join("cache"));
+        let env = BTreeMap::new();
+        assert!(cache.load_python(&interp, &env).is_none());
+        cache.store_python(&interp, &env, &report);
+        assert!(
+            cache.load_python(&interp, &env).is_some(),
+            "unchanged tree: hit"
+        );
+        let other_env: BTreeMap<String, String> =
+            [("PYTHONPATH".to_string(), "/x".to_string())].into();
+        assert!(
+            cache.load_python(&interp, &other_env).is_none(),
+            "a different environment is another entry"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(torch.join("version.py"), "__version__ = '2.12.0'\n").unwrap();
+        assert!(
+            cache.load_python(&interp, &env).is_none(),
+            "torch changed: miss"
+        );
+        cache.store_python(&interp, &env, &report);
+        std::fs::create_dir(site.join("nvidia")).unwrap();
+        assert!(
+            cache.load_python(&interp, &env).is_none(),
+            "an nvidia wheel appeared: miss"
+        );
+        cache.clear().unwrap();
+        assert!(std::fs::read_dir(d.path().join("cache"))
+            .unwrap()
+            .next()
+            .is_none());
+    }
+}

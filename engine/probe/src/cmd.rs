@@ -1,0 +1,221 @@
+//! Running the probe's helper tools (`nvidia-smi`, `nvcc`, `ldconfig`, the chosen Python, …).
+//!
+//! Each tool is a real subprocess with a deadline. The child gets exactly the probe's
+//! environment map (not aorta's own), so a test can hand the probe a `PATH` of fake tools and
+//! nothing leaks in from the machine running the test. Each child runs in its own process
+//! group; on timeout the whole group is SIGKILLed, so a tool that forks helpers cannot keep the
+//! probe waiting. This is deliberately smaller than `aorta-exec`'s trial runner: no log files, no
+//! hang monitor, and a 1 ms poll instead of a 20 ms tick, because a probe runs a dozen short
+//! tools and their latency adds up.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Captured output is capped so a runaway tool cannot exhaust memory.
+const MAX_OUTPUT: u64 = 16 << 20;
+
+/// What a finished tool printed.
+#[derive(Debug, Clone)]
+pub(crate) struct Output {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+
+    /// A one-line description of a failed run, for `partial_reasons`.
+    pub fn failure(&self) -> String {
+        let code = match self.code {
+            Some(c) => format!("exited with status {c}"),
+            None => "was killed by a signal".to_string(),
+        };
+        match tail(&self.stderr).or_else(|| tail(&self.stdout)) {
+            Some(t) => format!("{code}: {t}"),
+            None => code,
+        }
+    }
+}
+
+/// The last non-empty line, at most 200 characters (AORTA §7.4 keeps the same tail).
+pub(crate) fn tail(s: &str) -> Option<String> {
+    let line = s.lines().rev().map(str::trim).find(|l| !l.is_empty())?;
+    Some(line.chars().take(200).collect())
+}
+
+/// Looks tools up on the probe's `PATH` and runs them with the probe's environment.
+#[derive(Debug, Clone)]
+pub(crate) struct Tools {
+    env: BTreeMap<String, String>,
+    path: Vec<PathBuf>,
+}
+
+impl Tools {
+    pub fn new(env: &BTreeMap<String, String>) -> Self {
+        let path = env
+            .get("PATH")
+            .map(|p| {
+                std::env::split_paths(p)
+                    .filter(|d| !d.as_os_str().is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Tools {
+            env: env.clone(),
+            path,
+        }
+    }
+
+    /// The first executable `name` on `PATH`, then in `fallbacks` (directories).
+    pub fn which(&self, name: &str, fallbacks: &[PathBuf]) -> Option<PathBuf> {
+        self.path
+            .iter()
+            .chain(fallbacks)
+            .map(|d| d.join(name))
+            .find(|p| is_executable(p))
+    }
+
+    /// Runs `program args…` with a deadline. `Err` is a reason fit for `partial_reasons`.
+    pub fn run(&self, program: &Path, args: &[&str], timeout: Duration) -> Result<Output, String> {
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .env_clear()
+            .envs(&self.env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd.process_group(0);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+        let pid = child.id() as i32;
+        let (tx, rx) = mpsc::channel::<(bool, Vec<u8>)>();
+        for (is_out, pipe) in [
+            (
+                true,
+                child
+                    .stdout
+                    .take()
+                    .map(|p| Box::new(p) as Box<dyn Read + Send>),
+            ),
+            (
+                false,
+                child
+                    .stderr
+                    .take()
+                    .map(|p| Box::new(p) as Box<dyn Read + Send>),
+            ),
+        ] {
+            let tx = tx.clone();
+            thread::spawn(move || {
+                let mut buf = Vec::new();
+                if let Some(p) = pipe {
+                    let _ = p.take(MAX_OUTPUT).read_to_end(&mut buf);
+                }
+                let _ = tx.send((is_out, buf));
+            });
+        }
+        drop(tx);
+        let deadline = Instant::now() + timeout;
+        let mut poll = Duration::from_micros(500);
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(s)) => break Some(s),
+                Ok(None) if Instant::now() >= deadline => break None,
+                Ok(None) => {
+                    thread::sleep(poll);
+                    poll = (poll * 2).min(Duration::from_millis(10));
+                }
+                Err(e) => return Err(format!("waiting for {}: {e}", program.display())),
+            }
+        };
+        let Some(status) = status else {
+            // SAFETY: plain kill(2) on the child's own process group (never ours: the child
+            // was started with process_group(0), so its pgid is its pid).
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+            let _ = child.wait();
+            return Err(format!(
+                "{} timed out after {}",
+                display_name(program),
+                fmt_duration(timeout)
+            ));
+        };
+        // A daemonised grandchild may hold a pipe open: give the readers a short grace.
+        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        let grace = Instant::now() + Duration::from_millis(500);
+        for _ in 0..2 {
+            match rx.recv_timeout(grace.saturating_duration_since(Instant::now())) {
+                Ok((true, b)) => stdout = b,
+                Ok((false, b)) => stderr = b,
+                Err(_) => break,
+            }
+        }
+        // Reap anything the tool left in its group.
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+        Ok(Output {
+            code: status.code(),
+            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        })
+    }
+
+    /// [`which`](Self::which) then [`run`](Self::run); a missing tool is `Err("<name> not on PATH")`.
+    pub fn run_named(
+        &self,
+        name: &str,
+        fallbacks: &[PathBuf],
+        args: &[&str],
+        timeout: Duration,
+    ) -> Result<Output, String> {
+        let p = self
+            .which(name, fallbacks)
+            .ok_or_else(|| format!("{name} not on PATH"))?;
+        self.run(&p, args, timeout)
+    }
+
+    /// Like [`run_named`](Self::run_named) but a non-zero exit is an error too.
+    pub fn stdout_of(
+        &self,
+        name: &str,
+        fallbacks: &[PathBuf],
+        args: &[&str],
+        timeout: Duration,
+    ) -> Result<String, String> {
+        let o = self.run_named(name, fallbacks, args, timeout)?;
+        if o.success() {
+            Ok(o.stdout)
+        } else {
+            Err(format!("`{name} {}` {}", args.join(" "), o.failure()))
+        }
+    }
+}
+
+fn display_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| p.display().to_string())
+}
+
+fn fmt_duration(d: Duration) -> String {
+    if d.as_millis() % 1000 == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
+pub(crate) fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}

@@ -1,0 +1,159 @@
+//! `cuda`: the driver's CUDA version (from `nvidia-smi`), the toolkit and `nvcc`, and the six
+//! libraries with versions and hashes, found both on the system library path and in the
+//! interpreter's `site-packages/nvidia/*/lib` wheels.
+
+use crate::libs::{self, Location, VersionHints, CUDA_SPECS};
+use crate::schema::{Cuda, Library, Nvcc, Toolkit};
+use crate::util::{read_text, rooted};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// `Cuda compilation tools, release 13.0, V13.0.88`.
+pub(crate) fn parse_nvcc(text: &str) -> (Option<String>, Option<String>) {
+    let Some(line) = text.lines().find(|l| l.contains("release")) else {
+        return (None, None);
+    };
+    let release = line
+        .split("release")
+        .nth(1)
+        .and_then(|r| r.trim().split(',').next())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+    let version = line
+        .split(", V")
+        .nth(1)
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty());
+    (version, release)
+}
+
+/// `$CUDA_HOME`, `$CUDA_PATH`, then `/usr/local/cuda` if it exists.
+pub(crate) fn toolkit_root(root: &Path, env: &BTreeMap<String, String>) -> Option<PathBuf> {
+    ["CUDA_HOME", "CUDA_PATH"]
+        .iter()
+        .filter_map(|k| env.get(*k))
+        .map(PathBuf::from)
+        .find(|p| p.is_dir())
+        .or_else(|| Some(rooted(root, "/usr/local/cuda")).filter(|p| p.is_dir()))
+}
+
+/// `version.json` (CUDA ≥ 11.1: `{"cuda": {"version": "13.0.2"}}`) or `version.txt`.
+pub(crate) fn toolkit_version(tk: &Path) -> Option<String> {
+    if let Ok(text) = std::fs::read_to_string(tk.join("version.json")) {
+        if let Some(v) = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|j| j.pointer("/cuda/version")?.as_str().map(str::to_string))
+        {
+            return Some(v);
+        }
+    }
+    read_text(&tk.join("version.txt"))
+        .ok()
+        .and_then(|t| t.split_whitespace().last().map(str::to_string))
+}
+
+pub(crate) fn toolkit_lib_dirs(tk: &Path) -> Vec<PathBuf> {
+    let mut dirs = vec![tk.join("lib64"), tk.join("lib")];
+    for n in crate::util::list_dir(&tk.join("targets")) {
+        dirs.push(tk.join("targets").join(n).join("lib"));
+    }
+    dirs.into_iter().filter(|d| d.is_dir()).collect()
+}
+
+/// Wheel library directories: `<site>/nvidia/*/lib` (cu12: one dir per library; cu13: most of
+/// them in `nvidia/cu13/lib`).
+pub(crate) fn wheel_lib_dirs(site_dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for s in site_dirs {
+        for n in crate::util::list_dir(&s.join("nvidia")) {
+            let d = s.join("nvidia").join(n).join("lib");
+            if d.is_dir() {
+                out.push(d);
+            }
+        }
+    }
+    out
+}
+
+/// Inputs to library resolution gathered by the orchestrator.
+pub(crate) struct Search<'a> {
+    pub loaded: &'a [String],
+    pub site_dirs: &'a [PathBuf],
+    pub ld_library_path: Vec<PathBuf>,
+    pub ldconfig: &'a [PathBuf],
+    pub toolkit: Option<&'a Path>,
+    pub root: &'a Path,
+}
+
+/// Resolves the six libraries; returns the section's map and every file to hash.
+pub(crate) fn libraries(s: &Search) -> (BTreeMap<String, Library>, Vec<PathBuf>) {
+    let locations = vec![
+        Location {
+            origin: "torch-loaded",
+            files: s.loaded.iter().map(PathBuf::from).collect(),
+        },
+        Location::dirs("wheel", wheel_lib_dirs(s.site_dirs)),
+        Location::dirs("ld-library-path", s.ld_library_path.clone()),
+        Location {
+            origin: "ldconfig",
+            files: s.ldconfig.to_vec(),
+        },
+        Location::dirs(
+            "toolkit",
+            s.toolkit.map(toolkit_lib_dirs).unwrap_or_default(),
+        ),
+    ];
+    let hints = VersionHints {
+        dists: libs::dist_infos(s.site_dirs),
+    };
+    let mut include = Vec::new();
+    if let Some(tk) = s.toolkit {
+        include.push(tk.join("include"));
+    }
+    include.push(rooted(s.root, "/usr/include"));
+    let mut out = BTreeMap::new();
+    let mut files = Vec::new();
+    for spec in &CUDA_SPECS {
+        let (lib, f) = libs::resolve(spec, &locations, &hints, &include);
+        files.extend(f);
+        out.insert(spec.name.to_string(), lib);
+    }
+    (out, files)
+}
+
+/// Assembles the section (libraries already resolved and hashed).
+pub(crate) fn section(
+    driver_api: Option<String>,
+    nvcc: Nvcc,
+    toolkit: Option<&Path>,
+    libraries: BTreeMap<String, Library>,
+) -> Cuda {
+    let tk_version = toolkit
+        .and_then(toolkit_version)
+        .or_else(|| nvcc.version.clone());
+    let runtime_version = libraries.get("cudart").and_then(|l| l.version.clone());
+    let mut cuda = Cuda {
+        driver_api_version: driver_api,
+        runtime_version,
+        toolkit: Toolkit {
+            root: toolkit.map(|p| p.display().to_string()),
+            version: tk_version,
+        },
+        nvcc,
+        libraries: Cuda::default().libraries,
+    };
+    cuda.libraries.extend(libraries);
+    cuda
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvcc_13() {
+        let t = "nvcc: NVIDIA (R) Cuda compiler driver\nCopyright (c) 2005-2025 NVIDIA Corporation\nBuilt on Wed_Aug_20_01:58:59_PM_PDT_2025\nCuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/compiler.36424714_0\n";
+        assert_eq!(parse_nvcc(t), (Some("13.0.88".into()), Some("13.0".into())));
+        assert_eq!(parse_nvcc("garbage"), (None, None));
+    }
+}

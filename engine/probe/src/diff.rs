@@ -1,0 +1,313 @@
+//! `aorta env diff A B`: a semantic diff by leaf, grouped by section, each difference marked
+//! when it feeds the environment key, so "why did my trials re-run?" is one command (and exit
+//! status 1 exactly when [`Diff::key_changed`]). `captured_at` and `probe.*` (timings, cache
+//! state) differ on every run and are left out.
+
+use crate::key::{flatten, KeyRules};
+use crate::schema::Snapshot;
+use serde::Serialize;
+use serde_json::Value;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    /// In both, different (`~`).
+    Changed,
+    /// Only in A (`-`).
+    OnlyA,
+    /// Only in B (`+`).
+    OnlyB,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DiffEntry {
+    pub path: String,
+    pub change: Change,
+    pub a: Option<Value>,
+    pub b: Option<Value>,
+    /// The leaf feeds the key under the rules the diff was made with.
+    pub key_relevant: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DiffSection {
+    pub name: String,
+    pub entries: Vec<DiffEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Diff {
+    pub key_a: String,
+    pub key_b: String,
+    pub sections: Vec<DiffSection>,
+}
+
+/// Compares two snapshots under `rules`.
+///
+/// The walk follows the schema's field order. Objects recurse key by key, arrays of objects
+/// element by element; a subtree present on one side only (a seventh GPU, a library found on
+/// one machine) is one entry, not one per leaf, and so is a value whose shape changed.
+pub fn diff(a: &Snapshot, b: &Snapshot, rules: &KeyRules) -> Diff {
+    let (va, vb) = (
+        serde_json::to_value(a).unwrap_or(Value::Null),
+        serde_json::to_value(b).unwrap_or(Value::Null),
+    );
+    let mut raw = Vec::new();
+    walk(Some(&va), Some(&vb), String::new(), &mut raw);
+    let mut sections: Vec<DiffSection> = Vec::new();
+    for (path, change, x, y) in raw {
+        let top = path.split('.').next().unwrap_or("").to_string();
+        if top == "captured_at" || top == "probe" {
+            continue;
+        }
+        let name = if matches!(
+            top.as_str(),
+            "schema_version" | "partial" | "partial_reasons"
+        ) {
+            "status"
+        } else {
+            top.as_str()
+        };
+        let key_relevant =
+            keyed_under(&path, x.as_ref(), rules) || keyed_under(&path, y.as_ref(), rules);
+        let entry = DiffEntry {
+            path,
+            change,
+            a: x,
+            b: y,
+            key_relevant,
+        };
+        match sections.iter_mut().find(|s| s.name == name) {
+            Some(s) => s.entries.push(entry),
+            None => sections.push(DiffSection {
+                name: name.to_string(),
+                entries: vec![entry],
+            }),
+        }
+    }
+    Diff {
+        key_a: a.key(rules).hash,
+        key_b: b.key(rules).hash,
+        sections,
+    }
+}
+
+type Raw = (String, Change, Option<Value>, Option<Value>);
+
+fn is_container_array(v: &[Value]) -> bool {
+    v.iter().any(|e| e.is_object() || e.is_array())
+}
+
+fn walk(a: Option<&Value>, b: Option<&Value>, path: String, out: &mut Vec<Raw>) {
+    let join = |k: &str| {
+        if path.is_empty() {
+            k.to_string()
+        } else {
+            format!("{path}.{k}")
+        }
+    };
+    // What the probe did not find is "vacant" (null, empty, all-null object) on that side:
+    // report it like a missing value, `+`/`-`. Below the second level (a library, one GPU's
+    // volatile readings) the whole subtree is one entry; sections and their direct children
+    // are still walked, so a CUDA-vs-ROCm diff lists the versions each side has.
+    let depth = if path.is_empty() {
+        0
+    } else {
+        path.matches('.').count() + 1
+    };
+    let one_sided =
+        |x: &Value, y: &Value| x != y && vacant(x) && !vacant(y) && (depth >= 3 || !y.is_object());
+    let (a, b) = match (a, b) {
+        (Some(x), Some(y)) if one_sided(x, y) => (None, b),
+        (Some(x), Some(y)) if one_sided(y, x) => (a, None),
+        _ => (a, b),
+    };
+    match (a, b) {
+        (Some(x), Some(y)) if x == y => {}
+        (Some(Value::Object(x)), Some(Value::Object(y))) if !x.is_empty() && !y.is_empty() => {
+            for k in x.keys().chain(y.keys().filter(|k| !x.contains_key(*k))) {
+                walk(x.get(k), y.get(k), join(k), out);
+            }
+        }
+        (Some(Value::Array(x)), Some(Value::Array(y)))
+            if is_container_array(x) && is_container_array(y) =>
+        {
+            for i in 0..x.len().max(y.len()) {
+                walk(x.get(i), y.get(i), join(&i.to_string()), out);
+            }
+        }
+        (Some(x), Some(y)) => out.push((path, Change::Changed, Some(x.clone()), Some(y.clone()))),
+        (Some(x), None) => out.push((path, Change::OnlyA, Some(x.clone()), None)),
+        (None, Some(y)) => out.push((path, Change::OnlyB, None, Some(y.clone()))),
+        (None, None) => {}
+    }
+}
+
+/// `null`, empty, or an object of such: what the probe reports for something it did not find.
+fn vacant(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(m) => m.values().all(vacant),
+        _ => false,
+    }
+}
+
+/// A value for one table cell: vacant fields dropped from objects (so a library shows its
+/// version first), compact JSON.
+fn brief(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(_, x)| !vacant(x))
+                .map(|(k, x)| (k.clone(), brief(x)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(brief).collect()),
+        _ => v.clone(),
+    }
+}
+
+/// Whether any leaf of `v`, placed at `path`, feeds the key.
+fn keyed_under(path: &str, v: Option<&Value>, rules: &KeyRules) -> bool {
+    let Some(v) = v else { return false };
+    flatten(v).keys().any(|sub| {
+        rules.is_keyed(&if sub.is_empty() {
+            path.to_string()
+        } else {
+            format!("{path}.{sub}")
+        })
+    })
+}
+
+impl Diff {
+    /// The two keys differ: trials keyed on A would re-execute on B.
+    pub fn key_changed(&self) -> bool {
+        self.key_a != self.key_b
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sections.iter().all(|s| s.entries.is_empty())
+    }
+
+    pub fn len(&self) -> usize {
+        self.sections.iter().map(|s| s.entries.len()).sum()
+    }
+
+    pub fn key_relevant_len(&self) -> usize {
+        self.sections
+            .iter()
+            .flat_map(|s| &s.entries)
+            .filter(|e| e.key_relevant)
+            .count()
+    }
+
+    /// Only the differences that feed the key (`aorta env diff --key-only`).
+    pub fn key_only(&self) -> Diff {
+        let sections = self
+            .sections
+            .iter()
+            .map(|s| DiffSection {
+                name: s.name.clone(),
+                entries: s
+                    .entries
+                    .iter()
+                    .filter(|e| e.key_relevant)
+                    .cloned()
+                    .collect(),
+            })
+            .filter(|s| !s.entries.is_empty())
+            .collect();
+        Diff {
+            key_a: self.key_a.clone(),
+            key_b: self.key_b.clone(),
+            sections,
+        }
+    }
+
+    /// The aligned text report: `~` changed, `+` only in B, `-` only in A, `[key]` on
+    /// differences that feed the key.
+    pub fn render(&self, label_a: &str, label_b: &str) -> String {
+        const MAX_VALUE: usize = 40;
+        let show = |v: &Option<Value>| {
+            v.as_ref()
+                .map(|v| {
+                    truncate(
+                        &serde_json::to_string(&brief(v)).unwrap_or_default(),
+                        MAX_VALUE,
+                    )
+                })
+                .unwrap_or_default()
+        };
+        let entries = || self.sections.iter().flat_map(|s| &s.entries);
+        let pw = entries()
+            .map(|e| e.path.chars().count())
+            .max()
+            .unwrap_or(0)
+            .min(60);
+        let aw = entries()
+            .map(|e| show(&e.a).chars().count())
+            .max()
+            .unwrap_or(0);
+        let bw = entries()
+            .map(|e| show(&e.b).chars().count())
+            .max()
+            .unwrap_or(0);
+        let mut out = format!(
+            "A: {label_a}\nB: {label_b}\nkey: {} → {} ({})\n",
+            short(&self.key_a),
+            short(&self.key_b),
+            if self.key_changed() {
+                "changed"
+            } else {
+                "unchanged"
+            }
+        );
+        for s in &self.sections {
+            out.push_str(&format!("\n{}\n", s.name));
+            for e in &s.entries {
+                let (mark, a, arrow, b) = match e.change {
+                    Change::Changed => ('~', show(&e.a), "→", show(&e.b)),
+                    Change::OnlyA => ('-', show(&e.a), " ", String::new()),
+                    Change::OnlyB => ('+', String::new(), "→", show(&e.b)),
+                };
+                let tag = if e.key_relevant { "[key]" } else { "" };
+                let line = format!(
+                    "  {mark} {:<pw$}  {}  {arrow} {}  {tag}",
+                    e.path,
+                    pad(&a, aw),
+                    pad(&b, bw)
+                );
+                out.push_str(line.trim_end());
+                out.push('\n');
+            }
+        }
+        let n = self.len();
+        out.push_str(&if n == 0 {
+            "\nno differences\n".to_string()
+        } else {
+            format!(
+                "\n{n} difference(s), {} key-relevant\n",
+                self.key_relevant_len()
+            )
+        });
+        out
+    }
+}
+
+fn short(h: &str) -> String {
+    format!("blake3:{}", &h[..12.min(h.len())])
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(max - 1).collect::<String>())
+    }
+}
+
+fn pad(s: &str, w: usize) -> String {
+    let n = s.chars().count();
+    format!("{s}{}", " ".repeat(w.saturating_sub(n)))
+}

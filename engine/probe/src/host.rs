@@ -1,0 +1,251 @@
+//! `host`: kernel, glibc, distro, CPU, memory, NUMA, container runtime. File reads under the
+//! probe root (`/proc`, `/sys`, `/etc`) plus one `getconf`; nothing here can take long.
+
+use crate::cmd::Tools;
+use crate::schema::{Cpu, Distro, Host, Runtime};
+use crate::util::{list_dir, read_text, rooted, Reasons};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+/// CPU flags that select different kernels in BLAS/oneDNN/PyTorch CPU code paths.
+const SIMD_FLAGS: &[&str] = &[
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512dq",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "avx_vnni",
+    "amx_bf16",
+    "amx_int8",
+    "amx_tile",
+    "asimd",
+    "asimdhp",
+    "sve",
+    "sve2",
+    "bf16",
+    "i8mm",
+];
+
+pub(crate) fn collect(root: &Path, tools: &Tools, timeout: Duration, reasons: &Reasons) -> Host {
+    let kernel = |name: &str| {
+        reasons.ok(
+            &format!("host.{name}"),
+            read_text(&rooted(
+                root,
+                &format!("/proc/sys/kernel/{}", name_file(name)),
+            )),
+        )
+    };
+    let hostname = read_text(&rooted(root, "/proc/sys/kernel/hostname")).ok();
+    let (mem_total, mem_avail) = meminfo(root, reasons);
+    Host {
+        hostname,
+        os: Some(std::env::consts::OS.to_string()),
+        machine: Some(std::env::consts::ARCH.to_string()),
+        kernel_release: kernel("kernel_release"),
+        kernel_version: kernel("kernel_version"),
+        glibc_version: reasons.ok("host.glibc_version", glibc(tools, timeout)),
+        distro: distro(root, reasons),
+        cpu: cpu(root, reasons),
+        memory_total_bytes: mem_total,
+        memory_total_gib: mem_total.map(|b| (b + (1 << 29)) >> 30),
+        memory_available_bytes: mem_avail,
+        numa_nodes: numa_nodes(root),
+        runtime: runtime(root, reasons),
+    }
+}
+
+fn name_file(field: &str) -> &'static str {
+    if field == "kernel_release" {
+        "osrelease"
+    } else {
+        "version"
+    }
+}
+
+/// `getconf GNU_LIBC_VERSION` ("glibc 2.39"), else the last word of `ldd --version`.
+fn glibc(tools: &Tools, timeout: Duration) -> Result<String, String> {
+    let first = tools.stdout_of("getconf", &[], &["GNU_LIBC_VERSION"], timeout);
+    if let Ok(s) = &first {
+        if let Some(v) = s.trim().strip_prefix("glibc ") {
+            return Ok(v.trim().to_string());
+        }
+    }
+    match tools.run_named("ldd", &[], &["--version"], timeout) {
+        Ok(o) => o
+            .stdout
+            .lines()
+            .next()
+            .filter(|l| l.contains("GLIBC") || l.contains("GNU libc"))
+            .and_then(|l| l.split_whitespace().last())
+            .map(str::to_string)
+            .ok_or_else(|| {
+                "not glibc (getconf GNU_LIBC_VERSION and ldd --version gave no glibc version)"
+                    .to_string()
+            }),
+        Err(e) => Err(first.err().unwrap_or(e)),
+    }
+}
+
+fn distro(root: &Path, reasons: &Reasons) -> Distro {
+    let text = match read_text(&rooted(root, "/etc/os-release"))
+        .or_else(|_| read_text(&rooted(root, "/usr/lib/os-release")))
+    {
+        Ok(t) => t,
+        Err(e) => {
+            reasons.add("host.distro", e);
+            return Distro::default();
+        }
+    };
+    let kv: BTreeMap<&str, String> = text
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim(), v.trim().trim_matches('"').to_string()))
+        .collect();
+    Distro {
+        id: kv.get("ID").cloned(),
+        version_id: kv.get("VERSION_ID").cloned(),
+        pretty_name: kv.get("PRETTY_NAME").cloned(),
+    }
+}
+
+fn cpu(root: &Path, reasons: &Reasons) -> Cpu {
+    let text = match read_text(&rooted(root, "/proc/cpuinfo")) {
+        Ok(t) => t,
+        Err(e) => {
+            reasons.add("host.cpu", e);
+            return Cpu::default();
+        }
+    };
+    let mut logical = 0u32;
+    let mut sockets = BTreeSet::new();
+    let (mut vendor, mut model, mut cores, mut flags) = (None, None, None, BTreeSet::new());
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        let (k, v) = (k.trim(), v.trim());
+        match k {
+            "processor" => logical += 1,
+            "physical id" => {
+                sockets.insert(v.to_string());
+            }
+            "vendor_id" | "CPU implementer" if vendor.is_none() => vendor = Some(v.to_string()),
+            // x86 "model name"; arm64 kernels print neither, POWER prints "cpu".
+            "model name" | "Model" | "cpu" if model.is_none() => model = Some(v.to_string()),
+            "cpu cores" if cores.is_none() => cores = v.parse().ok(),
+            "flags" | "Features" if flags.is_empty() => {
+                flags = v.split_whitespace().map(str::to_string).collect()
+            }
+            _ => {}
+        }
+    }
+    if model.is_none() {
+        reasons.add("host.cpu.model", "/proc/cpuinfo names no CPU model");
+    }
+    Cpu {
+        vendor,
+        model,
+        logical_count: (logical > 0).then_some(logical),
+        sockets: (!sockets.is_empty()).then_some(sockets.len() as u32),
+        cores_per_socket: cores,
+        simd: SIMD_FLAGS
+            .iter()
+            .filter(|f| flags.contains(**f))
+            .map(|f| f.to_string())
+            .collect(),
+    }
+}
+
+fn meminfo(root: &Path, reasons: &Reasons) -> (Option<u64>, Option<u64>) {
+    let text = match read_text(&rooted(root, "/proc/meminfo")) {
+        Ok(t) => t,
+        Err(e) => {
+            reasons.add("host.memory_total_bytes", e);
+            return (None, None);
+        }
+    };
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            .map(|kib| kib * 1024)
+    };
+    (field("MemTotal"), field("MemAvailable"))
+}
+
+fn numa_nodes(root: &Path) -> Option<u32> {
+    let n = list_dir(&rooted(root, "/sys/devices/system/node"))
+        .iter()
+        .filter(|n| {
+            n.strip_prefix("node")
+                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .count();
+    (n > 0).then_some(n as u32)
+}
+
+/// Container detection, AORTA §7.4 order: `/.dockerenv` → docker; `/run/.containerenv` →
+/// podman; `$SINGULARITY_NAME`/`$APPTAINER_NAME` → singularity (checked by the caller via env,
+/// see [`container_from_env`]); else substrings of `/proc/1/cgroup` in the order singularity,
+/// docker, podman; else baremetal. Never partial.
+fn runtime(root: &Path, _reasons: &Reasons) -> Runtime {
+    let container = if rooted(root, "/.dockerenv").exists() {
+        "docker"
+    } else if rooted(root, "/run/.containerenv").exists() {
+        "podman"
+    } else {
+        let cg = std::fs::read_to_string(rooted(root, "/proc/1/cgroup")).unwrap_or_default();
+        ["singularity", "docker", "podman"]
+            .into_iter()
+            .find(|k| cg.contains(k))
+            .unwrap_or("baremetal")
+    };
+    let container_id = (container != "baremetal")
+        .then(|| container_id(root))
+        .flatten();
+    Runtime {
+        container: Some(container.to_string()),
+        container_id,
+        ..Runtime::default()
+    }
+}
+
+/// Singularity/Apptainer set their variables in the container environment; they win over the
+/// file checks (an Apptainer image built from a Docker image keeps `/.dockerenv`).
+pub(crate) fn container_from_env(rt: &mut Runtime, env: &BTreeMap<String, String>) {
+    if env.contains_key("SINGULARITY_NAME")
+        || env.contains_key("APPTAINER_NAME")
+        || env.contains_key("SINGULARITY_CONTAINER")
+    {
+        rt.container = Some("singularity".to_string());
+    }
+}
+
+/// The first 64-hex run in `/proc/self/cgroup` (cgroup v1) or `/proc/self/mountinfo` (v2:
+/// `/var/lib/docker/containers/<id>/hostname`), else a 12+ hex run in the cgroup file.
+fn container_id(root: &Path) -> Option<String> {
+    let hex_run = |text: &str, min: usize| {
+        text.split(|c: char| !c.is_ascii_hexdigit())
+            .find(|w| w.len() >= min && w.len() <= 64 && w.bytes().any(|b| b.is_ascii_alphabetic()))
+            .map(str::to_string)
+    };
+    let cg = std::fs::read_to_string(rooted(root, "/proc/self/cgroup")).unwrap_or_default();
+    let mi = std::fs::read_to_string(rooted(root, "/proc/self/mountinfo")).unwrap_or_default();
+    let mi_ids: String = mi
+        .lines()
+        .filter(|l| l.contains("/containers/"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    hex_run(&cg, 64)
+        .or_else(|| hex_run(&mi_ids, 64))
+        .or_else(|| hex_run(&cg, 12))
+}

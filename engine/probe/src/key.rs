@@ -1,0 +1,325 @@
+//! The environment key: which snapshot fields feed the hash that goes into every trial key.
+//!
+//! A snapshot is flattened to leaves addressed by dotted paths (`gpu.devices.0.arch`; an array
+//! of scalars such as `host.cpu.simd` is one leaf). A leaf is keyed when
+//!
+//! ```text
+//! !user.exclude(p) && (user.include(p) || (DEFAULT_INCLUDE(p) && !DEFAULT_EXCLUDE(p)))
+//! ```
+//!
+//! so a recipe's `env_key: {include, exclude}` can pull in a default-excluded field (pin
+//! results to one host with `include: [host.hostname]`) or drop a keyed one. Patterns are
+//! dotted paths; a segment may contain `*` (any run of characters within one segment), and a
+//! `**` segment matches any number of segments. A pattern that names an object covers
+//! everything below it. The defaults key what changes results (versions, architecture, library
+//! hashes, tracked env vars) and leave out what is unique to a machine or a moment (hostnames,
+//! UUIDs, serials, container ids, paths, clocks, temperatures, free memory, probe timings), so
+//! identical machines share results and an unrelated change re-runs nothing.
+
+use crate::schema::Snapshot;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Sections keyed by default (everything below them, minus [`DEFAULT_EXCLUDE`]). Not keyed:
+/// `captured_at`, `partial`, `partial_reasons`, `probe`.
+pub const DEFAULT_INCLUDE: &[&str] = &[
+    "schema_version",
+    "host",
+    "gpu",
+    "cuda",
+    "rocm",
+    "python",
+    "pytorch",
+    "env_vars",
+];
+
+/// Machine- or moment-unique fields, and locations that do not change what runs.
+pub const DEFAULT_EXCLUDE: &[&str] = &[
+    "host.hostname",
+    "host.kernel_version",
+    "host.memory_total_bytes",
+    "host.memory_available_bytes",
+    "host.runtime.container_id",
+    "host.runtime.venv_path",
+    "host.runtime.conda_env",
+    "host.runtime.python_env",
+    "gpu.source",
+    "gpu.devices.*.uuid",
+    "gpu.devices.*.serial",
+    "gpu.devices.*.pci_bus_id",
+    "gpu.devices.*.volatile",
+    "gpu.topology.source",
+    "gpu.topology.raw",
+    "python.executable",
+    "python.executable_resolved",
+    "python.prefix",
+    "python.base_prefix",
+    "python.site_packages",
+    "pytorch.torch_dir",
+    "pytorch.loaded_libraries",
+    "pytorch.import_seconds",
+    "pytorch.cuda_initialized",
+    "rocm.root_source",
+    "rocm.candidates",
+    "env_vars.*_VISIBLE_DEVICES",
+    "env_vars.CUDA_HOME",
+    "env_vars.CUDA_PATH",
+    "env_vars.CUDA_CACHE_PATH",
+    "env_vars.ROCM_PATH",
+    "env_vars.ROCM_HOME",
+    "env_vars.HIP_PATH",
+    "env_vars.NCCL_DEBUG_FILE",
+    "env_vars.MIOPEN_USER_DB_PATH",
+    "**.path",
+    "**.root",
+    "**.origin",
+    "**.version_source",
+    "**.candidates",
+    "**.size_bytes",
+];
+
+/// Domain tag hashed before the fields, so an env key can never collide with another hash.
+pub const KEY_DOMAIN: &str = "aorta.env-key/1\0";
+
+/// A recipe's `env_key: {include, exclude}`, applied on top of the defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KeyRules {
+    pub include: Vec<String>,
+    pub exclude: Vec<String>,
+}
+
+impl KeyRules {
+    pub fn new(include: Vec<String>, exclude: Vec<String>) -> Self {
+        KeyRules { include, exclude }
+    }
+
+    /// Checks every pattern; the message names the bad pattern and says what is allowed (for
+    /// the recipe loader's diagnostic).
+    pub fn validate(&self) -> Result<(), String> {
+        for p in self.include.iter().chain(&self.exclude) {
+            validate_pattern(p)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the leaf at `path` feeds the key.
+    pub fn is_keyed(&self, path: &str) -> bool {
+        let segs: Vec<&str> = path.split('.').collect();
+        let any = |pats: &[&str]| pats.iter().any(|p| matches(p, &segs));
+        let user = |pats: &[String]| pats.iter().any(|p| matches(p, &segs));
+        if user(&self.exclude) {
+            return false;
+        }
+        user(&self.include) || (any(DEFAULT_INCLUDE) && !any(DEFAULT_EXCLUDE))
+    }
+}
+
+fn validate_pattern(p: &str) -> Result<(), String> {
+    if p.is_empty() {
+        return Err("env_key pattern is empty".into());
+    }
+    for seg in p.split('.') {
+        if seg.is_empty() {
+            return Err(format!("env_key pattern '{p}' has an empty segment (write dotted paths such as 'cuda.libraries.*.version')"));
+        }
+        if seg.contains("**") && seg != "**" {
+            return Err(format!(
+                "env_key pattern '{p}': '**' must be a whole segment"
+            ));
+        }
+        if let Some(c) = seg
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '*')))
+        {
+            return Err(format!("env_key pattern '{p}' contains '{c}'; segments use letters, digits, '_', '-' and '*'"));
+        }
+    }
+    Ok(())
+}
+
+/// Does `pattern` match `path` or an ancestor of it?
+pub fn matches(pattern: &str, path: &[&str]) -> bool {
+    let pat: Vec<&str> = pattern.split('.').collect();
+    match_segs(&pat, path)
+}
+
+fn match_segs(pat: &[&str], path: &[&str]) -> bool {
+    match pat.split_first() {
+        None => true,
+        Some((&"**", rest)) => (0..=path.len()).any(|i| match_segs(rest, &path[i..])),
+        Some((seg, rest)) => path
+            .split_first()
+            .is_some_and(|(p, tail)| glob(seg, p) && match_segs(rest, tail)),
+    }
+}
+
+/// `*` within one segment.
+fn glob(pat: &str, s: &str) -> bool {
+    let parts: Vec<&str> = pat.split('*').collect();
+    if parts.len() == 1 {
+        return pat == s;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !s.starts_with(first) || s.len() < first.len() + last.len() || !s.ends_with(last) {
+        return false;
+    }
+    let mut rest = &s[first.len()..s.len() - last.len()];
+    for mid in &parts[1..parts.len() - 1] {
+        match rest.find(mid) {
+            Some(i) => rest = &rest[i + mid.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// The key and exactly the fields that fed it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnvKey {
+    /// blake3 hex of [`KEY_DOMAIN`] followed by the canonical JSON of `fields`.
+    pub hash: String,
+    pub fields: BTreeMap<String, Value>,
+}
+
+impl EnvKey {
+    /// `blake3:` and the first 12 hex digits, for one-line displays.
+    pub fn short(&self) -> String {
+        format!("blake3:{}", &self.hash[..12.min(self.hash.len())])
+    }
+}
+
+impl Snapshot {
+    /// The environment key under `rules` (`KeyRules::default()` for the documented defaults).
+    pub fn key(&self, rules: &KeyRules) -> EnvKey {
+        let value = serde_json::to_value(self).unwrap_or(Value::Null);
+        key_of_value(&value, rules)
+    }
+}
+
+pub(crate) fn key_of_value(value: &Value, rules: &KeyRules) -> EnvKey {
+    let fields: BTreeMap<String, Value> = flatten(value)
+        .into_iter()
+        .filter(|(p, _)| rules.is_keyed(p))
+        .collect();
+    let canonical = serde_json::to_string(&fields).unwrap_or_default();
+    let mut h = blake3::Hasher::new();
+    h.update(KEY_DOMAIN.as_bytes());
+    h.update(canonical.as_bytes());
+    EnvKey {
+        hash: h.finalize().to_hex().to_string(),
+        fields,
+    }
+}
+
+/// Leaves by dotted path. Objects recurse; arrays of objects/arrays recurse by index; arrays of
+/// scalars and empty containers are leaves. Object keys are sorted for a canonical result.
+pub fn flatten(v: &Value) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    walk(v, String::new(), &mut out);
+    out
+}
+
+fn walk(v: &Value, prefix: String, out: &mut BTreeMap<String, Value>) {
+    let join = |k: &str| {
+        if prefix.is_empty() {
+            k.to_string()
+        } else {
+            format!("{prefix}.{k}")
+        }
+    };
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            for (k, child) in m {
+                walk(child, join(k), out);
+            }
+        }
+        Value::Array(a) if a.iter().any(|e| e.is_object() || e.is_array()) => {
+            for (i, child) in a.iter().enumerate() {
+                walk(child, join(&i.to_string()), out);
+            }
+        }
+        Value::Object(_) => {
+            out.insert(prefix, Value::Object(Default::default()));
+        }
+        _ => {
+            out.insert(prefix, v.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_and_subtrees() {
+        let p = |s: &str| s.split('.').map(str::to_string).collect::<Vec<_>>();
+        let m = |pat: &str, path: &str| {
+            matches(pat, &p(path).iter().map(String::as_str).collect::<Vec<_>>())
+        };
+        assert!(m("host", "host.cpu.model"));
+        assert!(!m("host.cpu", "host.cpu_x"));
+        assert!(m("gpu.devices.*.uuid", "gpu.devices.7.uuid"));
+        assert!(m(
+            "env_vars.*_VISIBLE_DEVICES",
+            "env_vars.CUDA_VISIBLE_DEVICES"
+        ));
+        assert!(!m(
+            "env_vars.*_VISIBLE_DEVICES",
+            "env_vars.CUDA_DEVICE_MAX_CONNECTIONS"
+        ));
+        assert!(m("**.path", "cuda.libraries.cudnn.files.0.path"));
+        assert!(!m("**.path", "env_vars.PATH"));
+        assert!(m("cuda.**.blake3", "cuda.libraries.cublas.files.0.blake3"));
+        assert!(m("a*b*c", "aXXbYYc") && !m("a*b*c", "aXXc"));
+    }
+
+    #[test]
+    fn rule_precedence() {
+        let d = KeyRules::default();
+        assert!(d.is_keyed("gpu.devices.0.arch"));
+        assert!(!d.is_keyed("gpu.devices.0.uuid"));
+        assert!(!d.is_keyed("captured_at"));
+        let r = KeyRules::new(
+            vec!["host.hostname".into()],
+            vec!["env_vars.NCCL_DEBUG".into(), "host.hostname.x".into()],
+        );
+        assert!(r.is_keyed("host.hostname"));
+        assert!(!r.is_keyed("env_vars.NCCL_DEBUG"));
+        let both = KeyRules::new(vec!["gpu".into()], vec!["gpu.devices".into()]);
+        assert!(
+            !both.is_keyed("gpu.devices.0.arch"),
+            "exclude wins over include"
+        );
+    }
+
+    #[test]
+    fn validation() {
+        assert!(KeyRules::new(
+            vec!["cuda.libraries.*.version".into(), "**.blake3".into()],
+            vec![]
+        )
+        .validate()
+        .is_ok());
+        assert!(KeyRules::new(vec!["a..b".into()], vec![])
+            .validate()
+            .unwrap_err()
+            .contains("empty segment"));
+        assert!(KeyRules::new(vec![], vec!["a.b c".into()])
+            .validate()
+            .unwrap_err()
+            .contains("' '"));
+        assert!(KeyRules::new(vec![], vec!["a.x**".into()])
+            .validate()
+            .is_err());
+    }
+
+    #[test]
+    fn flatten_shapes() {
+        let v = serde_json::json!({"b": {"x": [1, 2], "y": [{"z": null}], "e": {}}, "a": []});
+        let f = flatten(&v);
+        assert_eq!(f.keys().collect::<Vec<_>>(), ["a", "b.e", "b.x", "b.y.0.z"]);
+    }
+}

@@ -1,0 +1,167 @@
+//! The environment snapshot behind `aorta env probe|diff|key` (docs/env-snapshot.md).
+//!
+//! - [`probe`] never fails: every field is present (`null` when unknown), and `partial` +
+//!   `partial_reasons` name each field the probe expected but could not read, and why.
+//! - [`Snapshot::key`] hashes the fields that change results under [`KeyRules`] (defaults plus
+//!   a recipe's `env_key: {include, exclude}`); trial keys embed it.
+//! - [`diff`] compares two snapshots section by section, marking key-relevant differences.
+//! - [`ProbeCache`] keeps the slow part (the interpreter's `import torch`) and library hashes
+//!   on disk, so a warm probe starts no Python.
+//!
+//! Everything is gathered by subprocesses and file reads: the probe never loads CUDA, ROCm or
+//! libtorch into aorta, and its torch process never creates a GPU context.
+
+mod cache;
+mod cmd;
+mod cuda;
+mod diff;
+mod envvars;
+mod field;
+mod gpu;
+mod host;
+mod key;
+mod libs;
+mod python;
+mod rocm;
+mod run;
+mod schema;
+mod summary;
+mod util;
+
+pub use cache::ProbeCache;
+pub use diff::{diff, Change, Diff, DiffEntry, DiffSection};
+pub use envvars::{canonical_names, AORTA_ENV_VARS, NVIDIA_ENV_VARS, TRACKED_PREFIXES};
+pub use field::{lookup, FieldError};
+pub use key::{
+    flatten, matches as pattern_matches, EnvKey, KeyRules, DEFAULT_EXCLUDE, DEFAULT_INCLUDE,
+    KEY_DOMAIN,
+};
+pub use schema::*;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use util::Reasons;
+
+/// What to probe and how.
+#[derive(Debug, Clone)]
+pub struct ProbeOptions {
+    /// The interpreter whose torch is described (`--python`); default: `$VIRTUAL_ENV`'s, then
+    /// `$CONDA_PREFIX`'s, then `python3` on `PATH`.
+    pub python: Option<PathBuf>,
+    /// The environment: variables are read from it, tools are found on its `PATH`, and every
+    /// subprocess gets exactly it.
+    pub env: BTreeMap<String, String>,
+    /// Variables recorded on top of the canonical lists (the CLI passes
+    /// `Registry::mitigation_env_vars()`).
+    pub extra_env_vars: BTreeSet<String>,
+    /// Filesystem root for the fixed paths (`/proc`, `/sys`, `/etc`, `/dev`, `/opt/rocm`,
+    /// `/usr/local/cuda`, `/.dockerenv`); `/` except in tests.
+    pub root: PathBuf,
+    pub timeouts: Timeouts,
+    /// `None`: no cache; every probe runs the interpreter and hashes libraries.
+    pub cache: Option<ProbeCache>,
+}
+
+/// Deadlines for the subprocesses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// `nvidia-smi`, `nvcc`, `ldconfig`, `amd-smi`, … (AORTA: 5 s).
+    pub tool: Duration,
+    /// The interpreter (`import torch` takes 3–5 s on the H200 machine).
+    pub python: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            tool: Duration::from_secs(5),
+            python: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Default for ProbeOptions {
+    /// An empty environment, root `/`, no cache (use [`ProbeOptions::current`] for the real one).
+    fn default() -> Self {
+        ProbeOptions {
+            python: None,
+            env: BTreeMap::new(),
+            extra_env_vars: BTreeSet::new(),
+            root: PathBuf::from("/"),
+            timeouts: Timeouts::default(),
+            cache: None,
+        }
+    }
+}
+
+impl ProbeOptions {
+    /// This process's environment, root `/`, no cache.
+    pub fn current() -> Self {
+        ProbeOptions {
+            env: std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect(),
+            ..Self::default()
+        }
+    }
+}
+
+/// Probes the machine. Never fails and never panics outward: an internal panic yields a
+/// fully shaped snapshot with `partial: true` and a `probe` reason.
+pub fn probe(opts: &ProbeOptions) -> Snapshot {
+    let started = Instant::now();
+    let reasons = Reasons::default();
+    let steps = Mutex::new(BTreeMap::new());
+    let collected = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run::collect(opts, &reasons, &steps)
+    }));
+    let mut snap = collected.unwrap_or_else(|p| {
+        let msg = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".into());
+        reasons.add("probe", format!("unexpected failure ({msg})"));
+        disaster(opts)
+    });
+    snap.partial_reasons = reasons.take();
+    snap.partial = !snap.partial_reasons.is_empty();
+    snap.captured_at = Some(util::now_rfc3339());
+    snap.probe.aorta_probe_version = Some(env!("CARGO_PKG_VERSION").to_string());
+    snap.probe.steps_ms = steps.into_inner().unwrap_or_default();
+    snap.probe.duration_ms = Some(started.elapsed().as_millis() as u64);
+    snap
+}
+
+/// The snapshot every failure falls back to: fully shaped, env vars still recorded.
+fn disaster(opts: &ProbeOptions) -> Snapshot {
+    Snapshot {
+        env_vars: envvars::collect(&opts.env, &opts.extra_env_vars),
+        ..Snapshot::default()
+    }
+}
+
+impl Snapshot {
+    /// Parses a snapshot written by [`probe`] (any `aorta.env/*` schema; unknown keys ignored,
+    /// missing ones back-filled).
+    pub fn from_json(text: &str) -> Result<Snapshot, String> {
+        let v: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        if !v.is_object() {
+            return Err("an env snapshot is a JSON object".into());
+        }
+        match v.get("schema_version").and_then(|s| s.as_str()) {
+            Some(s) if s.starts_with("aorta.env/") => {}
+            Some(s) => return Err(format!("schema_version '{s}' is not an aorta env snapshot (AORTA 0.2.1's env.json is not readable here)")),
+            None => return Err("no schema_version: not an aorta env snapshot".into()),
+        }
+        serde_json::from_value(v).map_err(|e| format!("malformed env snapshot: {e}"))
+    }
+
+    /// Pretty JSON, fields in schema order.
+    pub fn to_json_pretty(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+}

@@ -1,0 +1,564 @@
+//! `python` and `pytorch`: one subprocess of the chosen interpreter running the embedded
+//! `torch_probe.py`, which prints one JSON line. Everything torch-specific that can be read
+//! without a CUDA/HIP context is read there (build config, cuDNN/NCCL versions, SDPA and
+//! numerics flags, the libraries the process mapped); everything parseable is parsed here, in
+//! Rust, where it is unit-tested.
+
+use crate::cache::ProbeCache;
+use crate::cmd::Tools;
+use crate::schema::{Allocator, Numerics, Python, Pytorch, Runtime, Sdpa, TorchBuild};
+use crate::util::{nccl_version_from_code, Reasons};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The interpreter-side script (stdlib + torch only).
+pub(crate) const SCRIPT: &str = include_str!("torch_probe.py");
+const MARKER: &str = "AORTA_PROBE_JSON:";
+
+/// The script's JSON, as printed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct PyReport {
+    pub errors: BTreeMap<String, String>,
+    pub python: PyInfo,
+    pub site_packages: Vec<String>,
+    pub distributions: BTreeMap<String, String>,
+    pub torch_import_error: Option<String>,
+    pub torch_import_seconds: Option<f64>,
+    pub torch: Option<TorchInfo>,
+    pub config_show: Option<String>,
+    pub arch_flags: Option<String>,
+    pub cudnn: Option<CudnnInfo>,
+    pub nccl: Option<Value>,
+    pub sdpa: Option<Sdpa>,
+    pub numerics: Option<BTreeMap<String, Value>>,
+    pub allocator_backend: Option<String>,
+    pub cuda_initialized: Option<bool>,
+    pub triton: Option<String>,
+    pub loaded_libraries: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct PyInfo {
+    pub executable: Option<String>,
+    pub version: Option<String>,
+    pub implementation: Option<String>,
+    pub prefix: Option<String>,
+    pub base_prefix: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct TorchInfo {
+    pub version: Option<String>,
+    pub file: Option<String>,
+    pub git_commit: Option<String>,
+    pub cuda: Option<String>,
+    pub hip: Option<String>,
+    pub debug: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct CudnnInfo {
+    pub compiled: Option<Value>,
+    pub runtime: Option<Value>,
+    pub enabled: Option<bool>,
+    pub benchmark: Option<bool>,
+    pub deterministic: Option<bool>,
+    pub allow_tf32: Option<bool>,
+}
+
+/// `--python`, else the active venv's or conda env's `python3`, else `python3`/`python` on PATH.
+pub(crate) fn choose_interpreter(
+    explicit: Option<&Path>,
+    env: &BTreeMap<String, String>,
+    tools: &Tools,
+) -> Option<PathBuf> {
+    if let Some(p) = explicit {
+        return Some(p.to_path_buf());
+    }
+    for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
+        if let Some(p) = env
+            .get(var)
+            .map(|v| Path::new(v).join("bin/python3"))
+            .filter(|p| crate::cmd::is_executable(p))
+        {
+            return Some(p);
+        }
+    }
+    tools
+        .which("python3", &[])
+        .or_else(|| tools.which("python", &[]))
+}
+
+/// Variables the report depends on: they name the cache entry.
+pub(crate) fn env_signature(env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    const EXACT: &[&str] = &[
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "PYTHONNOUSERSITE",
+        "PYTHONSAFEPATH",
+        "LD_LIBRARY_PATH",
+        "LD_PRELOAD",
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+        "CONDA_DEFAULT_ENV",
+        "NVIDIA_TF32_OVERRIDE",
+    ];
+    const PREFIXES: &[&str] = &[
+        "TORCH_", "PYTORCH_", "CUDNN_", "CUBLAS", "TRITON_", "HIP_", "ROCM_", "HSA_",
+    ];
+    env.iter()
+        .filter(|(k, _)| {
+            (EXACT.contains(&k.as_str()) || PREFIXES.iter().any(|p| k.starts_with(p)))
+                && !k.ends_with("_VISIBLE_DEVICES")
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// The report: from the cache when its fingerprint holds, else by running the interpreter.
+/// Returns the report (or why there is none) and the cache state (`hit`/`miss`/`off`).
+pub(crate) fn report(
+    interp: &Path,
+    cache: Option<&ProbeCache>,
+    tools: &Tools,
+    env: &BTreeMap<String, String>,
+    timeout: Duration,
+) -> (Result<PyReport, String>, &'static str) {
+    let sig = env_signature(env);
+    if let Some(c) = cache {
+        if let Some(r) = c.load_python(interp, &sig) {
+            return (Ok(r), "hit");
+        }
+    }
+    let r = run_script(tools, interp, timeout);
+    if let (Ok(rep), Some(c)) = (&r, cache) {
+        c.store_python(interp, &sig, rep);
+    }
+    (r, if cache.is_some() { "miss" } else { "off" })
+}
+
+fn run_script(tools: &Tools, interp: &Path, timeout: Duration) -> Result<PyReport, String> {
+    let o = tools.run(interp, &["-c", SCRIPT], timeout)?;
+    let Some(line) = o.stdout.lines().rev().find_map(|l| l.strip_prefix(MARKER)) else {
+        return Err(format!(
+            "{} printed no probe report ({})",
+            interp.display(),
+            o.failure()
+        ));
+    };
+    serde_json::from_str(line).map_err(|e| {
+        format!(
+            "{} printed an unreadable probe report: {e}",
+            interp.display()
+        )
+    })
+}
+
+/// Fills `python`, `pytorch` and the Python half of `host.runtime`.
+pub(crate) fn sections(
+    interp: &Path,
+    rep: &PyReport,
+    env: &BTreeMap<String, String>,
+    reasons: &Reasons,
+) -> (Python, Pytorch) {
+    let python = Python {
+        executable: Some(interp.display().to_string()),
+        executable_resolved: std::fs::canonicalize(interp)
+            .ok()
+            .map(|p| p.display().to_string()),
+        version: rep.python.version.clone(),
+        implementation: rep.python.implementation.clone(),
+        prefix: rep.python.prefix.clone(),
+        base_prefix: rep.python.base_prefix.clone(),
+        site_packages: rep.site_packages.clone(),
+        distributions: rep.distributions.clone(),
+    };
+    for (k, v) in &rep.errors {
+        reasons.add(&format!("pytorch.{k}"), v.clone());
+    }
+    let Some(t) = &rep.torch else {
+        reasons.add(
+            "pytorch",
+            rep.torch_import_error
+                .clone()
+                .unwrap_or_else(|| "torch was not imported".into()),
+        );
+        return (
+            python,
+            Pytorch {
+                allocator: allocator(None, env),
+                ..Pytorch::default()
+            },
+        );
+    };
+    let (settings, cpu_capability) = rep
+        .config_show
+        .as_deref()
+        .map(parse_config_show)
+        .unwrap_or_default();
+    let cxx_defines = settings
+        .get("CXX_FLAGS")
+        .map(|f| cxx_defines(f))
+        .unwrap_or_default();
+    let flags = build_flags(&settings, &cxx_defines);
+    let num = rep.numerics.clone().unwrap_or_default();
+    let nb = |k: &str| num.get(k).and_then(Value::as_bool);
+    let ns = |k: &str| {
+        num.get(k)
+            .and_then(Value::as_str)
+            .map(|s| s.trim_start_matches("_BlasBackend.").to_string())
+    };
+    let cudnn = rep.cudnn.clone().unwrap_or_default();
+    let pytorch = Pytorch {
+        version: t.version.clone(),
+        git_commit: t.git_commit.clone(),
+        cuda_version: t.cuda.clone(),
+        hip_version: t.hip.clone(),
+        debug: t.debug,
+        torch_dir: t.file.clone(),
+        build: TorchBuild {
+            arch_list: rep
+                .arch_flags
+                .as_deref()
+                .map(|a| {
+                    a.split([' ', ';', ','])
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default(),
+            settings,
+            cxx_defines,
+            flags,
+            cpu_capability,
+        },
+        cudnn_version: cudnn.runtime.as_ref().and_then(cudnn_version),
+        cudnn_compiled_version: cudnn.compiled.as_ref().and_then(cudnn_version),
+        nccl_version: rep.nccl.as_ref().and_then(nccl_version),
+        sdpa: rep.sdpa.clone().unwrap_or_default(),
+        numerics: Numerics {
+            matmul_allow_tf32: nb("matmul_allow_tf32"),
+            cudnn_allow_tf32: cudnn.allow_tf32,
+            float32_matmul_precision: ns("float32_matmul_precision"),
+            matmul_fp16_reduced_precision: nb("matmul_fp16_reduced_precision"),
+            matmul_bf16_reduced_precision: nb("matmul_bf16_reduced_precision"),
+            preferred_blas_library: ns("preferred_blas_library"),
+            deterministic_algorithms: nb("deterministic_algorithms"),
+            deterministic_warn_only: nb("deterministic_warn_only"),
+            cudnn_deterministic: cudnn.deterministic,
+            cudnn_benchmark: cudnn.benchmark,
+            cudnn_enabled: cudnn.enabled,
+        },
+        allocator: allocator(rep.allocator_backend.clone(), env),
+        triton_version: rep.triton.clone(),
+        loaded_libraries: rep
+            .loaded_libraries
+            .iter()
+            .filter(|l| is_gpu_lib(l))
+            .cloned()
+            .collect(),
+        import_seconds: rep.torch_import_seconds,
+        cuda_initialized: rep.cuda_initialized,
+    };
+    if pytorch.cuda_initialized == Some(true) {
+        reasons.add(
+            "pytorch.cuda_initialized",
+            "the probe's torch process initialised CUDA (a getter touched the runtime)",
+        );
+    }
+    (python, pytorch)
+}
+
+fn allocator(backend: Option<String>, env: &BTreeMap<String, String>) -> Allocator {
+    let conf = [
+        "PYTORCH_CUDA_ALLOC_CONF",
+        "PYTORCH_ALLOC_CONF",
+        "PYTORCH_HIP_ALLOC_CONF",
+    ]
+    .iter()
+    .find_map(|k| env.get(*k).cloned());
+    Allocator { backend, conf }
+}
+
+/// GPU runtime, math and communication libraries plus torch's own, by file name.
+fn is_gpu_lib(path: &str) -> bool {
+    const NEEDLES: &[&str] = &[
+        "libcu",
+        "libnccl",
+        "libnvrtc",
+        "libnvJitLink",
+        "libnvshmem",
+        "libtorch",
+        "libc10",
+        "libamdhip",
+        "libhip",
+        "librocblas",
+        "libMIOpen",
+        "librccl",
+        "libhsa",
+        "libaotriton",
+        "libroc",
+    ];
+    let name = path.rsplit('/').next().unwrap_or(path);
+    NEEDLES.iter().any(|n| name.starts_with(n))
+}
+
+/// cuDNN as `getVersionInt()` (91900; cuDNN 8: 8907) or a `(9, 19, 0)` tuple.
+fn cudnn_version(v: &Value) -> Option<String> {
+    match v {
+        Value::Number(n) => n.as_u64().map(|c| {
+            if c >= 90000 {
+                format!("{}.{}.{}", c / 10000, c % 10000 / 100, c % 100)
+            } else {
+                format!("{}.{}.{}", c / 1000, c % 1000 / 100, c % 100)
+            }
+        }),
+        Value::Array(a) => Some(
+            a.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join("."),
+        ),
+        Value::String(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+fn nccl_version(v: &Value) -> Option<String> {
+    match v {
+        Value::Number(n) => n.as_u64().map(nccl_version_from_code),
+        Value::Array(a) => Some(
+            a.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join("."),
+        ),
+        Value::String(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// The "Build settings:" line of `torch.__config__.show()` (`KEY=VALUE, KEY=VALUE, …`; values
+/// may contain `, ` but a new entry always starts with an upper-case `KEY=`), and the "CPU
+/// capability usage" line.
+pub(crate) fn parse_config_show(text: &str) -> (BTreeMap<String, String>, Option<String>) {
+    let mut settings = BTreeMap::new();
+    let cpu = text
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .trim_start_matches("- ")
+                .strip_prefix("CPU capability usage:")
+        })
+        .map(|s| s.trim().to_string());
+    let Some(rest) = text.split_once("Build settings:").map(|(_, r)| r) else {
+        return (settings, cpu);
+    };
+    let rest = rest.lines().next().unwrap_or("");
+    let mut current: Option<(String, String)> = None;
+    for tok in rest.split(", ").filter(|t| !t.trim().is_empty()) {
+        let starts_entry = tok.split_once('=').is_some_and(|(k, _)| {
+            !k.is_empty()
+                && k.bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+        });
+        if starts_entry {
+            if let Some((k, v)) = current.take() {
+                settings.insert(k, v);
+            }
+            let (k, v) = tok.split_once('=').unwrap_or((tok, ""));
+            current = Some((k.to_string(), v.trim().to_string()));
+        } else if let Some((_, v)) = current.as_mut() {
+            v.push_str(", ");
+            v.push_str(tok.trim_end());
+        }
+    }
+    if let Some((k, v)) = current {
+        settings.insert(k, v.trim_end_matches(',').trim().to_string());
+    }
+    (settings, cpu)
+}
+
+/// `-DNAME[=VALUE]` tokens; a bare define is `true`.
+pub(crate) fn cxx_defines(flags: &str) -> BTreeMap<String, Value> {
+    flags
+        .split_whitespace()
+        .filter_map(|t| t.strip_prefix("-D"))
+        .filter(|t| !t.is_empty())
+        .map(|t| match t.split_once('=') {
+            Some((k, v)) => (k.to_string(), Value::String(v.to_string())),
+            None => (t.to_string(), Value::Bool(true)),
+        })
+        .collect()
+}
+
+/// AORTA's fixed 17 build flags (§7.4): ON/OFF/TRUE/FALSE/1/0 (any case) → bool, other
+/// strings kept, absent → null; build settings win over CXX defines; `USE_MIOPEN` also reads
+/// `CAFFE2_USE_MIOPEN`.
+pub(crate) const BUILD_FLAGS: [&str; 17] = [
+    "USE_FLASH_ATTENTION",
+    "USE_ROCM_CK_SDPA",
+    "USE_AOTRITON",
+    "USE_MEM_EFF_ATTENTION",
+    "DISABLE_AOTRITON",
+    "USE_ROCM",
+    "USE_CUDA",
+    "USE_CUDNN",
+    "USE_MIOPEN",
+    "USE_FBGEMM",
+    "USE_FBGEMM_GENAI",
+    "USE_NCCL",
+    "USE_MKL",
+    "USE_MKLDNN",
+    "USE_OPENMP",
+    "USE_KINETO",
+    "BUILD_TYPE",
+];
+
+pub(crate) fn build_flags(
+    settings: &BTreeMap<String, String>,
+    defines: &BTreeMap<String, Value>,
+) -> BTreeMap<String, Value> {
+    let coerce = |v: &str| match v.to_ascii_uppercase().as_str() {
+        "ON" | "TRUE" | "1" => Value::Bool(true),
+        "OFF" | "FALSE" | "0" => Value::Bool(false),
+        _ => Value::String(v.to_string()),
+    };
+    let one = |k: &str| {
+        settings.get(k).map(|v| coerce(v)).or_else(|| {
+            defines.get(k).map(|v| {
+                if let Value::String(s) = v {
+                    coerce(s)
+                } else {
+                    v.clone()
+                }
+            })
+        })
+    };
+    BUILD_FLAGS
+        .iter()
+        .map(|k| {
+            let v = one(k)
+                .or_else(|| {
+                    (*k == "USE_MIOPEN")
+                        .then(|| one("CAFFE2_USE_MIOPEN"))
+                        .flatten()
+                })
+                .unwrap_or(Value::Null);
+            (k.to_string(), v)
+        })
+        .collect()
+}
+
+/// `venv` (a `pyvenv.cfg` beside the interpreter's `bin/`, or `prefix != base_prefix`),
+/// `conda` (`conda-meta/` in the prefix, or `$CONDA_DEFAULT_ENV` with no venv), else `system`.
+pub(crate) fn python_env(
+    rt: &mut Runtime,
+    interp: &Path,
+    rep: Option<&PyReport>,
+    env: &BTreeMap<String, String>,
+) {
+    let prefix = rep
+        .and_then(|r| r.python.prefix.clone())
+        .map(PathBuf::from)
+        .or_else(|| {
+            interp
+                .parent()
+                .and_then(Path::parent)
+                .map(Path::to_path_buf)
+        });
+    let Some(prefix) = prefix else { return };
+    let venv = prefix.join("pyvenv.cfg").exists()
+        || rep
+            .is_some_and(|r| r.python.prefix.is_some() && r.python.prefix != r.python.base_prefix);
+    let conda =
+        prefix.join("conda-meta").is_dir() || (!venv && env.contains_key("CONDA_DEFAULT_ENV"));
+    let kind = if venv {
+        rt.venv_path = Some(prefix.display().to_string());
+        "venv"
+    } else if conda {
+        rt.conda_env = env
+            .get("CONDA_DEFAULT_ENV")
+            .cloned()
+            .or_else(|| prefix.file_name().map(|n| n.to_string_lossy().into_owned()));
+        "conda"
+    } else {
+        "system"
+    };
+    rt.python_env = Some(kind.to_string());
+}
+
+/// Where the interpreter's packages probably are, before it has answered (venv/conda layout,
+/// Debian's dist-packages): lets library hashing start while `import torch` runs.
+pub(crate) fn guess_site_packages(interp: &Path) -> Vec<PathBuf> {
+    let Some(prefix) = interp.parent().and_then(Path::parent) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for lib in ["lib", "lib64"] {
+        for n in crate::util::list_dir(&prefix.join(lib)) {
+            if n.starts_with("python3") {
+                for sub in ["site-packages", "dist-packages"] {
+                    let d = prefix.join(lib).join(&n).join(sub);
+                    if d.is_dir() {
+                        out.push(d);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_show_of_torch_2_11() {
+        let text = "PyTorch built with:\n  - CPU capability usage: AVX512\n  - Build settings: BLAS_INFO=mkl, BUILD_TYPE=Release, CUDA_VERSION=13.0, CXX_FLAGS= -fvisibility-inlines-hidden -DUSE_PTHREADPOOL -DNDEBUG -DUSE_KINETO -DLIBKINETO_NOXPUPTI=ON -DUSE_FBGEMM -O2, LAPACK_INFO=mkl, USE_CUDA=ON, USE_CUDNN=ON, USE_NCCL=1, USE_ROCM=OFF, \n";
+        let (s, cpu) = parse_config_show(text);
+        assert_eq!(cpu.as_deref(), Some("AVX512"));
+        assert_eq!(s["BUILD_TYPE"], "Release");
+        assert_eq!(s["USE_ROCM"], "OFF");
+        assert!(s["CXX_FLAGS"].contains("-DUSE_FBGEMM -O2"));
+        let d = cxx_defines(&s["CXX_FLAGS"]);
+        assert_eq!(d["USE_KINETO"], Value::Bool(true));
+        assert_eq!(d["LIBKINETO_NOXPUPTI"], Value::String("ON".into()));
+        let f = build_flags(&s, &d);
+        assert_eq!(f.len(), 17);
+        assert_eq!(f["USE_CUDA"], Value::Bool(true));
+        assert_eq!(f["USE_NCCL"], Value::Bool(true));
+        assert_eq!(f["USE_FBGEMM"], Value::Bool(true), "from the CXX defines");
+        assert_eq!(f["BUILD_TYPE"], Value::String("Release".into()));
+        assert_eq!(f["USE_MIOPEN"], Value::Null);
+        let alias = build_flags(
+            &[("CAFFE2_USE_MIOPEN".to_string(), "1".to_string())].into(),
+            &BTreeMap::new(),
+        );
+        assert_eq!(alias["USE_MIOPEN"], Value::Bool(true));
+    }
+
+    #[test]
+    fn library_versions() {
+        assert_eq!(
+            cudnn_version(&serde_json::json!(91900)).as_deref(),
+            Some("9.19.0")
+        );
+        assert_eq!(
+            cudnn_version(&serde_json::json!(8907)).as_deref(),
+            Some("8.9.7")
+        );
+        assert_eq!(
+            nccl_version(&serde_json::json!([2, 28, 9])).as_deref(),
+            Some("2.28.9")
+        );
+    }
+}

@@ -1,0 +1,440 @@
+//! The snapshot's shape, schema `aorta.env/1` (docs/env-snapshot.md documents every field).
+//!
+//! Null-not-missing: every field is always serialised (`Option` → `null`, never skipped), so a
+//! reader can tell "the probe looked and found nothing" from "this schema has no such field".
+//! Reading is lenient (`#[serde(default)]`, unknown keys ignored) so a newer snapshot with extra
+//! fields still diffs against an older one.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The schema tag. A change in meaning bumps it, which also changes every key.
+pub const SCHEMA_VERSION: &str = "aorta.env/1";
+
+/// One `aorta env probe`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Snapshot {
+    pub schema_version: String,
+    /// RFC 3339 UTC, `Z` suffix. Never keyed.
+    pub captured_at: Option<String>,
+    /// `partial_reasons` is non-empty.
+    pub partial: bool,
+    pub partial_reasons: Vec<PartialReason>,
+    pub probe: ProbeMeta,
+    pub host: Host,
+    pub gpu: Gpu,
+    pub cuda: Cuda,
+    pub rocm: Rocm,
+    pub python: Python,
+    pub pytorch: Pytorch,
+    /// Tracked variable → value, `null` when unset. The canonical names are always present;
+    /// variables matched by a tracked prefix (`NCCL_*`, …) appear only when set.
+    pub env_vars: BTreeMap<String, Option<String>>,
+}
+
+impl Default for Snapshot {
+    fn default() -> Self {
+        Snapshot {
+            schema_version: SCHEMA_VERSION.to_string(),
+            captured_at: None,
+            partial: false,
+            partial_reasons: Vec::new(),
+            probe: ProbeMeta::default(),
+            host: Host::default(),
+            gpu: Gpu::default(),
+            cuda: Cuda::default(),
+            rocm: Rocm::default(),
+            python: Python::default(),
+            pytorch: Pytorch::default(),
+            env_vars: BTreeMap::new(),
+        }
+    }
+}
+
+/// Why a field is `null` although the probe expected a value (AORTA §12.8.5: structured, not a
+/// prose string with the field glued on).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct PartialReason {
+    /// Dotted path of the affected field or section, e.g. `gpu.devices` or `pytorch`.
+    pub field: String,
+    pub reason: String,
+}
+
+/// How the probe itself ran. Never keyed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct ProbeMeta {
+    pub aorta_probe_version: Option<String>,
+    pub duration_ms: Option<u64>,
+    /// `hit`, `miss`, `off` (no cache dir) or `none` (no interpreter).
+    pub python_cache: Option<String>,
+    /// Wall time of each step, ms.
+    pub steps_ms: BTreeMap<String, u64>,
+    /// Bytes hashed this run (cached hashes are free).
+    pub hashed_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Host {
+    pub hostname: Option<String>,
+    pub os: Option<String>,
+    /// `x86_64`, `aarch64`.
+    pub machine: Option<String>,
+    pub kernel_release: Option<String>,
+    pub kernel_version: Option<String>,
+    pub glibc_version: Option<String>,
+    pub distro: Distro,
+    pub cpu: Cpu,
+    pub memory_total_bytes: Option<u64>,
+    /// `memory_total_bytes` rounded to GiB: the keyed form (firmware reservations make exact
+    /// totals differ between identical machines).
+    pub memory_total_gib: Option<u64>,
+    pub memory_available_bytes: Option<u64>,
+    pub numa_nodes: Option<u32>,
+    pub runtime: Runtime,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Distro {
+    pub id: Option<String>,
+    pub version_id: Option<String>,
+    pub pretty_name: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Cpu {
+    pub vendor: Option<String>,
+    pub model: Option<String>,
+    pub logical_count: Option<u32>,
+    pub sockets: Option<u32>,
+    pub cores_per_socket: Option<u32>,
+    /// Vector ISA extensions that select different CPU kernels (avx2, avx512f, amx_bf16, sve, …).
+    pub simd: Vec<String>,
+}
+
+/// Where the probe runs: container runtime and Python environment kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Runtime {
+    /// `docker`, `podman`, `singularity` or `baremetal`.
+    pub container: Option<String>,
+    pub container_id: Option<String>,
+    /// `venv`, `conda` or `system`; `null` without an interpreter.
+    pub python_env: Option<String>,
+    pub venv_path: Option<String>,
+    pub conda_env: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Gpu {
+    /// `nvidia`, `amd`, or `null` when the machine has no GPU.
+    pub vendor: Option<String>,
+    pub count: Option<u32>,
+    pub driver_version: Option<String>,
+    /// The tool the device list came from.
+    pub source: Option<String>,
+    pub devices: Vec<GpuDevice>,
+    pub topology: Topology,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct GpuDevice {
+    pub index: Option<u32>,
+    pub name: Option<String>,
+    /// `sm_90`, `gfx942`.
+    pub arch: Option<String>,
+    /// NVIDIA compute capability, `9.0`.
+    pub compute_capability: Option<String>,
+    pub uuid: Option<String>,
+    pub serial: Option<String>,
+    pub pci_bus_id: Option<String>,
+    pub memory_total_mib: Option<u64>,
+    pub vbios_version: Option<String>,
+    /// `enabled` / `disabled`.
+    pub ecc_mode: Option<String>,
+    pub mig_mode: Option<String>,
+    pub power_limit_w: Option<f64>,
+    pub power_default_limit_w: Option<f64>,
+    pub app_clock_graphics_mhz: Option<u32>,
+    pub app_clock_memory_mhz: Option<u32>,
+    pub max_clock_graphics_mhz: Option<u32>,
+    pub max_clock_memory_mhz: Option<u32>,
+    pub persistence_mode: Option<String>,
+    pub compute_mode: Option<String>,
+    /// Read at probe time and different on every call: recorded, never keyed.
+    pub volatile: GpuVolatile,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct GpuVolatile {
+    pub clock_graphics_mhz: Option<u32>,
+    pub temperature_c: Option<i32>,
+    pub memory_used_mib: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Topology {
+    pub source: Option<String>,
+    /// One entry per GPU pair (a < b): `NV18`, `SYS`, `PIX`, `XGMI`, ….
+    pub links: Vec<TopoLink>,
+    pub affinity: Vec<GpuAffinity>,
+    /// The tool's text, ANSI codes removed. Never keyed (names NICs).
+    pub raw: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct TopoLink {
+    pub a: String,
+    pub b: String,
+    pub link: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct GpuAffinity {
+    pub gpu: String,
+    pub cpu_affinity: Option<String>,
+    pub numa_affinity: Option<String>,
+}
+
+/// The CUDA libraries always listed (null-not-missing: present even when not found).
+pub const CUDA_LIBRARIES: [&str; 6] = ["cudart", "cublas", "cublasLt", "cudnn", "nccl", "nvrtc"];
+/// The ROCm libraries always listed.
+pub const ROCM_LIBRARIES: [&str; 6] = [
+    "hip",
+    "hipblaslt",
+    "rocblas",
+    "miopen",
+    "rccl",
+    "composable_kernel",
+];
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Cuda {
+    /// The CUDA version the driver supports (`cuDriverGetVersion`, the "CUDA Version" of
+    /// `nvidia-smi`).
+    pub driver_api_version: Option<String>,
+    /// The CUDA runtime that would be loaded: the effective libcudart's version.
+    pub runtime_version: Option<String>,
+    pub toolkit: Toolkit,
+    pub nvcc: Nvcc,
+    pub libraries: BTreeMap<String, Library>,
+}
+
+impl Default for Cuda {
+    fn default() -> Self {
+        Cuda {
+            driver_api_version: None,
+            runtime_version: None,
+            toolkit: Toolkit::default(),
+            nvcc: Nvcc::default(),
+            libraries: CUDA_LIBRARIES
+                .iter()
+                .map(|n| (n.to_string(), Library::default()))
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Toolkit {
+    pub root: Option<String>,
+    pub version: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Nvcc {
+    pub path: Option<String>,
+    /// `13.0.88` (the `V…` of `nvcc --version`).
+    pub version: Option<String>,
+    /// `13.0`.
+    pub release: Option<String>,
+}
+
+/// One GPU library (cuBLAS, cuDNN, rocBLAS, …): the copy that would be used, and every copy found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Library {
+    pub version: Option<String>,
+    /// Where the version came from: `file-name`, `dist-info:<dist>`, `header:<file>`, `torch`.
+    pub version_source: Option<String>,
+    /// How the effective copy was chosen: `torch-loaded`, `wheel`, `ld-library-path`,
+    /// `ldconfig`, `toolkit`, `rocm-root`, `torch-bundled`.
+    pub origin: Option<String>,
+    /// The effective copy (the library's main file, symlinks kept as found).
+    pub path: Option<String>,
+    /// The effective main file and its companions (cuDNN's sub-libraries, NVRTC builtins) with
+    /// their blake3 hashes.
+    pub files: Vec<LibFile>,
+    /// Every copy found, in search order. Never keyed.
+    pub candidates: Vec<Candidate>,
+    /// ROCm: the release tweak (`<LIB>_VERSION_TWEAK`) or CK's commit.
+    pub build: Option<String>,
+    /// ROCm: `blake3` over the sorted kernel-database file names (AORTA's
+    /// `kernel_db_revision`, blake3 instead of sha256).
+    pub kernel_db_revision: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct LibFile {
+    pub name: String,
+    pub path: Option<String>,
+    pub size_bytes: Option<u64>,
+    pub blake3: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Candidate {
+    pub path: String,
+    pub origin: String,
+    pub version: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Rocm {
+    pub root: Option<String>,
+    /// `ROCM_PATH`, `ROCM_HOME`, `HIP_PATH`, `rocm-sdk`, `wheel`, `/opt/rocm`, `/opt/rocm-*`.
+    pub root_source: Option<String>,
+    pub candidates: Vec<Candidate>,
+    pub version: Option<String>,
+    pub version_dev: Option<String>,
+    /// amdgpu kernel driver (`/sys/module/amdgpu/version`).
+    pub kmd_version: Option<String>,
+    /// `amd` or `nvidia` (HIP's platform), derived from the GPU and torch.
+    pub hip_platform: Option<String>,
+    pub libraries: BTreeMap<String, Library>,
+    pub gpu_arch: GpuArch,
+}
+
+impl Default for Rocm {
+    fn default() -> Self {
+        Rocm {
+            root: None,
+            root_source: None,
+            candidates: Vec::new(),
+            version: None,
+            version_dev: None,
+            kmd_version: None,
+            hip_platform: None,
+            libraries: ROCM_LIBRARIES
+                .iter()
+                .map(|n| (n.to_string(), Library::default()))
+                .collect(),
+            gpu_arch: GpuArch::default(),
+        }
+    }
+}
+
+/// `rocm_agent_enumerator`'s answer, `gfx000` (the CPU agent) dropped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct GpuArch {
+    pub agent_count: Option<u32>,
+    pub gfx_targets: Vec<String>,
+    pub agent_arch_counts: BTreeMap<String, u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Python {
+    /// The interpreter as chosen (a venv's `bin/python3`, not resolved: resolving loses the venv).
+    pub executable: Option<String>,
+    pub executable_resolved: Option<String>,
+    pub version: Option<String>,
+    pub implementation: Option<String>,
+    pub prefix: Option<String>,
+    pub base_prefix: Option<String>,
+    pub site_packages: Vec<String>,
+    /// Installed distributions that matter here (`nvidia-*`, `torch*`, `triton*`, `rocm*`, …).
+    pub distributions: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Pytorch {
+    pub version: Option<String>,
+    pub git_commit: Option<String>,
+    pub cuda_version: Option<String>,
+    pub hip_version: Option<String>,
+    pub debug: Option<bool>,
+    pub torch_dir: Option<String>,
+    pub build: TorchBuild,
+    /// The cuDNN torch loaded (`cudnnGetVersion`), `9.19.0`.
+    pub cudnn_version: Option<String>,
+    pub cudnn_compiled_version: Option<String>,
+    pub nccl_version: Option<String>,
+    pub sdpa: Sdpa,
+    pub numerics: Numerics,
+    pub allocator: Allocator,
+    pub triton_version: Option<String>,
+    /// GPU-related shared objects the torch process had mapped after import. Never keyed.
+    pub loaded_libraries: Vec<String>,
+    pub import_seconds: Option<f64>,
+    /// Whether the probe's own process ended with CUDA initialised (it must be `false`).
+    pub cuda_initialized: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct TorchBuild {
+    /// `KEY=VALUE` of the "Build settings:" line of `torch.__config__.show()`.
+    pub settings: BTreeMap<String, String>,
+    /// `-DNAME[=VALUE]` tokens of `CXX_FLAGS` (`true` for a bare define).
+    pub cxx_defines: BTreeMap<String, serde_json::Value>,
+    /// AORTA's fixed 17 build flags, coerced to booleans where they are ON/OFF-like.
+    pub flags: BTreeMap<String, serde_json::Value>,
+    /// Compiled GPU architectures (`sm_90`, `gfx942`).
+    pub arch_list: Vec<String>,
+    /// `CPU capability usage` (AVX512, …).
+    pub cpu_capability: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Sdpa {
+    pub flash: Option<bool>,
+    pub mem_efficient: Option<bool>,
+    pub math: Option<bool>,
+    pub cudnn: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Numerics {
+    pub matmul_allow_tf32: Option<bool>,
+    pub cudnn_allow_tf32: Option<bool>,
+    pub float32_matmul_precision: Option<String>,
+    pub matmul_fp16_reduced_precision: Option<bool>,
+    pub matmul_bf16_reduced_precision: Option<bool>,
+    pub preferred_blas_library: Option<String>,
+    pub deterministic_algorithms: Option<bool>,
+    pub deterministic_warn_only: Option<bool>,
+    pub cudnn_deterministic: Option<bool>,
+    pub cudnn_benchmark: Option<bool>,
+    pub cudnn_enabled: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Allocator {
+    /// `native` or `cudaMallocAsync`.
+    pub backend: Option<String>,
+    /// `PYTORCH_CUDA_ALLOC_CONF` (or `PYTORCH_ALLOC_CONF`, `PYTORCH_HIP_ALLOC_CONF`) as seen.
+    pub conf: Option<String>,
+}
