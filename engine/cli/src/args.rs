@@ -37,6 +37,9 @@ pub enum Command {
     /// The local content-addressed store.
     #[command(subcommand)]
     Cache(CacheCommand),
+    /// The environment snapshot: GPU, driver, CUDA/ROCm libraries, PyTorch, numerics env vars.
+    #[command(subcommand)]
+    Env(EnvCommand),
     /// Micro-benchmarks: `aorta bench hw-queue list|run|sweep|compare` (GPU hardware queues).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -130,6 +133,52 @@ pub struct ExecArgs {
     /// Output directory (default probe_results / triage_results, as AORTA).
     #[arg(long, visible_alias = "output-dir", value_name = "DIR")]
     pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EnvCommand {
+    /// Capture a snapshot (never fails: missing parts are `partial_reasons`).
+    Probe {
+        /// Where to write it (default env.json).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Print the brief only; write nothing.
+        #[arg(long)]
+        summary: bool,
+        /// Print one value (dotted path) as JSON; write nothing.
+        #[arg(long, value_name = "A.B.C")]
+        field: Option<String>,
+        /// The Python interpreter whose PyTorch to describe (default: python3 on PATH).
+        #[arg(long)]
+        python: Option<PathBuf>,
+        /// Re-run the interpreter part instead of using the cached one.
+        #[arg(long)]
+        no_cache: bool,
+    },
+    /// Semantic diff of two snapshots; exit 1 when fields that feed the key differ.
+    Diff {
+        a: PathBuf,
+        b: PathBuf,
+        /// Only the differences that change the key.
+        #[arg(long)]
+        key_only: bool,
+        #[arg(long)]
+        json: bool,
+        /// Extra fields in the key (dotted paths, * globs).
+        #[arg(long)]
+        key_include: Vec<String>,
+        /// Fields kept out of the key.
+        #[arg(long)]
+        key_exclude: Vec<String>,
+    },
+    /// The environment key and the fields that fed it (of FILE, or of this machine).
+    Key {
+        file: Option<PathBuf>,
+        #[arg(long)]
+        key_include: Vec<String>,
+        #[arg(long)]
+        key_exclude: Vec<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

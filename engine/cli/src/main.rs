@@ -5,6 +5,7 @@ mod args;
 mod cmd_bench;
 mod cmd_build;
 mod cmd_cache;
+mod cmd_env;
 mod cmd_exec;
 mod cmd_run;
 mod cmd_list;
@@ -50,6 +51,7 @@ fn run(cli: Cli) -> miette::Result<ExitCode> {
         Command::Mitigations(RegistryListCommand::List { files, json }) => cmd_list::mitigations(&files, json),
         Command::Environments(RegistryListCommand::List { files, json }) => cmd_list::environments(&files, json),
         Command::Run(a) => cmd_run::run(&a),
+        Command::Env(c) => cmd_env::env(&c),
         Command::Bench(args::BenchCommand::HwQueue { args }) => cmd_bench::hw_queue(&args),
         Command::Explain(a) => cmd_cache::explain(&a),
         Command::Cache(c) => cmd_cache::cache(&c),

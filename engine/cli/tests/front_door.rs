@@ -146,3 +146,26 @@ fn every_recipe_dry_runs_through_labels() {
     assert_eq!(quick["argv"], serde_json::json!(["bash", "recipes/quickstart.sh"]));
     assert_eq!(quick["cells"].as_array().unwrap().len(), 6);
 }
+
+#[test]
+fn env_key_and_diff_of_snapshots() {
+    let out = aorta(&["env", "key", "docs/examples/h200-env.json"]);
+    assert!(out.status.success(), "{}", transcript(&out));
+    let text = stdout(&out);
+    assert_eq!(text.lines().next().unwrap().len(), 64, "{text}");
+    let dir = tempfile::tempdir().unwrap();
+    let original = std::fs::read_to_string(common::repo_root().join("docs/examples/h200-env.json")).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&original).unwrap();
+    v["env_vars"]["CUDA_DEVICE_MAX_CONNECTIONS"] = serde_json::json!("1");
+    let changed = dir.path().join("changed.json");
+    std::fs::write(&changed, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    let out = aorta(&["env", "diff", "docs/examples/h200-env.json", changed.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", transcript(&out));
+    assert!(stdout(&out).contains("CUDA_DEVICE_MAX_CONNECTIONS"), "{}", transcript(&out));
+    let mut v2: serde_json::Value = serde_json::from_str(&original).unwrap();
+    v2["host"]["hostname"] = serde_json::json!("elsewhere");
+    let host = dir.path().join("host.json");
+    std::fs::write(&host, serde_json::to_string_pretty(&v2).unwrap()).unwrap();
+    let out = aorta(&["env", "diff", "docs/examples/h200-env.json", host.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "a hostname never changes the key: {}", transcript(&out));
+}
