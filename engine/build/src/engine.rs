@@ -6,7 +6,7 @@ use crate::fsutil::list_files;
 use crate::trial::{run_trial, TrialRun, TrialSpec};
 use aorta_exec::{CancelToken, Pool, SlotRequest, Slots};
 use aorta_graph::PlannedTrial;
-use aorta_recipe::{Recipe, Verdict as StopVerdict};
+use aorta_recipe::Recipe;
 use aorta_store::{Key, LocalStore, Lookup, Manifest};
 use aorta_trial::TrialRecord;
 use std::collections::{BTreeMap, HashMap};
@@ -263,7 +263,7 @@ impl Schedule<'_> {
             Arc::new(own)
         };
         if let Some(s) = self.recipe.stop_after {
-            if StopVerdict::parse(record.verdict.as_str()) == Some(s.event_verdict) {
+            if record.verdict == s.event_verdict {
                 states[c].events += 1;
                 if states[c].events >= s.events {
                     states[c].done = true;

@@ -100,6 +100,13 @@ fn command_settings(recipe: &Recipe, argv: &[String], kill_on_hang: bool) -> Res
 
 use engine::MakeSpec;
 
+/// Per cell, how to turn a planned trial into the spec the executor runs.
+fn spec_maker(cell: &aorta_recipe::Cell, body: impl Fn() -> Body + Send + Sync + 'static) -> MakeSpec {
+    let env = cell.resolved_env.clone();
+    let name = cell.name.clone();
+    Arc::new(move |p: &PlannedTrial| TrialSpec { key: p.key.0.clone(), cell: name.clone(), index: p.index, env: env.clone(), body: body() })
+}
+
 fn bodies(recipe: &Recipe, argv: Option<&[String]>, opts: &BuildOptions) -> Result<Vec<Result<MakeSpec, String>>, String> {
     let mut out = Vec::new();
     match recipe.mode {
@@ -108,16 +115,7 @@ fn bodies(recipe: &Recipe, argv: Option<&[String]>, opts: &BuildOptions) -> Resu
             let settings = Arc::new(command_settings(recipe, argv, opts.kill_on_hang)?);
             for cell in &recipe.cells {
                 let settings = settings.clone();
-                let env = cell.resolved_env.clone();
-                let name = cell.name.clone();
-                let make: MakeSpec = Arc::new(move |p: &PlannedTrial| TrialSpec {
-                    key: p.key.0.clone(),
-                    cell: name.clone(),
-                    index: p.index,
-                    env: env.clone(),
-                    body: Body::Command(settings.clone()),
-                });
-                out.push(Ok(make));
+                out.push(Ok(spec_maker(cell, move || Body::Command(settings.clone()))));
             }
         }
         Mode::Triage => {
@@ -135,16 +133,7 @@ fn bodies(recipe: &Recipe, argv: Option<&[String]>, opts: &BuildOptions) -> Resu
                     }
                 };
                 let settings = Arc::new(WorkloadSettings { workload: w, steps: cell.effective_steps(recipe), config: cell.effective_workload_config(recipe), timeout: opts.workload_timeout });
-                let env = cell.resolved_env.clone();
-                let name = cell.name.clone();
-                let make: MakeSpec = Arc::new(move |p: &PlannedTrial| TrialSpec {
-                    key: p.key.0.clone(),
-                    cell: name.clone(),
-                    index: p.index,
-                    env: env.clone(),
-                    body: Body::Workload(settings.clone()),
-                });
-                out.push(Ok(make));
+                out.push(Ok(spec_maker(cell, move || Body::Workload(settings.clone()))));
             }
         }
     }

@@ -101,7 +101,7 @@ pub fn materialize(store: &LocalStore, recipe: &Recipe, paths: &RunPaths, result
                 let _ = std::fs::remove_dir_all(&staged);
                 store.materialize(&r.manifest, &staged).map_err(|e| format!("cannot materialise {rel}: {e}"))?;
                 // The record as this cell sees it (a shared key reports under each cell's name).
-                let json = serde_json::to_vec_pretty(&r.record).unwrap_or_default();
+                let json = serde_json::to_vec_pretty(&*r.record).unwrap_or_default();
                 write_atomic(&staged.join("result.json"), &json).map_err(|e| format!("cannot write {rel}/result.json: {e}"))?;
                 staged
             }

@@ -249,19 +249,7 @@ fn run_workload(spec: &TrialSpec, w: &WorkloadSettings, dir: &Path, lease: &Leas
 }
 
 fn not_launched(reason: String) -> ProcessOutcome {
-    ProcessOutcome {
-        launched: false,
-        exec_error: Some(reason),
-        exit_code: 1,
-        timed_out: false,
-        cancelled: false,
-        hang_detected: false,
-        walltime: Duration::ZERO,
-        pid: None,
-        peak_rss_kib: None,
-        strays_killed: 0,
-        processes: Vec::new(),
-    }
+    ProcessOutcome { exec_error: Some(reason), ..ProcessOutcome::not_launched(1) }
 }
 
 /// The workload protocol's judgement table (docs/workload-protocol.md).

@@ -164,7 +164,8 @@ pub struct ProcessOutcome {
 }
 
 impl ProcessOutcome {
-    fn not_launched(exit_code: i32) -> Self {
+    /// The outcome of a program that never ran (callers use it when spawning was refused).
+    pub fn not_launched(exit_code: i32) -> Self {
         ProcessOutcome {
             launched: false,
             exec_error: None,

@@ -131,32 +131,8 @@ pub struct Confound {
     pub resolved_baseline: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    Pass,
-    Fail,
-    Error,
-}
-
-impl Verdict {
-    pub fn parse(s: &str) -> Option<Verdict> {
-        match s {
-            "pass" => Some(Verdict::Pass),
-            "fail" => Some(Verdict::Fail),
-            "error" => Some(Verdict::Error),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Pass => "pass",
-            Verdict::Fail => "fail",
-            Verdict::Error => "error",
-        }
-    }
-}
+/// A trial's verdict (shared with the trial record, so stop_after compares like with like).
+pub use aorta_trial::Verdict;
 
 /// Run up to `max_trials` per cell; stop once `events` trials have `event_verdict`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

@@ -19,6 +19,15 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    pub fn parse(s: &str) -> Option<Verdict> {
+        match s {
+            "pass" => Some(Verdict::Pass),
+            "fail" => Some(Verdict::Fail),
+            "error" => Some(Verdict::Error),
+            _ => None,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Pass => "pass",
