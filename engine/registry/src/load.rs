@@ -1,7 +1,7 @@
 //! Merging built-ins, the project registry and sidecars into one [`Registry`].
 //!
 //! Order is built-ins → project registry → sidecars in command-line order. Every name must be
-//! unique across all of them: a collision is an error naming both definitions (full paths),
+//! unique across all of them: a collision is an error naming both definitions (paths as given),
 //! pointing at the second one's key, because an override would make a recipe's meaning
 //! depend on which files were passed.
 
@@ -127,7 +127,8 @@ struct Merger {
 impl Merger {
     fn add_file(&mut self, path: &Path, file: SourceFile, source: Source) -> Result<(), Box<Diag>> {
         let parsed = sidecar::parse(file, &source)?;
-        let full = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        // The path as the user gave it: stable across machines and checkouts.
+        let full = path.to_path_buf();
         let file = &parsed.file;
         let ctx = FileCtx { file, full: &full, source: &source };
         insert_all(&mut self.registry.mitigations, &mut self.origins, Kind::Mitigation, parsed.mitigations, &ctx)?;
