@@ -129,7 +129,13 @@ fn kill_9_mid_build_keeps_completed_trials_and_the_store_verifies() {
     let ws = Ws::new(&RECIPE.replace("trials: 3", "trials: 20"));
     ws.write("slow.sh", "sleep 0.05\n");
     let mut child = ws.cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out", "--", "bash", "slow.sh"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(900));
+    // Kill once a few trials are in the store (polling, so a slow machine does not flake).
+    let ac = ws.path().join("store/ac");
+    let committed = || walk_count(&ac);
+    let t0 = std::time::Instant::now();
+    while committed() < 3 && t0.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let verify = ws.cmd(&["cache", "verify"]).output().unwrap();
@@ -139,6 +145,12 @@ fn kill_9_mid_build_keeps_completed_trials_and_the_store_verifies() {
     assert_eq!(executed + reused, 40);
     assert!(reused > 0, "completed trials must be reused, got {executed} executed / {reused} reused");
     assert!(executed > 0, "the kill should have left work to do");
+}
+
+fn walk_count(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |rd| {
+        rd.filter_map(Result::ok).map(|e| if e.path().is_dir() { walk_count(&e.path()) } else { 1 }).sum()
+    })
 }
 
 #[test]
