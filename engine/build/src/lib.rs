@@ -8,6 +8,7 @@
 pub mod engine;
 mod fsutil;
 mod outputs;
+mod retention;
 pub mod trial;
 pub mod workloads;
 

@@ -106,6 +106,16 @@ pub fn materialize(store: &LocalStore, recipe: &Recipe, paths: &RunPaths, result
                 staged
             }
         };
+        if let Some(retain) = recipe.probe.as_ref().and_then(|p| p.retain.as_ref()) {
+            let (level, deleted, freed) = crate::retention::apply(&staged, retain, r.record.verdict);
+            if !deleted.is_empty() {
+                // Stamp the outcome into this directory's record, as AORTA does.
+                let mut record = (*r.record).clone();
+                record.capture.insert("retention".into(), serde_json::json!({"level": level, "deleted": deleted, "freed_bytes": freed}));
+                let json = serde_json::to_vec_pretty(&record).unwrap_or_default();
+                write_atomic(&staged.join("result.json"), &json).map_err(|e| format!("cannot write {rel}/result.json: {e}"))?;
+            }
+        }
         replace_dir(&staged, &dest).map_err(|e| format!("cannot place {rel}: {e}"))?;
         index.insert(rel, r.manifest.key.to_string());
         changed = true;

@@ -218,3 +218,21 @@ fn unknown_workload_is_a_cell_error_not_a_crash() {
     let text = common::transcript(&out);
     assert!(text.contains("cell did not run") && text.contains("aorta-workload-nope"), "{text}");
 }
+
+#[test]
+fn retention_trims_passing_trials_in_the_run_dir_only() {
+    let ws = Ws::new(&RECIPE.replace("trials: 3", "trials: 1").replace("confound:", "retain: {on_pass: none, on_fail: full}\nconfound:"));
+    ws.write("job.sh", "echo out; [ \"$CUDA_LAUNCH_BLOCKING\" = 1 ]\n");
+    let out = ws.sweep(&["bash", "job.sh"]);
+    assert!(out.status.success(), "{}", common::transcript(&out));
+    let pass_dir = ws.path().join("out/T/cuda_launch_blocking-none/trial_0");
+    let fail_dir = ws.path().join("out/T/none-none/trial_0");
+    assert!(!pass_dir.join("stdout.log").exists(), "on_pass: none drops the logs");
+    assert!(pass_dir.join("result.json").is_file(), "the record stays");
+    let rec: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(pass_dir.join("result.json")).unwrap()).unwrap();
+    assert_eq!(rec["capture"]["retention"]["level"], "none", "{rec}");
+    assert!(fail_dir.join("stdout.log").is_file(), "on_fail: full keeps everything");
+    // The store still has every output: verify stays clean and a rerun reuses both trials.
+    assert!(ws.cmd(&["cache", "verify"]).output().unwrap().status.success());
+    assert_eq!(counts(&ws.sweep(&["bash", "job.sh"])), (0, 2));
+}
