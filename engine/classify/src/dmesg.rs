@@ -15,8 +15,8 @@ use crate::tier3::MAX_DMESG_BYTES;
 /// How long `dmesg` may take before it is killed.
 pub const DMESG_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Runs `dmesg --no-pager --since "<since_secs> seconds ago"` (AORTA passes the trial's
-/// walltime + 5). Returns the log (at most its last 10 MiB, decoded with replacement) or why
+/// Runs `dmesg --since "<since_secs> seconds ago"` (AORTA passes the trial's walltime + 5).
+/// No `--no-pager`: older util-linux lacks it, and dmesg never pages into a pipe. Returns the log (at most its last 10 MiB, decoded with replacement) or why
 /// it is unavailable: binary missing, permission denied (`dmesg_restrict`), unsupported
 /// option, non-zero exit, or the 10 s timeout.
 pub fn collect_dmesg(since_secs: u64) -> Result<String, String> {
@@ -52,7 +52,7 @@ fn read_tail(mut r: impl Read, cap: usize) -> Vec<u8> {
 pub(crate) fn collect_with(program: &OsStr, pre_args: &[&OsStr], since_secs: u64, timeout: Duration) -> Result<String, String> {
     let mut child = Command::new(program)
         .args(pre_args)
-        .args(["--no-pager", "--since", &format!("{since_secs} seconds ago")])
+        .args(["--since", &format!("{since_secs} seconds ago")])
         .env("LC_ALL", "C") // English messages, so the reasons below can be recognised
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -118,7 +118,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = script(&dir, r#"echo "args: $*""#);
         let out = run(&p, DMESG_TIMEOUT).unwrap();
-        assert_eq!(out, "args: --no-pager --since 42 seconds ago\n");
+        assert_eq!(out, "args: --since 42 seconds ago\n");
     }
 
     #[test]
