@@ -25,12 +25,12 @@ M20 = ["none", "tf32_off", "xnack", "hsa_no_sdma", "hip_launch_blocking"]
 D20 = ["none", "amd_log_level_4", "gpu_max_hw_queues_2", "roc_signal_pool_16k"]
 
 
-def write_probe_200(d: Path) -> Path:
-    r = d / "probe-200.yaml"
+def write_probe_200(d: Path, extra: str = "", name: str = "probe-200.yaml") -> Path:
+    r = d / name
     r.write_text(
         "schema_version: 1\nmode: probe\nticket: BENCH\ntrials: 10\n"
         f"mitigation_axis: [{', '.join(M20)}]\ndiagnostic_axis: [{', '.join(D20)}]\n"
-        "confound: {baseline_cell: none-none}\n"
+        "confound: {baseline_cell: none-none}\n" + extra
     )
     return r
 
@@ -84,26 +84,33 @@ def main():
     rs, py = os.path.abspath(a.aorta_rs), os.path.abspath(a.aorta_py)
     work = Path(tempfile.mkdtemp(prefix="aorta-bench-"))
     env = dict(os.environ, NO_COLOR="1")
-    probe = write_probe_200(work)
-    rs_times, py_times = [], []
+    variants = {
+        "default": write_probe_200(work),
+        # Tier 3 reads the kernel log once per trial (dmesg): ~10 ms on this kernel.
+        "tier 3 off": write_probe_200(work, "disable_detector_tiers: [tier3]\n", "probe-200-no-tier3.yaml"),
+    }
+    times = {v: ([], []) for v in variants}
     for i in range(a.runs):
-        # Alternate the tools so machine noise hits both alike.
-        store = work / f"store-{i}"
-        e = dict(env, AORTA_STORE=str(store))
-        rs_times.append(timed([rs, "sweep", "run", "--recipe", str(probe), "--output", str(work / f"rs-out-{i}"), "--", "true"], env=e)[0])
-        py_times.append(timed([py, "sweep", "run", "--recipe", str(probe), "--output", str(work / f"py-out-{i}"), "--", "true"], env=env)[0])
+        for v, probe in variants.items():
+            # Alternate the tools so machine noise hits both alike.
+            store = work / f"store-{v}-{i}"
+            e = dict(env, AORTA_STORE=str(store))
+            out = v.replace(" ", "-")
+            times[v][0].append(timed([rs, "sweep", "run", "--recipe", str(probe), "--output", str(work / f"rs-{out}-{i}"), "--", "true"], env=e)[0])
+            times[v][1].append(timed([py, "sweep", "run", "--recipe", str(probe), "--output", str(work / f"py-{out}-{i}"), "--", "true"], env=env)[0])
     big, side = write_cached_10k(work)
     e = dict(env, AORTA_STORE=str(work / "store-10k"))
     cmd = [rs, "sweep", "run", "--recipe", str(big), "--mitigations-file", str(side), "--output", str(work / "rs-10k"), "--jobs", str(os.cpu_count() or 1), "--", "true"]
     first, _ = timed(cmd, env=e)
     cached = [timed(cmd, env=e)[0] for _ in range(a.runs)]
     rss = rss_of(cmd, env=e)
-    rs_med, py_med = statistics.median(rs_times), statistics.median(py_times)
     print(f"machine: {platform.machine()} {os.cpu_count()} cores, {platform.platform()}, python {platform.python_version()}")
     print()
     print("| benchmark | aorta | AORTA 0.2.1 | ratio |")
     print("|---|---|---|---|")
-    print(f"| probe 20 cells × 10 trials of `true`, first run | {summary(rs_times)} | {summary(py_times)} | {py_med / rs_med:.1f}× faster |")
+    for v, (rs_times, py_times) in times.items():
+        rs_med, py_med = statistics.median(rs_times), statistics.median(py_times)
+        print(f"| probe 20 cells × 10 trials of `true`, first run, {v} | {summary(rs_times)} | {summary(py_times)} | {py_med / rs_med:.2f}× (AORTA time / aorta time) |")
     print(f"| 1,000 cells × 10 trials, first run (`--jobs {os.cpu_count()}`) | {first:.3f} s | — | — |")
     print(f"| 1,000 cells × 10 trials, fully cached rerun | {summary(cached)} | — | — |")
     print(f"| peak RSS of the cached rerun | {rss / 1024:.1f} MiB | — | — |" if rss else "| peak RSS | n/a | — | — |")
