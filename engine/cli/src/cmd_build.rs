@@ -50,8 +50,7 @@ pub fn build(a: &BuildArgs) -> miette::Result<ExitCode> {
     }
     let mut code = ExitCode::SUCCESS;
     for (recipe, argv) in &runs {
-        let default_output = if recipe.mode == Mode::Probe { "probe_results" } else { "triage_results" };
-        let out = crate::cmd_exec::execute(recipe, argv.as_deref(), &a.exec, default_output, a.verbose)?;
+        let out = crate::cmd_exec::execute(recipe, argv.as_deref(), &a.exec, a.verbose)?;
         let c = crate::cmd_exec::report(&out, recipe.mode);
         if c != ExitCode::SUCCESS {
             code = c;

@@ -19,7 +19,16 @@ pub struct Outcome {
 }
 
 /// Runs one recipe to completion (or Ctrl-C) and returns what happened.
-pub fn execute(recipe: &Recipe, argv: Option<&[String]>, exec: &ExecArgs, default_output: &str, verbose: u8) -> miette::Result<Outcome> {
+/// AORTA's default output directory for each flow.
+fn default_output(recipe: &Recipe) -> &'static str {
+    match recipe.mode {
+        Mode::Probe => "probe_results",
+        Mode::Triage => "triage_results",
+    }
+}
+
+/// `--output` when given, else AORTA's default for the recipe's flow.
+pub fn execute(recipe: &Recipe, argv: Option<&[String]>, exec: &ExecArgs, verbose: u8) -> miette::Result<Outcome> {
     let t0 = std::time::Instant::now();
     let mut ctx = crate::context::key_context(argv)?;
     let workloads = aorta_build::resolve_workloads(recipe, &mut ctx);
@@ -28,7 +37,7 @@ pub fn execute(recipe: &Recipe, argv: Option<&[String]>, exec: &ExecArgs, defaul
     let cancel = aorta_exec::install_interrupt_handler().map_err(|e| miette::miette!("cannot install the Ctrl-C handler: {e}"))?;
     let opts = BuildOptions {
         store_root: crate::cmd_cache::store_root(exec.store.as_ref())?,
-        output: exec.output.clone().unwrap_or_else(|| PathBuf::from(default_output)),
+        output: exec.output.clone().unwrap_or_else(|| PathBuf::from(default_output(recipe))),
         jobs: exec.jobs.unwrap_or(if exec.gpus.is_empty() { 1 } else { exec.gpus.len() }),
         gpus: exec.gpus.clone(),
         gpus_per_trial: usize::from(!exec.gpus.is_empty()),

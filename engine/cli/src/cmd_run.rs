@@ -38,7 +38,7 @@ pub fn run(a: &RunArgs) -> miette::Result<ExitCode> {
     if exec.output.is_none() {
         exec.output = Some(a.results_dir.clone().unwrap_or_else(|| PathBuf::from("results")));
     }
-    let out = crate::cmd_exec::execute(&recipe, None, &exec, "results", a.verbose)?;
+    let out = crate::cmd_exec::execute(&recipe, None, &exec, a.verbose)?;
     if out.cancelled {
         return Ok(crate::cmd_exec::report(&out, recipe.mode));
     }

@@ -131,8 +131,7 @@ fn finish(a: &SweepRunArgs, recipe: &Recipe, argv: Option<&[String]>) -> miette:
         let plan = aorta_plan::plan(recipe, None, &crate::context::key_context(argv)?);
         return crate::cmd_build::print_plans(&[plan], a.json);
     }
-    let default_output = if recipe.mode == Mode::Probe { "probe_results" } else { "triage_results" };
-    let out = crate::cmd_exec::execute(recipe, argv, &a.exec, default_output, a.verbose)?;
+    let out = crate::cmd_exec::execute(recipe, argv, &a.exec, a.verbose)?;
     Ok(crate::cmd_exec::report(&out, recipe.mode))
 }
 

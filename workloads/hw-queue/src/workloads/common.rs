@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::backend::{host_ns, Buf, Event, Gemm, Gpu, GpuError, Kernel, Result, Stream};
+use crate::backend::{host_ns, Buf, Event, Gemm, Gpu, GpuError, Kernel, MemKind, Result, Stream};
 use crate::metrics::{concurrency, Concurrency, Interval};
 
 /// Maps the GPU's `%globaltimer` onto the host's monotonic clock (`host_ns`).
@@ -178,6 +178,18 @@ pub fn spin_host(ns: u64) {
     while host_ns() < end {
         std::hint::spin_loop();
     }
+}
+
+/// The largest stream count a config sweeps (validated non-empty).
+pub fn max_streams(cfg: &crate::config::Config) -> usize {
+    cfg.streams.iter().copied().max().unwrap_or(1) as usize
+}
+
+/// `n` streams, each with a device buffer of `elems` f32s (at least one, never a zero-size alloc).
+pub fn streams_with_buffers(gpu: &mut dyn Gpu, n: usize, elems: u32) -> Result<(Vec<Stream>, Vec<Buf>)> {
+    let pool = create_streams(gpu, n)?;
+    let bufs = (0..n).map(|_| gpu.alloc(elems.max(1) as usize * 4, MemKind::Device)).collect::<Result<_>>()?;
+    Ok((pool, bufs))
 }
 
 pub fn create_streams(gpu: &mut dyn Gpu, n: usize) -> Result<Vec<Stream>> {

@@ -2,9 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use super::common::{clock_sync, create_streams, tune_gemm, StreamEvents};
+use super::common::{clock_sync, create_streams, max_streams, streams_with_buffers, tune_gemm, StreamEvents};
 use super::dtype_name;
-use crate::backend::{host_ns, Buf, Gemm, GemmShape, Gpu, Kernel, MemKind, Result, Stream};
+use crate::backend::{host_ns, Gemm, GemmShape, Gpu, Kernel, Result, Stream};
 use crate::config::{Config, Order};
 use crate::metrics::{median, Stats};
 use crate::results::{Metrics, Point};
@@ -121,11 +121,8 @@ pub fn hetero_kernels(
     gpu: &mut dyn Gpu,
     log: &mut dyn FnMut(String),
 ) -> Result<Vec<Point>> {
-    let max_n = *cfg.streams.iter().max().expect("validated") as usize;
-    let pool = create_streams(gpu, max_n)?;
-    let bufs: Vec<Buf> = (0..max_n)
-        .map(|_| gpu.alloc(cfg.tiny_elems as usize * 4, MemKind::Device))
-        .collect::<Result<_>>()?;
+    let max_n = max_streams(cfg);
+    let (pool, bufs) = streams_with_buffers(gpu, max_n, cfg.tiny_elems)?;
     let sh = shape(cfg);
     let (g, _, base_extra) =
         planned_gemm(gpu, sh, (max_n / 2).max(1) as u32, cfg.algos, pool[0], log)?;

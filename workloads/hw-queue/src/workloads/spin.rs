@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::common::{clock_sync, create_streams, stamp_intervals, ClockSync, StreamEvents};
+use super::common::{clock_sync, create_streams, max_streams, stamp_intervals, streams_with_buffers, ClockSync, StreamEvents};
 use super::timing_passes;
 use crate::backend::{host_ns, Buf, Gpu, Kernel, MemKind, Result, Stream};
 use crate::config::{Config, Order, Timer};
@@ -240,11 +240,8 @@ pub fn tiny_kernel_stress(
     gpu: &mut dyn Gpu,
     log: &mut dyn FnMut(String),
 ) -> Result<Vec<Point>> {
-    let max_n = *cfg.streams.iter().max().expect("validated") as usize;
-    let pool = create_streams(gpu, max_n)?;
-    let bufs: Vec<Buf> = (0..max_n)
-        .map(|_| gpu.alloc(cfg.tiny_elems.max(1) as usize * 4, MemKind::Device))
-        .collect::<Result<_>>()?;
+    let max_n = max_streams(cfg);
+    let (pool, bufs) = streams_with_buffers(gpu, max_n, cfg.tiny_elems)?;
     let sync = clock_sync(gpu, pool[0], bufs[0], 8)?;
     let ops = cfg.ops_per_stream.max(1) as usize;
     let mut points = Vec::new();
