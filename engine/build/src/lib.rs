@@ -40,6 +40,9 @@ pub struct BuildOptions {
     pub cancel: CancelToken,
     /// Resolved workload executables by name (workload flow).
     pub workloads: Vec<(String, Result<workloads::Workload, String>)>,
+    /// The environment snapshot (with the key the trials used) written as each environment's
+    /// env.json; `None` writes host basics only.
+    pub env_record: Option<serde_json::Value>,
 }
 
 pub struct BuildOutcome {
@@ -96,6 +99,8 @@ fn command_settings(recipe: &Recipe, argv: &[String], kill_on_hang: bool) -> Res
         hang,
         classifier: ClassifierConfig { custom, tier3_vram_growth: p.tier3_vram_growth, disables: p.disables.clone() },
         dmesg_unavailable: Default::default(),
+        // One reader of /dev/kmsg per build; where it cannot be opened, dmesg per trial.
+        kernel_log: if p.disables.tier_disabled(aorta_classify::Tier::Tier3) { None } else { aorta_classify::KernelLog::open().ok() },
     })
 }
 
@@ -180,7 +185,7 @@ pub fn build(recipe: &Recipe, planned: &[PlannedTrial], argv: Option<&[String]>,
     let _ = std::fs::remove_dir_all(&paths.staging);
     placed?;
     let t_rep = std::time::Instant::now();
-    let report = outputs::write_report(recipe, &paths, &executed, argv)?;
+    let report = outputs::write_report(recipe, &paths, &executed, argv, opts.env_record.as_ref())?;
     timing("report", t_rep);
     Ok(BuildOutcome {
         run_dir: paths.run_dir,

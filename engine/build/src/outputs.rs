@@ -128,7 +128,7 @@ pub fn materialize(store: &LocalStore, recipe: &Recipe, paths: &RunPaths, result
 
 /// Aggregates and writes matrix.json, matrix.md, recipe.resolved.yaml and env.json.
 /// Returns the end-of-run summary and the matrix's incomplete reason, if any.
-pub fn write_report(recipe: &Recipe, paths: &RunPaths, ex: &Executed, argv: Option<&[String]>) -> Result<(String, Option<String>), String> {
+pub fn write_report(recipe: &Recipe, paths: &RunPaths, ex: &Executed, argv: Option<&[String]>, env_record: Option<&serde_json::Value>) -> Result<(String, Option<String>), String> {
     let mut cells = Vec::new();
     for (c, cell) in recipe.cells.iter().enumerate() {
         let mine: Vec<&TrialResult> = ex.results.iter().filter(|r| r.cell == c).collect();
@@ -148,8 +148,10 @@ pub fn write_report(recipe: &Recipe, paths: &RunPaths, ex: &Executed, argv: Opti
     w("matrix.json", &json)?;
     w("matrix.md", matrix.to_markdown().as_bytes())?;
     w("recipe.resolved.yaml", aorta_report::resolved_recipe_yaml(recipe).as_bytes())?;
-    let host = aorta_graph::HostBasics::current();
-    let env = serde_json::json!({"schema_version": host.schema, "key": host.key(), "host": host, "note": "host basics only, until `aorta env probe` captures the full snapshot"});
+    let env = env_record.cloned().unwrap_or_else(|| {
+        let host = aorta_graph::HostBasics::current();
+        serde_json::json!({"schema_version": host.schema, "key": host.key(), "host": host, "note": "host basics only: no environment snapshot was given"})
+    });
     let mut env_bytes = serde_json::to_vec_pretty(&env).unwrap_or_default();
     env_bytes.push(b'\n');
     let mut envs: Vec<&str> = recipe.cells.iter().map(|c| c.environment.name.as_str()).collect();

@@ -35,6 +35,8 @@ pub struct CommandSettings {
     pub classifier: ClassifierConfig,
     /// Set once `dmesg` proved unusable here, so it is not spawned again for every trial.
     pub dmesg_unavailable: AtomicBool,
+    /// `/dev/kmsg` read in place of `dmesg` when it could be opened.
+    pub kernel_log: Option<aorta_classify::KernelLog>,
 }
 
 pub struct WorkloadSettings {
@@ -120,6 +122,7 @@ fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease,
     p.timeout = c.timeout;
     p.hang = c.hang.clone();
     lease.apply(&mut p);
+    let kernel_mark = c.kernel_log.as_ref().map(|k| k.mark());
     let outcome = match aorta_exec::run(&p, cancel) {
         Ok(o) => o,
         Err(e) => {
@@ -131,7 +134,9 @@ fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease,
         return TrialRun::Cancelled;
     }
     let tier3_off = c.classifier.disables.tier_disabled(Tier::Tier3);
-    let dmesg_text = if outcome.launched && !tier3_off && !c.dmesg_unavailable.load(Ordering::Relaxed) {
+    let dmesg_text = if let (Some(log), Some(mark), true) = (&c.kernel_log, kernel_mark, outcome.launched && !tier3_off) {
+        Some(log.since(mark))
+    } else if outcome.launched && !tier3_off && !c.dmesg_unavailable.load(Ordering::Relaxed) {
         match collect_dmesg(outcome.walltime.as_secs() + 5) {
             Ok(t) => Some(t),
             Err(reason) => {

@@ -33,6 +33,7 @@ mod patterns;
 mod stream;
 mod tier1;
 mod tier3;
+mod kmsg;
 mod verdict;
 
 pub use aorta_trial::Verdict;
@@ -40,6 +41,7 @@ pub use catalogue::{detector_ids, Pattern, PatternFlags, Tier, PATTERN_LIBRARY_V
 pub use classify::classify;
 pub use disables::{DisableError, Disables};
 pub use dmesg::{collect_dmesg, DMESG_TIMEOUT};
+pub use kmsg::{KernelLog, Mark as KernelLogMark};
 pub use model::{
     compile_custom_regex, Classification, ClassifierConfig, CustomDetector, GpuSnapshot, Observation, OnMatch, REGEX_BACKTRACK_LIMIT,
 };

@@ -133,6 +133,14 @@ pub struct ExecArgs {
     /// Output directory (default probe_results / triage_results, as AORTA).
     #[arg(long, visible_alias = "output-dir", value_name = "DIR")]
     pub output: Option<PathBuf>,
+    /// Use this recorded environment snapshot (from `aorta env probe`) for trial keys instead
+    /// of probing this machine [env: AORTA_ENV_SNAPSHOT].
+    #[arg(long, value_name = "ENV.JSON")]
+    pub env_snapshot: Option<PathBuf>,
+    /// The Python interpreter whose PyTorch the environment probe describes (default:
+    /// $VIRTUAL_ENV's, $CONDA_PREFIX's, then python3 on PATH) [env: AORTA_PYTHON].
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -33,7 +33,7 @@ pub fn build(a: &BuildArgs) -> miette::Result<ExitCode> {
             }
             let argv = if recipe.mode == Mode::Probe { argv } else { None };
             if a.dry_run {
-                plans.push(aorta_plan::plan(&recipe, Some(&t.label), &crate::context::key_context(argv.as_deref())?));
+                plans.push(aorta_plan::plan(&recipe, Some(&t.label), &crate::context::key_context(argv.as_deref(), &recipe, &crate::context::EnvSource::from_args(&a.exec))?));
             } else {
                 if recipe.mode == Mode::Probe && argv.is_none() {
                     return Err(usage(

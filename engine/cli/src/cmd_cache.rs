@@ -104,7 +104,7 @@ pub fn explain(a: &ExplainArgs) -> miette::Result<ExitCode> {
     let recipe = aorta_recipe::load_recipe(&t.recipe, &sidecars).map_err(|d| miette::Report::new(*d))?.recipe;
     let argv = if !a.command.is_empty() { Some(a.command.clone()) } else if !t.command.is_empty() { Some(t.command.clone()) } else { None };
     let argv = if recipe.mode == aorta_recipe::Mode::Probe { argv } else { None };
-    let ctx = crate::context::key_context(argv.as_deref())?;
+    let ctx = crate::context::key_context(argv.as_deref(), &recipe, &crate::context::EnvSource::from_env())?;
     let Some(ci) = recipe.cells.iter().position(|c| c.name == a.cell) else {
         let names: Vec<&str> = recipe.cells.iter().map(|c| c.name.as_str()).collect();
         return Err(usage(format!("no cell '{}' in {}", a.cell, t.label), format!("cells: {}", names.join(", "))));

@@ -30,7 +30,8 @@ fn default_output(recipe: &Recipe) -> &'static str {
 /// `--output` when given, else AORTA's default for the recipe's flow.
 pub fn execute(recipe: &Recipe, argv: Option<&[String]>, exec: &ExecArgs, verbose: u8) -> miette::Result<Outcome> {
     let t0 = std::time::Instant::now();
-    let mut ctx = crate::context::key_context(argv)?;
+    let env_source = crate::context::EnvSource::from_args(exec);
+    let mut ctx = crate::context::key_context(argv, recipe, &env_source)?;
     let workloads = aorta_build::resolve_workloads(recipe, &mut ctx);
     let planned = aorta_graph::trial_inputs(recipe, &ctx);
     aorta_build::timing("trial keys", t0);
@@ -45,6 +46,7 @@ pub fn execute(recipe: &Recipe, argv: Option<&[String]>, exec: &ExecArgs, verbos
         workload_timeout: exec.trial_timeout.map(std::time::Duration::from_secs_f64),
         cancel,
         workloads,
+        env_record: Some(crate::context::snapshot_record(recipe, &env_source)?),
     };
     let bar = progress_bar(planned.len() as u64, verbose);
     let (mut executed, mut reused, mut failed) = (0u64, 0u64, 0u64);

@@ -128,7 +128,7 @@ fn workload_flow(a: &SweepRunArgs, name: &str) -> miette::Result<ExitCode> {
 
 fn finish(a: &SweepRunArgs, recipe: &Recipe, argv: Option<&[String]>) -> miette::Result<ExitCode> {
     if a.dry_run {
-        let plan = aorta_plan::plan(recipe, None, &crate::context::key_context(argv)?);
+        let plan = aorta_plan::plan(recipe, None, &crate::context::key_context(argv, recipe, &crate::context::EnvSource::from_args(&a.exec))?);
         return crate::cmd_build::print_plans(&[plan], a.json);
     }
     let out = crate::cmd_exec::execute(recipe, argv, &a.exec, a.verbose)?;

@@ -8,7 +8,16 @@ pub fn repo_root() -> PathBuf {
 
 /// Runs the real `aorta` binary from the repository root.
 pub fn aorta(args: &[&str]) -> Output {
-    assert_cmd::Command::cargo_bin("aorta").unwrap().current_dir(repo_root()).env("NO_COLOR", "1").env_remove("AORTA_STORE").args(args).output().unwrap()
+    // A recorded snapshot keeps keys in dry-run snapshots the same on every machine.
+    assert_cmd::Command::cargo_bin("aorta")
+        .unwrap()
+        .current_dir(repo_root())
+        .env("NO_COLOR", "1")
+        .env_remove("AORTA_STORE")
+        .env("AORTA_ENV_SNAPSHOT", repo_root().join("docs/examples/h200-env.json"))
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 /// Exit code and both streams, for snapshots.

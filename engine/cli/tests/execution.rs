@@ -236,3 +236,53 @@ fn retention_trims_passing_trials_in_the_run_dir_only() {
     assert!(ws.cmd(&["cache", "verify"]).output().unwrap().status.success());
     assert_eq!(counts(&ws.sweep(&["bash", "job.sh"])), (0, 2));
 }
+
+/// The environment snapshot is part of every key: a tracked variable aorta runs under re-runs
+/// everything, an unrelated one re-runs nothing (real probe of this machine).
+#[test]
+fn a_tracked_env_var_changes_the_env_key_and_an_unrelated_one_does_not() {
+    let ws = Ws::new(RECIPE);
+    let run = |extra: &[(&str, &str)]| {
+        let mut c = ws.cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out", "--", "true"]);
+        c.env_remove("CUDA_DEVICE_MAX_CONNECTIONS").env_remove("AORTA_ENV_SNAPSHOT");
+        for (k, v) in extra {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    assert_eq!(counts(&run(&[])), (6, 0));
+    assert_eq!(counts(&run(&[])), (0, 6), "two probes in a row give the same key");
+    assert_eq!(counts(&run(&[("CUDA_DEVICE_MAX_CONNECTIONS", "1")])), (6, 0));
+    assert_eq!(counts(&run(&[("CUDA_DEVICE_MAX_CONNECTIONS", "1"), ("AORTA_TEST_UNRELATED", "x")])), (0, 6));
+    let env: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ws.path().join("out/T/environments/local/env.json")).unwrap()).unwrap();
+    assert_eq!(env["env_vars"]["CUDA_DEVICE_MAX_CONNECTIONS"], "1");
+    assert_eq!(env["keyed_fields"]["env_vars.CUDA_DEVICE_MAX_CONNECTIONS"], "1");
+    assert_eq!(env["key"].as_str().map(str::len), Some(64));
+}
+
+/// Recorded snapshots (`--env-snapshot`): a new driver re-runs, another hostname does not,
+/// and a recipe's `env_key` decides.
+#[test]
+fn recorded_snapshots_and_recipe_env_key_rules() {
+    let ws = Ws::new(RECIPE);
+    let base: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(common::repo_root().join("docs/examples/h200-env.json")).unwrap()).unwrap();
+    let variant = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut v = base.clone();
+        edit(&mut v);
+        ws.write(name, &serde_json::to_string(&v).unwrap());
+    };
+    variant("a.json", &|_| {});
+    variant("host.json", &|v| v["host"]["hostname"] = "another-box".into());
+    variant("driver.json", &|v| v["gpu"]["driver_version"] = "590.1".into());
+    let run = |snap: &str| ws.cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out", "--env-snapshot", snap, "--", "true"]).output().unwrap();
+    assert_eq!(counts(&run("a.json")), (6, 0));
+    assert_eq!(counts(&run("host.json")), (0, 6), "hostnames are never keyed by default");
+    assert_eq!(counts(&run("driver.json")), (6, 0), "a new driver re-runs");
+    ws.write("r.yaml", &format!("{RECIPE}env_key: {{include: [host.hostname], exclude: [gpu.driver_version]}}\n"));
+    assert_eq!(counts(&run("a.json")), (6, 0), "the rules changed the key");
+    assert_eq!(counts(&run("driver.json")), (0, 6), "driver excluded");
+    assert_eq!(counts(&run("host.json")), (6, 0), "hostname included");
+    let bad = ws.cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out", "--env-snapshot", "missing.json", "--", "true"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2), "{}", String::from_utf8_lossy(&bad.stderr));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("missing.json"));
+}

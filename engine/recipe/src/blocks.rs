@@ -247,3 +247,26 @@ pub(crate) fn disables(cx: &Ctx, root: &Node) -> Res<Disables> {
     }
     Ok(d)
 }
+
+/// `env_key: {include: [...], exclude: [...]}`: patterns checked with the probe's own rules, so
+/// a pattern that loads here is one the key computation understands.
+pub(crate) fn env_key(cx: &Ctx, node: &Node, path: &FieldPath) -> Res<EnvKeyRules> {
+    let help = "env_key: {include: [host.hostname], exclude: ['env_vars.NCCL_DEBUG*']}";
+    let entries = cx.map(node, path, help)?;
+    cx.only_keys(entries, path, &["include", "exclude"], "env_key")?;
+    let mut rules = EnvKeyRules::default();
+    for (name, slot) in [("include", &mut rules.include), ("exclude", &mut rules.exclude)] {
+        let Some(list) = node.get(name) else { continue };
+        let p = path.key(name);
+        let items = cx.list(list, &p, help)?;
+        for (i, item) in items.iter().enumerate() {
+            let ip = p.index(i);
+            let pat = cx.non_empty_string(item, &ip, "a dotted snapshot field path such as cuda.libraries.*.version")?;
+            aorta_probe::KeyRules::new(vec![pat.to_string()], vec![])
+                .validate()
+                .map_err(|e| cx.schema(item, &ip, e, "`aorta env key` lists the keyed fields and their paths"))?;
+            slot.push(pat.to_string());
+        }
+    }
+    Ok(rules)
+}

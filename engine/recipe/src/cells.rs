@@ -85,6 +85,7 @@ pub(crate) fn triage(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> 
         collect,
         confound: Confound { threshold: common.threshold, baseline_cell: common.baseline_cell.map(|(n, _)| n), resolved_baseline },
         stop_after: common.stop_after,
+        env_key: common.env_key,
         cells,
         inline_environments: inline,
         probe: None,

@@ -157,6 +157,7 @@ impl FlagRecipe {
             collect,
             confound: Confound { threshold, baseline_cell: self.baseline_cell.clone(), resolved_baseline },
             stop_after: None,
+            env_key: EnvKeyRules::default(),
             cells,
             inline_environments: inline,
             probe: None,

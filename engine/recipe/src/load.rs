@@ -12,11 +12,13 @@ use std::path::{Path, PathBuf};
 
 pub const TRIAGE_KEYS: &[&str] = &[
     "schema_version", "ticket", "workload", "trials", "steps", "confound", "cells", "workload_config", "save_logs", "collect", "stop_after",
+    "env_key",
 ];
 pub const PROBE_KEYS: &[&str] = &[
     "schema_version", "ticket", "mode", "trials", "mitigation_axis", "diagnostic_axis", "step_time_regex", "collect_paths",
     "timeout_per_trial", "env_passthrough_mode", "confound", "custom_patterns", "hang_window_sec", "hang_grace_period_at_start",
     "tier3_vram_growth", "stop_after", "disable_detectors", "disable_detector_tiers", "retain", "redaction",
+    "env_key",
 ];
 const TRIAGE_REQUIRED: &[&str] = &["schema_version", "workload", "trials", "steps", "cells"];
 const PROBE_REQUIRED: &[&str] = &["schema_version", "trials", "mitigation_axis", "diagnostic_axis"];
@@ -142,13 +144,14 @@ fn top_level(cx: &Ctx, root: &Node) -> Res<Mode> {
     Ok(mode)
 }
 
-/// Fields both modes share: ticket, trials, confound threshold, stop_after.
+/// Fields both modes share: ticket, trials, confound threshold, stop_after, env_key.
 pub(crate) struct Common {
     pub ticket: Option<String>,
     pub trials: u32,
     pub threshold: f64,
     pub baseline_cell: Option<(String, Node)>,
     pub stop_after: Option<StopAfter>,
+    pub env_key: EnvKeyRules,
 }
 
 pub(crate) fn common(cx: &Ctx, root: &Node) -> Res<Common> {
@@ -176,7 +179,11 @@ pub(crate) fn common(cx: &Ctx, root: &Node) -> Res<Common> {
         None => None,
         Some(n) => Some(blocks::stop_after(cx, n, &top.key("stop_after"))?),
     };
-    Ok(Common { ticket, trials, threshold, baseline_cell, stop_after })
+    let env_key = match root.get("env_key") {
+        None => EnvKeyRules::default(),
+        Some(n) => blocks::env_key(cx, n, &top.key("env_key"))?,
+    };
+    Ok(Common { ticket, trials, threshold, baseline_cell, stop_after, env_key })
 }
 
 /// Checks an explicit baseline names a cell; the error lists the cells.

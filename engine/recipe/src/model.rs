@@ -39,12 +39,22 @@ pub struct Recipe {
     pub collect: Collect,
     pub confound: Confound,
     pub stop_after: Option<StopAfter>,
+    /// `env_key: {include, exclude}`: which environment-snapshot fields feed trial keys, on top
+    /// of the defaults (docs/env-snapshot.md). An aorta extension; AORTA 0.2.1 has no such key.
+    pub env_key: EnvKeyRules,
     pub cells: Vec<Cell>,
     /// Inline `{docker: ref}` environments by auto-name (`_inline_<8 hex>`), in first-use order.
     pub inline_environments: Vec<InlineEnvironment>,
     pub probe: Option<ProbeSettings>,
     /// Sidecar registry files the recipe was loaded with (CLI order), plus the project registry.
     pub registry_files: Vec<PathBuf>,
+}
+
+/// Dotted snapshot field patterns (`env_vars.NCCL_*`, `host.hostname`), validated at load.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EnvKeyRules {
+    pub include: Vec<String>,
+    pub exclude: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

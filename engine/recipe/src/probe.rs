@@ -135,6 +135,7 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
         collect: Collect::default(),
         confound: Confound { threshold: common.threshold, baseline_cell: common.baseline_cell.map(|(n, _)| n), resolved_baseline },
         stop_after: common.stop_after,
+        env_key: common.env_key,
         cells,
         inline_environments: Vec::new(),
         probe: Some(probe),
