@@ -146,7 +146,7 @@ impl Executor for SimExecutor {
         let t = Instant::now();
         match &mut self.rng {
             None => self.sim.run_ordered(std::slice::from_ref(plan)),
-            Some(rng) => self.sim.run_scheduled(plan, |ready| rng.next() as usize % ready.len()),
+            Some(rng) => self.sim.run_scheduled(plan, |ready| rng.next_u64() as usize % ready.len()),
         }
         Ok(t.elapsed().as_secs_f64() * 1e3)
     }

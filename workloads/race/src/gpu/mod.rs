@@ -276,22 +276,26 @@ impl Runtime {
             Op::AllReduce { stream, send, recv } => {
                 let (n, c) = self.comm()?;
                 let count = self.bufs[recv].1 / el;
-                n.all_reduce(self.dptr(send)? as *const c_void, self.dptr(recv)? as *mut c_void, count, dt, ncclRedOp_t::ncclSum, c, st(stream) as _)?;
+                // SAFETY: device buffers of the plan's sizes, live communicator and stream.
+                unsafe { n.all_reduce(self.dptr(send)? as *const c_void, self.dptr(recv)? as *mut c_void, count, dt, ncclRedOp_t::ncclSum, c, st(stream) as _) }?;
             }
             Op::AllGather { stream, send, recv } => {
                 let (n, c) = self.comm()?;
                 let count = self.bufs[send].1 / el;
-                n.all_gather(self.dptr(send)? as *const c_void, self.dptr(recv)? as *mut c_void, count, dt, c, st(stream) as _)?;
+                // SAFETY: device buffers of the plan's sizes, live communicator and stream.
+                unsafe { n.all_gather(self.dptr(send)? as *const c_void, self.dptr(recv)? as *mut c_void, count, dt, c, st(stream) as _) }?;
             }
             Op::ReduceScatter { stream, send, recv } => {
                 let (n, c) = self.comm()?;
                 let count = self.bufs[recv].1 / el;
-                n.reduce_scatter(self.dptr(send)? as *const c_void, self.dptr(recv)? as *mut c_void, count, dt, c, st(stream) as _)?;
+                // SAFETY: device buffers of the plan's sizes, live communicator and stream.
+                unsafe { n.reduce_scatter(self.dptr(send)? as *const c_void, self.dptr(recv)? as *mut c_void, count, dt, c, st(stream) as _) }?;
             }
             Op::AllToAll { stream, send, recv } => {
                 let (n, c) = self.comm()?;
                 let chunk = self.bufs[send].1 / el / self.world as usize;
-                n.all_to_all(self.dptr(send)?, self.dptr(recv)?, chunk, el, self.world, dt, c, st(stream) as _)?;
+                // SAFETY: device buffers of the plan's sizes, live communicator and stream.
+                unsafe { n.all_to_all(self.dptr(send)?, self.dptr(recv)?, chunk, el, self.world, dt, c, st(stream) as _) }?;
             }
             Op::Record { stream, event } => {
                 // SAFETY: the event was created for this context.

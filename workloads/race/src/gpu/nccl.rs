@@ -142,24 +142,38 @@ impl Nccl {
         Ok(comm)
     }
 
-    pub fn destroy(&self, comm: ncclComm_t) {
-        // SAFETY: comm from init; the device is synchronised.
+    /// # Safety
+    /// `comm` comes from `init` and is not used afterwards.
+    pub unsafe fn destroy(&self, comm: ncclComm_t) {
         unsafe { (self.comm_destroy)(comm) };
     }
 
-    // The collectives. SAFETY (all): device pointers of at least the given counts, a live
-    // communicator, a stream of the current context.
-    pub fn all_reduce(&self, s: Buf, r: MutBuf, n: usize, dt: ncclDataType_t, op: ncclRedOp_t, c: ncclComm_t, st: cudaStream_t) -> Result<(), String> {
+    // The collectives.
+    // # Safety (all): device pointers of at least the given counts, a live communicator, a
+    // stream of the current context.
+    /// # Safety
+    /// See above.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn all_reduce(&self, s: Buf, r: MutBuf, n: usize, dt: ncclDataType_t, op: ncclRedOp_t, c: ncclComm_t, st: cudaStream_t) -> Result<(), String> {
         self.ck(unsafe { (self.all_reduce)(s, r, n, dt, op, c, st) }, "ncclAllReduce")
     }
-    pub fn all_gather(&self, s: Buf, r: MutBuf, n: usize, dt: ncclDataType_t, c: ncclComm_t, st: cudaStream_t) -> Result<(), String> {
+    /// # Safety
+    /// See above.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn all_gather(&self, s: Buf, r: MutBuf, n: usize, dt: ncclDataType_t, c: ncclComm_t, st: cudaStream_t) -> Result<(), String> {
         self.ck(unsafe { (self.all_gather)(s, r, n, dt, c, st) }, "ncclAllGather")
     }
-    pub fn reduce_scatter(&self, s: Buf, r: MutBuf, n: usize, dt: ncclDataType_t, c: ncclComm_t, st: cudaStream_t) -> Result<(), String> {
+    /// # Safety
+    /// See above.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn reduce_scatter(&self, s: Buf, r: MutBuf, n: usize, dt: ncclDataType_t, c: ncclComm_t, st: cudaStream_t) -> Result<(), String> {
         self.ck(unsafe { (self.reduce_scatter)(s, r, n, dt, ncclRedOp_t::ncclSum, c, st) }, "ncclReduceScatter")
     }
     /// all_to_all as grouped send/recv of `chunk` elements per peer (`bytes` per element).
-    pub fn all_to_all(&self, s: u64, r: u64, chunk: usize, bytes: usize, world: u32, dt: ncclDataType_t, c: ncclComm_t, st: cudaStream_t) -> Result<(), String> {
+    /// # Safety
+    /// See above.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn all_to_all(&self, s: u64, r: u64, chunk: usize, bytes: usize, world: u32, dt: ncclDataType_t, c: ncclComm_t, st: cudaStream_t) -> Result<(), String> {
         self.ck(unsafe { (self.group_start)() }, "ncclGroupStart")?;
         for j in 0..world as usize {
             let off = (j * chunk * bytes) as u64;
