@@ -5,7 +5,9 @@
 pub mod checksum;
 pub mod common;
 pub mod config;
+pub mod determinism;
 pub mod device;
+pub mod inference;
 pub mod model;
 pub mod protocol;
 pub mod stats;

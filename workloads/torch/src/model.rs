@@ -74,6 +74,8 @@ pub struct KvCache {
 pub enum Attend<'a> {
     /// Causal attention over the given tokens only (training, full recompute).
     Full,
+    /// Bidirectional attention (encoder models: no generation).
+    Encoder,
     /// Prompt of every row starts at position 0 and is written into `slots` of the cache.
     Prefill { cache: &'a mut KvCache, slots: &'a Tensor },
     /// One new token per row at position `lens[i]` of cache slot `slots[i]`.
@@ -164,6 +166,7 @@ impl Model {
         let (q, k, v) = (qkv.get(0), qkv.get(1), qkv.get(2));
         let o = match attend {
             Attend::Full => Tensor::scaled_dot_product_attention(&q, &k, &v, None::<Tensor>, 0.0, true, None, false),
+            Attend::Encoder => Tensor::scaled_dot_product_attention(&q, &k, &v, None::<Tensor>, 0.0, false, None, false),
             Attend::Prefill { cache, slots } => {
                 let _ = cache.k[layer].narrow(2, 0, t).index_copy_(0, slots, &k);
                 let _ = cache.v[layer].narrow(2, 0, t).index_copy_(0, slots, &v);
