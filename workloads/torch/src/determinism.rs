@@ -91,9 +91,17 @@ pub fn compare(a: &RunSums, b: &RunSums) -> Vec<String> {
     for (what, x, y) in [("pre", &a.block_pre, &b.block_pre), ("post", &a.block_post, &b.block_post)] {
         if x.len() != y.len() {
             out.push(format!("block {what} checksum count {} != {}", x.len(), y.len()));
-            continue;
         }
-        out.extend(x.iter().zip(y).enumerate().filter(|(_, (p, q))| p != q).map(|(i, (p, q))| format!("block[{i}].{what} {p} != {q}")));
+    }
+    if out.is_empty() {
+        // Block by block, input before output: the first reason is where the bits parted.
+        for i in 0..a.block_pre.len() {
+            for (what, x, y) in [("pre", &a.block_pre, &b.block_pre), ("post", &a.block_post, &b.block_post)] {
+                if x[i] != y[i] {
+                    out.push(format!("block[{i}].{what} {} != {}", x[i], y[i]));
+                }
+            }
+        }
     }
     if a.loss_bits != b.loss_bits {
         out.push(format!("loss_bits {} != {}", a.loss_bits, b.loss_bits));
@@ -250,9 +258,10 @@ mod tests {
     fn reasons_name_blocks_first() {
         let mut b = sums();
         b.block_post[1] = "x".into();
+        b.block_pre[1] = "y".into();
         b.loss_bits = "0x9".into();
         b.grads.insert("w".into(), "h".into());
-        assert_eq!(compare(&sums(), &b), vec!["block[1].post d != x", "loss_bits 0x1 != 0x9", "grad[w] g != h"]);
+        assert_eq!(compare(&sums(), &b), vec!["block[1].pre b != y", "block[1].post d != x", "loss_bits 0x1 != 0x9", "grad[w] g != h"]);
         let mut c = sums();
         c.block_pre.pop();
         assert_eq!(compare(&sums(), &c), vec!["block pre checksum count 2 != 1"]);
