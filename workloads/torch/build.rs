@@ -26,4 +26,6 @@ fn main() {
         .compile("aorta_torch_shim");
     // Every binary of the package (workloads, unit and integration tests) gets the rpath.
     println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");
+    // For the engine-level test, which must tell aorta where libtorch is.
+    println!("cargo:rustc-env=AORTA_TORCH_LIB_DIR={lib}");
 }

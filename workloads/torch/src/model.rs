@@ -60,7 +60,15 @@ enum Mix {
 
 enum Block {
     Mlp(nn::Linear),
-    Tx { ln1: nn::LayerNorm, qkv: nn::Linear, out: nn::Linear, ln2: nn::LayerNorm, mix: Mix },
+    Tx(Box<TxBlock>),
+}
+
+struct TxBlock {
+    ln1: nn::LayerNorm,
+    qkv: nn::Linear,
+    out: nn::Linear,
+    ln2: nn::LayerNorm,
+    mix: Mix,
 }
 
 /// Keys and values of every layer for `slots` sequences of up to `cap` positions.
@@ -102,7 +110,7 @@ impl Model {
                 let b = p / "blocks" / i;
                 match cfg.kind {
                     ModelKind::Mlp => Block::Mlp(nn::linear(&b / "fc", h, h, Default::default())),
-                    ModelKind::Transformer => Block::Tx {
+                    ModelKind::Transformer => Block::Tx(Box::new(TxBlock {
                         ln1: nn::layer_norm(&b / "ln1", vec![h], Default::default()),
                         qkv: nn::linear(&b / "qkv", h, 3 * h, Default::default()),
                         out: nn::linear(&b / "out", h, h, Default::default()),
@@ -115,7 +123,7 @@ impl Model {
                         } else {
                             Mix::Dense(Ffn::new(&b / "ffn", h, f))
                         },
-                    },
+                    })),
                 }
             })
             .collect();
@@ -137,12 +145,13 @@ impl Model {
                 Attend::Decode { lens, .. } => lens.view([b, 1]),
                 _ => Tensor::arange(t, (Kind::Int64, tokens.device())).view([1, t]),
             };
-            x = x + pos.forward(&positions);
+            x += pos.forward(&positions);
         }
         for (i, block) in self.blocks.iter().enumerate() {
             let y = match block {
                 Block::Mlp(fc) => fc.forward(&x).gelu("none"),
-                Block::Tx { ln1, qkv, out, ln2, mix } => {
+                Block::Tx(tx) => {
+                    let TxBlock { ln1, qkv, out, ln2, mix } = tx.as_ref();
                     let a = self.attention(i, &qkv.forward(&ln1.forward(&x)), &mut attend);
                     let x1 = &x + out.forward(&a);
                     let m = ln2.forward(&x1);
