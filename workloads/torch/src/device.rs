@@ -57,7 +57,8 @@ pub fn device_name(d: Device) -> String {
     }
 }
 
-/// Turns `torch.use_deterministic_algorithms` on or off. On CUDA deterministic cuBLAS also
+/// Turns `torch.use_deterministic_algorithms(on, warn_only=True)` and cuDNN determinism on or
+/// off, as AORTA's `enable_deterministic`. On CUDA deterministic cuBLAS also
 /// needs `CUBLAS_WORKSPACE_CONFIG`, read when the first handle is made: set it before any work.
 pub fn set_deterministic(on: bool) -> Result<(), String> {
     if on && std::env::var_os("CUBLAS_WORKSPACE_CONFIG").is_none() {

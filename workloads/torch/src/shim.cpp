@@ -8,9 +8,13 @@
 
 extern "C" {
 
+// As AORTA's enable_deterministic: warn_only (ops without a deterministic kernel warn, not
+// fail), cuDNN deterministic, no cuDNN autotuning.
 int aorta_set_deterministic(int on) {
   try {
-    at::globalContext().setDeterministicAlgorithms(on != 0, false);
+    at::globalContext().setDeterministicAlgorithms(on != 0, /*warn_only=*/true);
+    at::globalContext().setDeterministicCuDNN(on != 0);
+    at::globalContext().setBenchmarkCuDNN(false);
     return 0;
   } catch (...) {
     return -1;
