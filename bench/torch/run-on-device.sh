@@ -16,6 +16,8 @@ PY=${PY:-/opt/torch/.venv/bin/python3}
 OUT=${OUT:-$PWD/torch-bench-out}
 STEPS=${STEPS:-50}
 mkdir -p "$OUT"
+BIN=$(cd "$BIN" && pwd) || { echo "no $BIN: build and copy the workload binaries first" >&2; exit 2; }
+T=${T:-240}   # seconds per run; the whole script fits in a 10-minute device call
 TORCH_LIB="$("$PY" -c "import importlib.util as u; print(u.find_spec('torch').submodule_search_locations[0])")/lib"
 export LD_LIBRARY_PATH="$TORCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export AORTA_LIBTORCH="$TORCH_LIB"
@@ -29,13 +31,13 @@ ours() {
   printf '{"protocol":1,"workload":"%s","cell":"%s","trial_index":0,"steps":%s,"config":%s,"trial_dir":"%s"}\n' \
     "$name" "$label" "$steps" "$cfg" "$dir" > "$dir/config.json"
   echo "== ours: $label"
-  ( cd "$dir" && timeout 900 "$OLDPWD/$BIN/aorta-workload-$name" run --config config.json --result result.json >stdout.log 2>stderr.log )
+  ( cd "$dir" && timeout "$T" "$BIN/aorta-workload-$name" run --config config.json --result result.json >stdout.log 2>stderr.log )
   echo "   exit $? -> $dir/result.json"
 }
 eager() {
   local label=$1; shift
   echo "== eager: $label"
-  timeout 900 "$PY" bench/torch/eager_baseline.py "$@" > "$OUT/eager-$label.json" 2> "$OUT/eager-$label.stderr" ; echo "   exit $?"
+  timeout "$T" "$PY" bench/torch/eager_baseline.py "$@" > "$OUT/eager-$label.json" 2> "$OUT/eager-$label.stderr" ; echo "   exit $?"
 }
 
 BIG='"hidden_size":2048,"num_layers":24,"num_heads":16,"ffn_size":5632,"vocab_size":32000'
@@ -75,7 +77,7 @@ if [ -n "$wheel" ] && [ -f "$wheel" ]; then
   echo "== AORTA 0.2.1 llm_determinism (python)"
   venv="$OUT/.aorta-venv"
   "$PY" -m venv --system-site-packages "$venv" && "$venv/bin/pip" install -q --no-index --no-deps "$wheel"
-  RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29531 timeout 900 "$venv/bin/python" - > "$OUT/aorta-py-det-default.json" 2> "$OUT/aorta-py-det-default.stderr" <<'PY'
+  RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29531 timeout "$T" "$venv/bin/python" - > "$OUT/aorta-py-det-default.json" 2> "$OUT/aorta-py-det-default.stderr" <<'PY'
 import dataclasses, json, time
 from aorta.workloads.llm_determinism import LlmDeterminismWorkload
 w = LlmDeterminismWorkload({})  # AORTA's defaults: 24 layers, hidden 2048, seq 512, bf16
