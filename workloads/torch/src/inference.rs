@@ -147,7 +147,10 @@ fn offline_step(c: &Config, m: &Model, prompt: &Tensor, dev: Device, tally: &mut
     let mut seq = prompt.shallow_clone();
     for pos in c.prompt_len..c.prompt_len + c.generate_tokens - 1 {
         let next = logits.argmax(-1, true);
-        seq = Tensor::cat(&[&seq, &next], 1);
+        let recompute = cache.is_none() && (transformer || !c.kv_cache);
+        if recompute {
+            seq = Tensor::cat(&[&seq, &next], 1);
+        }
         let (l, ms) = timed(dev, || match cache.as_mut() {
             Some(kv) => {
                 let lens = Tensor::full([b], pos, (Kind::Int64, dev));
