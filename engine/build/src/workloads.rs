@@ -9,6 +9,10 @@ pub struct Workload {
     pub path: PathBuf,
     pub version: String,
     pub blake3: String,
+    /// Folder prepended to the child's `LD_LIBRARY_PATH` (libtorch's lib for workloads that
+    /// declare `"requires": ["libtorch"]`). Where it is found never enters a trial key: the
+    /// environment snapshot already records torch's version.
+    pub library_path: Option<PathBuf>,
 }
 
 /// Search order: `$AORTA_WORKLOAD_PATH`, the directory of the running `aorta`, `$PATH`.
@@ -43,5 +47,40 @@ pub fn resolve(name: &str) -> Result<Workload, String> {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("{} describe printed invalid JSON: {e}", path.display()))?;
     let version = v.get("version").and_then(|x| x.as_str()).unwrap_or("unknown").to_string();
     let blake3 = aorta_graph::hash_file(&path).map_err(|e| format!("cannot hash {}: {e}", path.display()))?;
-    Ok(Workload { name: name.to_string(), path, version, blake3 })
+    let requires: Vec<&str> = v.get("requires").and_then(|r| r.as_array()).map(|a| a.iter().filter_map(|x| x.as_str()).collect()).unwrap_or_default();
+    let library_path = if requires.contains(&"libtorch") { Some(libtorch_lib().map_err(|e| format!("workload '{name}' needs libtorch: {e}"))?) } else { None };
+    Ok(Workload { name: name.to_string(), path, version, blake3, library_path })
+}
+
+/// libtorch's lib folder for workloads that link it, first found of: `$AORTA_LIBTORCH` (the lib
+/// folder itself), `$LIBTORCH/lib`, the `lib` folder of the torch package that `$AORTA_PYTHON`
+/// (default `python3`) would import. The Python query only locates the package (importlib's
+/// find_spec), it never imports torch, so it takes milliseconds.
+pub fn libtorch_lib() -> Result<PathBuf, String> {
+    let has_torch = |d: &Path| d.join("libtorch_cpu.so").is_file() || d.join("libtorch_cpu.dylib").is_file();
+    if let Some(d) = std::env::var_os("AORTA_LIBTORCH").filter(|v| !v.is_empty()) {
+        let d = PathBuf::from(d);
+        return if has_torch(&d) { Ok(d) } else { Err(format!("$AORTA_LIBTORCH={} holds no libtorch_cpu", d.display())) };
+    }
+    if let Some(d) = std::env::var_os("LIBTORCH").filter(|v| !v.is_empty()) {
+        let d = PathBuf::from(d).join("lib");
+        return if has_torch(&d) { Ok(d) } else { Err(format!("$LIBTORCH/lib ({}) holds no libtorch_cpu", d.display())) };
+    }
+    let python = std::env::var("AORTA_PYTHON").ok().filter(|v| !v.is_empty()).unwrap_or_else(|| "python3".into());
+    let script = "import importlib.util as u; s = u.find_spec('torch'); print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')";
+    let out = std::process::Command::new(&python).args(["-c", script]).output().map_err(|e| format!("cannot run {python}: {e}; set $AORTA_LIBTORCH to libtorch's lib folder"))?;
+    let pkg = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if pkg.is_empty() {
+        return Err(format!("{python} has no torch package; pip install torch, or set $AORTA_PYTHON or $AORTA_LIBTORCH"));
+    }
+    let d = PathBuf::from(pkg).join("lib");
+    if has_torch(&d) { Ok(d) } else { Err(format!("{} holds no libtorch_cpu; set $AORTA_LIBTORCH", d.display())) }
+}
+
+/// `LD_LIBRARY_PATH` for a child: `lib` first, then whatever aorta itself was given.
+pub fn with_library_path(lib: &Path) -> String {
+    match std::env::var("LD_LIBRARY_PATH") {
+        Ok(old) if !old.is_empty() => format!("{}:{old}", lib.display()),
+        _ => lib.display().to_string(),
+    }
 }
