@@ -75,9 +75,11 @@ fi
 wheel=${AORTA_WHEEL:-$(ls .cache/amd_aorta-0.2.1-*.whl 2>/dev/null | head -1)}
 if [ -n "$wheel" ] && [ -f "$wheel" ]; then
   echo "== AORTA 0.2.1 llm_determinism (python)"
-  venv="$OUT/.aorta-venv"
-  "$PY" -m venv --system-site-packages "$venv" && "$venv/bin/pip" install -q --no-index --no-deps "$wheel"
-  RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29531 timeout "$T" "$venv/bin/python" - > "$OUT/aorta-py-det-default.json" 2> "$OUT/aorta-py-det-default.stderr" <<'PY'
+  # Installed beside, not into, the torch venv: a venv made from a venv's python does not see
+  # the parent venv's site-packages, so the package goes into a folder on PYTHONPATH instead.
+  pkg="$(mktemp -d)/aorta-0.2.1"
+  "$PY" -m pip install -q --no-index --no-deps --target "$pkg" "$wheel"
+  PYTHONPATH="$pkg" RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29531 timeout "$T" "$PY" - > "$OUT/aorta-py-det-default.json" 2> "$OUT/aorta-py-det-default.stderr" <<'PY'
 import dataclasses, json, time
 from aorta.workloads.llm_determinism import LlmDeterminismWorkload
 w = LlmDeterminismWorkload({})  # AORTA's defaults: 24 layers, hidden 2048, seq 512, bf16
