@@ -21,7 +21,7 @@ use aorta_exec::{CancelToken, HangConfig, Slots};
 use aorta_graph::{KeyContext, PlannedTrial};
 use aorta_recipe::{Mode, Recipe};
 use aorta_store::LocalStore;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use trial::{Body, CommandSettings, TrialSpec, WorkloadSettings};
@@ -64,11 +64,13 @@ pub fn timing(phase: &str, since: std::time::Instant) {
 }
 
 /// Resolves workload executables for a recipe and fills the key context's identities.
-pub fn resolve_workloads(recipe: &Recipe, ctx: &mut KeyContext) -> Vec<(String, Result<workloads::Workload, String>)> {
+/// `torch_dir`: the torch package the environment snapshot found, where libtorch is looked for
+/// first (see [`workloads::libtorch_lib`]).
+pub fn resolve_workloads(recipe: &Recipe, ctx: &mut KeyContext, torch_dir: Option<&Path>) -> Vec<(String, Result<workloads::Workload, String>)> {
     if recipe.mode == Mode::Probe {
         return Vec::new();
     }
-    let w = workloads::resolve(&recipe.workload);
+    let w = workloads::resolve(&recipe.workload, torch_dir);
     if let Ok(found) = &w {
         ctx.workloads.insert(found.name.clone(), (found.version.clone(), Some(found.blake3.clone())));
     }

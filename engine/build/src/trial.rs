@@ -228,8 +228,7 @@ fn run_workload(spec: &TrialSpec, w: &WorkloadSettings, dir: &Path, lease: &Leas
     p.env = spec.env.clone();
     if let Some(lib) = &w.workload.library_path {
         // A cell's own LD_LIBRARY_PATH comes after libtorch's folder, not instead of it.
-        let rest = p.env.get("LD_LIBRARY_PATH").cloned();
-        let v = match rest { Some(r) if !r.is_empty() => format!("{}:{r}", lib.display()), _ => crate::workloads::with_library_path(lib) };
+        let v = crate::workloads::with_library_path(lib, p.env.get("LD_LIBRARY_PATH").map(String::as_str));
         p.env.insert("LD_LIBRARY_PATH".into(), v);
     }
     p.cwd = Some(dir.to_path_buf());

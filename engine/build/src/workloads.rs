@@ -33,7 +33,7 @@ pub fn find(name: &str) -> Option<PathBuf> {
 }
 
 /// Resolves `name` and runs `describe` (bounded to 30 s). Errors are one-line reasons.
-pub fn resolve(name: &str) -> Result<Workload, String> {
+pub fn resolve(name: &str, torch_dir: Option<&Path>) -> Result<Workload, String> {
     if name.is_empty() || name.contains('/') {
         return Err(format!("invalid workload name '{name}'"));
     }
@@ -48,15 +48,16 @@ pub fn resolve(name: &str) -> Result<Workload, String> {
     let version = v.get("version").and_then(|x| x.as_str()).unwrap_or("unknown").to_string();
     let blake3 = aorta_graph::hash_file(&path).map_err(|e| format!("cannot hash {}: {e}", path.display()))?;
     let requires: Vec<&str> = v.get("requires").and_then(|r| r.as_array()).map(|a| a.iter().filter_map(|x| x.as_str()).collect()).unwrap_or_default();
-    let library_path = if requires.contains(&"libtorch") { Some(libtorch_lib().map_err(|e| format!("workload '{name}' needs libtorch: {e}"))?) } else { None };
+    let library_path = if requires.contains(&"libtorch") { Some(libtorch_lib(torch_dir).map_err(|e| format!("workload '{name}' needs libtorch: {e}"))?) } else { None };
     Ok(Workload { name: name.to_string(), path, version, blake3, library_path })
 }
 
 /// libtorch's lib folder for workloads that link it, first found of: `$AORTA_LIBTORCH` (the lib
-/// folder itself), `$LIBTORCH/lib`, the `lib` folder of the torch package that `$AORTA_PYTHON`
-/// (default `python3`) would import. The Python query only locates the package (importlib's
-/// find_spec), it never imports torch, so it takes milliseconds.
-pub fn libtorch_lib() -> Result<PathBuf, String> {
+/// folder itself), `$LIBTORCH/lib`, `torch_dir/lib` (the torch package the environment probe's
+/// interpreter imports, so `--python` chooses it), the `lib` folder of the torch package that
+/// `$AORTA_PYTHON` (default `python3`) would import. That last query only locates the package
+/// (importlib's find_spec), it never imports torch, so it takes milliseconds.
+pub fn libtorch_lib(torch_dir: Option<&Path>) -> Result<PathBuf, String> {
     let has_torch = |d: &Path| d.join("libtorch_cpu.so").is_file() || d.join("libtorch_cpu.dylib").is_file();
     if let Some(d) = std::env::var_os("AORTA_LIBTORCH").filter(|v| !v.is_empty()) {
         let d = PathBuf::from(d);
@@ -65,6 +66,9 @@ pub fn libtorch_lib() -> Result<PathBuf, String> {
     if let Some(d) = std::env::var_os("LIBTORCH").filter(|v| !v.is_empty()) {
         let d = PathBuf::from(d).join("lib");
         return if has_torch(&d) { Ok(d) } else { Err(format!("$LIBTORCH/lib ({}) holds no libtorch_cpu", d.display())) };
+    }
+    if let Some(d) = torch_dir.map(|t| t.join("lib")).filter(|d| has_torch(d)) {
+        return Ok(d);
     }
     let python = std::env::var("AORTA_PYTHON").ok().filter(|v| !v.is_empty()).unwrap_or_else(|| "python3".into());
     let script = "import importlib.util as u; s = u.find_spec('torch'); print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')";
@@ -77,10 +81,14 @@ pub fn libtorch_lib() -> Result<PathBuf, String> {
     if has_torch(&d) { Ok(d) } else { Err(format!("{} holds no libtorch_cpu; set $AORTA_LIBTORCH", d.display())) }
 }
 
-/// `LD_LIBRARY_PATH` for a child: `lib` first, then whatever aorta itself was given.
-pub fn with_library_path(lib: &Path) -> String {
-    match std::env::var("LD_LIBRARY_PATH") {
-        Ok(old) if !old.is_empty() => format!("{}:{old}", lib.display()),
-        _ => lib.display().to_string(),
+/// `LD_LIBRARY_PATH` for a child: `lib` first, then the cell's own value, else aorta's.
+pub fn with_library_path(lib: &Path, cell_value: Option<&str>) -> String {
+    let rest = cell_value
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+        .or_else(|| std::env::var("LD_LIBRARY_PATH").ok().filter(|v| !v.is_empty()));
+    match rest {
+        Some(r) => format!("{}:{r}", lib.display()),
+        None => lib.display().to_string(),
     }
 }

@@ -30,9 +30,11 @@ fn default_output(recipe: &Recipe) -> &'static str {
 /// `--output` when given, else AORTA's default for the recipe's flow.
 pub fn execute(recipe: &Recipe, argv: Option<&[String]>, exec: &ExecArgs, verbose: u8) -> miette::Result<Outcome> {
     let t0 = std::time::Instant::now();
-    let env_source = crate::context::EnvSource::from_args(exec);
-    let mut ctx = crate::context::key_context(argv, recipe, &env_source)?;
-    let workloads = aorta_build::resolve_workloads(recipe, &mut ctx);
+    let (snapshot, env_key) = crate::context::environment(recipe, &crate::context::EnvSource::from_args(exec))?;
+    let mut ctx = crate::context::key_context_with(argv, env_key.hash.clone())?;
+    // libtorch for workloads that need it: the torch the probe's interpreter would import.
+    let torch_dir = snapshot.pytorch.torch_dir.as_deref().map(std::path::Path::new);
+    let workloads = aorta_build::resolve_workloads(recipe, &mut ctx, torch_dir);
     let planned = aorta_graph::trial_inputs(recipe, &ctx);
     aorta_build::timing("trial keys", t0);
     let cancel = aorta_exec::install_interrupt_handler().map_err(|e| miette::miette!("cannot install the Ctrl-C handler: {e}"))?;
@@ -46,7 +48,7 @@ pub fn execute(recipe: &Recipe, argv: Option<&[String]>, exec: &ExecArgs, verbos
         workload_timeout: exec.trial_timeout.map(std::time::Duration::from_secs_f64),
         cancel,
         workloads,
-        env_record: Some(crate::context::snapshot_record(recipe, &env_source)?),
+        env_record: Some(crate::context::snapshot_record(&snapshot, env_key)),
     };
     let bar = progress_bar(planned.len() as u64, verbose);
     let (mut executed, mut reused, mut failed) = (0u64, 0u64, 0u64);

@@ -3,7 +3,7 @@
 
 use crate::args::ExecArgs;
 use aorta_graph::{hash_inputs, KeyContext};
-use aorta_probe::{probe, KeyRules, ProbeCache, ProbeOptions, Snapshot};
+use aorta_probe::{probe, EnvKey, KeyRules, ProbeCache, ProbeOptions, Snapshot};
 use aorta_recipe::Recipe;
 use aorta_source::{Diag, DiagKind};
 use std::path::PathBuf;
@@ -40,7 +40,8 @@ impl EnvSource {
     }
 }
 
-/// One snapshot per process: a build of several recipes probes once.
+/// One snapshot per process: a build of several recipes probes once (every caller in one
+/// invocation passes the same source).
 static SNAPSHOT: OnceLock<Arc<Snapshot>> = OnceLock::new();
 
 /// The environment snapshot for this invocation (probed or loaded at most once).
@@ -72,25 +73,35 @@ pub fn key_rules(recipe: &Recipe) -> KeyRules {
     KeyRules::new(recipe.env_key.include.clone(), recipe.env_key.exclude.clone())
 }
 
+/// The snapshot and this recipe's environment key over it (hashed once per caller).
+pub fn environment(recipe: &Recipe, src: &EnvSource) -> miette::Result<(Arc<Snapshot>, EnvKey)> {
+    let snap = snapshot(src)?;
+    let key = snap.key(&key_rules(recipe));
+    Ok((snap, key))
+}
+
+/// Key facts for a recipe: its environment key plus the command's input hashes.
 pub fn key_context(argv: Option<&[String]>, recipe: &Recipe, src: &EnvSource) -> miette::Result<KeyContext> {
+    key_context_with(argv, environment(recipe, src)?.1.hash)
+}
+
+/// Key facts with the environment key already computed.
+pub fn key_context_with(argv: Option<&[String]>, env_snapshot: String) -> miette::Result<KeyContext> {
     let cwd = std::env::current_dir().map_err(|e| miette::miette!("cannot read the current directory: {e}"))?;
     let input_hashes = match argv {
         Some(a) => hash_inputs(&cwd, a, &[]).map_err(|e| miette::Report::new(Diag::new(DiagKind::Io, e).with_help("check the input paths")))?,
         None => Default::default(),
     };
-    let env_snapshot = snapshot(src)?.key(&key_rules(recipe)).hash;
     Ok(KeyContext { env_snapshot, argv: argv.map(<[String]>::to_vec), input_hashes, workloads: Default::default() })
 }
 
 /// The snapshot as written to a run directory's `environments/<name>/env.json`: the probe's
-/// JSON plus the key this recipe's trials used and the fields that fed it.
-pub fn snapshot_record(recipe: &Recipe, src: &EnvSource) -> miette::Result<serde_json::Value> {
-    let snap = snapshot(src)?;
-    let key = snap.key(&key_rules(recipe));
-    let mut v = serde_json::to_value(&*snap).unwrap_or_default();
+/// JSON plus the key the trials used and the fields that fed it.
+pub fn snapshot_record(snap: &Snapshot, key: EnvKey) -> serde_json::Value {
+    let mut v = serde_json::to_value(snap).unwrap_or_default();
     if let Some(m) = v.as_object_mut() {
         m.insert("key".into(), serde_json::Value::String(key.hash));
         m.insert("keyed_fields".into(), serde_json::to_value(&key.fields).unwrap_or_default());
     }
-    Ok(v)
+    v
 }
