@@ -16,17 +16,7 @@ STEPS=${STEPS:-"env launch spin sweep convoy gemm hetero tiny copy graph decode 
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/run-on-device.log") 2>&1
 
-# NVRTC no newer than the driver's CUDA (13.0 there) and cuBLASLt: the toolkit's lib64 first, then
-# the nvidia-* wheels next to torch. libcuda.so.1 comes from the driver's own path.
-SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null || true)
-libdirs=""
-for lib in libnvrtc.so libcublasLt.so; do
-  f=$(ls /usr/local/cuda/lib64/$lib.1[0-9]* /usr/local/cuda-13*/lib64/$lib.1[0-9]* \
-         /usr/local/cuda/targets/*/lib/$lib.1[0-9]* \
-         "$SITE"/nvidia/cu13/lib/$lib.1[0-9]* "$SITE"/nvidia/*/lib/$lib.1[0-9]* 2>/dev/null | head -1)
-  [ -n "$f" ] && libdirs="$libdirs:$(dirname "$f")"
-done
-export LD_LIBRARY_PATH="${libdirs#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. "$(dirname "$0")/../cuda-libs.sh"
 unset CUDA_DEVICE_MAX_CONNECTIONS   # the driver's default (8) unless a step sets it
 
 want() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }

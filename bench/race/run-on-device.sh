@@ -13,16 +13,7 @@ STEPS=${STEPS:-"standalone sweep"}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/run-on-device.log") 2>&1
 
-# NVRTC (no newer than the driver's CUDA 13.0) and cuBLASLt: the toolkit's lib64, then the wheels
-# next to torch. NCCL: the wheel's libnccl.so.2 by full path (cudarc's loader does not try .so.2).
-SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null || true)
-libdirs=""
-for lib in libnvrtc.so libcublasLt.so; do
-  f=$(ls /usr/local/cuda/lib64/$lib.1[0-9]* /usr/local/cuda-13*/lib64/$lib.1[0-9]* \
-         "$SITE"/nvidia/cu13/lib/$lib.1[0-9]* "$SITE"/nvidia/*/lib/$lib.1[0-9]* 2>/dev/null | head -1)
-  [ -n "$f" ] && libdirs="$libdirs:$(dirname "$f")"
-done
-export LD_LIBRARY_PATH="${libdirs#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. "$(dirname "$0")/../cuda-libs.sh"
 export AORTA_NCCL_LIB=${AORTA_NCCL_LIB:-$(ls "$SITE"/nvidia/nccl/lib/libnccl.so.2 2>/dev/null | head -1)}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 unset CUDA_DEVICE_MAX_CONNECTIONS CUDA_LAUNCH_BLOCKING

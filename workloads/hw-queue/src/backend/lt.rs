@@ -21,12 +21,12 @@ fn ckl(s: lt::cublasStatus_t, what: &str) -> Result<()> {
     }
 }
 
-pub(crate) struct Lt {
+pub struct Lt {
     handle: lt::cublasLtHandle_t,
 }
 
 impl Lt {
-    pub(crate) fn new() -> Result<Self> {
+    pub fn new() -> Result<Self> {
         // SAFETY: only dlopen attempts.
         if !unsafe { lt::is_culib_present() } {
             return Err(GpuError::Unavailable(
@@ -51,7 +51,7 @@ impl Drop for Lt {
     }
 }
 
-pub(crate) struct LtGemm {
+pub struct LtGemm {
     desc: lt::cublasLtMatmulDesc_t,
     layouts: [lt::cublasLtMatrixLayout_t; 3],
     a: sys::CUdeviceptr,
@@ -74,7 +74,7 @@ fn types(d: Dtype) -> (lt::cudaDataType, lt::cublasComputeType_t) {
 }
 
 impl LtGemm {
-    pub(crate) fn new(
+    pub fn new(
         h: &Lt,
         shape: GemmShape,
         outputs: u32,
@@ -168,6 +168,11 @@ impl LtGemm {
         }
     }
 
+    /// The A and B inputs, for a caller that fills them after creation.
+    pub fn inputs(&self) -> [sys::CUdeviceptr; 2] {
+        [self.a, self.b]
+    }
+
     pub(crate) fn algos(&self) -> Vec<AlgoInfo> {
         self.results
             .iter()
@@ -180,7 +185,7 @@ impl LtGemm {
             .collect()
     }
 
-    pub(crate) fn run(&self, h: &Lt, stream: sys::CUstream, out: usize) -> Result<()> {
+    pub fn run(&self, h: &Lt, stream: sys::CUstream, out: usize) -> Result<()> {
         let (alpha, beta) = (1.0f32, 0.0f32);
         let c = self.outs[out % self.outs.len()];
         let ws = self.workspaces[out % self.workspaces.len()];
@@ -209,7 +214,7 @@ impl LtGemm {
         ckl(st, "cublasLtMatmul")
     }
 
-    pub(crate) fn free(self, _h: &Lt) {
+    pub fn free(self, _h: &Lt) {
         // SAFETY: created in new(); the context was synchronized by the caller.
         unsafe {
             let _ = lt::cublasLtMatmulDescDestroy(self.desc);

@@ -4,8 +4,10 @@
 //! the backend, which frees everything on drop.
 
 pub mod cuda;
-mod kernels;
-mod lt;
+/// NVRTC sources and the architecture table; the race workload compiles with the same table.
+pub mod kernels;
+/// The cuBLASLt GEMM, shared with the race workload's compute load.
+pub mod lt;
 pub mod sim;
 
 use std::sync::OnceLock;

@@ -43,16 +43,3 @@ pub const NAMES: [&str; 3] = ["race_fill", "race_consume", "race_spin"];
 pub const FILL: usize = 0;
 pub const CONSUME: usize = 1;
 pub const SPIN: usize = 2;
-
-/// NVRTC `--gpu-architecture` for a compute capability (None: NVRTC's default).
-pub fn arch_for(major: i32, minor: i32) -> Option<&'static str> {
-    Some(match (major, minor) {
-        (8, 0) => "compute_80",
-        (8, 6) => "compute_86",
-        (8, 9) => "compute_89",
-        (9, 0) => "compute_90",
-        (10, 0) => "compute_100",
-        (12, 0) => "compute_120",
-        _ => return None,
-    })
-}

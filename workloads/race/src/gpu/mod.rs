@@ -4,7 +4,6 @@
 //! library is checked before first use and its absence is a `Setup` error, never a panic.
 
 pub mod kernels;
-pub mod lt;
 pub mod nccl;
 
 use std::ffi::{c_void, CString};
@@ -14,6 +13,9 @@ use std::time::Instant;
 use cudarc::driver::result::DriverError;
 use cudarc::driver::sys;
 use cudarc::nccl::sys::{ncclComm_t, ncclDataType_t, ncclRedOp_t};
+
+use aorta_hw_queue::backend::lt::{Lt, LtGemm};
+use aorta_hw_queue::backend::{Dtype as GemmDtype, GemmShape};
 
 use crate::config::{CommPriority, RaceConfig};
 use crate::pattern::Dtype;
@@ -51,7 +53,8 @@ pub struct Runtime {
     events: Vec<sys::CUevent>,
     funcs: Vec<sys::CUfunction>,
     bufs: Vec<(Mem, usize)>,
-    gemm: Option<lt::Gemm>,
+    /// The compute load: hw-queue's cuBLASLt GEMM (gemm_size³, the heuristic's first algorithm).
+    gemm: Option<(Lt, LtGemm)>,
     window_ns: u64,
     blocks: u32,
     nccl: Option<nccl::Nccl>,
@@ -135,7 +138,7 @@ impl Runtime {
             let name = std::ffi::CStr::from_ptr(name.as_ptr() as *const _).to_string_lossy().into_owned();
             let mut drv = 0;
             ck(sys::cuDriverGetVersion(&mut drv), "cuDriverGetVersion")?;
-            let opts = cudarc::nvrtc::CompileOptions { arch: kernels::arch_for(major, minor), name: Some("race.cu".into()), ..Default::default() };
+            let opts = cudarc::nvrtc::CompileOptions { arch: aorta_hw_queue::backend::kernels::arch_for(major, minor), name: Some("race.cu".into()), ..Default::default() };
             let ptx = cudarc::nvrtc::compile_ptx_with_opts(kernels::SOURCE, opts).map_err(|e| format!("NVRTC: {e:?}"))?;
             let src = CString::new(ptx.to_src()).map_err(|e| e.to_string())?;
             let mut module = ptr::null_mut();
@@ -161,7 +164,7 @@ impl Runtime {
                 };
                 bufs.push((m, bytes));
             }
-            let gemm = if cfg.simulate_compute { Some(lt::Gemm::new(cfg.gemm_size, cfg.dtype, &mut |b| dev_alloc(b))?) } else { None };
+            let gemm = if cfg.simulate_compute { Some(gemm(cfg.gemm_size, cfg.dtype)?) } else { None };
             let flag = dev_alloc(4)?;
             let nver = nccl.version()?;
             let info = serde_json::json!({
@@ -186,8 +189,10 @@ impl Runtime {
                 comm: ptr::null_mut(),
                 flag,
             };
-            if let Some(g) = &rt.gemm {
-                rt.fill_raw(g.a, (cfg.gemm_size * cfg.gemm_size) as usize, 0.01, 0, streams[0])?;
+            if let Some((_, g)) = &rt.gemm {
+                for input in g.inputs() {
+                    rt.fill_raw(input, (cfg.gemm_size * cfg.gemm_size) as usize, 0.01, 0, streams[0])?;
+                }
             }
             ck(sys::cuCtxSynchronize(), "cuCtxSynchronize")?;
             Ok(rt)
@@ -263,9 +268,9 @@ impl Runtime {
                 self.launch(kernels::CONSUME, grid, 256, st(stream), &mut args)?;
             }
             Op::Gemm { stream, count } => {
-                if let Some(g) = &self.gemm {
+                if let Some((lt, g)) = &self.gemm {
                     for _ in 0..count {
-                        g.run(st(stream))?;
+                        g.run(lt, st(stream), 0).map_err(|e| e.to_string())?;
                     }
                 }
             }
@@ -371,6 +376,18 @@ impl Executor for Runtime {
     }
 }
 
+/// An n×n×n GEMM in the run's dtype; inputs are filled by the caller.
+fn gemm(n: u64, dtype: Dtype) -> Result<(Lt, LtGemm), String> {
+    let dtype = match dtype {
+        Dtype::F32 => GemmDtype::F32,
+        Dtype::Bf16 => GemmDtype::Bf16,
+        Dtype::F16 => GemmDtype::F16,
+    };
+    let lt = Lt::new().map_err(|e| e.to_string())?;
+    let g = LtGemm::new(&lt, GemmShape { m: n, n, k: n, dtype }, 1, 1, |_, _, _, _| Ok(())).map_err(|e| e.to_string())?;
+    Ok((lt, g))
+}
+
 impl Drop for Runtime {
     fn drop(&mut self) {
         // SAFETY: teardown after a synchronize; errors are ignored at exit.
@@ -378,6 +395,9 @@ impl Drop for Runtime {
             let _ = sys::cuCtxSynchronize();
             if let (Some(n), false) = (&self.nccl, self.comm.is_null()) {
                 n.destroy(self.comm);
+            }
+            if let Some((lt, g)) = self.gemm.take() {
+                g.free(&lt);
             }
         }
     }
