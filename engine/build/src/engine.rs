@@ -325,7 +325,9 @@ fn commit(store: &LocalStore, claim: aorta_store::Claim<'_>, dir: &Path, record:
     let json = serde_json::to_value(&*record).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("result.json"), serde_json::to_vec_pretty(&json).unwrap_or_default()).map_err(|e| format!("cannot write result.json: {e}"))?;
     let mut m = Manifest::new(claim.key().clone(), json);
-    for f in &files {
+    // result.json is the record itself, which the entry holds already: materialising writes it
+    // from there, so it costs no blob.
+    for f in files.iter().filter(|f| *f != "result.json") {
         let blob = store.put_blob_file(&dir.join(f)).map_err(|e| format!("cannot store {f}: {e}"))?;
         m.outputs.insert(f.clone(), blob);
     }

@@ -1,4 +1,6 @@
-//! Atomic writes into run directories: temp file in the same directory, fsync, rename.
+//! Atomic writes into run directories: temp file in the same directory, fsync, rename. The
+//! directory entries become durable with one `syncfs` at the end of the build
+//! (`aorta_store::sync_filesystem`), not with an fsync of the directory per file.
 
 use std::io::Write;
 use std::path::Path;
@@ -11,13 +13,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
+        f.sync_data()?;
     }
-    std::fs::rename(&tmp, path)?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    std::fs::rename(&tmp, path)
+
 }
 
 /// Replaces directory `dest` with `staged` (both in the same parent): the old tree moves

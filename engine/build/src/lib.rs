@@ -189,6 +189,11 @@ pub fn build(recipe: &Recipe, planned: &[PlannedTrial], argv: Option<&[String]>,
     let t_rep = std::time::Instant::now();
     let report = outputs::write_report(recipe, &paths, &executed, argv, opts.env_record.as_ref())?;
     timing("report", t_rep);
+    // Durable directory entries for the store and the run directory, once for the whole build.
+    let t_sync = std::time::Instant::now();
+    store.sync().map_err(|e| e.to_string())?;
+    aorta_store::sync_filesystem(&paths.run_dir).map_err(|e| format!("cannot sync {}: {e}", paths.run_dir.display()))?;
+    timing("sync", t_sync);
     Ok(BuildOutcome {
         run_dir: paths.run_dir,
         executed: executed.results.iter().filter(|r| r.source == Source::Executed).count(),

@@ -99,7 +99,9 @@ pub(crate) fn scan_windows<R: Read>(
 ) -> io::Result<()> {
     let chunk = params.chunk.max(1);
     let overlap = params.overlap;
-    let mut raw = vec![0u8; chunk];
+    // Read in small pieces and gather them into the window: a chunk-sized (1 MiB) read buffer
+    // costs more to zero than reading a short trial's whole log.
+    let mut raw = vec![0u8; chunk.min(64 << 10)];
     let mut decoder = Utf8Decoder::default();
     let mut buf = String::new();
     let mut from = 0usize; // where the next window's search starts

@@ -16,6 +16,25 @@ pub fn store_root(explicit: Option<&PathBuf>) -> miette::Result<PathBuf> {
     Ok(default_store_root(&aorta_labels::find_workspace_root(&cwd)))
 }
 
+/// Where the environment probe caches its interpreter report: the machine's Python is the
+/// same for every workspace, so the cache lives with the user, not in one store.
+/// `$AORTA_PROBE_CACHE`, else `$XDG_CACHE_HOME/aorta/probe`, else `~/.cache/aorta/probe`, else
+/// (no home) `<store>/probe-cache`. Entries are validated by a fingerprint of the interpreter
+/// and its packages, so sharing is safe.
+pub fn probe_cache_dir(store: Option<&PathBuf>) -> miette::Result<PathBuf> {
+    let non_empty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(d) = non_empty("AORTA_PROBE_CACHE") {
+        return Ok(d);
+    }
+    if let Some(d) = non_empty("XDG_CACHE_HOME").filter(|d| d.is_absolute()) {
+        return Ok(d.join("aorta").join("probe"));
+    }
+    if let Some(h) = non_empty("HOME").filter(|d| d.is_absolute()) {
+        return Ok(h.join(".cache").join("aorta").join("probe"));
+    }
+    Ok(store_root(store)?.join("probe-cache"))
+}
+
 fn open(root: &std::path::Path) -> miette::Result<LocalStore> {
     LocalStore::open(root).map_err(|e| usage(format!("cannot open the store at {}: {e}", root.display()), "check --store / AORTA_STORE"))
 }

@@ -27,7 +27,7 @@ pub fn env(cmd: &EnvCommand) -> miette::Result<ExitCode> {
             opts.python = python.clone();
             opts.extra_env_vars = Registry::builtin().mitigation_env_vars();
             if !no_cache {
-                opts.cache = Some(ProbeCache::new(crate::cmd_cache::store_root(None)?.join("probe-cache")));
+                opts.cache = Some(ProbeCache::new(crate::cmd_cache::probe_cache_dir(None)?));
             }
             let snap = probe(&opts);
             if let Some(f) = field {
@@ -64,7 +64,7 @@ pub fn env(cmd: &EnvCommand) -> miette::Result<ExitCode> {
                 None => {
                     let mut opts = ProbeOptions::current();
                     opts.extra_env_vars = Registry::builtin().mitigation_env_vars();
-                    opts.cache = Some(ProbeCache::new(crate::cmd_cache::store_root(None)?.join("probe-cache")));
+                    opts.cache = Some(ProbeCache::new(crate::cmd_cache::probe_cache_dir(None)?));
                     probe(&opts)
                 }
             };

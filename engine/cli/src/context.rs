@@ -60,7 +60,7 @@ pub fn snapshot(src: &EnvSource) -> miette::Result<Arc<Snapshot>> {
             let mut opts = ProbeOptions::current();
             opts.python = src.python.clone();
             opts.extra_env_vars = aorta_registry::Registry::builtin().mitigation_env_vars();
-            opts.cache = Some(ProbeCache::new(crate::cmd_cache::store_root(src.store.as_ref())?.join("probe-cache")));
+            opts.cache = Some(ProbeCache::new(crate::cmd_cache::probe_cache_dir(src.store.as_ref())?));
             probe(&opts)
         }
     };

@@ -1,6 +1,7 @@
 //! Running trial processes correctly (Linux).
 //!
-//! - [`run`] executes one [`ProcessSpec`]: the child gets its own session and process group,
+//! - [`run`] executes one [`ProcessSpec`] (started without a fork of aorta: `spawn.rs`): the
+//!   child gets its own session and process group,
 //!   its stdout/stderr go straight to files, and every process of its tree — including
 //!   grandchildren that daemonise with `setsid` or a double fork — is tracked by (pid, start
 //!   time) and torn down on timeout, cancel, hang kill, or when the root exits and leaves
@@ -20,6 +21,7 @@ mod hang;
 mod procfs;
 mod run;
 mod slots;
+mod spawn;
 mod tree;
 
 pub use cancel::{install_interrupt_handler, kill_all_trials, live_trials, CancelToken};

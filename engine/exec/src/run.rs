@@ -4,16 +4,15 @@
 use crate::cancel::CancelToken;
 use crate::hang::{HangConfig, Monitor};
 use crate::procfs;
+use crate::spawn;
 use crate::tree::{self, ProcId, Reap, Tree, TOKEN_VAR};
 use nix::sys::signal::Signal;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Waits until `fd` is readable or `timeout` passes (EINTR just ends the wait early).
@@ -217,35 +216,22 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
     static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
     let token = format!("{}.{}", std::process::id(), NEXT_TOKEN.fetch_add(1, Ordering::Relaxed));
 
-    let mut cmd = Command::new(&spec.argv[0]);
-    cmd.args(&spec.argv[1..]);
-    for k in &spec.env_remove {
-        cmd.env_remove(k);
-    }
-    cmd.envs(&spec.env);
-    cmd.env(TOKEN_VAR, &token);
-    if let Some(dir) = &spec.cwd {
-        cmd.current_dir(dir);
-    }
-    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
-    // SAFETY: only async-signal-safe syscalls between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            // Own session and process group: teardown signals the group, and the terminal's
-            // Ctrl-C reaches aorta only.
-            if libc::setsid() < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // If aorta dies without tearing down, the root gets SIGTERM (and a wrapper such
-            // as torchrun forwards it). Harmless when unsupported.
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0);
-            Ok(())
-        });
-    }
-
     let start = Instant::now();
-    let child = match cmd.spawn() {
-        Ok(c) => c,
+    let spawned = resolve_program(spec).and_then(|program| {
+        let mut env: BTreeMap<std::ffi::OsString, std::ffi::OsString> = std::env::vars_os().collect();
+        for k in &spec.env_remove {
+            env.remove(std::ffi::OsStr::new(k));
+        }
+        env.extend(spec.env.iter().map(|(k, v)| (k.into(), v.into())));
+        env.insert(TOKEN_VAR.into(), token.clone().into());
+        let env: Vec<_> = env.into_iter().collect();
+        let null = File::open("/dev/null")?;
+        let stdio = spawn::Stdio { stdin: &null, stdout: &out, stderr: &err, cwd: spec.cwd.as_deref() };
+        spawn::spawn(&program, &spec.argv, &env, stdio)
+    });
+    drop((out, err));
+    let pid = match spawned {
+        Ok(pid) => pid,
         Err(e) => {
             let code = match e.raw_os_error() {
                 Some(libc::ENOENT) => EXIT_NOT_FOUND,
@@ -262,10 +248,6 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
             return Ok(o);
         }
     };
-    let pid = child.id() as i32;
-    // The root is reaped with wait4 below (for its rusage); a dropped std Child neither
-    // waits nor kills.
-    drop(child);
     let root_start = procfs::read_stat(pid).map_or(0, |s| s.start_time);
     let tree = Arc::new(Tree::new(pid, root_start, &token));
     let _registration = tree::register(&tree);
@@ -319,8 +301,8 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
 
     let mut strays_killed = 0;
     match end {
-        End::Exited(_) => {
-            tree.refresh(Duration::ZERO);
+        End::Exited(at) => {
+            tree.refresh_young(at - start);
             strays_killed = tree.live().len();
             if strays_killed > 0 {
                 teardown(&tree, spec.kill_grace, cancel);
@@ -411,6 +393,60 @@ fn teardown(tree: &Tree, grace: Duration, cancel: &CancelToken) {
         }
     }
     tree.freeze_and_kill();
+}
+
+/// The child's `PATH`: the spec's, or aorta's unless the spec removes it.
+fn child_path(spec: &ProcessSpec) -> Option<std::ffi::OsString> {
+    if let Some(p) = spec.env.get("PATH") {
+        return Some(p.into());
+    }
+    if spec.env_remove.iter().any(|k| k == "PATH") {
+        return None;
+    }
+    std::env::var_os("PATH")
+}
+
+/// The program to execute, as `execvp` would find it in the child's `PATH` (relative entries
+/// against the child's working directory), looked up once per (name, PATH) and remembered:
+/// otherwise every trial's child tries each `PATH` entry in turn with a failing `execve`. A
+/// remembered path that is no longer an executable file is looked up afresh. Names with a `/`
+/// are used as they are. ENOENT when found nowhere, EACCES when found but not executable.
+fn resolve_program(spec: &ProcessSpec) -> io::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    type Cache = Mutex<HashMap<(String, std::ffi::OsString), PathBuf>>;
+    static FOUND: OnceLock<Cache> = OnceLock::new();
+    let name = &spec.argv[0];
+    if name.contains('/') {
+        return Ok(PathBuf::from(name));
+    }
+    // execvp's default search path when PATH is unset.
+    let path_var = child_path(spec).unwrap_or_else(|| "/bin:/usr/bin".into());
+    let executable = |p: &Path| fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    let cache = FOUND.get_or_init(Default::default);
+    let key = (name.clone(), path_var.clone());
+    if let Some(p) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        if executable(p) {
+            return Ok(p.clone());
+        }
+    }
+    let child_cwd = match &spec.cwd {
+        Some(d) => d.clone(),
+        None => std::env::current_dir()?,
+    };
+    let mut all_absolute = true;
+    let mut saw_file = false;
+    for dir in std::env::split_paths(&path_var) {
+        all_absolute &= dir.is_absolute();
+        let candidate = child_cwd.join(dir).join(name);
+        if executable(&candidate) {
+            if all_absolute {
+                cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, candidate.clone());
+            }
+            return Ok(candidate);
+        }
+        saw_file |= candidate.is_file();
+    }
+    Err(io::Error::from_raw_os_error(if saw_file { libc::EACCES } else { libc::ENOENT }))
 }
 
 fn open_logs(stdout: &Path, stderr: &Path) -> Result<(File, File), SpawnError> {

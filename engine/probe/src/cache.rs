@@ -15,7 +15,8 @@ use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-/// Where the probe keeps its cache; the CLI points it at `<store>/probe-cache/`.
+/// Where the probe keeps its cache; the CLI points it at `~/.cache/aorta/probe/` (see
+/// `aorta_cli::cmd_cache::probe_cache_dir`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProbeCache {
     pub dir: PathBuf,

@@ -12,7 +12,8 @@
 //! the trait and adds what only makes sense locally: per-key [`Claim`]s so concurrent builds
 //! never run the same trial twice, [`BuildLock`]s that keep gc out, `stats`, `verify` and `gc`.
 //!
-//! Integrity rules, relied on throughout: every write is temp-file + fsync + rename + dir fsync,
+//! Integrity rules, relied on throughout: every write is temp-file + fdatasync + rename (one
+//! `syncfs` per build makes the directory entries durable),
 //! every read is verified (blobs re-hashed, AC entries checksummed and their blobs checked), and
 //! a bad AC entry is a [`Lookup::Corrupt`] miss (the trial re-runs) rather than an error. See
 //! `docs/store.md` for the on-disk layout and protocols.
@@ -27,6 +28,7 @@ mod manifest;
 
 pub use digest::{validate_hex, Digest, HexError, Key};
 pub use error::{Result, StoreError};
+pub use fsio::sync_filesystem;
 pub use local::{default_store_root, LocalStore, Store, STORE_FORMAT_VERSION};
 pub use lock::{BuildLock, Claim, Waiting};
 pub use maint::{GcPolicy, GcReport, Problem, StoreStats, VerifyReport};

@@ -103,6 +103,11 @@ impl LocalStore {
         }
     }
 
+    /// Makes every entry written so far durable (one `syncfs`; see the fsio module docs).
+    pub fn sync(&self) -> Result<()> {
+        crate::fsio::sync_filesystem(&self.root).map_err(StoreError::io("sync the store's filesystem", &self.root))
+    }
+
     pub fn root(&self) -> &Path {
         &self.root
     }

@@ -7,9 +7,12 @@
 //!   `put_manifest` takes one), gc and `verify --repair` hold it **exclusive**. So gc never runs
 //!   while a build might be between uploading a blob and committing the manifest that references
 //!   it, and gc may delete per-key lock files (no claim can exist while it holds the lock).
-//! * `locks/keys/<key>.lock`: held **exclusive** by a [`Claim`] while one process executes a trial,
-//!   so two concurrent builds never execute the same key; the loser blocks (or polls), then
-//!   re-checks the action cache and finds the winner's entry.
+//! * a key lock, held **exclusive** by a [`Claim`] while one process executes a trial, so two
+//!   concurrent builds never execute the same key; the loser blocks (or polls), then re-checks
+//!   the action cache and finds the winner's entry. On Linux it is a one-byte open-file-description
+//!   lock (`F_OFD_SETLK`) in the single file `locks/keys.lock`, at an offset taken from the key:
+//!   creating a lock file per trial cost more than running a short trial. Elsewhere (or on a
+//!   kernel without OFD locks) it is `flock` on `locks/keys/<key>.lock`.
 //!
 //! Lock order is always store lock, then key lock, so there is no deadlock between the two.
 
@@ -147,6 +150,41 @@ fn try_result(r: std::result::Result<(), TryLockError>) -> io::Result<bool> {
     }
 }
 
+/// The byte of `locks/keys.lock` that stands for `key`: 62 bits of the key, so two keys share
+/// a byte (and merely wait for each other) with probability 2^-62.
+#[cfg(target_os = "linux")]
+fn key_offset(key: &Key) -> i64 {
+    let hex = key.to_string();
+    (u64::from_str_radix(&hex[..16], 16).unwrap_or(0) >> 2) as i64
+}
+
+/// Write-locks one byte with an open-file-description lock: owned by this open file (so two
+/// claims in one process exclude each other, unlike POSIX record locks), released when it is
+/// closed or the process dies. `Ok(false)`: held elsewhere and `block` is false.
+#[cfg(target_os = "linux")]
+fn ofd_lock_byte(file: &File, offset: i64, block: bool) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: an all-zero flock is valid; the fields that matter are set below.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = offset as libc::off_t;
+    fl.l_len = 1;
+    let cmd = if block { libc::F_OFD_SETLKW } else { libc::F_OFD_SETLK };
+    loop {
+        // SAFETY: valid descriptor and a pointer to a live flock.
+        if unsafe { libc::fcntl(file.as_raw_fd(), cmd, &mut fl) } == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EAGAIN | libc::EACCES) if !block => return Ok(false),
+            _ => return Err(e),
+        }
+    }
+}
+
 impl LocalStore {
     fn store_lock(&self, mode: Mode, block: bool) -> Result<Option<File>> {
         let path = self.store_lock_path();
@@ -177,17 +215,33 @@ impl LocalStore {
         let Some(build) = self.store_lock(Mode::Shared, block)? else {
             return Ok(Attempt::StoreBusy);
         };
-        let path = self.key_lock_path(key);
-        let file = open_lock_file(&path)?;
-        if !lock(&file, &path, Mode::Exclusive, block)? {
+        let Some(file) = self.lock_key(key, block)? else {
             return Ok(Attempt::KeyHeld);
-        }
+        };
         Ok(Attempt::Got(Claim {
             store: self,
             key: key.clone(),
             _key_lock: file,
             _build: BuildLock { _file: build },
         }))
+    }
+
+    /// Locks `key` exclusively; `None` when it is held and `block` is false.
+    fn lock_key(&self, key: &Key, block: bool) -> Result<Option<File>> {
+        #[cfg(target_os = "linux")]
+        {
+            let path = self.root().join("locks").join("keys.lock");
+            let file = open_lock_file(&path)?;
+            match ofd_lock_byte(&file, key_offset(key), block) {
+                Ok(got) => return Ok(got.then_some(file)),
+                // EINVAL: a kernel without OFD locks (before 3.15): per-key files below.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+                Err(e) => return Err(StoreError::io("lock", &path)(e)),
+            }
+        }
+        let path = self.key_lock_path(key);
+        let file = open_lock_file(&path)?;
+        Ok(lock(&file, &path, Mode::Exclusive, block)?.then_some(file))
     }
 
     /// Claims `key`, blocking while another process holds it (or a gc runs).
