@@ -9,6 +9,7 @@ use aorta_graph::PlannedTrial;
 use aorta_recipe::Recipe;
 use aorta_store::{Key, LocalStore, Lookup, Manifest};
 use aorta_trial::TrialRecord;
+use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,9 +26,11 @@ pub enum Source {
 pub struct TrialResult {
     pub cell: usize,
     pub index: u32,
-    /// The store entry (its `trial` JSON dropped once parsed into `record`, to keep 10,000-trial
-    /// reruns small).
-    pub manifest: Arc<Manifest>,
+    /// The store entry's key. The entry itself is not kept (a 10,000-trial rerun would hold
+    /// 10,000 of them): materialising looks it up again for the trials whose directory needs it.
+    pub key: Key,
+    /// How long the trial took when it was executed.
+    pub exec_seconds: f64,
     pub record: Arc<TrialRecord>,
     pub source: Source,
     /// The staging directory of a trial executed in this build: moved into place instead of
@@ -35,9 +38,10 @@ pub struct TrialResult {
     pub staged: Option<PathBuf>,
 }
 
-/// A store entry with its record parsed once.
+/// A store entry reduced to what the build needs, its record parsed once.
 struct Resolved {
-    manifest: Arc<Manifest>,
+    key: Key,
+    exec_seconds: f64,
     record: Arc<TrialRecord>,
     staged: Option<PathBuf>,
 }
@@ -76,10 +80,9 @@ pub struct Executed {
     pub cancelled: bool,
 }
 
-fn resolve(mut m: Manifest, staged: Option<PathBuf>) -> Result<Arc<Resolved>, String> {
-    let trial = std::mem::take(&mut m.trial);
-    let record: TrialRecord = serde_json::from_value(trial).map_err(|e| format!("cached record for {} is not a trial record: {e}", m.key))?;
-    Ok(Arc::new(Resolved { manifest: Arc::new(m), record: Arc::new(record), staged }))
+fn resolve(m: Manifest, staged: Option<PathBuf>) -> Result<Arc<Resolved>, String> {
+    let record = TrialRecord::deserialize(&m.trial).map_err(|e| format!("cached record for {} is not a trial record: {e}", m.key))?;
+    Ok(Arc::new(Resolved { key: m.key, exec_seconds: m.exec_seconds, record: Arc::new(record), staged }))
 }
 
 /// Per-cell progress through its trial list.
@@ -104,7 +107,12 @@ impl Schedule<'_> {
         }
         let pool: Pool<(usize, u32), JobOut> = Pool::new(self.slots.clone());
         let mut results: Vec<TrialResult> = Vec::new();
+        // Results by key, kept only for keys planned more than once (cells sharing a trial).
         let mut known: HashMap<String, Arc<Resolved>> = HashMap::new();
+        let shared_keys = {
+            let mut seen = std::collections::HashSet::new();
+            self.planned.iter().filter(|p| !seen.insert(p.key.0.as_str())).map(|p| p.key.0.as_str()).collect::<std::collections::HashSet<&str>>()
+        };
         let mut waiting_on: HashMap<String, Vec<(usize, u32)>> = HashMap::new();
         let mut failures = Vec::new();
         let mut cancelled = false;
@@ -134,13 +142,15 @@ impl Schedule<'_> {
                         states[c].in_flight += 1;
                         continue;
                     }
-                    let looked = match prefetched.remove(&key) {
+                    let looked = match prefetched.remove(key.as_str()) {
                         Some(r) => r,
                         None => self.lookup(&key).and_then(|m| m.map(|m| resolve(m, None)).transpose()),
                     };
                     match looked {
                         Ok(Some(r)) => {
-                            known.insert(key, r.clone());
+                            if shared_keys.contains(key.as_str()) {
+                                known.insert(key, r.clone());
+                            }
                             self.accept(c, p.index, &r, Source::Reused, &mut states, &mut results, on_event);
                         }
                         Ok(None) => {
@@ -182,7 +192,9 @@ impl Schedule<'_> {
             match out {
                 JobOut::Done(m, source, staged) => match resolve(*m, staged) {
                     Ok(r) => {
-                        known.insert(key, r.clone());
+                        if shared_keys.contains(key.as_str()) {
+                            known.insert(key, r.clone());
+                        }
                         for (i, (wc, wi)) in waiters.into_iter().enumerate() {
                             states[wc].in_flight -= 1;
                             let src = if i == 0 { source } else { Source::Reused };
@@ -220,7 +232,7 @@ impl Schedule<'_> {
 
     /// Looks every key up once, on all cores: a cached rerun of 10,000 trials is mostly
     /// this. Misses are re-checked under the claim before executing, so racing is harmless.
-    fn prefetch(&self) -> HashMap<String, Result<Option<Arc<Resolved>>, String>> {
+    fn prefetch(&self) -> HashMap<&str, Result<Option<Arc<Resolved>>, String>> {
         let mut keys: Vec<&str> = self.planned.iter().map(|p| p.key.0.as_str()).collect();
         keys.sort_unstable();
         keys.dedup();
@@ -230,7 +242,7 @@ impl Schedule<'_> {
             let handles: Vec<_> = keys
                 .chunks(chunk)
                 .map(|part| {
-                    s.spawn(move || part.iter().map(|k| (k.to_string(), self.lookup(k).and_then(|m| m.map(|m| resolve(m, None)).transpose()))).collect::<Vec<_>>())
+                    s.spawn(move || part.iter().map(|&k| (k, self.lookup(k).and_then(|m| m.map(|m| resolve(m, None)).transpose()))).collect::<Vec<_>>())
                 })
                 .collect();
             handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
@@ -272,7 +284,7 @@ impl Schedule<'_> {
         }
         // Only the first user of a fresh staging dir may move it into place.
         let staged = if source == Source::Executed { r.staged.clone() } else { None };
-        let t = TrialResult { cell: c, index, manifest: r.manifest.clone(), record, source, staged };
+        let t = TrialResult { cell: c, index, key: r.key.clone(), exec_seconds: r.exec_seconds, record, source, staged };
         match source {
             Source::Executed => on_event(Event::Executed(&t)),
             Source::Reused => on_event(Event::Reused(&t)),

@@ -90,7 +90,7 @@ pub fn materialize(store: &LocalStore, recipe: &Recipe, paths: &RunPaths, result
         let cell = &recipe.cells[r.cell].name;
         let rel = format!("{}trial_{}", aorta_report::cell_dir(recipe.mode, cell), r.index);
         let dest = paths.run_dir.join(&rel);
-        if index.get(&rel) == Some(&r.manifest.key.to_string()) && dest.join("result.json").is_file() {
+        if index.get(&rel) == Some(&r.key.to_string()) && dest.join("result.json").is_file() {
             continue;
         }
         let staged = match r.staged.as_ref().filter(|d| d.is_dir()) {
@@ -99,7 +99,12 @@ pub fn materialize(store: &LocalStore, recipe: &Recipe, paths: &RunPaths, result
             None => {
                 let staged = paths.staging.join(format!("m-{}-{}", r.cell, r.index));
                 let _ = std::fs::remove_dir_all(&staged);
-                store.materialize(&r.manifest, &staged).map_err(|e| format!("cannot materialise {rel}: {e}"))?;
+                let manifest = match store.lookup(&r.key) {
+                    Ok(aorta_store::Lookup::Hit(m)) => m,
+                    Ok(_) => return Err(format!("cannot materialise {rel}: its store entry {} vanished or went bad during the build; run the build again", r.key)),
+                    Err(e) => return Err(format!("cannot materialise {rel}: {e}")),
+                };
+                store.materialize(&manifest, &staged).map_err(|e| format!("cannot materialise {rel}: {e}"))?;
                 // The record as this cell sees it (a shared key reports under each cell's name).
                 let json = serde_json::to_vec_pretty(&*r.record).unwrap_or_default();
                 write_atomic(&staged.join("result.json"), &json).map_err(|e| format!("cannot write {rel}/result.json: {e}"))?;
@@ -117,7 +122,7 @@ pub fn materialize(store: &LocalStore, recipe: &Recipe, paths: &RunPaths, result
             }
         }
         replace_dir(&staged, &dest).map_err(|e| format!("cannot place {rel}: {e}"))?;
-        index.insert(rel, r.manifest.key.to_string());
+        index.insert(rel, r.key.to_string());
         changed = true;
     }
     if changed {
@@ -143,7 +148,8 @@ pub fn write_report(recipe: &Recipe, paths: &RunPaths, ex: &Executed, argv: Opti
     let matrix = Matrix::new(recipe, cells, RunInfo { run_timestamp: paths.timestamp.clone(), warnings });
     let dir = &paths.run_dir;
     let w = |name: &str, bytes: &[u8]| write_atomic(&dir.join(name), bytes).map_err(|e| format!("cannot write {name}: {e}"));
-    let mut json = serde_json::to_vec_pretty(&matrix.to_json()).unwrap_or_default();
+    let mut json = Vec::new();
+    matrix.write_json(&mut json).map_err(|e| format!("cannot render matrix.json: {e}"))?;
     json.push(b'\n');
     w("matrix.json", &json)?;
     w("matrix.md", matrix.to_markdown().as_bytes())?;

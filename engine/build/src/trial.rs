@@ -70,7 +70,7 @@ fn base_record(spec: &TrialSpec, workload: &str, argv: Option<Vec<String>>) -> T
         warn_detectors_fired: Vec::new(),
         capture: Default::default(),
         tier_durations_ms: Default::default(),
-        env: spec.env.clone(),
+        env: spec.env.clone().into(),
         result: WorkloadResult::default(),
         outputs: Vec::new(),
     }
@@ -200,7 +200,7 @@ fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease,
     record.error_detectors_fired = cls.error_detectors_fired;
     record.warn_detectors_fired = cls.warn_detectors_fired;
     record.capture = cls.capture;
-    record.tier_durations_ms = cls.tier_durations_ms;
+    record.tier_durations_ms = cls.tier_durations_ms.into();
     TrialRun::Done(Box::new(record))
 }
 

@@ -70,7 +70,7 @@ pub fn execute(recipe: &Recipe, argv: Option<&[String]>, exec: &ExecArgs, verbos
         }
         if verbose > 0 {
             let line = match &e {
-                Event::Executed(r) => format!("[ran]    {} trial {}: {} in {:.2}s", r.record.cell_name, r.index, r.record.verdict.as_str(), r.manifest.exec_seconds),
+                Event::Executed(r) => format!("[ran]    {} trial {}: {} in {:.2}s", r.record.cell_name, r.index, r.record.verdict.as_str(), r.exec_seconds),
                 Event::Reused(r) => format!("[cached] {} trial {}: {}", r.record.cell_name, r.index, r.record.verdict.as_str()),
                 Event::Failed { cell, index, error } => format!("[error]  {cell} trial {index}: {error}"),
             };

@@ -154,7 +154,8 @@ pub struct ProcessOutcome {
     pub walltime: Duration,
     pub pid: Option<u32>,
     /// Best effort: the larger of the sampled sum of the tree's resident sets and the root's
-    /// `ru_maxrss` (which covers the descendants it waited for).
+    /// `ru_maxrss` (which covers the descendants it waited for) where that exceeds aorta's own
+    /// peak; `None` for a short, small trial (nothing sampled, nothing attributable).
     pub peak_rss_kib: Option<u64>,
     /// Processes of the tree still running when the root exited; aorta killed them.
     pub strays_killed: usize,
@@ -217,6 +218,7 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
     let token = format!("{}.{}", std::process::id(), NEXT_TOKEN.fetch_add(1, Ordering::Relaxed));
 
     let start = Instant::now();
+    let own_maxrss_at_spawn = own_maxrss_kib();
     let spawned = resolve_program(spec).and_then(|program| {
         let mut env: BTreeMap<std::ffi::OsString, std::ffi::OsString> = std::env::vars_os().collect();
         for k in &spec.env_remove {
@@ -347,7 +349,12 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
     if timed_out {
         exit_code = EXIT_TIMEOUT;
     }
-    let peak = (tree.peak_rss_bytes() / 1024).max(reaped.map_or(0, |r| r.1));
+    // The root started inside aorta's address space (spawn.rs), and Linux folds the high-water
+    // mark of the address space a process leaves at execve into its ru_maxrss: a figure no
+    // larger than aorta's own high-water mark at that moment may be aorta's, not the child's.
+    let child_maxrss = reaped.map_or(0, |r| r.1).max(0);
+    let child_maxrss = if child_maxrss > own_maxrss_at_spawn { child_maxrss } else { 0 };
+    let peak = (tree.peak_rss_bytes() / 1024).max(child_maxrss);
     Ok(ProcessOutcome {
         launched: true,
         exec_error: None,
@@ -393,6 +400,15 @@ fn teardown(tree: &Tree, grace: Duration, cancel: &CancelToken) {
         }
     }
     tree.freeze_and_kill();
+}
+
+/// aorta's own peak resident set so far (KiB).
+fn own_maxrss_kib() -> u64 {
+    // SAFETY: an all-zero rusage is valid; getrusage only writes to it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a local.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    ru.ru_maxrss.max(0) as u64
 }
 
 /// The child's `PATH`: the spec's, or aorta's unless the spec removes it.

@@ -5,6 +5,7 @@
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// Bump when the meaning of any key input changes: every cached result becomes a miss.
 pub const KEY_SCHEMA_VERSION: u32 = 1;
@@ -41,19 +42,21 @@ pub struct EnvironmentDescriptor {
     pub buck_target: Option<String>,
 }
 
-/// Everything a trial key is made of. Serialised in field order with sorted maps.
+/// Everything a trial key is made of. Serialised in field order with sorted maps (an `Arc`
+/// serialises as what it points to). Everything but the trial index is shared by a cell's
+/// trials, so a 10,000-trial plan holds one copy per cell, not per trial.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct KeyInputs {
     pub key_schema: u32,
-    pub workload: WorkloadIdentity,
+    pub workload: Arc<WorkloadIdentity>,
     /// Canonical JSON (sorted keys) of the effective workload config; for the subprocess flow,
     /// the classifier and timeout settings that decide the verdict.
-    pub config: String,
+    pub config: Arc<str>,
     /// The cell's resolved env vars: values, not mitigation names.
-    pub env: BTreeMap<String, String>,
-    pub environment: EnvironmentDescriptor,
+    pub env: Arc<BTreeMap<String, String>>,
+    pub environment: Arc<EnvironmentDescriptor>,
     /// The environment snapshot's key (see [`crate::host`]).
-    pub env_snapshot: String,
+    pub env_snapshot: Arc<str>,
     pub trial_index: u32,
 }
 
@@ -98,10 +101,10 @@ mod tests {
     fn inputs() -> KeyInputs {
         KeyInputs {
             key_schema: KEY_SCHEMA_VERSION,
-            workload: WorkloadIdentity::Command { argv: vec!["true".into()], inputs: BTreeMap::new() },
+            workload: Arc::new(WorkloadIdentity::Command { argv: vec!["true".into()], inputs: BTreeMap::new() }),
             config: "{}".into(),
-            env: BTreeMap::from([("A".into(), "1".into())]),
-            environment: EnvironmentDescriptor { docker: None, venv: None, buck_target: None },
+            env: Arc::new(BTreeMap::from([("A".into(), "1".into())])),
+            environment: Arc::new(EnvironmentDescriptor { docker: None, venv: None, buck_target: None }),
             env_snapshot: "host".into(),
             trial_index: 0,
         }
@@ -116,7 +119,7 @@ mod tests {
         i.trial_index = 1;
         assert_ne!(i.key(), base);
         let mut i = inputs();
-        i.env.insert("A".into(), "2".into());
+        Arc::make_mut(&mut i.env).insert("A".into(), "2".into());
         assert_ne!(i.key(), base);
         let mut i = inputs();
         i.config = "{\"x\":1}".into();
@@ -125,10 +128,10 @@ mod tests {
         i.env_snapshot = "other".into();
         assert_ne!(i.key(), base);
         let mut i = inputs();
-        i.environment.docker = Some("img".into());
+        Arc::make_mut(&mut i.environment).docker = Some("img".into());
         assert_ne!(i.key(), base);
         let mut i = inputs();
-        i.workload = WorkloadIdentity::Command { argv: vec!["false".into()], inputs: BTreeMap::new() };
+        i.workload = WorkloadIdentity::Command { argv: vec!["false".into()], inputs: BTreeMap::new() }.into();
         assert_ne!(i.key(), base);
         let mut i = inputs();
         i.key_schema = 2;

@@ -4,6 +4,7 @@ use crate::db::PlannedTrial;
 use crate::key::{canonical_json, EnvironmentDescriptor, KeyInputs, WorkloadIdentity, KEY_SCHEMA_VERSION};
 use aorta_recipe::{Cell, Mode, Recipe};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Facts from outside the recipe that keys depend on.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -69,23 +70,25 @@ pub fn trial_count(recipe: &Recipe, cell: &Cell) -> u32 {
 }
 
 pub fn trial_inputs(recipe: &Recipe, ctx: &KeyContext) -> Vec<PlannedTrial> {
-    let workload = workload_identity(recipe, ctx);
+    let workload = Arc::new(workload_identity(recipe, ctx));
+    let env_snapshot: Arc<str> = ctx.env_snapshot.as_str().into();
     let mut out = Vec::new();
     for (ci, cell) in recipe.cells.iter().enumerate() {
-        let config = cell_config(recipe, cell);
-        let environment = EnvironmentDescriptor {
+        let config: Arc<str> = cell_config(recipe, cell).into();
+        let env = Arc::new(cell.resolved_env.clone());
+        let environment = Arc::new(EnvironmentDescriptor {
             docker: cell.environment.docker.clone(),
             venv: cell.environment.venv.clone(),
             buck_target: cell.environment.buck_target.clone(),
-        };
+        });
         for index in 0..trial_count(recipe, cell) {
             let inputs = KeyInputs {
                 key_schema: KEY_SCHEMA_VERSION,
                 workload: workload.clone(),
                 config: config.clone(),
-                env: cell.resolved_env.clone(),
+                env: env.clone(),
                 environment: environment.clone(),
-                env_snapshot: ctx.env_snapshot.clone(),
+                env_snapshot: env_snapshot.clone(),
                 trial_index: index,
             };
             out.push(PlannedTrial { cell: ci, index, key: inputs.key(), inputs });

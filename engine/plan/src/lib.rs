@@ -139,8 +139,8 @@ fn cell_plan(recipe: &Recipe, cell: &Cell, argv: Option<&[String]>, planned: &[P
         .collect();
     let env_lines: String = env.iter().map(|e| format!("{}={}\n", e.key, e.value)).collect();
     let mine: Vec<&PlannedTrial> = planned.iter().filter(|p| p.cell == index).collect();
-    let config_json = mine.first().map(|p| p.inputs.config.clone()).unwrap_or_default();
-    let env_snapshot = mine.first().map(|p| p.inputs.env_snapshot.clone()).unwrap_or_default();
+    let config_json = mine.first().map(|p| p.inputs.config.to_string()).unwrap_or_default();
+    let env_snapshot = mine.first().map(|p| p.inputs.env_snapshot.to_string()).unwrap_or_default();
     let workload_identity = match (recipe.mode, argv) {
         (Mode::Probe, Some(a)) => format!("argv:{}", serde_json::to_string(a).unwrap_or_default()),
         (Mode::Probe, None) => "argv:(given after --)".to_string(),

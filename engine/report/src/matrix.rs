@@ -69,8 +69,47 @@ impl<'r> Matrix<'r> {
         layout::cell_dir(self.recipe.mode, cell)
     }
 
-    /// matrix.json. Key order is fixed: AORTA's fields first, then aorta's additions.
+    /// matrix.json as one value (tests; small matrices). Key order is fixed: AORTA's fields
+    /// first, then aorta's additions.
     pub fn to_json(&self) -> Value {
+        let mut v = self.header_json();
+        if let Value::Object(m) = &mut v {
+            m.insert("cells".into(), Value::Array(self.rows.iter().map(cell_json).collect()));
+        }
+        v
+    }
+
+    /// Writes matrix.json (pretty, byte-identical to [`to_json`](Self::to_json)) one cell at a
+    /// time, so a 1,000-cell matrix never exists as one JSON tree in memory.
+    pub fn write_json(&self, w: impl std::io::Write) -> serde_json::Result<()> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        struct Cells<'a>(&'a [Row]);
+        impl serde::Serialize for Cells<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut seq = s.serialize_seq(Some(self.0.len()))?;
+                for row in self.0 {
+                    seq.serialize_element(&cell_json(row))?;
+                }
+                seq.end()
+            }
+        }
+        struct Whole<'a>(&'a Matrix<'a>);
+        impl serde::Serialize for Whole<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let Value::Object(header) = self.0.header_json() else { unreachable!("the header is an object") };
+                let mut map = s.serialize_map(Some(header.len() + 1))?;
+                for (k, v) in &header {
+                    map.serialize_entry(k, v)?;
+                }
+                map.serialize_entry("cells", &Cells(&self.0.rows))?;
+                map.end()
+            }
+        }
+        serde_json::to_writer_pretty(w, &Whole(self))
+    }
+
+    /// Every top-level field of matrix.json but `cells` (which comes last).
+    fn header_json(&self) -> Value {
         let r = self.recipe;
         let (executed, reused) = self.cache_totals();
         let source = match &r.source {
@@ -101,7 +140,6 @@ impl<'r> Matrix<'r> {
             "mode": match r.mode { Mode::Triage => "triage", Mode::Probe => "probe" },
             "incomplete_reason": self.baseline.incomplete_reason,
             "cache": {"executed": executed, "reused": reused},
-            "cells": self.rows.iter().map(cell_json).collect::<Vec<_>>(),
         })
     }
 }

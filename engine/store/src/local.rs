@@ -29,6 +29,9 @@ pub const STORE_FORMAT_VERSION: u64 = 1;
 /// AC entries above this size are garbage by definition; don't read them into memory.
 const MAX_AC_ENTRY_BYTES: u64 = 64 * 1024 * 1024;
 
+/// How stale an entry's mtime (gc's last-use time) may get before a hit refreshes it.
+const LRU_TOUCH_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// `$AORTA_STORE` if set and non-empty, else `<workspace_root>/.aorta`.
 pub fn default_store_root(workspace_root: &Path) -> PathBuf {
     match std::env::var_os("AORTA_STORE") {
@@ -363,8 +366,13 @@ impl LocalStore {
         if let Err(reason) = self.check_blobs(&manifest) {
             return Ok(Err(reason));
         }
-        // LRU touch; best effort (a read-only store still serves hits).
-        let _ = f.set_modified(std::time::SystemTime::now());
+        // LRU touch, at most once an hour per entry: touching on every hit dirtied 10,000 inodes
+        // in a cached rerun, which the end-of-build syncfs then had to write. Best effort (a
+        // read-only store still serves hits).
+        let stale = f.metadata().and_then(|m| m.modified()).map_or(true, |t| t.elapsed().map_or(true, |age| age > LRU_TOUCH_AFTER));
+        if stale {
+            let _ = f.set_modified(std::time::SystemTime::now());
+        }
         Ok(Ok(Lookup::Hit(manifest)))
     }
 

@@ -4,8 +4,10 @@
 //! It is the union of AORTA's dispatcher `TrialResult` (§3.4.1) and the probe `result.json`
 //! (§3.4.2), so one aggregation path serves both flows.
 
+mod small_map;
+
+pub use small_map::SmallMap;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 /// Bumped when the record's meaning changes; part of every trial key.
 pub const TRIAL_RECORD_SCHEMA: &str = "aorta.trial/1";
@@ -100,10 +102,10 @@ pub struct TrialRecord {
     #[serde(default)]
     pub capture: serde_json::Map<String, serde_json::Value>,
     #[serde(default)]
-    pub tier_durations_ms: BTreeMap<String, f64>,
+    pub tier_durations_ms: SmallMap<f64>,
     /// The env vars the cell set for this trial (mitigations then extra_env), not the whole env.
     #[serde(default)]
-    pub env: BTreeMap<String, String>,
+    pub env: SmallMap<String>,
     #[serde(default)]
     pub result: WorkloadResult,
     /// Output files of the trial, relative to its directory (logs, artifacts).
