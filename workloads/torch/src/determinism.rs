@@ -147,6 +147,9 @@ pub fn run(t: &Trial) -> Result<Outcome, SetupError> {
     let dev = device::resolve(&cfg.device)?;
     let torch_err = |e: String| SetupError { kind: "torch_error", error: e, hint: "see stderr.log".into() };
     device::set_deterministic(cfg.deterministic).map_err(torch_err)?;
+    if cfg.deterministic {
+        device::sdpa_math_only().map_err(torch_err)?;
+    }
     let tf32 = device::set_tf32(cfg.allow_tf32).map_err(torch_err)?;
     let (vs, model) = build(&cfg.model, cfg.seed, cfg.dtype, dev);
     device::seed(cfg.seed); // AORTA: input ids from a CPU generator seeded seed + rank
@@ -212,6 +215,7 @@ pub fn run(t: &Trial) -> Result<Outcome, SetupError> {
     m.insert("capture_dir".into(), json!(cfg.capture_dir));
     m.insert("model_label".into(), json!(cfg.model_label));
     m.insert("deterministic".into(), json!(device::deterministic()));
+    m.insert("sdpa_backend".into(), json!(if cfg.deterministic { "math" } else { "auto" }));
     m.insert("tf32".into(), json!(tf32));
     m.insert("plant_nondeterminism".into(), json!(cfg.plant));
     m.insert("ranks_with_divergence".into(), json!(if reasons.is_empty() { vec![] } else { vec![0] }));

@@ -8,6 +8,7 @@ use crate::protocol::SetupError;
 extern "C" {
     fn aorta_set_deterministic(on: i32) -> i32;
     fn aorta_deterministic() -> i32;
+    fn aorta_sdpa_math_only() -> i32;
     fn aorta_set_tf32(on: i32) -> i32;
     fn aorta_tf32() -> i32;
     fn aorta_load_cuda(err: *mut std::ffi::c_char, errlen: i32) -> i32;
@@ -68,6 +69,16 @@ pub fn set_deterministic(on: bool) -> Result<(), String> {
     match unsafe { aorta_set_deterministic(i32::from(on)) } {
         0 => Ok(()),
         _ => Err("libtorch refused setDeterministicAlgorithms".into()),
+    }
+}
+
+/// Scaled-dot-product attention on the math backend only (see shim.cpp): what `deterministic`
+/// needs for bit-exact gradients, at the cost of the fused kernels' speed.
+pub fn sdpa_math_only() -> Result<(), String> {
+    // SAFETY: plain C call into libtorch's global context.
+    match unsafe { aorta_sdpa_math_only() } {
+        0 => Ok(()),
+        _ => Err("libtorch refused to select the math attention backend".into()),
     }
 }
 

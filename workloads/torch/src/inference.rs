@@ -97,19 +97,25 @@ struct Tally {
     prefill_ms: Vec<f64>,
     decode_ms: Vec<f64>,
     decoded: i64,
-    nan: Option<Tensor>,
-    inf: Option<Tensor>,
+    /// Running max of |logit| over every forward: NaN if any logit was NaN (max propagates
+    /// it), else infinite if any was ±inf. Two kernels a forward instead of isnan + isinf +
+    /// two any + two or.
+    worst: Option<Tensor>,
 }
 
 impl Tally {
     fn watch(&mut self, logits: &Tensor) {
-        let (n, i) = (logits.isnan().any(), logits.isinf().any());
-        self.nan = Some(self.nan.take().map_or(n.shallow_clone(), |a| a.logical_or(&n)));
-        self.inf = Some(self.inf.take().map_or(i.shallow_clone(), |a| a.logical_or(&i)));
+        let m = logits.abs().amax(&[] as &[i64], false);
+        self.worst = Some(match self.worst.take() {
+            Some(w) => w.maximum(&m),
+            None => m,
+        });
     }
+    /// (any NaN, any ±inf); when both occurred only the NaN is certain, which is all the
+    /// checks need (a NaN fails both `fail_on_nan_logits` and `fail_on_nonfinite`).
     fn flags(&self) -> (bool, bool) {
-        let f = |t: &Option<Tensor>| t.as_ref().is_some_and(|t| t.int64_value(&[]) != 0);
-        (f(&self.nan), f(&self.inf))
+        let w = self.worst.as_ref().map_or(0.0, |t| t.double_value(&[]));
+        (w.is_nan(), w.is_infinite())
     }
 }
 
@@ -152,10 +158,8 @@ fn offline_step(c: &Config, m: &Model, prompt: &Tensor, dev: Device, tally: &mut
             seq = Tensor::cat(&[&seq, &next], 1);
         }
         let (l, ms) = timed(dev, || match cache.as_mut() {
-            Some(kv) => {
-                let lens = Tensor::full([b], pos, (Kind::Int64, dev));
-                m.forward(&next, Attend::Decode { cache: kv, slots: &slots, lens: &lens }, &mut |_, _, _| {})
-            }
+            // Every row of a static batch is at the same position, in its own slot.
+            Some(kv) => m.forward(&next, Attend::DecodeAt { cache: kv, pos }, &mut |_, _, _| {}),
             // The MLP sees one token at a time anyway; without a cache the transformer recomputes.
             None if !transformer && c.kv_cache => m.forward(&next, Attend::Full, &mut |_, _, _| {}),
             None => m.forward(&seq, Attend::Full, &mut |_, _, _| {}),

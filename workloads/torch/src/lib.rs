@@ -9,6 +9,7 @@ pub mod determinism;
 pub mod device;
 pub mod inference;
 pub mod model;
+pub mod optim;
 pub mod protocol;
 pub mod stats;
 pub mod training;

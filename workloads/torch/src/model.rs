@@ -88,6 +88,10 @@ pub enum Attend<'a> {
     Prefill { cache: &'a mut KvCache, slots: &'a Tensor },
     /// One new token per row at position `lens[i]` of cache slot `slots[i]`.
     Decode { cache: &'a mut KvCache, slots: &'a Tensor, lens: &'a Tensor },
+    /// One new token per row, every row at position `pos`, row i in cache slot i (a static
+    /// batch): the cache is written and read as slices, attention needs no mask, so the fused
+    /// SDPA kernels apply, where `Decode` gathers every slot's whole cache and masks it.
+    DecodeAt { cache: &'a mut KvCache, pos: i64 },
 }
 
 pub struct Model {
@@ -143,6 +147,7 @@ impl Model {
         if let Some(pos) = &self.pos {
             let positions = match &attend {
                 Attend::Decode { lens, .. } => lens.view([b, 1]),
+                Attend::DecodeAt { pos, .. } => Tensor::arange_start(*pos, *pos + t, (Kind::Int64, tokens.device())).view([1, t]),
                 _ => Tensor::arange(t, (Kind::Int64, tokens.device())).view([1, t]),
             };
             x += pos.forward(&positions);
@@ -180,6 +185,14 @@ impl Model {
                 let _ = cache.k[layer].narrow(2, 0, t).index_copy_(0, slots, &k);
                 let _ = cache.v[layer].narrow(2, 0, t).index_copy_(0, slots, &v);
                 Tensor::scaled_dot_product_attention(&q, &k, &v, None::<Tensor>, 0.0, true, None, false)
+            }
+            Attend::DecodeAt { cache, pos } => {
+                let pos = *pos;
+                let _ = cache.k[layer].narrow(0, 0, b).narrow(2, pos, t).copy_(&k);
+                let _ = cache.v[layer].narrow(0, 0, b).narrow(2, pos, t).copy_(&v);
+                let keys = cache.k[layer].narrow(0, 0, b).narrow(2, 0, pos + t);
+                let vals = cache.v[layer].narrow(0, 0, b).narrow(2, 0, pos + t);
+                Tensor::scaled_dot_product_attention(&q, &keys, &vals, None::<Tensor>, 0.0, false, None, false)
             }
             Attend::Decode { cache, slots, lens } => {
                 let idx = [Some(slots.shallow_clone()), None, Some(lens.shallow_clone())];

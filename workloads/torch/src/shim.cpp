@@ -1,10 +1,13 @@
 // libtorch's global switches that tch does not wrap: deterministic algorithms and TF32.
 // C linkage and no exceptions across the boundary; each returns 0 on success, -1 on error.
 #include <ATen/Context.h>
+#include <ATen/ops/_foreach_add.h>
+#include <ATen/ops/_fused_adamw.h>
 #include <dlfcn.h>
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 extern "C" {
 
@@ -15,6 +18,23 @@ int aorta_set_deterministic(int on) {
     at::globalContext().setDeterministicAlgorithms(on != 0, /*warn_only=*/true);
     at::globalContext().setDeterministicCuDNN(on != 0);
     at::globalContext().setBenchmarkCuDNN(false);
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
+// Scaled-dot-product attention on the math backend only: the flash, memory-efficient and cuDNN
+// kernels' backward passes accumulate with atomics, so under warn_only determinism their
+// gradients still differ between identical runs (measured on the H200: forward bit-exact,
+// gradients not). The math backend is matmuls and a softmax, deterministic with cuBLAS's.
+int aorta_sdpa_math_only() {
+  try {
+    at::globalContext().setSDPUseFlash(false);
+    at::globalContext().setSDPUseFA3(false);
+    at::globalContext().setSDPUseMemEfficient(false);
+    at::globalContext().setSDPUseCuDNN(false);
+    at::globalContext().setSDPUseMath(true);
     return 0;
   } catch (...) {
     return -1;
@@ -49,6 +69,37 @@ int aorta_load_cuda(char* err, int errlen) {
   const char* e = dlerror();
   std::snprintf(err, errlen, "%s: %s", path.c_str(), e ? e : "unknown error");
   return -1;
+}
+
+// One AdamW step over every parameter with a gradient, in one fused kernel per device and
+// dtype: what PyTorch's AdamW(fused=True) calls. libtorch's C++ AdamW (which tch wraps) loops
+// over parameters with several kernels each, so a small model's step was launch-bound.
+// `steps` are 0-dim float views into one tensor the caller increments once per step.
+int aorta_fused_adamw(at::Tensor** params, at::Tensor** grads, at::Tensor** exp_avgs, at::Tensor** exp_avg_sqs, at::Tensor** steps, int n,
+                      double lr, double beta1, double beta2, double weight_decay, double eps, char* err, int errlen) {
+  try {
+    std::vector<at::Tensor> p, g, m, v, s;
+    for (int i = 0; i < n; ++i) {
+      p.push_back(*params[i]);
+      g.push_back(*grads[i]);
+      m.push_back(*exp_avgs[i]);
+      v.push_back(*exp_avg_sqs[i]);
+      s.push_back(*steps[i]);
+    }
+    at::_fused_adamw_(p, g, m, v, {}, s, lr, beta1, beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+    return 0;
+  } catch (const std::exception& e) {
+    std::snprintf(err, errlen, "%s", e.what());
+    return -1;
+  }
+}
+
+// Drops the parameters' gradients (PyTorch's zero_grad(set_to_none=True)): no kernel at all,
+// and backward then writes fresh gradients instead of accumulating into zeros.
+void aorta_clear_grads(at::Tensor** params, int n) {
+  for (int i = 0; i < n; ++i) {
+    params[i]->mutable_grad().reset();
+  }
 }
 
 int aorta_tf32() { return at::globalContext().allowTF32CuBLAS() ? 1 : 0; }

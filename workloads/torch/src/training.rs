@@ -5,9 +5,9 @@
 use std::time::Instant;
 
 use serde_json::{json, Value};
-use tch::nn::OptimizerConfig;
-use tch::{nn, Kind, Tensor};
+use tch::{Kind, Tensor};
 
+use crate::optim::FusedAdamW;
 use crate::common::{build, parameter_count, read_model, token_batch, ModelDefaults};
 use crate::config::{dtype_name, parse_dtype, Reader, DTYPES};
 use crate::model::{loss, Attend};
@@ -97,10 +97,8 @@ pub fn run(t: &Trial) -> Result<Outcome, SetupError> {
     let dev = device::resolve(&cfg.device)?;
     let tf32 = device::set_tf32(cfg.allow_tf32).map_err(|e| SetupError { kind: "torch_error", error: e, hint: "see stderr.log".into() })?;
     let (vs, model) = build(&cfg.model, cfg.seed, cfg.dtype, dev);
-    let mut opt = nn::AdamW { beta1: cfg.betas.0, beta2: cfg.betas.1, wd: cfg.weight_decay, eps: cfg.eps, amsgrad: false }
-        .build(&vs, lr_at(cfg.lr, cfg.warmup_steps, 0))
-        .map_err(|e| SetupError { kind: "torch_error", error: e.to_string(), hint: "see stderr.log".into() })?;
     let params = vs.trainable_variables();
+    let mut opt = FusedAdamW::new(params.iter().map(Tensor::shallow_clone).collect(), lr_at(cfg.lr, cfg.warmup_steps, 0), cfg.betas, cfg.weight_decay, cfg.eps);
     // Per-rank CPU generator seed as AORTA (rank 0): the token stream is the same on any device.
     device::seed(cfg.seed + 7919);
 
@@ -109,12 +107,15 @@ pub fn run(t: &Trial) -> Result<Outcome, SetupError> {
     for step in 0..cfg.steps {
         let (inputs, targets) = token_batch(cfg.batch_size, cfg.seq_len, cfg.model.vocab, dev);
         let t0 = Instant::now();
-        opt.set_lr(lr_at(cfg.lr, cfg.warmup_steps, step));
+        opt.lr = lr_at(cfg.lr, cfg.warmup_steps, step);
         opt.zero_grad();
         let logits = model.forward(&inputs, Attend::Full, &mut |_, _, _| {});
         let l = loss(&logits, &targets);
         l.backward();
-        opt.step();
+        if let Err(e) = opt.step() {
+            out.fail(Some(step), json!({"step": step, "rank": 0, "problems": ["optimizer_error"], "error": e, "hint": "libtorch's fused AdamW refused the step: see stderr.log"}));
+            break;
+        }
         device::sync(dev);
         out.step_times_ms.push(t0.elapsed().as_secs_f64() * 1e3);
         out.executed_iterations = step + 1;
