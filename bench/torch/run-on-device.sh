@@ -46,8 +46,10 @@ SMALL='"hidden_size":512,"num_layers":4,"num_heads":8,"ffn_size":2048,"vocab_siz
 # Training: AORTA llm_determinism's default size, bf16, batch 1 x 512, and a small model.
 ours training train-big "$STEPS" "{\"device\":\"cuda\",\"dtype\":\"bf16\",\"batch_size\":1,\"seq_len\":512,\"warmup_steps\":5,\"model\":{\"kind\":\"transformer\",$BIG}}"
 eager train-big training --hidden 2048 --layers 24 --heads 16 --ffn 5632 --seq 512 --batch 1 --steps "$STEPS" --warmup 5
+eager train-big-fused training --fused --hidden 2048 --layers 24 --heads 16 --ffn 5632 --seq 512 --batch 1 --steps "$STEPS" --warmup 5
 ours training train-small "$STEPS" "{\"device\":\"cuda\",\"dtype\":\"bf16\",\"batch_size\":8,\"seq_len\":256,\"warmup_steps\":5,\"model\":{\"kind\":\"transformer\",$SMALL}}"
 eager train-small training --hidden 512 --layers 4 --heads 8 --ffn 2048 --seq 256 --batch 8 --steps "$STEPS" --warmup 5
+eager train-small-fused training --fused --hidden 512 --layers 4 --heads 8 --ffn 2048 --seq 256 --batch 8 --steps "$STEPS" --warmup 5
 ours training train-moe "$STEPS" "{\"device\":\"cuda\",\"dtype\":\"bf16\",\"batch_size\":8,\"seq_len\":256,\"warmup_steps\":5,\"model\":{\"kind\":\"moe_transformer\",\"num_experts\":4,$SMALL}}"
 
 # Inference: offline batch with the KV cache, same model both sides; continuous batching (ours).
@@ -105,7 +107,7 @@ for f in sorted(glob.glob(f"{out}/rust-*/result.json")):
     r = json.load(open(f)); m = r.get("metrics", {})
     rows[os.path.basename(os.path.dirname(f))] = {"passed": r.get("passed"), **{k: m.get(k) for k in (
         "step_time_p50", "step_time_p99", "tokens_per_sec", "mfu", "achieved_tflops", "prefill_latency_ms",
-        "decode_latency_ms", "final_loss", "run_times_ms", "divergence_reasons", "deterministic")}, "failures": r.get("failure_details", [])[:3]}
+        "decode_latency_ms", "final_loss", "run_times_ms", "divergence_reasons", "deterministic", "sdpa_backend")}, "failures": r.get("failure_details", [])[:3]}
 for f in sorted(glob.glob(f"{out}/eager-*.json")) + sorted(glob.glob(f"{out}/aorta-py-*.json")):
     try:
         r = json.load(open(f))

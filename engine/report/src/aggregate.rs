@@ -133,7 +133,15 @@ pub struct CellStats {
     pub top_failure_detector_id: Option<String>,
     pub top_warn_detector_id: Option<String>,
     pub stop_after_note: Option<String>,
+    /// `(logits_checksum, trials reporting it)` over the trials whose metrics carry one
+    /// (the inference workload), first seen first: more than one entry means the same prompts
+    /// gave different bits in different trials.
+    pub logits_checksums: Vec<(String, usize)>,
 }
+
+/// The hint added to a cell whose trials disagree on `logits_checksum`.
+pub const LOGITS_DISAGREE_HINT: &str =
+    "logits checksum differs across trials: the same prompts gave different bits between runs (nondeterministic kernels); try workload_config deterministic: true";
 
 const EM_DASH: &str = "—";
 
@@ -147,7 +155,12 @@ impl CellStats {
         let reused = reused.min(n);
         let steps = cell.effective_steps(recipe);
         let trial_paths = ts.iter().map(|t| layout::trial_path(recipe.mode, &cell.name, t.trial_index)).collect();
-        let failure_hints = hints(&ts);
+        let mut failure_hints = hints(&ts);
+        let logits_checksums = checksum_counts(&ts, "logits_checksum");
+        if logits_checksums.len() > 1 {
+            let outliers = n - logits_checksums[0].1;
+            failure_hints.push((format!("{LOGITS_DISAGREE_HINT} ({} distinct values)", logits_checksums.len()), outliers));
+        }
         let (top_failure_detector_id, top_warn_detector_id) = top_detectors(&ts);
         let mut stats = CellStats {
             name: cell.name.clone(),
@@ -179,6 +192,7 @@ impl CellStats {
             top_failure_detector_id,
             top_warn_detector_id,
             stop_after_note: None,
+            logits_checksums,
         };
         if stats.error.is_some() {
             // AORTA keeps the row with zeros; hints and detectors are still reported.
@@ -334,6 +348,17 @@ fn iters(stats: &mut CellStats, ts: &[&TrialRecord]) {
 }
 
 /// `failure_details[*].hint`, non-empty strings only, each counted once per trial.
+/// Distinct string values of `metrics[name]` with how many trials gave each, first seen first.
+fn checksum_counts(ts: &[&TrialRecord], name: &str) -> Vec<(String, usize)> {
+    let mut counts: IndexMap<String, usize> = IndexMap::new();
+    for t in ts {
+        if let Some(v) = t.result.metrics.get(name).and_then(|v| v.as_str()) {
+            *counts.entry(v.to_string()).or_insert(0) += 1;
+        }
+    }
+    counts.into_iter().collect()
+}
+
 fn hints(ts: &[&TrialRecord]) -> Vec<(String, usize)> {
     let mut counts: IndexMap<String, usize> = IndexMap::new();
     for t in ts {

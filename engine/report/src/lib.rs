@@ -23,7 +23,7 @@ mod stats;
 mod summary;
 mod yaml;
 
-pub use aggregate::{CellStats, Outcome, StepStats, StepTimeSource};
+pub use aggregate::{CellStats, Outcome, StepStats, StepTimeSource, LOGITS_DISAGREE_HINT};
 pub use confound::{Baseline, Tag};
 pub use layout::{cell_dir, trial_path};
 pub use matrix::{Matrix, Row, RunInfo};

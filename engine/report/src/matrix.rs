@@ -201,6 +201,7 @@ fn cell_json(row: &Row) -> Value {
         ("reused", json!(s.reused)),
         ("step_time_ratio_ci95", c.ci95.map_or(Value::Null, |(lo, hi)| json!([num(lo), num(hi)]))),
         ("confound_aorta", json!(c.aorta_tag.to_string())),
+        ("logits_checksums", Value::Array(s.logits_checksums.iter().map(|(h, n)| json!([h, n])).collect())),
     ];
     Value::Object(fields.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
 }

@@ -248,3 +248,26 @@ fn executed_and_reused_are_reported_per_cell() {
     assert_eq!(j["cells"][0]["executed"], json!(1));
     assert_eq!(j["cells"][0]["reused"], json!(2));
 }
+
+#[test]
+fn logits_checksums_are_compared_across_trials() {
+    let r = triage();
+    let with = |i, sum: Option<&str>| {
+        let mut t = steps(i, P, &[1.0]);
+        if let Some(s) = sum {
+            t.result.metrics.insert("logits_checksum".into(), json!(s));
+        }
+        t
+    };
+    let same = agg(&r, "baseline-local", &[with(0, Some("0xaa")), with(1, Some("0xaa")), with(2, None)]);
+    assert_eq!(same.logits_checksums, vec![("0xaa".to_string(), 2)]);
+    assert!(same.failure_hints.is_empty(), "agreeing trials add no hint");
+    let moved = agg(&r, "baseline-local", &[with(0, Some("0xaa")), with(1, Some("0xbb")), with(2, Some("0xaa"))]);
+    assert_eq!(moved.logits_checksums, vec![("0xaa".to_string(), 2), ("0xbb".to_string(), 1)]);
+    assert_eq!(moved.failure_hints.len(), 1);
+    assert!(moved.failure_hints[0].0.starts_with(aorta_report::LOGITS_DISAGREE_HINT), "{:?}", moved.failure_hints);
+    assert!(moved.failure_hints[0].0.ends_with("(2 distinct values)"));
+    assert_eq!(moved.failure_hints[0].1, 1, "the trials off the majority value");
+    let m = matrix(&r, vec![moved]);
+    assert_eq!(m.to_json()["cells"][0]["logits_checksums"], json!([["0xaa", 2], ["0xbb", 1]]));
+}

@@ -146,6 +146,6 @@ fn matrix_json_shape() {
     assert_eq!((c["executed"].clone(), c["reused"].clone()), (json!(1), json!(1)));
     let ckeys: Vec<&str> = c.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(ckeys.first(), Some(&"name"));
-    assert_eq!(ckeys.last(), Some(&"confound_aorta"));
-    assert_eq!(ckeys.len(), 43);
+    assert_eq!(ckeys.last(), Some(&"logits_checksums"));
+    assert_eq!(ckeys.len(), 44);
 }

@@ -24,6 +24,9 @@ const HINT: &str = "see docs/workloads.md#inference for the keys (unknown keys a
 #[derive(Debug, Clone)]
 pub struct Config {
     pub continuous: bool,
+    /// Deterministic algorithms, deterministic cuBLAS and the math attention backend, as
+    /// llm_determinism's switch: for triaging a logits checksum that moves between steps.
+    pub deterministic: bool,
     pub seed: u64,
     pub device: String,
     pub dtype: Kind,
@@ -46,6 +49,7 @@ pub fn parse(t: &Trial) -> Result<Config, SetupError> {
     let mut r = Reader::new(t.config.clone());
     let mode = r.choice("mode", "offline_batch", &["offline_batch", "continuous_batch"]);
     let seed = r.uint("seed", 1234, 0);
+    let deterministic = r.boolean("deterministic", false);
     let device = r.choice("device", "auto", &["auto", "cuda", "cpu"]);
     let dtype = parse_dtype(&r.choice("dtype", "bfloat16", DTYPES)).unwrap_or(Kind::BFloat16);
     let warmup_steps = r.uint("warmup_steps", 1, 0);
@@ -86,7 +90,7 @@ pub fn parse(t: &Trial) -> Result<Config, SetupError> {
         return Err(SetupError::config(format!("unknown workload_config keys: {}", unknown.join(", ")), HINT));
     }
     Ok(Config {
-        continuous, seed, device, dtype, warmup_steps, steps, batch_size, prompt_len, generate_tokens, model,
+        continuous, deterministic, seed, device, dtype, warmup_steps, steps, batch_size, prompt_len, generate_tokens, model,
         encoder: kind == "encoder_transformer", kv_cache, max_active, check_nan, check_nonfinite, compare_checksum, expected_checksum,
     })
 }
@@ -243,7 +247,12 @@ fn continuous(c: &Config, m: &Model, prompts: &Tensor, dev: Device, ticks: u64, 
 pub fn run(t: &Trial) -> Result<Outcome, SetupError> {
     let c = parse(t)?;
     let dev = device::resolve(&c.device)?;
-    device::set_tf32(false).map_err(|e| SetupError { kind: "torch_error", error: e, hint: "see stderr.log".into() })?;
+    let torch_err = |e: String| SetupError { kind: "torch_error", error: e, hint: "see stderr.log".into() };
+    device::set_tf32(false).map_err(torch_err)?;
+    if c.deterministic {
+        device::set_deterministic(true).map_err(torch_err)?;
+        device::sdpa_math_only().map_err(torch_err)?;
+    }
     let (_vs, m) = build(&c.model, c.seed, c.dtype, dev);
     let _g = tch::no_grad_guard();
     device::seed(c.seed);
@@ -315,6 +324,7 @@ pub fn run(t: &Trial) -> Result<Outcome, SetupError> {
     mm.insert("step_time_p50".into(), json!(percentile(&timed_steps, 50.0)));
     mm.insert("step_time_p99".into(), json!(percentile(&timed_steps, 99.0)));
     mm.insert("logits_checksum".into(), json!(checksums.first()));
+    mm.insert("deterministic".into(), json!(c.deterministic));
     Ok(out)
 }
 
