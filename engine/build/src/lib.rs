@@ -8,8 +8,10 @@
 pub mod engine;
 mod fsutil;
 mod outputs;
+mod remote;
 mod retention;
 pub mod trial;
+pub mod watch;
 pub mod workloads;
 
 pub use engine::{Event, Source, TrialResult};
@@ -43,6 +45,8 @@ pub struct BuildOptions {
     /// The environment snapshot (with the key the trials used) written as each environment's
     /// env.json; `None` writes host basics only.
     pub env_record: Option<serde_json::Value>,
+    /// The remote cache tier (`--remote-cache`): pulled before scheduling, pushed after.
+    pub remote: Option<Arc<aorta_remote::RemoteCache>>,
 }
 
 pub struct BuildOutcome {
@@ -153,6 +157,9 @@ pub fn build(recipe: &Recipe, planned: &[PlannedTrial], argv: Option<&[String]>,
     let store = Arc::new(LocalStore::open(&opts.store_root).map_err(|e| format!("cannot open the store at {}: {e}", opts.store_root.display()))?);
     // Shared lock for the whole build: gc waits until no build holds it.
     let _build_lock = store.build_lock().map_err(|e| format!("cannot lock the store: {e}"))?;
+    if let Some(remote) = &opts.remote {
+        remote::pull(&store, remote, planned);
+    }
     let paths = outputs::RunPaths::create(recipe, &opts.output).map_err(|e| format!("cannot create the run directory: {e}"))?;
     let bodies = bodies(recipe, argv, opts)?;
     let slots = Slots::new(opts.jobs.max(1), opts.gpus.clone());
@@ -169,6 +176,9 @@ pub fn build(recipe: &Recipe, planned: &[PlannedTrial], argv: Option<&[String]>,
     let t_run = std::time::Instant::now();
     let executed = schedule.run(on_event);
     timing("schedule (lookups + execution)", t_run);
+    if let Some(remote) = &opts.remote {
+        remote::push(&store, remote, executed.results.iter().filter(|r| r.source == Source::Executed).map(|r| r.manifest.key.as_str()));
+    }
     if executed.cancelled {
         let _ = std::fs::remove_dir_all(&paths.staging);
         return Ok(BuildOutcome {

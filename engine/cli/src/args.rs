@@ -72,6 +72,13 @@ pub struct BuildArgs {
     pub mitigations_files: Vec<PathBuf>,
     #[command(flatten)]
     pub exec: ExecArgs,
+    /// Keep running: rebuild when a recipe, registry or input file changes (only invalidated
+    /// trials execute); Ctrl-C stops.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub watch: bool,
+    /// Watch mode: stop after this many rebuilds (for tests and scripts).
+    #[arg(long, hide = true, value_name = "N", requires = "watch")]
+    pub watch_max_rebuilds: Option<u64>,
     /// Per-trial events on stderr.
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -141,6 +148,8 @@ pub struct ExecArgs {
     /// $VIRTUAL_ENV's, $CONDA_PREFIX's, then python3 on PATH) [env: AORTA_PYTHON].
     #[arg(long, value_name = "PATH")]
     pub python: Option<PathBuf>,
+    #[command(flatten)]
+    pub remote: crate::cmd_remote::RemoteArgs,
 }
 
 #[derive(Debug, Subcommand)]

@@ -8,6 +8,9 @@ use aorta_recipe::{load_recipe, Mode};
 use std::process::ExitCode;
 
 pub fn build(a: &BuildArgs) -> miette::Result<ExitCode> {
+    if a.watch {
+        return crate::cmd_watch::watch(a);
+    }
     let cwd = std::env::current_dir().map_err(|e| miette::miette!("cannot read the current directory: {e}"))?;
     let root = aorta_labels::find_workspace_root(&cwd);
     let mut plans = Vec::new();
@@ -63,7 +66,7 @@ pub fn build(a: &BuildArgs) -> miette::Result<ExitCode> {
 }
 
 /// Paths relative to the current directory read better in diagnostics than absolute ones.
-fn display_path(path: &std::path::Path, cwd: &std::path::Path) -> std::path::PathBuf {
+pub fn display_path(path: &std::path::Path, cwd: &std::path::Path) -> std::path::PathBuf {
     path.strip_prefix(cwd).map(std::path::Path::to_path_buf).unwrap_or_else(|_| path.to_path_buf())
 }
 

@@ -37,6 +37,11 @@ pub fn execute(recipe: &Recipe, argv: Option<&[String]>, exec: &ExecArgs, verbos
     let workloads = aorta_build::resolve_workloads(recipe, &mut ctx, torch_dir);
     let planned = aorta_graph::trial_inputs(recipe, &ctx);
     aorta_build::timing("trial keys", t0);
+    execute_planned(recipe, &planned, workloads, argv, exec, verbose)
+}
+
+/// [`execute`] with the trials already planned (watch mode plans them on its salsa database).
+pub fn execute_planned(recipe: &Recipe, planned: &[aorta_graph::PlannedTrial], workloads: Vec<(String, Result<aorta_build::workloads::Workload, String>)>, argv: Option<&[String]>, exec: &ExecArgs, verbose: u8) -> miette::Result<Outcome> {
     let cancel = aorta_exec::install_interrupt_handler().map_err(|e| miette::miette!("cannot install the Ctrl-C handler: {e}"))?;
     let opts = BuildOptions {
         store_root: crate::cmd_cache::store_root(exec.store.as_ref())?,
@@ -49,6 +54,7 @@ pub fn execute(recipe: &Recipe, argv: Option<&[String]>, exec: &ExecArgs, verbos
         cancel,
         workloads,
         env_record: Some(crate::context::snapshot_record(&snapshot, env_key)),
+        remote: crate::cmd_remote::open(&exec.remote)?,
     };
     let bar = progress_bar(planned.len() as u64, verbose);
     let (mut executed, mut reused, mut failed) = (0u64, 0u64, 0u64);
@@ -79,8 +85,9 @@ pub fn execute(recipe: &Recipe, argv: Option<&[String]>, exec: &ExecArgs, verbos
         bar.set_message(format!("executed {executed} · cached {reused} · not passing {failed}"));
         bar.inc(1);
     };
-    let out = aorta_build::build(recipe, &planned, argv, &opts, &mut on_event).map_err(|e| crate::cmd_sweep::usage(e, "see the message above"))?;
+    let out = aorta_build::build(recipe, planned, argv, &opts, &mut on_event).map_err(|e| crate::cmd_sweep::usage(e, "see the message above"))?;
     bar.finish_and_clear();
+    crate::cmd_remote::report(opts.remote.as_ref());
     Ok(Outcome {
         run_dir: out.run_dir,
         executed: out.executed,

@@ -7,9 +7,11 @@ mod cmd_build;
 mod cmd_cache;
 mod cmd_env;
 mod cmd_exec;
+mod cmd_remote;
 mod cmd_run;
 mod cmd_list;
 mod cmd_sweep;
+mod cmd_watch;
 mod context;
 mod separator;
 

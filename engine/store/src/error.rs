@@ -74,13 +74,18 @@ pub enum StoreError {
         second: Digest,
     },
 
+    /// A remote cache tier could not do what was asked (unreachable, refused, bad answer). The
+    /// tiering layer treats this as "no remote" for the operation; it never fails a build.
+    #[error("remote cache {url}: {reason}")]
+    Remote { url: String, reason: String },
+
     #[error(transparent)]
     InvalidHex(#[from] HexError),
 }
 
 impl StoreError {
     /// Builds a `map_err` closure that tags an I/O error with the operation and path.
-    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> Self {
+    pub fn io(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> Self {
         let path = path.into();
         move |source| StoreError::Io { op, path, source }
     }

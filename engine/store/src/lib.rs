@@ -34,6 +34,18 @@ pub use lock::{BuildLock, Claim, Waiting};
 pub use maint::{GcPolicy, GcReport, Problem, StoreStats, VerifyReport};
 pub use manifest::{rfc3339_utc, validate_output_path, BlobRef, Manifest, AC_FORMAT};
 
+/// The checksummed AC envelope bytes for `m`, exactly as the local store writes them (a remote
+/// tier stores the same bytes under `ac/`).
+pub fn encode_ac_entry(m: &Manifest) -> serde_json::Result<Vec<u8>> {
+    manifest::encode_entry(m)
+}
+
+/// Parses and verifies AC envelope bytes for `expected` (format, key, checksum, output paths);
+/// the `Err` is a human-readable reason, to be turned into [`Lookup::Corrupt`].
+pub fn decode_ac_entry(bytes: &[u8], expected: &Key) -> std::result::Result<Manifest, String> {
+    manifest::decode_entry(bytes, expected)
+}
+
 use std::path::Path;
 
 /// Result of an action-cache lookup.

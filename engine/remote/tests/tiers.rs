@@ -1,0 +1,143 @@
+//! The remote tier against real directories (file://) and a closed loopback port (http://).
+//! The nginx round trip lives in engine/cli/tests/remote_cache.rs.
+
+use aorta_remote::{open, Location, Mode, Pulled, RemoteConfig, Tiered};
+use aorta_store::{CacheTier, Key, LocalStore, Lookup, Manifest};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn config(location: Location, url: &str, mode: Mode, ns: &str) -> RemoteConfig {
+    RemoteConfig { url: url.into(), location, mode, namespace: ns.into(), timeout: Duration::from_secs(2), retries: 1, bearer_token: None }
+}
+
+fn file_remote(dir: &std::path::Path, mode: Mode, ns: &str) -> Tiered {
+    let cfg = config(Location::File(dir.to_owned()), &format!("file://{}", dir.display()), mode, ns);
+    Tiered::new(Arc::new(open(&cfg).unwrap()))
+}
+
+/// Commits one entry with two outputs into `store`; returns its key.
+fn commit(store: &LocalStore, seed: &str) -> Key {
+    let key = Key::of_bytes(seed.as_bytes());
+    let mut m = Manifest::new(key.clone(), serde_json::json!({"verdict": "pass", "seed": seed}));
+    for (name, body) in [("stdout.log", format!("out {seed}\n")), ("rank0/trace.json", "{}".to_owned())] {
+        let blob = store.put_blob_bytes(body.as_bytes()).unwrap();
+        m.outputs.insert(name.into(), blob);
+    }
+    let claim = store.claim(&key).unwrap();
+    claim.commit(&m).unwrap();
+    key
+}
+
+#[test]
+fn push_then_pull_into_an_empty_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let remote_dir = tmp.path().join("remote");
+    std::fs::create_dir(&remote_dir).unwrap();
+    let a = LocalStore::open(tmp.path().join("a")).unwrap();
+    let b = LocalStore::open(tmp.path().join("b")).unwrap();
+    let key = commit(&a, "one");
+
+    // Read-only mode never uploads.
+    assert!(!file_remote(&remote_dir, Mode::Read, "default").push(&a, &key));
+    let rw = file_remote(&remote_dir, Mode::ReadWrite, "default");
+    assert!(rw.push(&a, &key));
+    assert!(!rw.push(&a, &key), "a second push finds it present");
+    assert_eq!(rw.remote.stats().uploaded, 1);
+    assert_eq!(rw.remote.stats().already_present, 1);
+
+    let ro = file_remote(&remote_dir, Mode::Read, "default");
+    assert_eq!(ro.pull(&b, &key), Pulled::Remote);
+    let Lookup::Hit(m) = b.lookup(&key).unwrap() else { panic!("not committed locally") };
+    assert_eq!(m, a.lookup(&key).unwrap().hit().unwrap());
+    assert_eq!(ro.pull(&b, &key), Pulled::Local);
+
+    // Another namespace disowns everything.
+    let other = LocalStore::open(tmp.path().join("c")).unwrap();
+    assert_eq!(file_remote(&remote_dir, Mode::Read, "v2").pull(&other, &key), Pulled::Miss);
+}
+
+#[test]
+fn tampered_remote_objects_are_never_used() {
+    let tmp = tempfile::tempdir().unwrap();
+    let remote_dir = tmp.path().join("remote");
+    std::fs::create_dir(&remote_dir).unwrap();
+    let a = LocalStore::open(tmp.path().join("a")).unwrap();
+    let key = commit(&a, "two");
+    let rw = file_remote(&remote_dir, Mode::ReadWrite, "default");
+    assert!(rw.push(&a, &key));
+    let m = a.lookup(&key).unwrap().hit().unwrap();
+
+    // A blob whose bytes changed (same size): the download fails its hash, nothing is committed.
+    let blob = &m.outputs["stdout.log"];
+    let path = remote_dir.join("default/cas").join(blob.digest.shard()).join(blob.digest.as_str());
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[0] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    let b = LocalStore::open(tmp.path().join("b")).unwrap();
+    assert_eq!(rw.pull(&b, &key), Pulled::Miss);
+    assert_eq!(b.lookup(&key).unwrap(), Lookup::Miss);
+    assert!(!b.has_blob(&blob.digest).unwrap());
+
+    // An AC entry edited by hand fails its checksum: a rejected entry, not a hit.
+    let ac = remote_dir.join("default/ac").join(key.shard()).join(key.as_str());
+    let text = std::fs::read_to_string(&ac).unwrap().replace("\"pass\"", "\"fail\"");
+    std::fs::write(&ac, text).unwrap();
+    assert!(matches!(rw.remote.get_manifest(&key).unwrap(), Lookup::Corrupt { .. }));
+    let c = LocalStore::open(tmp.path().join("c")).unwrap();
+    assert_eq!(rw.pull(&c, &key), Pulled::Miss);
+    assert_eq!(rw.remote.stats().rejected, 1);
+}
+
+#[test]
+fn a_manifest_without_its_blobs_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let remote_dir = tmp.path().join("remote");
+    std::fs::create_dir(&remote_dir).unwrap();
+    let a = LocalStore::open(tmp.path().join("a")).unwrap();
+    let key = commit(&a, "three");
+    let m = a.lookup(&key).unwrap().hit().unwrap();
+    let rw = file_remote(&remote_dir, Mode::ReadWrite, "default");
+    assert!(rw.remote.put_manifest(&key, &m).is_err());
+    // And a remote entry whose blob vanished is not a hit.
+    assert!(rw.push(&a, &key));
+    let blob = &m.outputs["rank0/trace.json"];
+    std::fs::remove_file(remote_dir.join("default/cas").join(blob.digest.shard()).join(blob.digest.as_str())).unwrap();
+    assert!(matches!(rw.remote.get_manifest(&key).unwrap(), Lookup::Corrupt { .. }));
+}
+
+#[test]
+fn an_unreachable_cache_costs_one_timeout_and_fails_nothing() {
+    // A port nobody listens on: bind, note the port, close.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}/cache");
+    let cfg = config(Location::Http(url.clone()), &url, Mode::ReadWrite, "default");
+    let t = Tiered::new(Arc::new(open(&cfg).unwrap()));
+    let tmp = tempfile::tempdir().unwrap();
+    let a = LocalStore::open(tmp.path().join("a")).unwrap();
+    let keys: Vec<Key> = (0..50).map(|i| commit(&a, &format!("k{i}"))).collect();
+    let b = LocalStore::open(tmp.path().join("b")).unwrap();
+    let t0 = Instant::now();
+    assert_eq!(t.pull_many(&b, &keys), 0);
+    assert_eq!(t.push_many(&a, &keys), 0);
+    assert!(t0.elapsed() < Duration::from_secs(2), "took {:?}", t0.elapsed());
+    let s = t.remote.stats();
+    assert!(s.disabled.is_some(), "{s:?}");
+
+    // A file:// cache whose directory does not exist is unreachable the same way.
+    let gone = file_remote(&tmp.path().join("no-such-dir"), Mode::ReadWrite, "default");
+    assert_eq!(gone.pull(&b, &keys[0]), Pulled::Miss);
+    assert!(!gone.push(&a, &keys[0]));
+    assert!(gone.remote.is_disabled());
+}
+
+#[test]
+fn cloud_urls_need_the_cloud_feature_or_work() {
+    let cfg = config(Location::Cloud("s3://bucket/x".into()), "s3://bucket/x", Mode::Read, "default");
+    match open(&cfg) {
+        Ok(_) => assert!(aorta_remote::CLOUD_SUPPORT),
+        Err(e) => {
+            assert!(!aorta_remote::CLOUD_SUPPORT);
+            assert!(e.message.contains("without s3://"), "{e}");
+        }
+    }
+}
