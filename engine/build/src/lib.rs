@@ -7,6 +7,7 @@
 
 pub mod engine;
 mod fsutil;
+pub mod one;
 mod outputs;
 mod remote;
 mod retention;

@@ -43,6 +43,9 @@ pub enum Command {
     /// Micro-benchmarks: `aorta bench hw-queue list|run|sweep|compare` (GPU hardware queues).
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// One trial by itself: `aorta trial exec` (what each Buck2 trial action runs).
+    #[command(subcommand)]
+    Trial(crate::cmd_trial::TrialCommand),
     /// Print shell completions.
     Completions {
         /// bash, zsh, fish, elvish or powershell.

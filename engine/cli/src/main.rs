@@ -11,6 +11,7 @@ mod cmd_remote;
 mod cmd_run;
 mod cmd_list;
 mod cmd_sweep;
+mod cmd_trial;
 mod cmd_watch;
 mod context;
 mod separator;
@@ -59,6 +60,7 @@ fn run(cli: Cli) -> miette::Result<ExitCode> {
         Command::Bench(args::BenchCommand::HwQueue { args }) => cmd_bench::hw_queue(&args),
         Command::Explain(a) => cmd_cache::explain(&a),
         Command::Cache(c) => cmd_cache::cache(&c),
+        Command::Trial(c) => cmd_trial::trial(&c),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "aorta", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

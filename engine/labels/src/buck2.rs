@@ -92,6 +92,11 @@ pub(crate) struct RuleValue {
 starlark_simple_value!(RuleValue);
 
 impl RuleValue {
+    /// The rule's declared attributes (for the analysis stub).
+    pub(crate) fn attr_specs(&self) -> &[(String, AttrSpec)] {
+        &self.attrs
+    }
+
     fn name(&self) -> &str {
         self.name.get().map_or("rule", String::as_str)
     }
@@ -258,13 +263,37 @@ impl fmt::Display for Inert {
 
 #[starlark_value(type = "provider")]
 impl<'v> StarlarkValue<'v> for Inert {
+    /// Loading never calls these. During analysis (the tests' stub of Buck2's analysis phase,
+    /// `analysis.rs`) a provider or `cmd_args` call returns a struct recording its arguments:
+    /// `_provider` (the name), positional arguments as `args`, keyword arguments as fields.
     fn invoke(
         &self,
         _me: Value<'v>,
-        _args: &Arguments<'v, '_>,
-        _eval: &mut Evaluator<'v, '_, '_>,
+        args: &Arguments<'v, '_>,
+        eval: &mut Evaluator<'v, '_, '_>,
     ) -> starlark::Result<Value<'v>> {
-        Ok(Value::new_none())
+        let heap = eval.heap();
+        let name = self.name.get().map_or("anonymous", String::as_str);
+        let positional: Vec<Value<'v>> = args.positions(heap)?.collect();
+        let mut fields: Vec<(String, Value<'v>)> = vec![("_provider".to_owned(), heap.alloc(name))];
+        if !positional.is_empty() {
+            fields.push(("args".to_owned(), heap.alloc(positional)));
+        }
+        for (k, v) in args.names_map()?.iter() {
+            fields.push((k.as_str().to_owned(), *v));
+        }
+        Ok(heap.alloc(starlark::values::structs::AllocStruct(fields)))
+    }
+
+    /// Providers index dependencies (`dep[RunInfo]`), so they are dict keys: hashed by name.
+    fn write_hash(&self, hasher: &mut starlark::collections::StarlarkHasher) -> starlark::Result<()> {
+        use std::hash::Hash;
+        self.name.get().hash(hasher);
+        Ok(())
+    }
+
+    fn equals(&self, other: Value<'v>) -> starlark::Result<bool> {
+        Ok(other.downcast_ref::<Inert>().is_some_and(|o| o.name.get() == self.name.get()))
     }
 
     fn export_as(

@@ -10,6 +10,7 @@
 //! Nothing here prints; every failure is a [`LabelsError`], a `miette::Diagnostic` pointing at
 //! the offending label or BUCK/`.bzl` source.
 
+pub mod analysis;
 mod attrs;
 mod buck2;
 mod error;

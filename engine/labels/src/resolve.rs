@@ -39,7 +39,9 @@ fn clean_join(dir: &Path, rel: &str) -> PathBuf {
 }
 
 fn is_recipe(t: &Target) -> bool {
-    t.rule == AORTA_RECIPE_RULE
+    // `aorta_recipe` is a macro in rules/aorta.bzl over the `_aorta_recipe` rule (its per-trial
+    // `_aorta_trial` targets are not recipes); a project's own `aorta_recipe` rule also counts.
+    t.rule == AORTA_RECIPE_RULE || t.rule == "_aorta_recipe"
 }
 
 fn strings(t: &Target, key: &str) -> Vec<String> {
