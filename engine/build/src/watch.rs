@@ -66,7 +66,7 @@ impl Workspace {
     pub fn new() -> Self {
         let executed: Arc<Mutex<Vec<DatabaseKeyIndex>>> = Arc::default();
         let log = executed.clone();
-        let callback = Box::new(move |event: salsa::Event| {
+        let callback: Box<dyn Fn(salsa::Event) + Send + Sync + 'static> = Box::new(move |event: salsa::Event| {
             if let salsa::EventKind::WillExecute { database_key } = event.kind {
                 if let Ok(mut v) = log.lock() {
                     v.push(database_key);

@@ -17,6 +17,7 @@ use serde_json::{json, Value as Json};
 use starlark::environment::Module;
 use starlark::eval::Evaluator;
 use starlark::syntax::{AstModule, Dialect};
+use starlark::values::ValueLike;
 use std::cell::RefCell;
 use std::path::Path;
 
