@@ -41,8 +41,11 @@ impl Nginx {
         std::fs::create_dir_all(dir.path().join("www/cache")).unwrap();
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let d = dir.path().display();
+        // As root, nginx would drop its workers to `nobody`, who cannot write the temp dir.
+        // SAFETY: geteuid has no preconditions.
+        let user = if unsafe { libc::geteuid() } == 0 { "user root;\n" } else { "" };
         let conf = format!(
-            "worker_processes 1;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{ worker_connections 64; }}\n\
+            "{user}worker_processes 1;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{ worker_connections 64; }}\n\
              http {{\n  access_log {d}/access.log;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n  client_max_body_size 0;\n\
              server {{\n    listen 127.0.0.1:{port};\n    location /cache/ {{\n      root {d}/www;\n      dav_methods PUT DELETE MKCOL;\n      create_full_put_path on;\n      dav_access user:rw group:r all:r;\n    }}\n  }}\n}}\n"
         );

@@ -43,7 +43,9 @@ fn editing_one_recipe_rebuilds_only_its_changed_cell() {
     wait_for(&|l| l.contains("aorta watch: watching"), &mut lines);
     let first: Vec<String> = lines.clone();
     assert!(first.iter().any(|l| l.contains("re-parsed a.yaml, b.yaml, c.yaml") || l.contains("re-parsed a, b, c")), "{first:#?}");
-    assert_eq!(first.iter().filter(|l| l.contains("Trials: 4 executed, 0 reused")).count(), 3, "{first:#?}");
+    // The three recipes plan identical trials (the ticket is not in keys): a executes, b and c reuse.
+    assert_eq!(first.iter().filter(|l| l.contains("Trials: ")).count(), 3, "{first:#?}");
+    assert_eq!(first.iter().filter(|l| l.contains("Trials: 4 executed, 0 reused")).count(), 1, "{first:#?}");
 
     // Edit one cell of b.yaml.
     std::fs::write(ws.join("b.yaml"), RECIPE.replace("ticket: T", "ticket: b").replace("cuda_launch_blocking", "cuda_device_max_connections_1")).unwrap();
