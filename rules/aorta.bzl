@@ -114,13 +114,20 @@ def aorta_recipe(
         srcs = [],
         env_snapshot = None,
         gpus = 0,
-        **kwargs):
+        visibility = None,
+        exec_compatible_with = None):
     """An aorta recipe target, plus one `<name>.<cell>.<index>` target per trial.
 
     `cells` (the recipe's cell names) and `trials` (its trial count) must agree with the recipe;
     aorta's tests check the shipped BUCK files. Leave them empty for a recipe target without
-    per-trial actions. `**kwargs` (visibility, exec_compatible_with, …) go to every target.
+    per-trial actions. `visibility` and `exec_compatible_with` go to every target. There is no
+    `**kwargs`: a misspelt attribute fails at the call in BUCK.
     """
+    kwargs = {}
+    if visibility != None:
+        kwargs["visibility"] = visibility
+    if exec_compatible_with != None:
+        kwargs["exec_compatible_with"] = exec_compatible_with
     trial_targets = []
     for cell in cells:
         for index in range(trials):

@@ -173,7 +173,7 @@ pub fn analyse_package(root: &Path, package: &str) -> Result<Vec<Analysed>, Stri
         let bzl = std::fs::read_to_string(&bzl_path).map_err(|e| format!("{}: {e}", bzl_path.display()))?;
         let label = format!("//{package}:{}", t.name);
         let attrs_json = serde_json::to_string(&Json::Object(attrs)).map_err(|e| e.to_string())?;
-        let program = format!("{PRELUDE}\n{bzl}\n__result = __analyse({}, json.decode({}), {})\n", t.rule, serde_json::to_string(&attrs_json).map_err(|e| e.to_string())?, serde_json::to_string(&label).map_err(|e| e.to_string())?);
+        let program = format!("{PRELUDE}\n{bzl}\naorta_analysis_result = __analyse({}, json.decode({}), {})\n", t.rule, serde_json::to_string(&attrs_json).map_err(|e| e.to_string())?, serde_json::to_string(&label).map_err(|e| e.to_string())?);
         let dialect = Dialect { enable_keyword_only_arguments: true, enable_top_level_stmt: true, ..Dialect::Extended };
         let ast = AstModule::parse(&format!("analysis of {label}"), program, &dialect).map_err(|e| format!("{label}: {e}"))?;
         let ctx = EvalContext { file_label: t.rule_file.clone(), package: package.to_owned(), targets: Some(RefCell::default()) };
@@ -182,7 +182,7 @@ pub fn analyse_package(root: &Path, package: &str) -> Result<Vec<Analysed>, Stri
             eval.set_print_handler(&QuietPrint);
             eval.extra = Some(&ctx);
             eval.eval_module(ast, globals()).map_err(|e| format!("{label}: {e}"))?;
-            let v = module.get("__result").ok_or_else(|| format!("{label}: no result"))?;
+            let v = module.get("aorta_analysis_result").ok_or_else(|| format!("{label}: no result"))?;
             Ok(v.unpack_str().unwrap_or_default().to_owned())
         });
         let result = serde_json::from_str(&result?).map_err(|e| format!("{label}: {e}"))?;
