@@ -30,6 +30,9 @@ pub fn options_from_env(url: &str, timeout: Duration) -> Vec<(String, String)> {
 
 impl CloudBackend {
     pub fn new(url: &str, timeout: Duration) -> Result<Self, String> {
+        // reqwest is built without a TLS crypto provider of its own (its default would be
+        // aws-lc-rs); use ring, which ureq's rustls already brings. Err = one is installed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let parsed = url::Url::parse(url).map_err(|e| format!("{url}: {e}"))?;
         let (store, prefix) = object_store::parse_url_opts(&parsed, options_from_env(url, timeout)).map_err(|e| format!("{url}: {e}"))?;
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| format!("cannot start an async runtime: {e}"))?;
