@@ -178,7 +178,7 @@ pub fn build(recipe: &Recipe, planned: &[PlannedTrial], argv: Option<&[String]>,
     let executed = schedule.run(on_event);
     timing("schedule (lookups + execution)", t_run);
     if let Some(remote) = &opts.remote {
-        remote::push(&store, remote, executed.results.iter().filter(|r| r.source == Source::Executed).map(|r| r.manifest.key.as_str()));
+        remote::push(&store, remote, executed.results.iter().filter(|r| r.source == Source::Executed).map(|r| r.key.as_str()));
     }
     if executed.cancelled {
         let _ = std::fs::remove_dir_all(&paths.staging);

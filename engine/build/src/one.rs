@@ -39,21 +39,45 @@ pub fn build_one(recipe: &Recipe, trial: &PlannedTrial, argv: Option<&[String]>,
         cancel: opts.cancel.clone(),
     };
     let executed = schedule.run(&mut |_| {});
+    let placed = place(&store, &executed, out);
     let _ = std::fs::remove_dir_all(&staging);
+    let r = placed?;
+    if let Some(remote) = &opts.remote {
+        if r.source == Source::Executed {
+            crate::remote::push(&store, remote, std::iter::once(r.key.as_str()));
+        }
+    }
+    Ok(OneOutcome { key: r.key.to_string(), source: r.source, verdict: r.record.verdict.as_str().to_owned() })
+}
+
+/// Writes the one result's outputs and its `result.json` into `out`: the staged directory of a
+/// trial executed just now is moved there, a reused one is materialised from the store.
+fn place(store: &LocalStore, executed: &crate::engine::Executed, out: &Path) -> Result<crate::TrialResult, String> {
     if executed.cancelled {
         return Err("interrupted".into());
     }
     if let Some(e) = executed.cell_errors.values().next().or(executed.failures.first()) {
         return Err(e.clone());
     }
-    let r = executed.results.into_iter().next().ok_or("the trial produced no result")?;
-    if let Some(remote) = &opts.remote {
-        if r.source == Source::Executed {
-            crate::remote::push(&store, remote, std::iter::once(r.manifest.key.as_str()));
-        }
-    }
-    store.materialize(&r.manifest, out).map_err(|e| format!("cannot write the outputs to {}: {e}", out.display()))?;
-    Ok(OneOutcome { key: r.manifest.key.to_string(), source: r.source, verdict: r.record.verdict.as_str().to_owned() })
+    let r = executed.results.first().ok_or("the trial produced no result")?.clone();
+    let into = |e: std::io::Error| format!("cannot write the outputs to {}: {e}", out.display());
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(into)?;
+    // Always from the store (verified copies): the staging directory may sit on another
+    // filesystem than `out`, and the store entry is what a cache hit would give anyway.
+    let manifest = match store.lookup(&r.key) {
+        Ok(aorta_store::Lookup::Hit(m)) => m,
+        Ok(_) => return Err(format!("the store entry {} vanished or went bad; run it again", r.key)),
+        Err(e) => return Err(format!("cannot read the store entry {}: {e}", r.key)),
+    };
+    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let staged = parent.join(format!(".{name}.aorta-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&staged);
+    store.materialize(&manifest, &staged).map_err(|e| format!("cannot write the outputs to {}: {e}", out.display()))?;
+    let json = serde_json::to_vec_pretty(&*r.record).unwrap_or_default();
+    crate::fsutil::write_atomic(&staged.join("result.json"), &json).map_err(into)?;
+    crate::fsutil::replace_dir(&staged, out).map_err(into)?;
+    Ok(r)
 }
 
 fn tempfile_dir(store_root: &Path) -> Result<std::path::PathBuf, String> {

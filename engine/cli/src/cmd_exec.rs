@@ -37,11 +37,16 @@ pub fn execute(recipe: &Recipe, argv: Option<&[String]>, exec: &ExecArgs, verbos
     let workloads = aorta_build::resolve_workloads(recipe, &mut ctx, torch_dir);
     let planned = aorta_graph::trial_inputs(recipe, &ctx);
     aorta_build::timing("trial keys", t0);
-    execute_planned(recipe, &planned, workloads, argv, exec, verbose)
+    let env_record = crate::context::snapshot_record(&snapshot, env_key);
+    execute_planned(recipe, &planned, workloads, env_record, argv, exec, verbose)
 }
 
-/// [`execute`] with the trials already planned (watch mode plans them on its salsa database).
-pub fn execute_planned(recipe: &Recipe, planned: &[aorta_graph::PlannedTrial], workloads: Vec<(String, Result<aorta_build::workloads::Workload, String>)>, argv: Option<&[String]>, exec: &ExecArgs, verbose: u8) -> miette::Result<Outcome> {
+/// Resolved workload executables by name, as [`BuildOptions::workloads`] takes them.
+pub type Workloads = Vec<(String, Result<aorta_build::workloads::Workload, String>)>;
+
+/// [`execute`] with the trials already planned (watch mode plans them on its salsa database);
+/// `env_record` is the snapshot the keys used ([`crate::context::snapshot_record`]).
+pub fn execute_planned(recipe: &Recipe, planned: &[aorta_graph::PlannedTrial], workloads: Workloads, env_record: serde_json::Value, argv: Option<&[String]>, exec: &ExecArgs, verbose: u8) -> miette::Result<Outcome> {
     let cancel = aorta_exec::install_interrupt_handler().map_err(|e| miette::miette!("cannot install the Ctrl-C handler: {e}"))?;
     let opts = BuildOptions {
         store_root: crate::cmd_cache::store_root(exec.store.as_ref())?,
@@ -53,7 +58,7 @@ pub fn execute_planned(recipe: &Recipe, planned: &[aorta_graph::PlannedTrial], w
         workload_timeout: exec.trial_timeout.map(std::time::Duration::from_secs_f64),
         cancel,
         workloads,
-        env_record: Some(crate::context::snapshot_record(&snapshot, env_key)),
+        env_record: Some(env_record),
         remote: crate::cmd_remote::open(&exec.remote)?,
     };
     let bar = progress_bar(planned.len() as u64, verbose);

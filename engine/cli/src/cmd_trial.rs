@@ -33,13 +33,11 @@ pub struct TrialExecArgs {
     /// Where the trial's outputs go (created; Buck2 passes its declared output).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
-    /// An `aorta env probe` snapshot this trial is for (a declared input under Buck2); it must
-    /// be readable JSON.
-    #[arg(long, value_name = "FILE")]
-    pub env_snapshot: Option<PathBuf>,
     /// Fail unless the trial's key is this one (Buck2 targets can pin it).
     #[arg(long, value_name = "KEY")]
     pub expect_key: Option<String>,
+    /// Store, GPUs, timeouts, `--env-snapshot` (under Buck2: the snapshot the result is valid
+    /// for, a declared input), `--remote-cache`: as for `aorta build`.
     #[command(flatten)]
     pub exec: ExecArgs,
     /// The command a probe recipe wraps.
@@ -49,9 +47,8 @@ pub struct TrialExecArgs {
 
 pub fn trial(c: &TrialCommand) -> miette::Result<ExitCode> {
     let TrialCommand::Exec(a) = c;
-    if let Some(snap) = &a.env_snapshot {
-        let text = std::fs::read_to_string(snap).map_err(|e| usage(format!("cannot read the environment snapshot {}: {e}", snap.display()), "write one with `aorta env probe --output env.json`"))?;
-        serde_json::from_str::<serde_json::Value>(&text).map_err(|e| usage(format!("{} is not an environment snapshot (JSON): {e}", snap.display()), "write one with `aorta env probe --output env.json`"))?;
+    if a.exec.output.is_some() {
+        return Err(usage("aorta trial exec writes to --out DIR; --output is for whole builds", "aorta trial exec --recipe r.yaml --cell C --trial 0 --out DIR"));
     }
     let recipe = load_recipe(&a.recipe, &a.mitigations_files).map_err(|d| miette::Report::new(*d))?.recipe;
     let argv: Option<Vec<String>> = (recipe.mode == Mode::Probe).then(|| a.command.clone());
@@ -62,8 +59,12 @@ pub fn trial(c: &TrialCommand) -> miette::Result<ExitCode> {
         let names: Vec<&str> = recipe.cells.iter().map(|c| c.name.as_str()).collect();
         return Err(usage(format!("{}: no cell named {:?}", a.recipe.display(), a.cell), format!("cells: {}", names.join(", "))));
     };
-    let mut ctx = crate::context::key_context(argv.as_deref())?;
-    let workloads = aorta_build::resolve_workloads(&recipe, &mut ctx);
+    // The same keys `aorta build` computes: the environment snapshot (probed, or the recorded
+    // `--env-snapshot`) under the recipe's env_key rules, plus the command's input hashes.
+    let (snapshot, env_key) = crate::context::environment(&recipe, &crate::context::EnvSource::from_args(&a.exec))?;
+    let mut ctx = crate::context::key_context_with(argv.as_deref(), env_key.hash.clone())?;
+    let torch_dir = snapshot.pytorch.torch_dir.as_deref().map(std::path::Path::new);
+    let workloads = aorta_build::resolve_workloads(&recipe, &mut ctx, torch_dir);
     let planned = aorta_graph::trial_inputs(&recipe, &ctx);
     let Some(p) = planned.iter().find(|p| p.cell == cell && p.index == a.trial) else {
         let n = planned.iter().filter(|p| p.cell == cell).count();
@@ -85,6 +86,7 @@ pub fn trial(c: &TrialCommand) -> miette::Result<ExitCode> {
         workload_timeout: a.exec.trial_timeout.map(std::time::Duration::from_secs_f64),
         cancel,
         workloads,
+        env_record: Some(crate::context::snapshot_record(&snapshot, env_key)),
         remote: crate::cmd_remote::open(&a.exec.remote)?,
     };
     let out = aorta_build::one::build_one(&recipe, p, argv.as_deref(), &opts, &a.out).map_err(|e| miette::miette!("{e}"))?;

@@ -32,7 +32,8 @@ pub fn watch(a: &BuildArgs) -> miette::Result<ExitCode> {
             } else {
                 None
             };
-            let ctx = crate::context::key_context(argv.as_deref())?;
+            // The environment key is filled in per round, from the recipe's env_key rules.
+            let ctx = crate::context::key_context_with(argv.as_deref(), String::new())?;
             inputs.push(ctx.input_hashes.keys().map(|p| aorta_build::watch::normalize(&cwd.join(p))).collect());
             let path = crate::cmd_build::display_path(&t.recipe, &cwd);
             ws.add_target(&t.label, &path, &sidecars, argv, ctx);
@@ -91,8 +92,9 @@ pub fn watch(a: &BuildArgs) -> miette::Result<ExitCode> {
         }
         for &i in &changed_inputs {
             let argv = ws.targets()[i].argv.clone();
-            let mut ctx = crate::context::key_context(argv.as_deref())?;
-            ctx.workloads = ws.context(i).workloads;
+            let old = ws.context(i);
+            let mut ctx = crate::context::key_context_with(argv.as_deref(), old.env_snapshot)?;
+            ctx.workloads = old.workloads;
             ws.set_context(i, ctx);
         }
         rebuilds += 1;
@@ -126,17 +128,21 @@ fn round(ws: &mut Workspace, targets: &[usize], last: &mut BTreeMap<usize, Vec<S
             eprintln!("{:?}", usage(format!("{}: a probe recipe needs a command: give it after -- or as the target's `command` in BUCK", t.label), format!("aorta build --watch {} -- bash launch.sh", t.label)));
             continue;
         }
-        // Workload identities are part of the key context; resolve them against this recipe.
+        // The environment key (the snapshot is probed once per process; the recipe's env_key
+        // rules may have changed) and the workload identities are part of the key context.
+        let (snapshot, env_key) = crate::context::environment(&recipe, &crate::context::EnvSource::from_args(&a.exec))?;
         let mut ctx = ws.context(i);
-        let workloads = aorta_build::resolve_workloads(&recipe, &mut ctx);
+        ctx.env_snapshot = env_key.hash.clone();
+        let torch_dir = snapshot.pytorch.torch_dir.as_deref().map(Path::new);
+        let workloads = aorta_build::resolve_workloads(&recipe, &mut ctx, torch_dir);
         ws.set_context(i, ctx);
-        to_build.push((i, recipe, argv, workloads));
+        to_build.push((i, recipe, argv, workloads, crate::context::snapshot_record(&snapshot, env_key)));
     }
     let reparsed = ws.take_reparsed();
     if !reparsed.is_empty() {
         eprintln!("aorta watch: re-parsed {}", reparsed.join(", "));
     }
-    for (i, recipe, argv, workloads) in to_build {
+    for (i, recipe, argv, workloads, env_record) in to_build {
         let planned = match ws.trials(i) {
             Ok(p) => p,
             Err(e) => {
@@ -149,7 +155,7 @@ fn round(ws: &mut Workspace, targets: &[usize], last: &mut BTreeMap<usize, Vec<S
             continue; // same keys: nothing to do (e.g. a comment edit)
         }
         eprintln!("aorta watch: building {}", ws.targets()[i].label);
-        let out = crate::cmd_exec::execute_planned(&recipe, &planned, workloads, argv.as_deref(), &a.exec, a.verbose)?;
+        let out = crate::cmd_exec::execute_planned(&recipe, &planned, workloads, env_record, argv.as_deref(), &a.exec, a.verbose)?;
         let c = crate::cmd_exec::report(&out, recipe.mode);
         if c != ExitCode::SUCCESS {
             *code = c;
