@@ -2,8 +2,9 @@
 //! BUCK file declares has its rule's `impl` called with a `ctx` (`ctx.attrs`, `ctx.label`,
 //! `ctx.actions.declare_output/write/run`), dependencies expose `DefaultInfo`/`RunInfo`, and the
 //! result is checked as Buck2 checks it: a list of providers with exactly one `DefaultInfo`,
-//! every declared output bound by exactly one action. What the impl did comes back as JSON:
-//! its providers and its actions, command lines flattened to strings (`$(output x)` for an
+//! every declared output bound by exactly one action, actions of one category told apart by
+//! unique identifiers, every sub-target with one `DefaultInfo`. What the impl did comes back as
+//! JSON: its providers and its actions, command lines flattened to strings (`$(output x)` for an
 //! output, the path for a source, `$(exe //pkg:t)` for a tool's `RunInfo`).
 //!
 //! The `.bzl` text is evaluated again with a Starlark prelude in front that replaces `rule()`
@@ -81,6 +82,30 @@ def __flatten(v):
             fail("cannot put a " + t + " on a command line: " + repr(x))
     fail("command line too deep")
 
+def __fields(p):
+    fields = {}
+    for f in dir(p):
+        if f == "_provider" or f == "sub_targets":
+            continue
+        v = getattr(p, f)
+        if f == "args" or f == "default_output" or f == "default_outputs" or f == "other_outputs":
+            v = __flatten(v)
+        fields[f] = v
+    return fields
+
+def __render(p):
+    # A provider as JSON; DefaultInfo's sub_targets (name -> provider list, one level deep, each
+    # with exactly one DefaultInfo as Buck2 requires) rendered the same way.
+    fields = __fields(p)
+    if hasattr(p, "sub_targets"):
+        subs = {}
+        for name, ps in p.sub_targets.items():
+            if len([q for q in ps if getattr(q, "_provider", None) == "DefaultInfo"]) != 1:
+                fail("sub-target " + name + " must have exactly one DefaultInfo")
+            subs[name] = [{"provider": q._provider, "fields": __fields(q)} for q in ps]
+        fields["sub_targets"] = subs
+    return {"provider": p._provider, "fields": fields}
+
 def __analyse(r, attrs, label):
     declared = []
     bound = []
@@ -103,6 +128,9 @@ def __analyse(r, attrs, label):
     def run(cmd, category = None, identifier = None, env = {}, **kwargs):
         if category == None:
             fail("ctx.actions.run needs a category")
+        for a in actions:
+            if a["kind"] == "run" and a["category"] == category and (identifier == None or a["identifier"] == None or a["identifier"] == identifier):
+                fail("two actions of category " + category + " need distinct identifiers (got " + repr(identifier) + ")")
         argv = __flatten(cmd)
         for a in argv:
             if a.startswith("$(output "):
@@ -128,17 +156,7 @@ def __analyse(r, attrs, label):
         n = len([b for b in bound if b == path])
         if n != 1:
             fail("output " + path + " is bound by " + str(n) + " actions (Buck2 needs exactly one)")
-    rendered = []
-    for p in providers:
-        fields = {}
-        for f in dir(p):
-            if f == "_provider":
-                continue
-            v = getattr(p, f)
-            if f == "args" or f == "default_output" or f == "default_outputs" or f == "other_outputs":
-                v = __flatten(v)
-            fields[f] = v
-        rendered.append({"provider": p._provider, "fields": fields})
+    rendered = [__render(p) for p in providers]
     return json.encode({"providers": rendered, "actions": actions})
 "#;
 

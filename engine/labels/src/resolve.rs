@@ -39,9 +39,7 @@ fn clean_join(dir: &Path, rel: &str) -> PathBuf {
 }
 
 fn is_recipe(t: &Target) -> bool {
-    // `aorta_recipe` is a macro in rules/aorta.bzl over the `_aorta_recipe` rule (its per-trial
-    // `_aorta_trial` targets are not recipes); a project's own `aorta_recipe` rule also counts.
-    t.rule == AORTA_RECIPE_RULE || t.rule == "_aorta_recipe"
+    t.rule == AORTA_RECIPE_RULE
 }
 
 fn strings(t: &Target, key: &str) -> Vec<String> {

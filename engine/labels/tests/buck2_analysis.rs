@@ -1,11 +1,21 @@
 //! rules/aorta.bzl and every BUCK file of the repository through the stub of Buck2's analysis
 //! phase (`aorta_labels::analysis`): every target's impl runs and returns valid providers, and
-//! each trial target is one `aorta trial exec` action with the right inputs.
-use aorta_labels::analysis::analyse_package;
+//! a recipe target with `cells` and `trials` declares one `aorta trial exec` action per trial,
+//! with the right inputs, and a sub-target per cell and per trial.
+use aorta_labels::analysis::{analyse_package, Analysed};
+use serde_json::{json, Value};
 use std::path::PathBuf;
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+fn provider<'a>(t: &'a Analysed, name: &str) -> &'a Value {
+    t.result["providers"].as_array().unwrap().iter().find(|p| p["provider"] == name).unwrap_or_else(|| panic!("{}: no {name}: {}", t.name, t.result))
+}
+
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_array().unwrap_or_else(|| panic!("not a list: {v}")).iter().map(|a| a.as_str().unwrap()).collect()
 }
 
 #[test]
@@ -18,53 +28,81 @@ fn every_buck_file_analyses() {
 }
 
 #[test]
-fn ticket_1234_expands_to_one_action_per_trial() {
+fn ticket_1234_runs_one_action_per_trial() {
     let root = repo_root();
     let targets = analyse_package(&root, "recipes").unwrap();
-    let trials: Vec<_> = targets.iter().filter(|t| t.rule == "_aorta_trial" && t.name.starts_with("ticket-1234.")).collect();
-    assert_eq!(trials.len(), 10 * 5);
-    let t = trials.iter().find(|t| t.name == "ticket-1234.cuda_launch_blocking-nccl_debug_info.3").expect("trial target");
+    let t = targets.iter().find(|t| t.name == "ticket-1234").expect("ticket-1234");
+    assert_eq!(t.rule, "aorta_recipe");
     let actions = t.result["actions"].as_array().unwrap();
-    assert_eq!(actions.len(), 1, "{}", t.result);
-    let argv: Vec<&str> = actions[0]["argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    let trials: Vec<&Value> = actions.iter().filter(|a| a["category"] == "aorta_trial").collect();
+    assert_eq!(trials.len(), 10 * 5, "{}", t.result);
+    let a = trials.iter().find(|a| a["identifier"] == "cuda_launch_blocking-nccl_debug_info/3").expect("trial action");
     assert_eq!(
-        argv,
+        strings(&a["argv"]),
         [
             "$(exe //rules:aorta)", "trial", "exec", "--recipe", "ticket-1234.yaml", "--cell", "cuda_launch_blocking-nccl_debug_info", "--trial", "3",
-            "--out", "$(output ticket-1234.cuda_launch_blocking-nccl_debug_info.3)", "--", "bash", "recipes/quickstart.sh",
+            "--out", "$(output trials/cuda_launch_blocking-nccl_debug_info/3)", "--", "bash", "recipes/quickstart.sh",
         ]
     );
-    assert_eq!(actions[0]["hidden"], serde_json::json!(["quickstart.sh"]));
-    assert_eq!(actions[0]["category"], "aorta_trial");
+    assert_eq!(a["hidden"], json!(["quickstart.sh"]), "the launch script is a declared input");
 
-    // The recipe target: its default outputs carry every trial's directory; RunInfo runs the matrix.
-    let recipe = targets.iter().find(|t| t.name == "ticket-1234").unwrap();
-    assert_eq!(recipe.rule, "_aorta_recipe");
-    let providers = recipe.result["providers"].as_array().unwrap();
-    let default = providers.iter().find(|p| p["provider"] == "DefaultInfo").unwrap();
-    assert_eq!(default["fields"]["other_outputs"].as_array().unwrap().len(), 1 + 50);
-    let run = providers.iter().find(|p| p["provider"] == "RunInfo").unwrap();
-    assert_eq!(run["fields"]["args"], serde_json::json!(["$(exe //rules:aorta)", "build", "ticket-1234.yaml", "--", "bash", "recipes/quickstart.sh"]));
+    // Default outputs: the marker plus every trial's directory; RunInfo runs the whole matrix.
+    let default = provider(t, "DefaultInfo");
+    let outs = strings(&default["fields"]["default_outputs"]);
+    assert_eq!(outs.len(), 1 + 50);
+    assert!(outs.contains(&"trials/none-none/0") && outs.contains(&"trials/nccl_proto_simple-nccl_debug_info/4"), "{outs:?}");
+    let run = provider(t, "RunInfo");
+    assert_eq!(strings(&run["fields"]["args"]), ["$(exe //rules:aorta)", "build", "ticket-1234.yaml", "--", "bash", "recipes/quickstart.sh"]);
+
+    // Sub-targets: one per cell (its 5 trials) and one per trial.
+    let subs = default["fields"]["sub_targets"].as_object().unwrap();
+    assert_eq!(subs.len(), 10 + 50);
+    let cell = &subs["none-nccl_debug_info"][0]["fields"]["default_outputs"];
+    assert_eq!(strings(cell), (0..5).map(|i| format!("trials/none-nccl_debug_info/{i}")).collect::<Vec<_>>());
+    assert_eq!(subs["none-none/2"][0]["fields"]["default_output"], json!(["trials/none-none/2"]));
+}
+
+#[test]
+fn gpus_env_snapshot_and_registries_reach_the_trial_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for (path, text) in [
+        ("rules/aorta.bzl", std::fs::read_to_string(repo_root().join("rules/aorta.bzl")).unwrap()),
+        ("rules/BUCK", std::fs::read_to_string(repo_root().join("rules/BUCK")).unwrap()),
+        (
+            "p/BUCK",
+            "load(\"//rules:aorta.bzl\", \"aorta_recipe\")\naorta_recipe(name = \"g\", recipe = \"g.yaml\", mitigations_files = [\"m.json\"], env_snapshot = \"h200.json\", gpus = 2, cells = [\"a\"], trials = 1)\n".to_owned(),
+        ),
+        (".buckconfig", String::new()),
+    ] {
+        std::fs::create_dir_all(root.join(path).parent().unwrap()).unwrap();
+        std::fs::write(root.join(path), text).unwrap();
+    }
+    let targets = analyse_package(root, "p").unwrap();
+    let a = &targets[0].result["actions"].as_array().unwrap().iter().find(|a| a["kind"] == "run").unwrap().clone();
+    assert_eq!(
+        strings(&a["argv"]),
+        ["$(exe //rules:aorta)", "trial", "exec", "--recipe", "g.yaml", "--cell", "a", "--trial", "0", "--out", "$(output trials/a/0)", "--mitigations-file", "m.json", "--env-snapshot", "h200.json", "--gpus", "0,1"]
+    );
 }
 
 #[test]
 fn buck_cells_and_trials_match_the_recipes() {
     let root = repo_root();
     let bf = aorta_labels::evaluate_package(&root, "recipes").unwrap().unwrap();
-    for t in bf.targets.iter().filter(|t| t.rule == "_aorta_trial") {
+    let mut checked = 0;
+    for t in &bf.targets {
+        let cells: Vec<&str> = t.attrs["cells"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+        let trials = t.attrs["trials"].as_u64().unwrap();
+        if cells.is_empty() && trials == 0 {
+            continue;
+        }
         let recipe_file = root.join("recipes").join(t.attrs["recipe"].as_str().unwrap());
         let recipe = aorta_recipe::load_recipe(&recipe_file, &[]).unwrap().recipe;
-        let cell = t.attrs["cell"].as_str().unwrap();
-        assert!(recipe.cells.iter().any(|c| c.name == cell), "{}: the recipe has no cell {cell}", t.name);
-        let index = t.attrs["trial"].as_i64().unwrap();
-        assert!((index as u64) < recipe.trials as u64, "{}: the recipe has {} trials", t.name, recipe.trials);
+        let names: Vec<&str> = recipe.cells.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(cells, names, "{}: `cells` must list the recipe's cells, in order", t.name);
+        assert_eq!(trials, recipe.trials as u64, "{}: `trials` must be the recipe's trial count", t.name);
+        checked += 1;
     }
-    // And every cell × trial of ticket-1234 has its target.
-    let recipe = aorta_recipe::load_recipe(&root.join("recipes/ticket-1234.yaml"), &[]).unwrap().recipe;
-    for c in &recipe.cells {
-        for i in 0..recipe.trials as u64 {
-            let name = format!("ticket-1234.{}.{i}", c.name);
-            assert!(bf.targets.iter().any(|t| t.name == name), "{name} missing from recipes/BUCK");
-        }
-    }
+    assert!(checked >= 1, "recipes/BUCK has per-trial targets");
 }
