@@ -10,7 +10,6 @@ mod common;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn find_nginx() -> Option<PathBuf> {
@@ -94,17 +93,30 @@ fn walk(dir: &Path) -> usize {
 const RECIPE: &str = "schema_version: 1\nmode: probe\nticket: T\ntrials: 3\nmitigation_axis: [none, cuda_launch_blocking]\ndiagnostic_axis: [none]\nconfound: {baseline_cell: none-none}\n";
 const SCRIPT: &str = "echo \"step_time 0.25 blocking=${CUDA_LAUNCH_BLOCKING:-unset}\"\nmkdir -p extra && echo trace > extra/trace.txt\n";
 
+/// A workspace with the recipe, its command, and two recorded environment snapshots: `h200.json`
+/// (docs/examples/h200-env.json) and `driver.json`, the same machine with another driver (a
+/// keyed field, so another environment key).
 fn workspace() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("r.yaml"), RECIPE).unwrap();
     std::fs::write(dir.path().join("run.sh"), SCRIPT).unwrap();
     std::fs::write(dir.path().join(".aorta-root"), "").unwrap();
+    let snap = std::fs::read_to_string(common::repo_root().join("docs/examples/h200-env.json")).unwrap();
+    std::fs::write(dir.path().join("h200.json"), &snap).unwrap();
+    let mut other: serde_json::Value = serde_json::from_str(&snap).unwrap();
+    other["gpu"]["driver_version"] = "590.1".into();
+    std::fs::write(dir.path().join("driver.json"), serde_json::to_string(&other).unwrap()).unwrap();
     dir
 }
 
+/// `aorta sweep run` in `ws` with its own store, under the recorded H200 snapshot unless
+/// `extra` names another `--env-snapshot`.
 fn sweep(ws: &Path, store: &str, out: &str, extra: &[&str]) -> Output {
     let mut c = Command::new(assert_cmd::cargo::cargo_bin("aorta"));
-    c.current_dir(ws).env("NO_COLOR", "1").env("AORTA_STORE", ws.join(store)).env_remove("AORTA_REMOTE_CACHE").env_remove("AORTA_REMOTE_CACHE_MODE").env_remove("AORTA_REMOTE_CACHE_NAMESPACE");
+    c.current_dir(ws).env("NO_COLOR", "1").env("AORTA_STORE", ws.join(store)).env("AORTA_ENV_SNAPSHOT", ws.join("h200.json"));
+    for k in ["AORTA_REMOTE_CACHE", "AORTA_REMOTE_CACHE_MODE", "AORTA_REMOTE_CACHE_NAMESPACE", "AORTA_REMOTE_CACHE_TIMEOUT", "AORTA_REMOTE_CACHE_RETRIES", "AORTA_REMOTE_CACHE_TOKEN"] {
+        c.env_remove(k);
+    }
     c.args(["sweep", "run", "--recipe", "r.yaml", "--output", out]).args(extra).args(["--", "bash", "run.sh"]);
     c.output().unwrap()
 }
@@ -134,36 +146,6 @@ fn strip_volatile(v: &mut serde_json::Value) {
     }
 }
 
-/// A library build of the same recipe with an explicit environment snapshot key (what
-/// `aorta_graph::HostBasics` hashes), against the same remote cache; returns (executed, reused).
-fn build_with_host(ws: &Path, store: &str, host: &aorta_graph::HostBasics, url: &str) -> (usize, usize) {
-    let recipe = aorta_recipe::load_recipe(&ws.join("r.yaml"), &[]).unwrap().recipe;
-    let argv = vec!["bash".to_owned(), "run.sh".to_owned()];
-    let ctx = aorta_graph::KeyContext { env_snapshot: host.key(), argv: Some(argv.clone()), input_hashes: aorta_graph::hash_inputs(ws, &argv, &[]).unwrap(), workloads: Default::default() };
-    let planned = aorta_graph::trial_inputs(&recipe, &ctx);
-    let settings = aorta_remote::Settings { url: Some(url.to_owned()), ..Default::default() };
-    let remote = aorta_remote::open(&settings.resolve().unwrap().unwrap()).unwrap();
-    let opts = aorta_build::BuildOptions {
-        store_root: ws.join(store),
-        output: ws.join(format!("out-{store}")),
-        jobs: 2,
-        gpus: vec![],
-        gpus_per_trial: 0,
-        kill_on_hang: false,
-        workload_timeout: None,
-        cancel: aorta_exec::CancelToken::new(),
-        workloads: vec![],
-        remote: Some(Arc::new(remote)),
-    };
-    // Trials run `bash run.sh` relative to the current directory, like the CLI from `ws`.
-    let prev = std::env::current_dir().unwrap();
-    std::env::set_current_dir(ws).unwrap();
-    let out = aorta_build::build(&recipe, &planned, Some(&argv), &opts, &mut |_| {});
-    std::env::set_current_dir(prev).unwrap();
-    let out = out.unwrap();
-    (out.executed, out.reused)
-}
-
 #[test]
 fn two_stores_share_results_through_nginx_webdav() {
     let Some(nginx) = Nginx::start() else { return };
@@ -178,7 +160,9 @@ fn two_stores_share_results_through_nginx_webdav() {
     let stderr = String::from_utf8_lossy(&a.stderr);
     assert!(stderr.contains("0 downloaded, 6 uploaded"), "{stderr}");
     assert_eq!(nginx.objects("ac"), 6, "one AC object per trial");
-    assert!(nginx.objects("cas") >= 4, "blobs uploaded (deduplicated)");
+    // Blobs are deduplicated by content: two stdout.log texts (blocking=unset, blocking=1) and
+    // one extra/trace.txt for all six trials.
+    assert_eq!(nginx.objects("cas"), 3, "blobs uploaded once each");
 
     // An empty store B, same environment key: nothing executes, the matrix is identical.
     let b = sweep(ws, "store-b", "out-b", &["--remote-cache", &url]);
@@ -197,14 +181,17 @@ fn two_stores_share_results_through_nginx_webdav() {
     assert_eq!(counts(&ro), (6, 0));
     assert_eq!(walk(&nginx.dir.path().join("www/cache/other")), 0);
 
-    // The environment key: the same recipe built as the library does it, first with this
-    // host's snapshot key (must match the CLI's keys: all 6 from the remote), then with a host
-    // whose architecture differs (another env_snapshot key: all 6 execute).
-    let this_host = aorta_graph::HostBasics::current();
-    assert_eq!(build_with_host(ws, "store-d", &this_host, &url), (0, 6), "same environment key: remote hits");
-    let other_arch = aorta_graph::HostBasics { arch: if this_host.arch == "riscv64" { "x86_64" } else { "riscv64" }, ..this_host.clone() };
-    assert_ne!(other_arch.key(), this_host.key());
-    assert_eq!(build_with_host(ws, "store-e", &other_arch, &url), (6, 0), "different environment key: everything executes");
+    // Another environment key (a new driver: a keyed field of the snapshot), same remote:
+    // nothing there matches, everything executes.
+    let d = sweep(ws, "store-d", "out-d", &["--remote-cache", &url, "--env-snapshot", "driver.json"]);
+    assert_eq!(counts(&d), (6, 0), "{}", common::transcript(&d));
+    assert!(String::from_utf8_lossy(&d.stderr).contains("0 downloaded, 0 uploaded"), "{}", common::transcript(&d));
+    // And `aorta build` of the same recipe by path, under the first key: all from the remote.
+    let mut c = Command::new(assert_cmd::cargo::cargo_bin("aorta"));
+    c.current_dir(ws).env("NO_COLOR", "1").env("AORTA_STORE", ws.join("store-e")).env("AORTA_ENV_SNAPSHOT", ws.join("h200.json")).env("AORTA_REMOTE_CACHE", &url);
+    let e = c.args(["build", "r.yaml", "--output", "out-e", "--", "bash", "run.sh"]).output().unwrap();
+    assert_eq!(counts(&e), (0, 6), "{}", common::transcript(&e));
+    assert_eq!(matrix(ws, "out-a"), matrix(ws, "out-e"));
 }
 
 #[test]
@@ -235,4 +222,21 @@ fn bad_remote_cache_settings_are_usage_errors() {
     c.current_dir(ws.path()).env("AORTA_STORE", ws.path().join("store")).env("AORTA_REMOTE_CACHE", "gopher://x");
     let out = c.args(["sweep", "run", "--recipe", "r.yaml", "--", "bash", "run.sh"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", common::transcript(&out));
+}
+
+/// s3:// and gs:// need the `cloud` feature; without it they are a usage error with a hint,
+/// before anything runs.
+#[test]
+fn cloud_urls_without_the_cloud_feature_say_how_to_get_it() {
+    if cfg!(feature = "cloud") {
+        return;
+    }
+    let ws = workspace();
+    for url in ["s3://bucket/aorta", "gs://bucket"] {
+        let out = sweep(ws.path(), "store", "out", &["--remote-cache", url]);
+        assert_eq!(out.status.code(), Some(2), "{url}: {}", common::transcript(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("built without s3:// and gs:// support") && stderr.contains("the `cloud` feature"), "{url}: {stderr}");
+        assert!(!ws.path().join("out").exists(), "nothing ran");
+    }
 }

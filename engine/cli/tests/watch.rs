@@ -20,6 +20,7 @@ fn editing_one_recipe_rebuilds_only_its_changed_cell() {
         .current_dir(ws)
         .env("NO_COLOR", "1")
         .env("AORTA_STORE", ws.join("store"))
+        .env("AORTA_ENV_SNAPSHOT", common::repo_root().join("docs/examples/h200-env.json"))
         .args(["build", "--watch", "--watch-max-rebuilds", "1", "a.yaml", "b.yaml", "c.yaml", "--output", "out", "--", "true"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

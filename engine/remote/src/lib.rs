@@ -41,7 +41,7 @@ pub fn open(cfg: &RemoteConfig) -> Result<RemoteCache, ConfigError> {
         Location::Cloud(url) => {
             return Err(ConfigError::new(
                 format!("remote cache {url}: this aorta was built without s3:// and gs:// support"),
-                "rebuild with `cargo install aorta-cli --features cloud`, or use an http(s):// or file:// cache",
+                "rebuild aorta with the `cloud` feature (`cargo build --release -p aorta-cli --features cloud`), or use an http(s):// or file:// cache",
             ))
         }
     };
