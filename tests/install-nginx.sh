@@ -1,41 +1,89 @@
 #!/usr/bin/env bash
-# Makes sure nginx with its WebDAV module is installed, for engine/cli/tests/remote_cache.rs
-# (the two-store remote cache test against a real nginx on loopback). Debian's nginx package is
-# built --with-http_dav_module. Fails loudly when it cannot install: CI must not skip the test.
+# Prints the path of an nginx with its WebDAV module, for engine/cli/tests/remote_cache.rs (the
+# two-store remote cache test against a real nginx on loopback). Fails loudly when it cannot
+# find or fetch one: CI must not skip that test.
+#
+# In order: $AORTA_NGINX; an nginx already installed (PATH, /usr/sbin); Debian's nginx package
+# unpacked into .cache/nginx/ (`apt-get download`, no installation, no root needed once the apt
+# lists exist). Debian builds nginx --with-http_dav_module. Libraries the machine lacks
+# (libssl3 on slim images) are fetched the same way and found through a wrapper script.
+# AORTA_NGINX_FROM_DEBIAN=1 skips the installed nginx (to exercise the download).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
-find_nginx() {
-  command -v nginx 2>/dev/null && return 0
-  for p in /usr/sbin/nginx /usr/local/sbin/nginx /usr/local/nginx/sbin/nginx; do
-    [ -x "$p" ] && { echo "$p"; return 0; }
-  done
-  return 1
-}
+has_dav() { "$1" -V 2>&1 | grep -q -- --with-http_dav_module; }
 
-if ! bin=$(find_nginx); then
-  sudo=""
-  if [ "$(id -u)" != 0 ]; then
-    if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
-      sudo="sudo -n"
-    else
-      echo "error: nginx is missing and this user cannot install it (not root, no passwordless sudo)." >&2
-      echo "       install it (apt-get install nginx), or set AORTA_SKIP_NGINX=1 for a local run." >&2
-      exit 1
-    fi
-  fi
-  if ! command -v apt-get >/dev/null; then
-    echo "error: nginx is missing and apt-get is unavailable; install nginx with its WebDAV module," >&2
-    echo "       or set AORTA_SKIP_NGINX=1 for a local run." >&2
-    exit 1
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends nginx >/dev/null
-  bin=$(find_nginx) || { echo "error: apt-get installed nginx but no nginx binary was found" >&2; exit 1; }
+if [ -n "${AORTA_NGINX:-}" ]; then
+  has_dav "$AORTA_NGINX" || { echo "error: AORTA_NGINX=$AORTA_NGINX is not an nginx with the WebDAV module" >&2; exit 1; }
+  echo "$AORTA_NGINX"
+  exit 0
 fi
 
-if ! "$bin" -V 2>&1 | grep -q -- --with-http_dav_module; then
-  echo "error: $bin was built without the WebDAV module (http_dav_module)" >&2
+if [ "${AORTA_NGINX_FROM_DEBIAN:-0}" != 1 ]; then
+  for p in "$(command -v nginx 2>/dev/null || true)" /usr/sbin/nginx /usr/local/sbin/nginx /usr/local/nginx/sbin/nginx; do
+    if [ -n "$p" ] && [ -x "$p" ] && has_dav "$p"; then
+      echo "$p"
+      exit 0
+    fi
+  done
+fi
+
+cache="$PWD/.cache/nginx"
+entry="$cache/nginx"   # the binary, or a wrapper that adds the fetched libraries
+if [ -x "$entry" ] && has_dav "$entry"; then
+  echo "$entry"
+  exit 0
+fi
+
+if ! command -v apt-get >/dev/null || ! command -v dpkg-deb >/dev/null; then
+  echo "error: no nginx with the WebDAV module, and no apt-get/dpkg-deb to fetch Debian's;" >&2
+  echo "       install nginx, point AORTA_NGINX at one, or set AORTA_SKIP_NGINX=1 for a local run." >&2
   exit 1
 fi
-echo "$bin"
+
+rm -rf "$cache.tmp"
+mkdir -p "$cache.tmp/debs" "$cache.tmp/root"
+# apt-get download as root drops to the _apt user, who must be able to write here.
+chmod 0777 "$cache.tmp/debs"
+apt_opts=()
+if [ "$(id -u)" != 0 ]; then
+  # Without root, keep apt's lists and cache inside .cache (apt-get update works unprivileged).
+  mkdir -p "$cache/apt/lists/partial" "$cache/apt/archives/partial"
+  apt_opts=(-o "Dir::State::Lists=$cache/apt/lists" -o "Dir::Cache=$cache/apt" -o "Debug::NoLocking=1")
+fi
+if ! apt-get "${apt_opts[@]}" download --print-uris nginx >/dev/null 2>&1; then
+  apt-get "${apt_opts[@]}" update -qq >&2
+fi
+
+# nginx itself, plus the libraries it links that this machine does not have.
+pkgs=(nginx)
+for dep in $(apt-cache "${apt_opts[@]}" depends --no-recommends --no-suggests nginx | awk '/Depends:/ {print $2}' | sort -u); do
+  case "$dep" in nginx-common|iproute2|"<"*) continue ;; esac
+  dpkg-query -W -f '${Status}' "$dep" 2>/dev/null | grep -q 'install ok installed' || pkgs+=("$dep")
+done
+(cd "$cache.tmp/debs" && apt-get "${apt_opts[@]}" download -qq "${pkgs[@]}" >&2)
+for deb in "$cache.tmp/debs"/*.deb; do
+  dpkg-deb -x "$deb" "$cache.tmp/root"
+done
+
+bin="$cache/root/usr/sbin/nginx"
+libs=""
+for d in lib/x86_64-linux-gnu usr/lib/x86_64-linux-gnu lib/aarch64-linux-gnu usr/lib/aarch64-linux-gnu; do
+  [ -d "$cache.tmp/root/$d" ] && libs="$libs${libs:+:}$cache/root/$d"
+done
+if [ -n "$libs" ]; then
+  printf '#!/bin/sh\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' "$libs" "$bin" > "$cache.tmp/nginx"
+  chmod +x "$cache.tmp/nginx"
+else
+  ln -s root/usr/sbin/nginx "$cache.tmp/nginx"
+fi
+rm -rf "$cache.tmp/debs"
+# The apt state (non-root runs) stays; the unpacked tree replaces any earlier one.
+mkdir -p "$cache"
+rm -rf "$cache/root" "$cache/nginx"
+mv "$cache.tmp/root" "$cache/root"
+mv "$cache.tmp/nginx" "$cache/nginx"
+rm -rf "$cache.tmp"
+
+has_dav "$entry" || { echo "error: Debian's nginx in $cache/root does not run here:" >&2; "$entry" -V >&2 || true; exit 1; }
+echo "$entry"

@@ -3,9 +3,10 @@
 //! key executes nothing and writes the same matrix; a store whose environment key differs
 //! executes everything.
 //!
-//! nginx is found on PATH, in /usr/sbin, or at `$AORTA_NGINX`. Without it the test is skipped,
-//! unless `AORTA_REQUIRE_NGINX=1` (tests/run-all sets it after installing nginx), which makes a
-//! missing nginx a failure.
+//! nginx is `$AORTA_NGINX` (tests/run-all sets it from tests/install-nginx.sh, which unpacks
+//! Debian's package into .cache/nginx when the machine has none), else found on PATH or in
+//! /usr/sbin. Without it the test is skipped, unless `AORTA_REQUIRE_NGINX=1` (tests/run-all
+//! sets it), which makes a missing nginx a failure.
 mod common;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -31,9 +32,9 @@ impl Nginx {
     fn start() -> Option<Nginx> {
         let Some(bin) = find_nginx() else {
             if std::env::var_os("AORTA_REQUIRE_NGINX").is_some_and(|v| v == "1") {
-                panic!("AORTA_REQUIRE_NGINX=1 but no nginx binary was found (PATH, /usr/sbin, $AORTA_NGINX); tests/run-all installs it with apt-get");
+                panic!("AORTA_REQUIRE_NGINX=1 but no nginx binary was found ($AORTA_NGINX, PATH, /usr/sbin); AORTA_NGINX=$(tests/install-nginx.sh) fetches Debian's");
             }
-            eprintln!("SKIPPED: nginx not found; install it (apt-get install nginx) or set AORTA_NGINX");
+            eprintln!("SKIPPED: nginx not found; AORTA_NGINX=$(tests/install-nginx.sh) fetches Debian's");
             return None;
         };
         let dir = tempfile::tempdir().unwrap();
