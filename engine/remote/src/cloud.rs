@@ -4,6 +4,7 @@
 //! instance metadata service.
 
 use crate::backend::{Backend, Failure, Outcome};
+use futures_util::StreamExt;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use std::io::{Read, Write};
@@ -62,12 +63,35 @@ impl CloudBackend {
 impl Backend for CloudBackend {
     fn get(&self, path: &str, out: &mut dyn Write, limit: u64) -> Outcome<bool> {
         let p = self.path(path);
-        let bytes = self.block("GET", async { self.store.get(&p).await?.bytes().await })?;
-        let Some(bytes) = bytes else { return Ok(false) };
-        if bytes.len() as u64 > limit {
+        let Some(res) = self.block("GET", self.store.get(&p))? else { return Ok(false) };
+        if res.meta.size > limit {
+            return Err(Failure::Refused(format!("GET {path}: {} bytes, more than {limit}", res.meta.size)));
+        }
+        // Chunk by chunk into `out` (blobs can be large traces), under the same timeout.
+        let mut stream = res.into_stream();
+        let mut copied = 0u64;
+        let mut sink_error = None;
+        let copy = async {
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk?;
+                copied += chunk.len() as u64;
+                if copied > limit {
+                    break;
+                }
+                if let Err(e) = out.write_all(&chunk) {
+                    sink_error = Some(e);
+                    break;
+                }
+            }
+            Ok(())
+        };
+        self.block("GET", copy)?;
+        if let Some(e) = sink_error {
+            return Err(Failure::Refused(format!("write {path}: {e}")));
+        }
+        if copied > limit {
             return Err(Failure::Refused(format!("GET {path}: larger than {limit} bytes")));
         }
-        out.write_all(&bytes).map_err(|e| Failure::Refused(format!("write {path}: {e}")))?;
         Ok(true)
     }
 

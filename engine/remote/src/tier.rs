@@ -260,7 +260,8 @@ impl CacheTier for RemoteCache {
             return Err(StoreError::MissingBlob { digest: d.clone(), path: PathBuf::from(format!("{}/{path}", self.cfg.url)) });
         };
         if &actual != d {
-            return Err(StoreError::Corrupt { path: PathBuf::from(format!("{}/{path}", self.cfg.url)), expected: d.clone(), actual: actual.to_string() });
+            // Not the local store's Corrupt: nothing was quarantined, the bytes were dropped.
+            return Err(self.err(format!("{path}: the downloaded bytes hash to {actual}, not {d}; refused")));
         }
         tmp.as_file().sync_all().map_err(StoreError::io("fsync", tmp.path().to_owned()))?;
         tmp.persist(dest).map_err(|e| StoreError::io("rename into", dest.to_owned())(e.error))?;
