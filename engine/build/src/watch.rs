@@ -187,7 +187,7 @@ mod tests {
         assert!(ws.take_reparsed().is_empty());
 
         std::fs::write(&b, RECIPE.replace("cuda_launch_blocking", "cuda_device_max_connections_1")).unwrap();
-        assert_eq!(ws.refresh(&[b.clone()]), [normalize(&b)]);
+        assert_eq!(ws.refresh(std::slice::from_ref(&b)), [normalize(&b)]);
         let after: Vec<Vec<PlannedTrial>> = (0..2).map(|i| ws.trials(i).unwrap()).collect();
         assert_eq!(ws.take_reparsed(), ["b"]);
         assert_eq!(before[0], after[0]);
