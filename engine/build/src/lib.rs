@@ -177,7 +177,8 @@ pub fn build(recipe: &Recipe, planned: &[PlannedTrial], argv: Option<&[String]>,
     let t_run = std::time::Instant::now();
     let executed = schedule.run(on_event);
     timing("schedule (lookups + execution)", t_run);
-    if let Some(remote) = &opts.remote {
+    // Write-back (readwrite mode) of what ran here; after Ctrl-C, exit first.
+    if let Some(remote) = opts.remote.as_ref().filter(|_| !executed.cancelled) {
         remote::push(&store, remote, executed.results.iter().filter(|r| r.source == Source::Executed).map(|r| r.key.as_str()));
     }
     if executed.cancelled {

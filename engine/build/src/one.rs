@@ -42,6 +42,9 @@ pub fn build_one(recipe: &Recipe, trial: &PlannedTrial, argv: Option<&[String]>,
     let placed = place(&store, &executed, out);
     let _ = std::fs::remove_dir_all(&staging);
     let r = placed?;
+    // Durable store entries and outputs (the whole-build path does the same once per build).
+    store.sync().map_err(|e| e.to_string())?;
+    aorta_store::sync_filesystem(out).map_err(|e| format!("cannot sync {}: {e}", out.display()))?;
     if let Some(remote) = &opts.remote {
         if r.source == Source::Executed {
             crate::remote::push(&store, remote, std::iter::once(r.key.as_str()));
@@ -50,8 +53,9 @@ pub fn build_one(recipe: &Recipe, trial: &PlannedTrial, argv: Option<&[String]>,
     Ok(OneOutcome { key: r.key.to_string(), source: r.source, verdict: r.record.verdict.as_str().to_owned() })
 }
 
-/// Writes the one result's outputs and its `result.json` into `out`: the staged directory of a
-/// trial executed just now is moved there, a reused one is materialised from the store.
+/// Writes the one result's outputs and its `result.json` into `out` (replacing what was there),
+/// copied from the store entry whether the trial ran just now or was reused. The recipe's
+/// retention policy is not applied: Buck2 keeps what the action declared.
 fn place(store: &LocalStore, executed: &crate::engine::Executed, out: &Path) -> Result<crate::TrialResult, String> {
     if executed.cancelled {
         return Err("interrupted".into());

@@ -61,7 +61,7 @@ pub fn watch(a: &BuildArgs) -> miette::Result<ExitCode> {
     let mut last: BTreeMap<usize, Vec<String>> = BTreeMap::new();
     let mut code = ExitCode::SUCCESS;
     let all: Vec<usize> = (0..ws.targets().len()).collect();
-    round(&mut ws, &all, &mut last, &inputs, a, &mut code)?;
+    round(&mut ws, &all, &mut last, a, &mut code)?;
     let mut rebuilds = 0u64;
     loop {
         if a.watch_max_rebuilds.is_some_and(|n| rebuilds >= n) {
@@ -100,7 +100,7 @@ pub fn watch(a: &BuildArgs) -> miette::Result<ExitCode> {
         rebuilds += 1;
         let names: Vec<String> = edited.iter().chain(changed.iter().filter(|p| changed_inputs.iter().any(|&i| inputs[i].contains(&aorta_build::watch::normalize(p))))).map(|p| p.file_name().unwrap_or_default().to_string_lossy().into_owned()).collect::<BTreeSet<_>>().into_iter().collect();
         eprintln!("aorta watch: changed: {}", names.join(", "));
-        round(&mut ws, &all, &mut last, &inputs, a, &mut code)?;
+        round(&mut ws, &all, &mut last, a, &mut code)?;
         if cancel.is_cancelled() {
             eprintln!("aorta watch: stopped");
             return Ok(ExitCode::from(130));
@@ -109,7 +109,7 @@ pub fn watch(a: &BuildArgs) -> miette::Result<ExitCode> {
 }
 
 /// Compiles every target (memoized) and builds those whose trial keys changed since `last`.
-fn round(ws: &mut Workspace, targets: &[usize], last: &mut BTreeMap<usize, Vec<String>>, _inputs: &[BTreeSet<PathBuf>], a: &BuildArgs, code: &mut ExitCode) -> miette::Result<()> {
+fn round(ws: &mut Workspace, targets: &[usize], last: &mut BTreeMap<usize, Vec<String>>, a: &BuildArgs, code: &mut ExitCode) -> miette::Result<()> {
     let mut to_build = Vec::new();
     for &i in targets {
         let recipe = ws.recipe(i);
