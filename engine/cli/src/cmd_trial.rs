@@ -81,7 +81,8 @@ pub fn trial(c: &TrialCommand) -> miette::Result<ExitCode> {
         output: a.out.clone(),
         jobs: 1,
         gpus: a.exec.gpus.clone(),
-        gpus_per_trial: usize::from(!a.exec.gpus.is_empty()),
+        // One trial: it gets every device given (Buck2: the worker's first `gpus`).
+        gpus_per_trial: a.exec.gpus.len(),
         kill_on_hang: a.exec.kill_on_hang,
         workload_timeout: a.exec.trial_timeout.map(std::time::Duration::from_secs_f64),
         cancel,

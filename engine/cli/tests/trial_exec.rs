@@ -52,6 +52,18 @@ fn one_trial_runs_alone_and_shares_keys_with_the_build() {
     assert_eq!(wrong.status.code(), Some(2), "{}", common::transcript(&wrong));
 }
 
+/// `--gpus 0,1` (what the rule passes for `gpus = 2`): the one trial gets both devices.
+#[test]
+fn a_trial_gets_every_gpu_it_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::write(ws.join(".aorta-root"), "").unwrap();
+    std::fs::write(ws.join("r.yaml"), RECIPE).unwrap();
+    let out = aorta(ws, &["trial", "exec", "--recipe", "r.yaml", "--cell", "none-none", "--trial", "0", "--out", "o", "--gpus", "0,1", "--", "sh", "-c", "echo devices=$CUDA_VISIBLE_DEVICES"]);
+    assert!(out.status.success(), "{}", common::transcript(&out));
+    assert_eq!(std::fs::read_to_string(ws.join("o/stdout.log")).unwrap(), "devices=0,1\n");
+}
+
 #[test]
 fn bad_selections_are_usage_errors() {
     let dir = tempfile::tempdir().unwrap();
