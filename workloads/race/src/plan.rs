@@ -705,8 +705,8 @@ fn fsdp_slots(cfg: &RaceConfig) -> usize {
 
 /// Why the pipelined schedule's checks would be weaker than the single-buffered one's, or
 /// `None`. A buffer copy's previous contents are its role's of `buffer_depth` iterations earlier
-/// (a ring buffer's: of the use that many layer-uses earlier, [`fsdp_ring`]). A consumer that read too early, or
-/// a producer that overwrote too early, leaves those contents behind, so they must differ from
+/// (a ring buffer's: an earlier layer-use's, see [`fsdp_ring`]). A consumer that read too early,
+/// or a producer that overwrote too early, leaves those contents behind, so they must differ from
 /// what the check expects; the patterns repeat (pattern.rs), so some depths cannot be told apart
 /// at some world sizes. The message names a depth that works.
 pub fn stale_collision(cfg: &RaceConfig, world: u32) -> Option<String> {
