@@ -37,6 +37,8 @@ pub struct CommandSettings {
     pub dmesg_unavailable: AtomicBool,
     /// `/dev/kmsg` read in place of `dmesg` when it could be opened.
     pub kernel_log: Option<aorta_classify::KernelLog>,
+    /// The recipe's `step_time_regex`: per-step times read from the trial's logs.
+    pub step_time_regex: Option<fancy_regex::Regex>,
 }
 
 pub struct WorkloadSettings {
@@ -181,9 +183,17 @@ fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease,
     if let Some(rss) = outcome.peak_rss_kib {
         metrics.insert("peak_rss_kib".into(), rss.into());
     }
+    let step_times_ms = match &c.step_time_regex {
+        Some(re) => crate::step_times::from_logs(re, &[&dir.join("stdout.log"), &dir.join("stderr.log")]),
+        None => Vec::new(),
+    };
+    if c.step_time_regex.is_some() {
+        metrics.insert("step_time_samples".into(), step_times_ms.len().into());
+    }
     record.result = WorkloadResult {
         passed,
         failure_count: u64::from(!passed),
+        step_times_ms,
         failure_details: if passed {
             Vec::new()
         } else {

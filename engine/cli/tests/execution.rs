@@ -286,3 +286,22 @@ fn recorded_snapshots_and_recipe_env_key_rules() {
     assert_eq!(bad.status.code(), Some(2), "{}", String::from_utf8_lossy(&bad.stderr));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("missing.json"));
 }
+
+#[test]
+fn step_time_regex_reads_step_times_from_the_logs() {
+    let recipe = format!("{RECIPE}step_time_regex: 'step \\d+ took ([0-9.]+) ms'\n");
+    let ws = Ws::new(&recipe);
+    ws.write("steps.sh", "echo 'step 1 took 10.5 ms'\necho 'noise'\necho 'step 2 took 11.5 ms' >&2\n");
+    let out = ws.sweep(&["sh", "steps.sh"]);
+    assert_eq!(counts(&out), (6, 0), "{}", String::from_utf8_lossy(&out.stderr));
+    let m = ws.matrix();
+    let cell = &m["cells"][0];
+    assert_eq!(cell["step_time_source"], "per_step");
+    assert_eq!(cell["step_times_ms"], serde_json::json!([10.5, 11.5, 10.5, 11.5, 10.5, 11.5]));
+    assert_eq!(cell["mean_step_time_ms"], serde_json::json!(11.0));
+    // Without the regex the same command is timed by its wall clock.
+    let ws = Ws::new(RECIPE);
+    ws.write("steps.sh", "echo 'step 1 took 10.5 ms'\n");
+    ws.sweep(&["sh", "steps.sh"]);
+    assert_eq!(ws.matrix()["cells"][0]["step_time_source"], "wall_clock_total");
+}
