@@ -352,7 +352,7 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
     // The root started inside aorta's address space (spawn.rs), and Linux folds the high-water
     // mark of the address space a process leaves at execve into its ru_maxrss: a figure no
     // larger than aorta's own high-water mark at that moment may be aorta's, not the child's.
-    let child_maxrss = reaped.map_or(0, |r| r.1).max(0);
+    let child_maxrss = reaped.map_or(0, |r| r.1);
     let child_maxrss = if child_maxrss > own_maxrss_at_spawn { child_maxrss } else { 0 };
     let peak = (tree.peak_rss_bytes() / 1024).max(child_maxrss);
     Ok(ProcessOutcome {

@@ -188,8 +188,8 @@ impl Model {
             }
             Attend::DecodeAt { cache, pos } => {
                 let pos = *pos;
-                let _ = cache.k[layer].narrow(0, 0, b).narrow(2, pos, t).copy_(&k);
-                let _ = cache.v[layer].narrow(0, 0, b).narrow(2, pos, t).copy_(&v);
+                cache.k[layer].narrow(0, 0, b).narrow(2, pos, t).copy_(&k);
+                cache.v[layer].narrow(0, 0, b).narrow(2, pos, t).copy_(&v);
                 let keys = cache.k[layer].narrow(0, 0, b).narrow(2, 0, pos + t);
                 let vals = cache.v[layer].narrow(0, 0, b).narrow(2, 0, pos + t);
                 Tensor::scaled_dot_product_attention(&q, &keys, &vals, None::<Tensor>, 0.0, false, None, false)
