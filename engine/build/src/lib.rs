@@ -7,6 +7,7 @@
 
 pub mod engine;
 mod fsutil;
+mod gpu;
 mod outputs;
 mod retention;
 mod step_times;

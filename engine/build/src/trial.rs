@@ -124,6 +124,14 @@ fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease,
     p.timeout = c.timeout;
     p.hang = c.hang.clone();
     lease.apply(&mut p);
+    let devices: Vec<String> = lease.gpus().to_vec();
+    let gpu_tier3 = !c.classifier.disables.tier_disabled(Tier::Tier3) && crate::gpu::available();
+    if let Some(h) = p.hang.as_mut().filter(|_| crate::gpu::available()) {
+        // The hang monitor's GPU vote: every device the trial may touch under 5% busy.
+        let devs = devices.clone();
+        h.gpu_idle = Some(std::sync::Arc::new(move || crate::gpu::utilisation(&devs).map(|u| u < 5)));
+    }
+    let gpu_pre = if gpu_tier3 { crate::gpu::snapshot(&devices) } else { None };
     let kernel_mark = c.kernel_log.as_ref().map(|k| k.mark());
     let outcome = match aorta_exec::run(&p, cancel) {
         Ok(o) => o,
@@ -135,6 +143,10 @@ fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease,
     if outcome.cancelled {
         return TrialRun::Cancelled;
     }
+    let gpu_post = if gpu_tier3 && outcome.launched { crate::gpu::snapshot(&devices) } else { None };
+    // As AORTA: the larger of the two device-level readings (NVML/amd-smi see the device, not
+    // the process; a reading between the two would need the trial's pids in NVML's namespace).
+    let peak_vram_mib = [gpu_pre, gpu_post].iter().flatten().filter_map(|s| s.vram_used_mib).max();
     let tier3_off = c.classifier.disables.tier_disabled(Tier::Tier3);
     let dmesg_text = if let (Some(log), Some(mark), true) = (&c.kernel_log, kernel_mark, outcome.launched && !tier3_off) {
         Some(log.since(mark))
@@ -163,6 +175,9 @@ fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease,
         core_dirs: std::env::current_dir().into_iter().collect(),
         hang_detected: outcome.hang_detected,
         dmesg_text,
+        peak_vram_mib,
+        gpu_pre,
+        gpu_post,
         ..Default::default()
     };
     let cls = classify(&obs, &c.classifier);
@@ -171,6 +186,7 @@ fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease,
     record.exit_code = outcome.exit_code;
     record.timed_out = outcome.timed_out;
     record.walltime_sec = walltime;
+    record.peak_vram_mib = peak_vram_mib;
     record.exit_status = match (outcome.launched, cls.verdict) {
         (false, _) => ExitStatus::InfrastructureFailed,
         (true, Verdict::Pass) => ExitStatus::Ok,

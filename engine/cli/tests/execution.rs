@@ -305,3 +305,18 @@ fn step_time_regex_reads_step_times_from_the_logs() {
     ws.sweep(&["sh", "steps.sh"]);
     assert_eq!(ws.matrix()["cells"][0]["step_time_source"], "wall_clock_total");
 }
+
+#[test]
+fn gpu_snapshots_give_peak_vram_and_the_vram_growth_warning() {
+    let ws = Ws::new("schema_version: 1\nmode: probe\nticket: T\ntrials: 1\nmitigation_axis: [none]\ndiagnostic_axis: [none]\n");
+    let smi = ws.path().join("smi.txt");
+    std::fs::write(&smi, "vram=1000,throttle=0").unwrap();
+    // The trial "allocates" 700 MiB: the post-exit snapshot reads the file it rewrote.
+    ws.write("grow.sh", &format!("echo vram=1700,throttle=0 > {}\n", smi.display()));
+    let out = ws.cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out", "--", "sh", "grow.sh"]).env("AORTA_PROBE_AMDSMI_FAKE", format!("@{}", smi.display())).output().unwrap();
+    assert_eq!(counts(&out), (1, 0), "{}", String::from_utf8_lossy(&out.stderr));
+    let rec: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ws.path().join("out/T/none-none/trial_0/result.json")).unwrap()).unwrap();
+    assert_eq!(rec["peak_vram_mib"], 1700);
+    assert_eq!(rec["warn_detectors_fired"], serde_json::json!(["tier3:vram_growth"]), "{rec:#}");
+    assert_eq!(rec["verdict"], "pass", "VRAM growth is advisory");
+}
