@@ -221,13 +221,32 @@ pub(crate) fn report(
         }
     }
     let r = run_script(tools, interp, timeout, deep);
-    if let (Ok(rep), Some(c)) = (&r, cache) {
-        c.store_python(interp, &sig, deep, rep);
-        if deep {
-            c.store_python(interp, &env_signature(env, false), false, &rep.files_only());
+    let state = if cache.is_some() { "miss" } else { "off" };
+    match (r, deep) {
+        (Ok(rep), _) => {
+            if let Some(c) = cache {
+                c.store_python(interp, &sig, deep, &rep);
+                if deep {
+                    c.store_python(interp, &env_signature(env, false), false, &rep.files_only());
+                }
+            }
+            (Ok(rep), state)
         }
+        // `import torch` crashed, hung or printed garbage: the default answer still describes
+        // torch from its files, so the keyed fields do not depend on it. Not cached.
+        (Err(e), true) => {
+            let (files, state) = report(interp, cache, tools, env, timeout, false);
+            let rep = files.map(|f| PyReport {
+                deep: Some(DeepReport {
+                    torch_import_error: Some(e),
+                    ..DeepReport::default()
+                }),
+                ..f
+            });
+            (rep, state)
+        }
+        (Err(e), false) => (Err(e), state),
     }
-    (r, if cache.is_some() { "miss" } else { "off" })
 }
 
 fn run_script(
@@ -351,21 +370,22 @@ fn deep_fields(
     env: &BTreeMap<String, String>,
     reasons: &Reasons,
 ) {
-    for (k, v) in &d.errors {
-        reasons.add(&format!("pytorch.{k}"), v.clone());
-    }
     let Some(t) = &d.torch else {
+        let why = d
+            .torch_import_error
+            .clone()
+            .or_else(|| d.errors.get("torch").cloned())
+            .or_else(|| d.errors.get("deep").cloned())
+            .unwrap_or_else(|| "no report".into());
         reasons.add(
             "pytorch.collected",
-            format!(
-                "--deep: import torch failed ({}); the import-only fields are null",
-                d.torch_import_error
-                    .clone()
-                    .unwrap_or_else(|| "no report".into())
-            ),
+            format!("--deep: import torch failed ({why}); the import-only fields are null"),
         );
         return;
     };
+    for (k, v) in &d.errors {
+        reasons.add(&format!("pytorch.{k}"), v.clone());
+    }
     if t.version != pytorch.version {
         reasons.add(
             "pytorch.version",

@@ -68,10 +68,9 @@ def find(name):
 
 out["torch_spec"] = guard("torch_spec", lambda: find("torch"))
 
-if deep:
+
+def deep_probe(d):
     import time
-    d = out["deep"] = {}
-    err = d["errors"] = {}  # guard() reports into the deep part from here on
     t0 = time.time()
     try:
         import warnings
@@ -84,14 +83,16 @@ if deep:
 
     if torch is not None:
         tv = getattr(torch, "version", None)
-        d["torch"] = {
+        d["torch"] = guard("torch", lambda: {
             "version": str(torch.__version__),
             "file": os.path.dirname(torch.__file__),
             "git_commit": getattr(tv, "git_version", None),
             "cuda": getattr(tv, "cuda", None),
             "hip": getattr(tv, "hip", None),
             "debug": getattr(tv, "debug", None),
-        }
+        })
+        if d["torch"] is None:
+            return
         d["config_show"] = guard("config_show", lambda: torch.__config__.show())
         d["arch_flags"] = guard("arch_flags", lambda: torch._C._cuda_getArchFlags() if hasattr(torch._C, "_cuda_getArchFlags") else None)
         cudnn = torch.backends.cudnn
@@ -141,5 +142,11 @@ if deep:
         return sorted(libs)
 
     d["loaded_libraries"] = guard("loaded_libraries", loaded, [])
+
+
+if deep:
+    out["deep"] = {}
+    err = out["deep"]["errors"] = {}  # guard() reports into the deep part from here on
+    guard("deep", lambda: deep_probe(out["deep"]))
 
 sys.stdout.write("\nAORTA_PROBE_JSON:" + json.dumps(out, sort_keys=True, default=str) + "\n")

@@ -324,6 +324,46 @@ fn deep_probe_reports_where_the_import_disagrees_with_the_files() {
     assert_eq!(s.key(&KeyRules::default()), plain.key(&KeyRules::default()));
 }
 
+/// A deep probe whose `import torch` crashes (no report at all) still describes torch from its
+/// files: same key as without `--deep`, and a reason instead of a missing `python` section.
+#[test]
+fn a_crashing_deep_import_falls_back_to_the_files() {
+    let fx = tempfile::tempdir().unwrap();
+    copy_tree(&fixture("cuda"), fx.path());
+    std::fs::write(
+        fx.path().join("data/torch-report.json"),
+        "Segmentation fault (core dumped)\n",
+    )
+    .unwrap();
+    let mut opts = cuda_opts();
+    rebase(&mut opts, &fixture("cuda"), fx.path());
+    let cache = tempfile::tempdir().unwrap();
+    opts.cache = Some(ProbeCache::new(cache.path()));
+    let plain = probe(&opts);
+    opts.deep = true;
+    let s = probe(&opts);
+    let r = reasons(&s);
+    assert_eq!(r.len(), 1, "{r:#?}");
+    assert!(
+        r[0].starts_with("pytorch.collected: --deep: import torch failed (")
+            && r[0].contains("printed no probe report"),
+        "{r:#?}"
+    );
+    assert_eq!(
+        s.pytorch.collected.as_deref(),
+        Some(aorta_probe::COLLECTED_FILES)
+    );
+    assert_eq!(s.pytorch.version.as_deref(), Some("2.11.0+cu130"));
+    assert_eq!(s.key(&KeyRules::default()), plain.key(&KeyRules::default()));
+    let again = probe(&opts);
+    assert_eq!(
+        again.probe.python_cache.as_deref(),
+        Some("hit"),
+        "the default answer came from the cache; the failed deep run was not cached"
+    );
+    assert_eq!(reasons(&again), r, "and the deep run was tried again");
+}
+
 fn copy_tree(from: &Path, to: &Path) {
     use std::os::unix::fs::PermissionsExt;
     for e in std::fs::read_dir(from).unwrap() {
