@@ -27,6 +27,8 @@ fn timed<T>(steps: &Mutex<BTreeMap<String, u64>>, name: &str, f: impl FnOnce() -
 #[derive(Default)]
 struct Gathered {
     report: Option<(Result<python::PyReport, String>, &'static str)>,
+    /// What the report pointed at, read in the interpreter's thread.
+    files: python::Files,
     nvidia: Option<gpu::NvidiaRaw>,
     agents: Option<Result<String, String>>,
     amd_static: Option<Result<String, String>>,
@@ -60,7 +62,7 @@ pub(crate) fn collect(
     std::thread::scope(|s| {
         let py = interp.as_ref().map(|i| {
             s.spawn(|| {
-                timed(steps, "python", || {
+                let r = timed(steps, "python", || {
                     python::report(
                         i,
                         opts.cache.as_ref(),
@@ -69,7 +71,13 @@ pub(crate) fn collect(
                         opts.timeouts.python,
                         opts.deep,
                     )
-                })
+                });
+                // version.py, dist-info, RECORD: read here, alongside nvidia-smi and hashing.
+                let files = timed(steps, "torch-files", || match &r.0 {
+                    Ok(rep) => python::read_files(i, rep, reasons),
+                    Err(_) => python::Files::default(),
+                });
+                (r, files)
             })
         });
         let smi = gpu::nvidia_smi_path(&tools, root);
@@ -177,7 +185,9 @@ pub(crate) fn collect(
             let (_, files) = cuda::libraries(&search);
             timed(steps, "prehash", || hasher.hash_all(&files, threads()));
         }
-        g.report = py.and_then(|h| h.join().ok());
+        if let Some((r, files)) = py.and_then(|h| h.join().ok()) {
+            (g.report, g.files) = (Some(r), files);
+        }
         g.nvidia = nv.and_then(|h| h.join().ok());
         (g.agents, g.amd_static) = amd.join().unwrap_or_default();
         g.nvcc = nvcc.join().ok().flatten();
@@ -212,10 +222,7 @@ pub(crate) fn collect(
             reasons.ok("python", r)
         }
     };
-    let files = match (&interp, &report) {
-        (Some(i), Some(rep)) => python::read_files(i, rep, reasons),
-        _ => python::Files::default(),
-    };
+    let files = std::mem::take(&mut g.files);
     if let Some(i) = &interp {
         python::python_env(&mut snap.host.runtime, i, report.as_ref(), env);
         match &report {
