@@ -260,6 +260,41 @@ fn a_tracked_env_var_changes_the_env_key_and_an_unrelated_one_does_not() {
     assert_eq!(env["key"].as_str().map(str::len), Some(64));
 }
 
+/// The default probe never imports torch; a recipe whose `env_key` names an import-only field
+/// (`pytorch.build.flags`) gets a deep probe, and the default key is the same either way. The
+/// interpreter is the probe fixture's fake venv python (no torch needed on this machine).
+#[test]
+fn a_recipe_keying_import_only_fields_gets_a_deep_probe() {
+    let ws = Ws::new(RECIPE);
+    let py = common::repo_root().join("engine/probe/tests/fixtures/cuda/root/opt/venv/bin/python3");
+    let log = ws.path().join("python-runs.log");
+    let run = |out: &str| {
+        let mut c = ws.cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", out, "--python", py.to_str().unwrap(), "--", "true"]);
+        c.env_remove("AORTA_ENV_SNAPSHOT").env("AORTA_PROBE_CACHE", ws.path().join("probe-cache")).env("AORTA_FAKE_PY_LOG", &log);
+        c.output().unwrap()
+    };
+    let env = |out: &str| -> serde_json::Value { serde_json::from_str(&std::fs::read_to_string(ws.path().join(out).join("T/environments/local/env.json")).unwrap()).unwrap() };
+    assert_eq!(counts(&run("plain")), (6, 0));
+    let plain = env("plain");
+    assert_eq!(plain["schema_version"], "aorta.env/2");
+    assert_eq!(plain["pytorch"]["collected"], "files");
+    assert_eq!(plain["pytorch"]["version"], "2.11.0+cu130");
+    assert_eq!(plain["pytorch"]["build"]["flags"], serde_json::json!({}));
+    assert!(plain["keyed_fields"].as_object().unwrap().keys().all(|k| !k.starts_with("pytorch.build")));
+
+    ws.write("r.yaml", &format!("{RECIPE}env_key: {{include: [pytorch.build.flags]}}\n"));
+    let out = run("deep");
+    assert_eq!(counts(&out), (6, 0), "the key now has the build flags");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("warning: the recipe's env_key"), "{}", String::from_utf8_lossy(&out.stderr));
+    let deep = env("deep");
+    assert_eq!(deep["pytorch"]["collected"], "files+import");
+    assert_eq!(deep["keyed_fields"]["pytorch.build.flags.USE_CUDA"], true);
+    assert_eq!(std::fs::read_to_string(&log).unwrap().lines().map(|l| l.rsplit(' ').next().unwrap()).collect::<Vec<_>>(), ["files", "deep"]);
+    // The default-keyed fields are the same in both snapshots.
+    let default_keyed = |v: &serde_json::Value| aorta_probe::Snapshot::from_json(&v.to_string()).unwrap().key(&Default::default());
+    assert_eq!(default_keyed(&plain), default_keyed(&deep));
+}
+
 /// Recorded snapshots (`--env-snapshot`): a new driver re-runs, another hostname does not,
 /// and a recipe's `env_key` decides.
 #[test]
