@@ -73,6 +73,54 @@ pub fn snapshot(leased: &[String]) -> Option<GpuSnapshot> {
     }
 }
 
+/// How often [`PeakSampler`] reads: NVML calls cost microseconds, amd-smi is a process.
+fn sample_every() -> Duration {
+    match source() {
+        Source::AmdSmi => Duration::from_secs(1),
+        _ => Duration::from_millis(100),
+    }
+}
+
+/// Reads VRAM in use on a thread while a trial runs, keeping the highest reading: the readings
+/// before spawn and after exit miss everything a trial frees before it ends.
+pub struct PeakSampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: Option<std::thread::JoinHandle<Option<i64>>>,
+}
+
+impl PeakSampler {
+    /// Starts sampling `leased` (all devices when empty); `None` without a metrics source.
+    pub fn start(leased: &[String]) -> Option<PeakSampler> {
+        if !available() {
+            return None;
+        }
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, devs, every) = (stop.clone(), leased.to_vec(), sample_every());
+        let handle = std::thread::Builder::new()
+            .name("aorta-vram".into())
+            .spawn(move || {
+                let mut peak: Option<i64> = None;
+                while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::park_timeout(every);
+                    if let Some(v) = snapshot(&devs).and_then(|s| s.vram_used_mib) {
+                        peak = Some(peak.map_or(v, |p| p.max(v)));
+                    }
+                }
+                peak
+            })
+            .ok()?;
+        Some(PeakSampler { stop, handle: Some(handle) })
+    }
+
+    /// Stops sampling; the highest reading taken, if any.
+    pub fn finish(mut self) -> Option<i64> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let h = self.handle.take()?;
+        h.thread().unpark();
+        h.join().ok().flatten()
+    }
+}
+
 /// Utilisation of the busiest device the trial may touch, in percent.
 pub fn utilisation(leased: &[String]) -> Option<u32> {
     match source() {

@@ -133,6 +133,7 @@ fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease,
     }
     let gpu_pre = if gpu_tier3 { crate::gpu::snapshot(&devices) } else { None };
     let kernel_mark = c.kernel_log.as_ref().map(|k| k.mark());
+    let sampler = crate::gpu::PeakSampler::start(&devices);
     let outcome = match aorta_exec::run(&p, cancel) {
         Ok(o) => o,
         Err(e) => {
@@ -140,13 +141,15 @@ fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease,
             not_launched(e.to_string())
         }
     };
+    let sampled_peak = sampler.and_then(crate::gpu::PeakSampler::finish);
     if outcome.cancelled {
         return TrialRun::Cancelled;
     }
     let gpu_post = if gpu_tier3 && outcome.launched { crate::gpu::snapshot(&devices) } else { None };
-    // As AORTA: the larger of the two device-level readings (NVML/amd-smi see the device, not
-    // the process; a reading between the two would need the trial's pids in NVML's namespace).
-    let peak_vram_mib = [gpu_pre, gpu_post].iter().flatten().filter_map(|s| s.vram_used_mib).max();
+    // The highest device-level reading: before spawn, every 100 ms while it ran (1 s with
+    // amd-smi), after exit. AORTA took only the first and the last, which miss what a trial
+    // frees before it ends. Device-level, so other processes on the device count too.
+    let peak_vram_mib = [gpu_pre, gpu_post].iter().flatten().filter_map(|s| s.vram_used_mib).chain(sampled_peak).max();
     let tier3_off = c.classifier.disables.tier_disabled(Tier::Tier3);
     let dmesg_text = if let (Some(log), Some(mark), true) = (&c.kernel_log, kernel_mark, outcome.launched && !tier3_off) {
         Some(log.since(mark))
