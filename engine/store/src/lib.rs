@@ -36,11 +36,11 @@ pub use manifest::{rfc3339_utc, validate_output_path, BlobRef, Manifest, AC_FORM
 
 use std::path::Path;
 
-/// Result of an action-cache lookup.
+/// Result of an action-cache lookup, the trial record read as `T` (a JSON value by default).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Lookup {
+pub enum Lookup<T = serde_json::Value> {
     /// A verified entry whose blobs are all present.
-    Hit(Manifest),
+    Hit(Manifest<T>),
     Miss,
     /// There was an entry but it can't be trusted (unparseable, checksum mismatch, dangling blob
     /// reference, …). Treat as a miss and re-run; `reason` is worth showing the user.
@@ -49,9 +49,9 @@ pub enum Lookup {
     },
 }
 
-impl Lookup {
+impl<T> Lookup<T> {
     /// The manifest on a hit; `None` for a miss of either kind.
-    pub fn hit(self) -> Option<Manifest> {
+    pub fn hit(self) -> Option<Manifest<T>> {
         match self {
             Lookup::Hit(m) => Some(m),
             _ => None,
