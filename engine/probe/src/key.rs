@@ -58,15 +58,6 @@ pub const DEFAULT_EXCLUDE: &[&str] = &[
     "python.site_packages",
     "pytorch.torch_dir",
     "pytorch.collected",
-    // Import-only (`--deep`): `crate::schema::IMPORT_ONLY_FIELDS`.
-    "pytorch.build",
-    "pytorch.cudnn_compiled_version",
-    "pytorch.sdpa",
-    "pytorch.numerics",
-    "pytorch.allocator.backend",
-    "pytorch.loaded_libraries",
-    "pytorch.import_seconds",
-    "pytorch.cuda_initialized",
     "rocm.root_source",
     "rocm.candidates",
     "env_vars.*_VISIBLE_DEVICES",
@@ -132,7 +123,8 @@ impl KeyRules {
         if user(&self.exclude) {
             return false;
         }
-        user(&self.include) || (any(DEFAULT_INCLUDE) && !any(DEFAULT_EXCLUDE))
+        // Import-only (`--deep`) fields are never keyed by default either.
+        user(&self.include) || (any(DEFAULT_INCLUDE) && !any(DEFAULT_EXCLUDE) && !any(&crate::schema::IMPORT_ONLY_FIELDS))
     }
 }
 

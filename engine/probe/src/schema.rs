@@ -411,7 +411,7 @@ pub struct Pytorch {
 }
 
 /// The `pytorch` fields only `import torch` can fill (`--deep`). None of them feeds the default
-/// key ([`crate::key::DEFAULT_EXCLUDE`] lists them), so a key never depends on whether a deep
+/// key (`KeyRules` skips them beside [`crate::key::DEFAULT_EXCLUDE`]), so a key never depends on whether a deep
 /// probe ran; a recipe that keys one of them gets a deep probe ([`crate::KeyRules::needs_deep`]).
 pub const IMPORT_ONLY_FIELDS: [&str; 8] = [
     "pytorch.build",
