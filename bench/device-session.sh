@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# One device call for issues 4 and 6: the env probe on the GPU machine (cold, warm, a changed
-# CUDA_DEVICE_MAX_CONNECTIONS), the hw-queue recipe through the engine twice (the second run
-# must execute nothing), and the convoy plot. Binaries come stripped in .carry/.
+# One device call for issues 4 and 6: the env probe on the GPU machine (bench/probe/run-on-device.sh:
+# cold, warm, --deep, bare import torch; then a changed CUDA_DEVICE_MAX_CONNECTIONS), the hw-queue
+# recipe through the engine twice (the second run must execute nothing), and the convoy plot.
+# Binaries come stripped in .carry/.
 set -uo pipefail
 OUT=${OUT:-$PWD/device-out}; mkdir -p "$OUT"
 B=$PWD/.carry/aorta; PY=/opt/torch/.venv/bin/python3
 export AORTA_STORE=/tmp/aorta-store
+# Probe timings (cold with the page cache evicted and warm, warm, --deep, bare import torch).
+BIN=$B PY=$PY OUT=$OUT/probe N=${N:-5} bash bench/probe/run-on-device.sh 2>&1 | tee "$OUT/env-probe-bench.txt"
 {
-  "$B" --version
-  t0=$(date +%s.%N); "$B" env probe --python "$PY" -o "$OUT/env-cold.json" > /dev/null; t1=$(date +%s.%N)
-  "$B" env probe --python "$PY" -o "$OUT/env-warm.json" > /dev/null; t2=$(date +%s.%N)
+  "$B" env probe --python "$PY" -o "$OUT/env-cold.json" > /dev/null
+  "$B" env probe --python "$PY" -o "$OUT/env-warm.json" > /dev/null
   CUDA_DEVICE_MAX_CONNECTIONS=1 "$B" env probe --python "$PY" -o "$OUT/env-cdmc1.json" > /dev/null
-  echo "probe cold: $(awk "BEGIN{print $t1 - $t0}") s, warm: $(awk "BEGIN{print $t2 - $t1}") s"
   "$B" env probe --python "$PY" --summary
   "$B" env diff "$OUT/env-cold.json" "$OUT/env-warm.json"; echo "diff cold/warm exit $?"
   "$B" env diff "$OUT/env-cold.json" "$OUT/env-cdmc1.json" --key-only; echo "diff cdmc exit $?"

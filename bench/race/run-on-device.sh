@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Issue 8 on the GPU machine: the race workload at world size 1, every mode with and without the
 # planted bug (iteration time per mode), then the single-GPU recipe through the engine.
+# Per mode: `missing_sync_true` (the bug), `missing_sync_false` (the fix: pipelined, the default
+# buffer_depth 2) and `single_buffered` (the fix with buffer_depth 1: the planted waits restored
+# on single buffers). "vs bug" is the step mean over the bug's; the fix should be ~1.0.
 # Run from the repository root of the carried tree:   bash bench/race/run-on-device.sh
 # Needs, stripped, in .carry/: `aorta` and `aorta-workload-race` (cargo build --release -p aorta-cli
-# -p aorta-race). No Rust, no network. Everything lands under $OUT. Expected GPU time ~6 minutes.
+# -p aorta-race). No Rust, no network. Everything lands under $OUT. Expected GPU time ~7 minutes.
 # STEPS="standalone sweep" runs a subset.
 set -uo pipefail
 OUT=${OUT:-$PWD/race-out}
@@ -45,6 +48,7 @@ if want standalone; then
     for ms in false true; do
       trial "${mode}_missing_sync_$ms" "{\"mode\": \"$mode\", \"missing_sync\": $ms, $COMMON$extra}"
     done
+    trial "${mode}_single_buffered" "{\"mode\": \"$mode\", \"missing_sync\": false, \"buffer_depth\": 1, $COMMON$extra}"
   done
   # The same with two ranks on one GPU would need two GPUs; world size 1 is the issue's scope.
   "$PY" - "$OUT" <<'PYEOF' | tee "$OUT/standalone.md"
@@ -56,12 +60,17 @@ for f in sorted(glob.glob(f"{out}/standalone/*/result.json")):
                  "corrupt_iterations": m.get("corrupt_iterations"), "verified": len(r.get("step_times_ms", [])),
                  "first_failure_iteration": r.get("first_failure_iteration"),
                  "step_ms_mean": round(st.mean(s), 3), "step_ms_p50": round(st.median(s), 3),
+                 "schedule": m.get("schedule"), "buffer_depth": m.get("buffer_depth"),
                  "types": m.get("corruptions_by_type"), "error": (r.get("failure_details") or [{}])[0].get("error")})
-json.dump(rows, open(f"{out}/standalone.json", "w"), indent=2)
-print("| run | passed | corrupt / verified | first | step mean ms | p50 ms | types |")
-print("|---|---|---|---|---|---|---|")
+bug = {x["run"].split("_")[0]: x["step_ms_mean"] for x in rows if x["run"].endswith("_missing_sync_true")}
 for x in rows:
-    print(f"| {x['run']} | {x['passed']} | {x['corrupt_iterations']} / {x['verified']} | {x['first_failure_iteration']} | {x['step_ms_mean']} | {x['step_ms_p50']} | {x['types'] or x['error'] or ''} |")
+    b = bug.get(x["run"].split("_")[0])
+    x["vs_bug"] = round(x["step_ms_mean"] / b, 3) if b else None
+json.dump(rows, open(f"{out}/standalone.json", "w"), indent=2)
+print("| run | schedule (depth) | passed | corrupt / verified | first | step mean ms | p50 ms | vs bug | types |")
+print("|---|---|---|---|---|---|---|---|---|")
+for x in rows:
+    print(f"| {x['run']} | {x['schedule']} ({x['buffer_depth']}) | {x['passed']} | {x['corrupt_iterations']} / {x['verified']} | {x['first_failure_iteration']} | {x['step_ms_mean']} | {x['step_ms_p50']} | {x['vs_bug']} | {x['types'] or x['error'] or ''} |")
 PYEOF
 fi
 

@@ -19,13 +19,20 @@ run() {
   ( cd "$dir" && env "$@" timeout 240 "$BIN/aorta-workload-inference" run --config config.json --result result.json >stdout.log 2>stderr.log )
   "$PY" - "$dir/result.json" "$label" <<'PY'
 import json, sys
-r = json.load(open(sys.argv[1])); m = r.get("metrics", {})
+try:
+    r = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as e:
+    print(f"{sys.argv[2]}: no result ({e})"); sys.exit()
+m = r.get("metrics", {})
 bad = [f for f in r.get("failure_details", []) if f.get("type") == "logits_checksum_mismatch"]
-print(f"{sys.argv[2]}: passed={r.get('passed')} mismatched_steps={[f.get('step') for f in bad]} tokens_per_sec={m.get('tokens_per_sec'):.0f} checksum={m.get('logits_checksum')}")
+print(f"{sys.argv[2]}: passed={r.get('passed')} mismatched_steps={[f.get('step') for f in bad]} tokens_per_sec={m.get('tokens_per_sec') or 0:.0f} checksum={m.get('logits_checksum')} error={r.get('error') or r.get('setup_error')}")
 PY
 }
 base="\"device\":\"cuda\",\"dtype\":\"bf16\",\"warmup_steps\":1,\"request\":{\"batch_size\":8,\"prompt_len\":512,\"generate_tokens\":64},\"model\":{\"kind\":\"decoder_transformer\",$BIG}"
 run default "{$base}" X=1
 run cublas-workspace "{$base}" CUBLAS_WORKSPACE_CONFIG=:4096:8
 run deterministic "{$base,\"deterministic\":true}" X=1
-run no-kv-cache-small "{\"device\":\"cuda\",\"dtype\":\"bf16\",\"warmup_steps\":1,\"request\":{\"batch_size\":8,\"prompt_len\":512,\"generate_tokens\":64},\"model\":{\"kind\":\"decoder_transformer\",\"hidden_size\":2048,\"num_layers\":2,\"num_heads\":16,\"ffn_size\":5632,\"vocab_size\":32000}}" X=1
+for b in math flash efficient cudnn; do
+  run "attention-$b" "{$base,\"attention_backend\":\"$b\"}" X=1
+done
+run two-layers "{\"device\":\"cuda\",\"dtype\":\"bf16\",\"warmup_steps\":1,\"request\":{\"batch_size\":8,\"prompt_len\":512,\"generate_tokens\":64},\"model\":{\"kind\":\"decoder_transformer\",\"hidden_size\":2048,\"num_layers\":2,\"num_heads\":16,\"ffn_size\":5632,\"vocab_size\":32000}}" X=1

@@ -144,7 +144,7 @@ impl Schedule<'_> {
                     }
                     let looked = match prefetched.remove(key.as_str()) {
                         Some(r) => r,
-                        None => self.lookup(&key).and_then(|m| m.map(|m| resolve(m, None)).transpose()),
+                        None => self.lookup(&key),
                     };
                     match looked {
                         Ok(Some(r)) => {
@@ -242,17 +242,19 @@ impl Schedule<'_> {
             let handles: Vec<_> = keys
                 .chunks(chunk)
                 .map(|part| {
-                    s.spawn(move || part.iter().map(|&k| (k, self.lookup(k).and_then(|m| m.map(|m| resolve(m, None)).transpose()))).collect::<Vec<_>>())
+                    s.spawn(move || part.iter().map(|&k| (k, self.lookup(k))).collect::<Vec<_>>())
                 })
                 .collect();
             handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
         })
     }
 
-    fn lookup(&self, key: &str) -> Result<Option<Manifest>, String> {
+    /// The store entry for `key` with its record read straight into a [`TrialRecord`] (no JSON
+    /// tree: this is most of a cached rerun).
+    fn lookup(&self, key: &str) -> Result<Option<Arc<Resolved>>, String> {
         let k = Key::parse(key).map_err(|e| e.to_string())?;
-        match self.store.lookup(&k) {
-            Ok(Lookup::Hit(m)) => Ok(Some(m)),
+        match self.store.lookup_as::<TrialRecord>(&k) {
+            Ok(Lookup::Hit(m)) => Ok(Some(Arc::new(Resolved { key: m.key, exec_seconds: m.exec_seconds, record: Arc::new(m.trial), staged: None }))),
             Ok(Lookup::Miss) => Ok(None),
             Ok(Lookup::Corrupt { reason }) => {
                 eprintln!("aorta: cached trial {key} is corrupt ({reason}); re-executing it");

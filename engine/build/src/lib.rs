@@ -7,10 +7,12 @@
 
 pub mod engine;
 mod fsutil;
+mod gpu;
 pub mod one;
 mod outputs;
 mod remote;
 mod retention;
+mod step_times;
 pub mod trial;
 pub mod watch;
 pub mod workloads;
@@ -108,6 +110,7 @@ fn command_settings(recipe: &Recipe, argv: &[String], kill_on_hang: bool) -> Res
         dmesg_unavailable: Default::default(),
         // One reader of /dev/kmsg per build; where it cannot be opened, dmesg per trial.
         kernel_log: if p.disables.tier_disabled(aorta_classify::Tier::Tier3) { None } else { aorta_classify::KernelLog::open().ok() },
+        step_time_regex: p.step_time_regex.as_deref().map(aorta_recipe::compile_regex).transpose().map_err(|e| format!("step_time_regex: {e}"))?,
     })
 }
 

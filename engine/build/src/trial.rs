@@ -37,6 +37,8 @@ pub struct CommandSettings {
     pub dmesg_unavailable: AtomicBool,
     /// `/dev/kmsg` read in place of `dmesg` when it could be opened.
     pub kernel_log: Option<aorta_classify::KernelLog>,
+    /// The recipe's `step_time_regex`: per-step times read from the trial's logs.
+    pub step_time_regex: Option<fancy_regex::Regex>,
 }
 
 pub struct WorkloadSettings {
@@ -122,7 +124,16 @@ fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease,
     p.timeout = c.timeout;
     p.hang = c.hang.clone();
     lease.apply(&mut p);
+    let devices: Vec<String> = lease.gpus().to_vec();
+    let gpu_tier3 = !c.classifier.disables.tier_disabled(Tier::Tier3) && crate::gpu::available();
+    if let Some(h) = p.hang.as_mut().filter(|_| crate::gpu::available()) {
+        // The hang monitor's GPU vote: every device the trial may touch under 5% busy.
+        let devs = devices.clone();
+        h.gpu_idle = Some(std::sync::Arc::new(move || crate::gpu::utilisation(&devs).map(|u| u < 5)));
+    }
+    let gpu_pre = if gpu_tier3 { crate::gpu::snapshot(&devices) } else { None };
     let kernel_mark = c.kernel_log.as_ref().map(|k| k.mark());
+    let sampler = crate::gpu::PeakSampler::start(&devices);
     let outcome = match aorta_exec::run(&p, cancel) {
         Ok(o) => o,
         Err(e) => {
@@ -130,9 +141,15 @@ fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease,
             not_launched(e.to_string())
         }
     };
+    let sampled_peak = sampler.and_then(crate::gpu::PeakSampler::finish);
     if outcome.cancelled {
         return TrialRun::Cancelled;
     }
+    let gpu_post = if gpu_tier3 && outcome.launched { crate::gpu::snapshot(&devices) } else { None };
+    // The highest device-level reading: before spawn, every 100 ms while it ran (1 s with
+    // amd-smi), after exit. AORTA took only the first and the last, which miss what a trial
+    // frees before it ends. Device-level, so other processes on the device count too.
+    let peak_vram_mib = [gpu_pre, gpu_post].iter().flatten().filter_map(|s| s.vram_used_mib).chain(sampled_peak).max();
     let tier3_off = c.classifier.disables.tier_disabled(Tier::Tier3);
     let dmesg_text = if let (Some(log), Some(mark), true) = (&c.kernel_log, kernel_mark, outcome.launched && !tier3_off) {
         Some(log.since(mark))
@@ -161,6 +178,9 @@ fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease,
         core_dirs: std::env::current_dir().into_iter().collect(),
         hang_detected: outcome.hang_detected,
         dmesg_text,
+        peak_vram_mib,
+        gpu_pre,
+        gpu_post,
         ..Default::default()
     };
     let cls = classify(&obs, &c.classifier);
@@ -169,6 +189,7 @@ fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease,
     record.exit_code = outcome.exit_code;
     record.timed_out = outcome.timed_out;
     record.walltime_sec = walltime;
+    record.peak_vram_mib = peak_vram_mib;
     record.exit_status = match (outcome.launched, cls.verdict) {
         (false, _) => ExitStatus::InfrastructureFailed,
         (true, Verdict::Pass) => ExitStatus::Ok,
@@ -181,9 +202,17 @@ fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease,
     if let Some(rss) = outcome.peak_rss_kib {
         metrics.insert("peak_rss_kib".into(), rss.into());
     }
+    let step_times_ms = match &c.step_time_regex {
+        Some(re) => crate::step_times::from_logs(re, &[&dir.join("stdout.log"), &dir.join("stderr.log")]),
+        None => Vec::new(),
+    };
+    if c.step_time_regex.is_some() {
+        metrics.insert("step_time_samples".into(), step_times_ms.len().into());
+    }
     record.result = WorkloadResult {
         passed,
         failure_count: u64::from(!passed),
+        step_times_ms,
         failure_details: if passed {
             Vec::new()
         } else {

@@ -174,6 +174,11 @@ pub enum EnvCommand {
         /// Re-run the interpreter part instead of using the cached one.
         #[arg(long)]
         no_cache: bool,
+        /// Also `import torch` for the fields only a live torch reports (build config, SDPA,
+        /// TF32/determinism flags, allocator backend); cached per install. Never changes the
+        /// default key.
+        #[arg(long)]
+        deep: bool,
     },
     /// Semantic diff of two snapshots; exit 1 when fields that feed the key differ.
     Diff {
@@ -194,6 +199,9 @@ pub enum EnvCommand {
     /// The environment key and the fields that fed it (of FILE, or of this machine).
     Key {
         file: Option<PathBuf>,
+        /// Probe deep (`env probe --deep`); implied when --key-include names an import-only field.
+        #[arg(long)]
+        deep: bool,
         #[arg(long)]
         key_include: Vec<String>,
         #[arg(long)]

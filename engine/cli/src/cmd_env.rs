@@ -19,13 +19,14 @@ fn rules(include: &[String], exclude: &[String]) -> miette::Result<KeyRules> {
 
 pub fn env(cmd: &EnvCommand) -> miette::Result<ExitCode> {
     match cmd {
-        EnvCommand::Probe { output, summary, field, python, no_cache } => {
+        EnvCommand::Probe { output, summary, field, python, no_cache, deep } => {
             if *summary && field.is_some() {
                 return Err(usage("--summary and --field cannot be combined", "use one of them"));
             }
             let mut opts = ProbeOptions::current();
             opts.python = python.clone();
             opts.extra_env_vars = Registry::builtin().mitigation_env_vars();
+            opts.deep = *deep;
             if !no_cache {
                 opts.cache = Some(ProbeCache::new(crate::cmd_cache::probe_cache_dir(None)?));
             }
@@ -58,17 +59,19 @@ pub fn env(cmd: &EnvCommand) -> miette::Result<ExitCode> {
             }
             Ok(if d.key_changed() { ExitCode::from(crate::EXIT_FAILURE) } else { ExitCode::SUCCESS })
         }
-        EnvCommand::Key { file, key_include, key_exclude } => {
+        EnvCommand::Key { file, deep, key_include, key_exclude } => {
+            let rules = rules(key_include, key_exclude)?;
             let snap = match file {
                 Some(f) => load(f)?,
                 None => {
                     let mut opts = ProbeOptions::current();
                     opts.extra_env_vars = Registry::builtin().mitigation_env_vars();
                     opts.cache = Some(ProbeCache::new(crate::cmd_cache::probe_cache_dir(None)?));
+                    opts.deep = *deep || rules.needs_deep();
                     probe(&opts)
                 }
             };
-            let k = snap.key(&rules(key_include, key_exclude)?);
+            let k = snap.key(&rules);
             println!("{}", k.hash);
             for (p, v) in &k.fields {
                 println!("  {p} = {v}");

@@ -7,7 +7,7 @@ use aorta_probe::{probe, EnvKey, KeyRules, ProbeCache, ProbeOptions, Snapshot};
 use aorta_recipe::Recipe;
 use aorta_source::{Diag, DiagKind};
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 
 /// Where the environment snapshot comes from: a recorded file (`--env-snapshot`,
 /// `$AORTA_ENV_SNAPSHOT`: a Buck2 action's declared input, a CI artefact, a test fixture) or a
@@ -41,13 +41,20 @@ impl EnvSource {
 }
 
 /// One snapshot per process: a build of several recipes probes once (every caller in one
-/// invocation passes the same source).
-static SNAPSHOT: OnceLock<Arc<Snapshot>> = OnceLock::new();
+/// invocation passes the same source). The flag says whether it serves rules that key
+/// import-only fields: a deep probe, or a recorded file (used as it is).
+static SNAPSHOT: Mutex<Option<(Arc<Snapshot>, bool)>> = Mutex::new(None);
 
-/// The environment snapshot for this invocation (probed or loaded at most once).
-pub fn snapshot(src: &EnvSource) -> miette::Result<Arc<Snapshot>> {
-    if let Some(s) = SNAPSHOT.get() {
-        return Ok(s.clone());
+/// The environment snapshot for this invocation (probed or loaded at most once; probed again,
+/// deep, the first time a recipe keys an import-only field such as `pytorch.build.flags`). A deep
+/// snapshot has every default-keyed field of a plain one, so keys computed before the upgrade
+/// stay valid.
+pub fn snapshot(src: &EnvSource, deep: bool) -> miette::Result<Arc<Snapshot>> {
+    let mut slot = SNAPSHOT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((s, serves_deep)) = slot.as_ref() {
+        if *serves_deep || !deep {
+            return Ok(s.clone());
+        }
     }
     let t0 = std::time::Instant::now();
     let snap = match &src.snapshot_file {
@@ -61,11 +68,14 @@ pub fn snapshot(src: &EnvSource) -> miette::Result<Arc<Snapshot>> {
             opts.python = src.python.clone();
             opts.extra_env_vars = aorta_registry::Registry::builtin().mitigation_env_vars();
             opts.cache = Some(ProbeCache::new(crate::cmd_cache::probe_cache_dir(src.store.as_ref())?));
+            opts.deep = deep;
             probe(&opts)
         }
     };
-    aorta_build::timing("env snapshot", t0);
-    Ok(SNAPSHOT.get_or_init(|| Arc::new(snap)).clone())
+    aorta_build::timing(if deep { "env snapshot (deep)" } else { "env snapshot" }, t0);
+    let arc = Arc::new(snap);
+    *slot = Some((arc.clone(), deep || src.snapshot_file.is_some()));
+    Ok(arc)
 }
 
 /// The recipe's `env_key` rules in the probe's terms.
@@ -75,8 +85,13 @@ pub fn key_rules(recipe: &Recipe) -> KeyRules {
 
 /// The snapshot and this recipe's environment key over it (hashed once per caller).
 pub fn environment(recipe: &Recipe, src: &EnvSource) -> miette::Result<(Arc<Snapshot>, EnvKey)> {
-    let snap = snapshot(src)?;
-    let key = snap.key(&key_rules(recipe));
+    let rules = key_rules(recipe);
+    let deep = rules.needs_deep();
+    let snap = snapshot(src, deep)?;
+    if deep && snap.pytorch.collected.as_deref() == Some(aorta_probe::COLLECTED_FILES) {
+        eprintln!("warning: the recipe's env_key keys fields only `aorta env probe --deep` collects (pytorch.build, sdpa, numerics, ...), but the environment snapshot has none: they enter its key as null (record the snapshot with --deep)");
+    }
+    let key = snap.key(&rules);
     Ok((snap, key))
 }
 

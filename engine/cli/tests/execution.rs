@@ -260,6 +260,41 @@ fn a_tracked_env_var_changes_the_env_key_and_an_unrelated_one_does_not() {
     assert_eq!(env["key"].as_str().map(str::len), Some(64));
 }
 
+/// The default probe never imports torch; a recipe whose `env_key` names an import-only field
+/// (`pytorch.build.flags`) gets a deep probe, and the default key is the same either way. The
+/// interpreter is the probe fixture's fake venv python (no torch needed on this machine).
+#[test]
+fn a_recipe_keying_import_only_fields_gets_a_deep_probe() {
+    let ws = Ws::new(RECIPE);
+    let py = common::repo_root().join("engine/probe/tests/fixtures/cuda/root/opt/venv/bin/python3");
+    let log = ws.path().join("python-runs.log");
+    let run = |out: &str| {
+        let mut c = ws.cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", out, "--python", py.to_str().unwrap(), "--", "true"]);
+        c.env_remove("AORTA_ENV_SNAPSHOT").env("AORTA_PROBE_CACHE", ws.path().join("probe-cache")).env("AORTA_FAKE_PY_LOG", &log);
+        c.output().unwrap()
+    };
+    let env = |out: &str| -> serde_json::Value { serde_json::from_str(&std::fs::read_to_string(ws.path().join(out).join("T/environments/local/env.json")).unwrap()).unwrap() };
+    assert_eq!(counts(&run("plain")), (6, 0));
+    let plain = env("plain");
+    assert_eq!(plain["schema_version"], "aorta.env/2");
+    assert_eq!(plain["pytorch"]["collected"], "files");
+    assert_eq!(plain["pytorch"]["version"], "2.11.0+cu130");
+    assert_eq!(plain["pytorch"]["build"]["flags"], serde_json::json!({}));
+    assert!(plain["keyed_fields"].as_object().unwrap().keys().all(|k| !k.starts_with("pytorch.build")));
+
+    ws.write("r.yaml", &format!("{RECIPE}env_key: {{include: [pytorch.build.flags]}}\n"));
+    let out = run("deep");
+    assert_eq!(counts(&out), (6, 0), "the key now has the build flags");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("warning: the recipe's env_key"), "{}", String::from_utf8_lossy(&out.stderr));
+    let deep = env("deep");
+    assert_eq!(deep["pytorch"]["collected"], "files+import");
+    assert_eq!(deep["keyed_fields"]["pytorch.build.flags.USE_CUDA"], true);
+    assert_eq!(std::fs::read_to_string(&log).unwrap().lines().map(|l| l.rsplit(' ').next().unwrap()).collect::<Vec<_>>(), ["files", "deep"]);
+    // The default-keyed fields are the same in both snapshots.
+    let default_keyed = |v: &serde_json::Value| aorta_probe::Snapshot::from_json(&v.to_string()).unwrap().key(&Default::default());
+    assert_eq!(default_keyed(&plain), default_keyed(&deep));
+}
+
 /// Recorded snapshots (`--env-snapshot`): a new driver re-runs, another hostname does not,
 /// and a recipe's `env_key` decides.
 #[test]
@@ -285,4 +320,38 @@ fn recorded_snapshots_and_recipe_env_key_rules() {
     let bad = ws.cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out", "--env-snapshot", "missing.json", "--", "true"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(2), "{}", String::from_utf8_lossy(&bad.stderr));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("missing.json"));
+}
+
+#[test]
+fn step_time_regex_reads_step_times_from_the_logs() {
+    let recipe = format!("{RECIPE}step_time_regex: 'step \\d+ took ([0-9.]+) ms'\n");
+    let ws = Ws::new(&recipe);
+    ws.write("steps.sh", "echo 'step 1 took 10.5 ms'\necho 'noise'\necho 'step 2 took 11.5 ms' >&2\n");
+    let out = ws.sweep(&["sh", "steps.sh"]);
+    assert_eq!(counts(&out), (6, 0), "{}", String::from_utf8_lossy(&out.stderr));
+    let m = ws.matrix();
+    let cell = &m["cells"][0];
+    assert_eq!(cell["step_time_source"], "per_step");
+    assert_eq!(cell["step_times_ms"], serde_json::json!([10.5, 11.5, 10.5, 11.5, 10.5, 11.5]));
+    assert_eq!(cell["mean_step_time_ms"], serde_json::json!(11.0));
+    // Without the regex the same command is timed by its wall clock.
+    let ws = Ws::new(RECIPE);
+    ws.write("steps.sh", "echo 'step 1 took 10.5 ms'\n");
+    ws.sweep(&["sh", "steps.sh"]);
+    assert_eq!(ws.matrix()["cells"][0]["step_time_source"], "wall_clock_total");
+}
+
+#[test]
+fn gpu_snapshots_give_peak_vram_and_the_vram_growth_warning() {
+    let ws = Ws::new("schema_version: 1\nmode: probe\nticket: T\ntrials: 1\nmitigation_axis: [none]\ndiagnostic_axis: [none]\n");
+    let smi = ws.path().join("smi.txt");
+    std::fs::write(&smi, "vram=1000,throttle=0").unwrap();
+    // The trial "allocates" 700 MiB: the post-exit snapshot reads the file it rewrote.
+    ws.write("grow.sh", &format!("echo vram=1700,throttle=0 > {}\n", smi.display()));
+    let out = ws.cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out", "--", "sh", "grow.sh"]).env("AORTA_PROBE_AMDSMI_FAKE", format!("@{}", smi.display())).output().unwrap();
+    assert_eq!(counts(&out), (1, 0), "{}", String::from_utf8_lossy(&out.stderr));
+    let rec: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ws.path().join("out/T/none-none/trial_0/result.json")).unwrap()).unwrap();
+    assert_eq!(rec["peak_vram_mib"], 1700);
+    assert_eq!(rec["warn_detectors_fired"], serde_json::json!(["tier3:vram_growth"]), "{rec:#}");
+    assert_eq!(rec["verdict"], "pass", "VRAM growth is advisory");
 }

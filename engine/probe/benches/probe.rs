@@ -1,8 +1,9 @@
 //! Cold and warm probe wall time on this machine: `cargo bench -p aorta-probe`.
 //! `AORTA_BENCH_PYTHON=/path/to/python3` picks the interpreter; `AORTA_BENCH_RUNS` (default 5)
 //! the warm repetitions; `AORTA_BENCH_JSON=FILE` writes the cold snapshot; `AORTA_BENCH_SUMMARY`
-//! prints the brief. Cold = empty cache directory (runs the interpreter and hashes
-//! libraries); warm = the same directory again (no Python, cached hashes).
+//! prints the brief; `AORTA_BENCH_DEEP=1` probes with `deep` (imports torch). Cold = empty cache
+//! directory (runs the interpreter and hashes libraries); warm = the same directory again (no
+//! Python, cached hashes).
 
 use aorta_probe::{probe, ProbeCache, ProbeOptions};
 use std::time::Instant;
@@ -10,6 +11,7 @@ use std::time::Instant;
 fn main() {
     let mut opts = ProbeOptions::current();
     opts.python = std::env::var_os("AORTA_BENCH_PYTHON").map(Into::into);
+    opts.deep = std::env::var_os("AORTA_BENCH_DEEP").is_some_and(|v| v == "1");
     let runs: usize = std::env::var("AORTA_BENCH_RUNS")
         .ok()
         .and_then(|r| r.parse().ok())

@@ -1,12 +1,14 @@
-//! The probe's on-disk cache: the interpreter report and library-file hashes.
+//! The probe's on-disk cache: the interpreter's report and library-file hashes.
 //!
-//! `import torch` costs 3–5 s on the H200 machine; it is the whole cold probe. Its answer only
-//! changes when the interpreter or the installed packages change, so it is cached under a name
-//! derived from (interpreter path, the environment variables the report depends on) and
-//! validated by a fingerprint: (mtime, size, inode) of the interpreter, every site-packages
-//! directory (an install or uninstall rewrites it), `site-packages/nvidia`, the torch package
-//! directory, `torch/version.py` and `torch/lib`. A warm probe stats those few paths and runs no
-//! Python at all.
+//! The interpreter's answer (where its packages are; with `--deep`, what `import torch`
+//! reports, 3–6 s on the H200 machine) only changes when the interpreter or the installed
+//! packages change, so it is cached under a name derived from (interpreter path, mode, the
+//! environment variables the report depends on) and validated by a fingerprint: (mtime, size,
+//! inode) of the interpreter, every `sys.path` and site-packages directory (an install or
+//! uninstall rewrites it), `site-packages/nvidia`, the torch package directory,
+//! `torch/version.py` and `torch/lib`. A warm probe stats those few paths and runs no Python at
+//! all. The files the snapshot's keyed fields are read from (`version.py`, dist-info metadata,
+//! headers) are read on every probe, cold or warm, so the key never depends on the cache.
 
 use crate::python::PyReport;
 use serde::{Deserialize, Serialize};
@@ -23,12 +25,13 @@ pub struct ProbeCache {
 }
 
 /// Bumped when the report format or the embedded script changes meaning.
-const ENTRY_VERSION: u32 = 1;
+const ENTRY_VERSION: u32 = 2;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Entry {
     version: u32,
     script_blake3: String,
+    deep: bool,
     interpreter: String,
     env: BTreeMap<String, String>,
     fingerprint: Vec<Stamp>,
@@ -62,13 +65,15 @@ impl ProbeCache {
         self.dir.join("file-hashes.json")
     }
 
-    fn entry_path(&self, interp: &Path, env: &BTreeMap<String, String>) -> PathBuf {
+    /// `python-<id>.json` (default report) or `python-deep-<id>.json` (`--deep`).
+    fn entry_path(&self, interp: &Path, env: &BTreeMap<String, String>, deep: bool) -> PathBuf {
         let mut h = blake3::Hasher::new();
         h.update(interp.as_os_str().as_encoded_bytes());
         h.update(b"\0");
         h.update(serde_json::to_string(env).unwrap_or_default().as_bytes());
+        let kind = if deep { "python-deep" } else { "python" };
         self.dir
-            .join(format!("python-{}.json", &h.finalize().to_hex()[..24]))
+            .join(format!("{kind}-{}.json", &h.finalize().to_hex()[..24]))
     }
 
     /// The cached report, if its fingerprint still holds.
@@ -76,11 +81,13 @@ impl ProbeCache {
         &self,
         interp: &Path,
         env: &BTreeMap<String, String>,
+        deep: bool,
     ) -> Option<PyReport> {
-        let bytes = std::fs::read(self.entry_path(interp, env)).ok()?;
+        let bytes = std::fs::read(self.entry_path(interp, env, deep)).ok()?;
         let e: Entry = serde_json::from_slice(&bytes).ok()?;
         let valid = e.version == ENTRY_VERSION
             && e.script_blake3 == script_hash()
+            && e.deep == deep
             && e.interpreter == interp.display().to_string()
             && e.env == *env
             && e.fingerprint == fingerprint(interp, &e.report);
@@ -91,18 +98,20 @@ impl ProbeCache {
         &self,
         interp: &Path,
         env: &BTreeMap<String, String>,
+        deep: bool,
         report: &PyReport,
     ) {
         let e = Entry {
             version: ENTRY_VERSION,
             script_blake3: script_hash(),
+            deep,
             interpreter: interp.display().to_string(),
             env: env.clone(),
             fingerprint: fingerprint(interp, report),
             report: report.clone(),
         };
         if let Ok(bytes) = serde_json::to_vec(&e) {
-            let _ = write_atomic(&self.entry_path(interp, env), &bytes);
+            let _ = write_atomic(&self.entry_path(interp, env, deep), &bytes);
         }
     }
 }
@@ -129,13 +138,25 @@ fn fingerprint(interp: &Path, report: &PyReport) -> Vec<Stamp> {
     if let Ok(real) = std::fs::canonicalize(interp) {
         paths.push(real);
     }
+    let mut dirs: Vec<PathBuf> = report.sys_path.iter().map(PathBuf::from).collect();
     for s in &report.site_packages {
         let s = PathBuf::from(s);
+        if !dirs.contains(&s) {
+            dirs.push(s);
+        }
+    }
+    for s in dirs {
         paths.push(s.join("nvidia"));
         paths.push(s);
     }
-    if let Some(t) = report.torch.as_ref().and_then(|t| t.file.as_ref()) {
-        let t = PathBuf::from(t);
+    let torch = report.torch_dir().or_else(|| {
+        report
+            .deep
+            .as_ref()
+            .and_then(|d| d.torch.as_ref()?.file.as_ref())
+            .map(PathBuf::from)
+    });
+    if let Some(t) = torch {
         paths.extend([t.join("version.py"), t.join("lib"), t]);
     }
     paths.iter().map(|p| stamp(p)).collect()
@@ -161,7 +182,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::python::{PyReport, TorchInfo};
+    use crate::python::{PyReport, TorchSpec};
 
     #[test]
     fn fingerprint_follows_the_torch_package() {
@@ -174,36 +195,40 @@ mod tests {
         std::fs::write(&interp, "").unwrap();
         let report = PyReport {
             site_packages: vec![site.display().to_string()],
-            torch: Some(TorchInfo {
-                file: Some(torch.display().to_string()),
-                ..TorchInfo::default()
+            torch_spec: Some(TorchSpec {
+                origin: Some(torch.join("__init__.py").display().to_string()),
+                locations: vec![torch.display().to_string()],
             }),
             ..PyReport::default()
         };
         let cache = ProbeCache::new(d.path().join("cache"));
         let env = BTreeMap::new();
-        assert!(cache.load_python(&interp, &env).is_none());
-        cache.store_python(&interp, &env, &report);
+        assert!(cache.load_python(&interp, &env, false).is_none());
+        cache.store_python(&interp, &env, false, &report);
         assert!(
-            cache.load_python(&interp, &env).is_some(),
+            cache.load_python(&interp, &env, false).is_some(),
             "unchanged tree: hit"
+        );
+        assert!(
+            cache.load_python(&interp, &env, true).is_none(),
+            "a deep report is another entry"
         );
         let other_env: BTreeMap<String, String> =
             [("PYTHONPATH".to_string(), "/x".to_string())].into();
         assert!(
-            cache.load_python(&interp, &other_env).is_none(),
+            cache.load_python(&interp, &other_env, false).is_none(),
             "a different environment is another entry"
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
         std::fs::write(torch.join("version.py"), "__version__ = '2.12.0'\n").unwrap();
         assert!(
-            cache.load_python(&interp, &env).is_none(),
+            cache.load_python(&interp, &env, false).is_none(),
             "torch changed: miss"
         );
-        cache.store_python(&interp, &env, &report);
+        cache.store_python(&interp, &env, false, &report);
         std::fs::create_dir(site.join("nvidia")).unwrap();
         assert!(
-            cache.load_python(&interp, &env).is_none(),
+            cache.load_python(&interp, &env, false).is_none(),
             "an nvidia wheel appeared: miss"
         );
         cache.clear().unwrap();

@@ -60,8 +60,9 @@ pub(crate) fn toolkit_lib_dirs(tk: &Path) -> Vec<PathBuf> {
     dirs.into_iter().filter(|d| d.is_dir()).collect()
 }
 
-/// Wheel library directories: `<site>/nvidia/*/lib` (cu12: one dir per library; cu13: most of
-/// them in `nvidia/cu13/lib`).
+/// Wheel library directories: `<dir>/nvidia/*/lib` for every `sys.path` directory, in order,
+/// as torch's own fallback loader searches them (cu12: one dir per library; cu13: most of them
+/// in `nvidia/cu13/lib`).
 pub(crate) fn wheel_lib_dirs(site_dirs: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for s in site_dirs {
@@ -77,7 +78,7 @@ pub(crate) fn wheel_lib_dirs(site_dirs: &[PathBuf]) -> Vec<PathBuf> {
 
 /// Inputs to library resolution gathered by the orchestrator.
 pub(crate) struct Search<'a> {
-    pub loaded: &'a [String],
+    /// The interpreter's `sys.path` directories (site-packages among them).
     pub site_dirs: &'a [PathBuf],
     pub ld_library_path: Vec<PathBuf>,
     pub ldconfig: &'a [PathBuf],
@@ -88,10 +89,6 @@ pub(crate) struct Search<'a> {
 /// Resolves the six libraries; returns the section's map and every file to hash.
 pub(crate) fn libraries(s: &Search) -> (BTreeMap<String, Library>, Vec<PathBuf>) {
     let locations = vec![
-        Location {
-            origin: "torch-loaded",
-            files: s.loaded.iter().map(PathBuf::from).collect(),
-        },
         Location::dirs("wheel", wheel_lib_dirs(s.site_dirs)),
         Location::dirs("ld-library-path", s.ld_library_path.clone()),
         Location {

@@ -57,9 +57,7 @@ pub const DEFAULT_EXCLUDE: &[&str] = &[
     "python.base_prefix",
     "python.site_packages",
     "pytorch.torch_dir",
-    "pytorch.loaded_libraries",
-    "pytorch.import_seconds",
-    "pytorch.cuda_initialized",
+    "pytorch.collected",
     "rocm.root_source",
     "rocm.candidates",
     "env_vars.*_VISIBLE_DEVICES",
@@ -104,6 +102,19 @@ impl KeyRules {
         Ok(())
     }
 
+    /// Whether a leaf these rules key can only be filled by `import torch`
+    /// ([`crate::IMPORT_ONLY_FIELDS`]): then the probe behind the key must be a deep one
+    /// (`ProbeOptions::deep`), or the key would hold `null`s for them. The defaults never need
+    /// it; an include such as `pytorch.build.flags`, `pytorch.sdpa` or `pytorch` does, unless
+    /// an exclude removes the whole field again.
+    pub fn needs_deep(&self) -> bool {
+        crate::schema::IMPORT_ONLY_FIELDS.iter().any(|field| {
+            let f: Vec<&str> = field.split('.').collect();
+            let excluded = self.exclude.iter().any(|p| matches(p, &f));
+            !excluded && self.include.iter().any(|p| reaches(p, &f))
+        })
+    }
+
     /// Whether the leaf at `path` feeds the key.
     pub fn is_keyed(&self, path: &str) -> bool {
         let segs: Vec<&str> = path.split('.').collect();
@@ -112,7 +123,8 @@ impl KeyRules {
         if user(&self.exclude) {
             return false;
         }
-        user(&self.include) || (any(DEFAULT_INCLUDE) && !any(DEFAULT_EXCLUDE))
+        // Import-only (`--deep`) fields are never keyed by default either.
+        user(&self.include) || (any(DEFAULT_INCLUDE) && !any(DEFAULT_EXCLUDE) && !any(&crate::schema::IMPORT_ONLY_FIELDS))
     }
 }
 
@@ -152,6 +164,25 @@ fn match_segs(pat: &[&str], path: &[&str]) -> bool {
         Some((seg, rest)) => path
             .split_first()
             .is_some_and(|(p, tail)| glob(seg, p) && match_segs(rest, tail)),
+    }
+}
+
+/// Does `pattern` match `field`, an ancestor of it, or something below it? Segments below the
+/// field are map keys (`pytorch.build.flags.USE_CUDA`) or struct fields, so any remaining
+/// pattern segments are taken to match.
+fn reaches(pattern: &str, field: &[&str]) -> bool {
+    let pat: Vec<&str> = pattern.split('.').collect();
+    reach_segs(&pat, field)
+}
+
+fn reach_segs(pat: &[&str], field: &[&str]) -> bool {
+    if field.is_empty() {
+        return true;
+    }
+    match pat.split_first() {
+        None => true,
+        Some((&"**", rest)) => (0..=field.len()).any(|i| reach_segs(rest, &field[i..])),
+        Some((seg, rest)) => glob(seg, field[0]) && reach_segs(rest, &field[1..]),
     }
 }
 
@@ -293,6 +324,48 @@ mod tests {
             !both.is_keyed("gpu.devices.0.arch"),
             "exclude wins over include"
         );
+    }
+
+    #[test]
+    fn import_only_fields_are_never_keyed_by_default() {
+        let d = KeyRules::default();
+        for f in crate::schema::IMPORT_ONLY_FIELDS {
+            assert!(!d.is_keyed(&format!("{f}.x")) && !d.is_keyed(f), "{f}");
+        }
+        assert!(!d.is_keyed("pytorch.build.flags.USE_CUDA"));
+        assert!(!d.is_keyed("pytorch.allocator.backend"));
+        assert!(d.is_keyed("pytorch.allocator.conf"));
+        assert!(d.is_keyed("pytorch.record_blake3"));
+        assert!(!d.is_keyed("pytorch.collected"));
+        assert!(!d.needs_deep());
+    }
+
+    #[test]
+    fn rules_that_key_import_only_fields_need_a_deep_probe() {
+        let inc = |p: &[&str]| KeyRules::new(p.iter().map(|s| s.to_string()).collect(), vec![]);
+        for p in [
+            "pytorch",
+            "pytorch.build",
+            "pytorch.build.flags.USE_FLASH_ATTENTION",
+            "pytorch.build.settings.*",
+            "pytorch.*.flash",
+            "pytorch.numerics.matmul_allow_tf32",
+            "pytorch.allocator",
+            "**.backend",
+        ] {
+            assert!(inc(&[p]).needs_deep(), "{p}");
+        }
+        for p in [
+            "host.hostname",
+            "pytorch.version",
+            "pytorch.allocator.conf",
+            "cuda.libraries.*.version",
+            "env_vars.TORCH_*",
+        ] {
+            assert!(!inc(&[p]).needs_deep(), "{p}");
+        }
+        let all_but = KeyRules::new(vec!["pytorch.sdpa".into()], vec!["pytorch.sdpa".into()]);
+        assert!(!all_but.needs_deep(), "excluded again");
     }
 
     #[test]

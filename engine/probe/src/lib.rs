@@ -5,11 +5,13 @@
 //! - [`Snapshot::key`] hashes the fields that change results under [`KeyRules`] (defaults plus
 //!   a recipe's `env_key: {include, exclude}`); trial keys embed it.
 //! - [`diff`] compares two snapshots section by section, marking key-relevant differences.
-//! - [`ProbeCache`] keeps the slow part (the interpreter's `import torch`) and library hashes
-//!   on disk, so a warm probe starts no Python.
+//! - [`ProbeCache`] keeps the interpreter's answer (and the deep probe's `import torch`) and
+//!   library hashes on disk, so a warm probe starts no Python.
 //!
 //! Everything is gathered by subprocesses and file reads: the probe never loads CUDA, ROCm or
-//! libtorch into aorta, and its torch process never creates a GPU context.
+//! libtorch into aorta. By default it never imports torch either (torch is described from its
+//! files); [`ProbeOptions::deep`] adds the fields only `import torch` can give, in a process
+//! that never creates a GPU context.
 
 mod cache;
 mod cmd;
@@ -19,6 +21,7 @@ mod envvars;
 mod field;
 mod gpu;
 mod host;
+mod installed;
 mod key;
 mod libs;
 mod python;
@@ -36,6 +39,7 @@ pub use key::{
     flatten, matches as pattern_matches, EnvKey, KeyRules, DEFAULT_EXCLUDE, DEFAULT_INCLUDE,
     KEY_DOMAIN,
 };
+pub use python::{COLLECTED_FILES, COLLECTED_IMPORT};
 pub use schema::*;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -62,6 +66,10 @@ pub struct ProbeOptions {
     pub timeouts: Timeouts,
     /// `None`: no cache; every probe runs the interpreter and hashes libraries.
     pub cache: Option<ProbeCache>,
+    /// Also `import torch` for the import-only fields ([`IMPORT_ONLY_FIELDS`]: build config,
+    /// SDPA and numerics flags, allocator backend, mapped libraries). Cached per install like
+    /// the default answer. Never changes a default-keyed field, so never the default key.
+    pub deep: bool,
 }
 
 /// Deadlines for the subprocesses.
@@ -69,7 +77,7 @@ pub struct ProbeOptions {
 pub struct Timeouts {
     /// `nvidia-smi`, `nvcc`, `ldconfig`, `amd-smi`, … (AORTA: 5 s).
     pub tool: Duration,
-    /// The interpreter (`import torch` takes 3–5 s on the H200 machine).
+    /// The interpreter (a deep probe's `import torch` takes 3–6 s on the H200 machine).
     pub python: Duration,
 }
 
@@ -92,6 +100,7 @@ impl Default for ProbeOptions {
             root: PathBuf::from("/"),
             timeouts: Timeouts::default(),
             cache: None,
+            deep: false,
         }
     }
 }

@@ -4,16 +4,18 @@
 //! A machine often has two or three copies of the same library: the CUDA toolkit's, the
 //! distro's, and the `nvidia-*` wheels inside the Python environment, which are what PyTorch
 //! actually loads through its RPATH. The probe lists every copy (`candidates`) and picks the
-//! effective one in this order: a file the torch process had mapped (`torch-loaded`, exact),
-//! the wheels of the chosen interpreter (`wheel`), `LD_LIBRARY_PATH`, the `ldconfig` cache,
-//! the toolkit or ROCm root. Only effective files are hashed, and hashes are cached by (path,
-//! size, mtime, inode) so a warm probe reads no library bytes.
+//! effective one in this order: the wheels of the chosen interpreter (`wheel`),
+//! `LD_LIBRARY_PATH`, the `ldconfig` cache, the toolkit or ROCm root (no `import torch` is
+//! needed; `--deep` checks the choice against what the imported torch mapped). Only effective
+//! files are hashed, and hashes are cached by (path, size, mtime, inode) so a warm probe reads
+//! no library bytes. A large file is hashed as BLAKE3 subtrees on several threads at once
+//! (positioned reads, no mmap), so a cold probe reads cuBLASLt's 540 MB with several requests in
+//! flight instead of one.
 
 use crate::schema::{Candidate, LibFile, Library};
 use crate::util::{header_defines, soname_version, version_from_defines};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -272,26 +274,13 @@ fn version_of(
     (so.clone(), so.map(|_| "soname".to_string()))
 }
 
-/// `name-1.2.3.dist-info` directories of each site-packages dir, names normalised (`_` → `-`,
-/// lower case).
+/// Every `nvidia-*` distribution in the given directories (all copies, in order): (normalised
+/// name, version, directory), for [`version_of`]'s `dist-info:` source.
 pub(crate) fn dist_infos(site_dirs: &[PathBuf]) -> Vec<(String, String, PathBuf)> {
-    let mut out = Vec::new();
-    for s in site_dirs {
-        for n in crate::util::list_dir(s) {
-            let Some(stem) = n.strip_suffix(".dist-info") else {
-                continue;
-            };
-            let Some((name, ver)) = stem.split_once('-') else {
-                continue;
-            };
-            out.push((
-                name.replace('_', "-").to_ascii_lowercase(),
-                ver.to_string(),
-                s.clone(),
-            ));
-        }
-    }
-    out
+    crate::installed::scan(site_dirs, &|n: &str| n.starts_with("nvidia-"))
+        .into_iter()
+        .map(|d| (d.name, d.version, d.site))
+        .collect()
 }
 
 /// `ldconfig -p`: `\tlibcublas.so.13 (libc6,x86-64) => /usr/local/cuda/lib64/libcublas.so.13`.
@@ -348,83 +337,254 @@ impl FileHasher {
         paths: &[PathBuf],
         threads: usize,
     ) -> BTreeMap<PathBuf, Result<(u64, String), String>> {
+        self.hash_all_pieces(paths, threads, PIECE)
+    }
+
+    fn hash_all_pieces(
+        &self,
+        paths: &[PathBuf],
+        threads: usize,
+        piece: u64,
+    ) -> BTreeMap<PathBuf, Result<(u64, String), String>> {
         let unique: Vec<PathBuf> = paths
             .iter()
             .cloned()
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
+        let mut out = BTreeMap::new();
+        // Cache hits and failures first; the rest becomes subtree tasks.
+        let mut jobs: Vec<Job> = Vec::new();
+        for p in unique {
+            match self.lookup(&p) {
+                Lookup::Done(r) => {
+                    out.insert(p, r);
+                }
+                Lookup::Hash(job) => jobs.push(Job { input: p, ..job }),
+            }
+        }
+        let mut tasks: Vec<(usize, u64, u64)> = Vec::new();
+        for (i, j) in jobs.iter().enumerate() {
+            let mut leaves = Vec::new();
+            if j.size > piece {
+                plan_leaves(0, j.size, piece, &mut leaves);
+            } else {
+                leaves.push((0, j.size));
+            }
+            tasks.extend(leaves.into_iter().map(|(o, l)| (i, o, l)));
+        }
+        // Largest files first, so the long one does not start last.
+        tasks.sort_by_key(|&(i, o, _)| (std::cmp::Reverse(jobs[i].size), i, o));
         let next = std::sync::atomic::AtomicUsize::new(0);
-        let out = Mutex::new(BTreeMap::new());
+        let results: Mutex<BTreeMap<(usize, u64), Result<Leaf, String>>> =
+            Mutex::new(BTreeMap::new());
         std::thread::scope(|s| {
-            for _ in 0..threads.clamp(1, unique.len().max(1)) {
+            for _ in 0..threads.clamp(1, tasks.len().max(1)) {
                 s.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(p) = unique.get(i) else { break };
-                    let r = self.hash(p);
-                    out.lock()
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&(i, offset, len)) = tasks.get(n) else {
+                        break;
+                    };
+                    let j = &jobs[i];
+                    let r = hash_range(j, offset, len, len == j.size);
+                    results
+                        .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .insert(p.clone(), r);
+                        .insert((i, offset), r);
                 });
             }
         });
-        out.into_inner().unwrap_or_else(|e| e.into_inner())
+        let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+        for (i, j) in jobs.into_iter().enumerate() {
+            let leaf = |offset: u64| -> Result<Leaf, String> {
+                results
+                    .get(&(i, offset))
+                    .cloned()
+                    .unwrap_or_else(|| Err(format!("{} was not hashed", j.real.display())))
+            };
+            let hex = if j.size > piece {
+                merge_root(j.size, piece, &leaf)
+            } else {
+                leaf(0).and_then(|l| match l {
+                    Leaf::Root(h) => Ok(h),
+                    Leaf::Cv(_) => Err("internal: a whole file hashed as a subtree".into()),
+                })
+            }
+            .map(|h| h.to_hex().to_string());
+            let r = hex.map(|hex| {
+                self.hashed_bytes.fetch_add(j.size, Ordering::Relaxed);
+                self.cache
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(j.key.clone(), j.stamp(hex.clone()));
+                self.dirty.store(true, Ordering::Relaxed);
+                (j.size, hex)
+            });
+            out.insert(j.input, r);
+        }
+        out
     }
 
-    fn hash(&self, p: &Path) -> Result<(u64, String), String> {
-        let real = std::fs::canonicalize(p).map_err(|e| {
-            format!(
-                "cannot resolve {}: {}",
-                p.display(),
-                crate::util::io_reason(&e)
-            )
-        })?;
-        let md =
-            std::fs::metadata(&real).map_err(|e| format!("cannot stat {}: {e}", real.display()))?;
-        let stamp = |h: String| CachedHash {
+    /// The cached hash when the file's stat still matches, else an open file to hash.
+    fn lookup(&self, p: &Path) -> Lookup {
+        let real = match std::fs::canonicalize(p) {
+            Ok(r) => r,
+            Err(e) => {
+                return Lookup::Done(Err(format!(
+                    "cannot resolve {}: {}",
+                    p.display(),
+                    crate::util::io_reason(&e)
+                )))
+            }
+        };
+        let md = match std::fs::metadata(&real) {
+            Ok(m) => m,
+            Err(e) => return Lookup::Done(Err(format!("cannot stat {}: {e}", real.display()))),
+        };
+        let key = real.display().to_string();
+        let stamp = CachedHash {
             size: md.len(),
             mtime_ns: md.mtime() as i128 * 1_000_000_000 + md.mtime_nsec() as i128,
             ino: md.ino(),
-            blake3: h,
+            blake3: String::new(),
         };
-        let key = real.display().to_string();
         if let Some(c) = self
             .cache
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&key)
         {
-            if *c == stamp(c.blake3.clone()) {
-                return Ok((c.size, c.blake3.clone()));
+            let fresh = CachedHash {
+                blake3: c.blake3.clone(),
+                ..stamp.clone()
+            };
+            if fresh == *c {
+                return Lookup::Done(Ok((c.size, c.blake3.clone())));
             }
         }
-        let mut f = std::fs::File::open(&real).map_err(|e| {
-            format!(
+        match std::fs::File::open(&real) {
+            Ok(file) => Lookup::Hash(Job {
+                input: PathBuf::new(),
+                size: md.len(),
+                file,
+                real,
+                key,
+                stamp,
+            }),
+            Err(e) => Lookup::Done(Err(format!(
                 "cannot read {}: {}",
                 real.display(),
                 crate::util::io_reason(&e)
-            )
-        })?;
-        let mut h = blake3::Hasher::new();
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = f
-                .read(&mut buf)
-                .map_err(|e| format!("reading {}: {e}", real.display()))?;
-            if n == 0 {
-                break;
-            }
-            h.update(&buf[..n]);
+            ))),
         }
-        let hex = h.finalize().to_hex().to_string();
-        self.hashed_bytes.fetch_add(md.len(), Ordering::Relaxed);
-        self.cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, stamp(hex.clone()));
-        self.dirty.store(true, Ordering::Relaxed);
-        Ok((md.len(), hex))
     }
+}
+
+/// Files larger than this are hashed as BLAKE3 subtrees of at most this size, in parallel.
+/// A power of two (subtree boundaries), large enough that merging costs nothing.
+const PIECE: u64 = 16 << 20;
+
+enum Lookup {
+    Done(Result<(u64, String), String>),
+    Hash(Job),
+}
+
+/// One file to hash.
+struct Job {
+    input: PathBuf,
+    real: PathBuf,
+    key: String,
+    size: u64,
+    file: std::fs::File,
+    stamp: CachedHash,
+}
+
+impl Job {
+    fn stamp(&self, hex: String) -> CachedHash {
+        CachedHash {
+            blake3: hex,
+            ..self.stamp.clone()
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Leaf {
+    /// A whole file's hash.
+    Root(blake3::Hash),
+    /// A subtree's chaining value.
+    Cv(blake3::hazmat::ChainingValue),
+}
+
+/// The leaves of BLAKE3's tree over `len` bytes at `offset`, split the way the tree is
+/// (`left_subtree_len`) until each is at most `piece` bytes.
+fn plan_leaves(offset: u64, len: u64, piece: u64, out: &mut Vec<(u64, u64)>) {
+    if len <= piece {
+        out.push((offset, len));
+    } else {
+        let left = blake3::hazmat::left_subtree_len(len);
+        plan_leaves(offset, left, piece, out);
+        plan_leaves(offset + left, len - left, piece, out);
+    }
+}
+
+/// Hashes `len` bytes at `offset` with positioned reads: the file's hash when `whole`, else the
+/// subtree's chaining value.
+fn hash_range(j: &Job, offset: u64, len: u64, whole: bool) -> Result<Leaf, String> {
+    use blake3::hazmat::HasherExt;
+    use std::os::unix::fs::FileExt;
+    let mut h = blake3::Hasher::new();
+    if !whole {
+        h.set_input_offset(offset);
+    }
+    let mut buf = vec![0u8; (1 << 20).min(len.max(1) as usize)];
+    let mut at = offset;
+    let end = offset + len;
+    while at < end {
+        let n = ((end - at) as usize).min(buf.len());
+        j.file
+            .read_exact_at(&mut buf[..n], at)
+            .map_err(|e| format!("reading {}: {e}", j.real.display()))?;
+        h.update(&buf[..n]);
+        at += n as u64;
+    }
+    Ok(if whole {
+        Leaf::Root(h.finalize())
+    } else {
+        Leaf::Cv(h.finalize_non_root())
+    })
+}
+
+/// The root hash of a file of `len` (> `piece`) bytes from its leaves' chaining values.
+fn merge_root(
+    len: u64,
+    piece: u64,
+    leaf: &dyn Fn(u64) -> Result<Leaf, String>,
+) -> Result<blake3::Hash, String> {
+    use blake3::hazmat::{merge_subtrees_root, Mode};
+    let left = blake3::hazmat::left_subtree_len(len);
+    let l = merge_cv(0, left, piece, leaf)?;
+    let r = merge_cv(left, len - left, piece, leaf)?;
+    Ok(merge_subtrees_root(&l, &r, Mode::Hash))
+}
+
+fn merge_cv(
+    offset: u64,
+    len: u64,
+    piece: u64,
+    leaf: &dyn Fn(u64) -> Result<Leaf, String>,
+) -> Result<blake3::hazmat::ChainingValue, String> {
+    use blake3::hazmat::{merge_subtrees_non_root, Mode};
+    if len <= piece {
+        return match leaf(offset)? {
+            Leaf::Cv(cv) => Ok(cv),
+            Leaf::Root(_) => Err("internal: a subtree hashed as a whole file".into()),
+        };
+    }
+    let left = blake3::hazmat::left_subtree_len(len);
+    let l = merge_cv(offset, left, piece, leaf)?;
+    let r = merge_cv(offset + left, len - left, piece, leaf)?;
+    Ok(merge_subtrees_non_root(&l, &r, Mode::Hash))
 }
 
 /// Fills `files[*].{size_bytes,blake3}` from hash results; failures become reasons.
@@ -464,6 +624,54 @@ mod tests {
         assert_eq!(
             l,
             vec![PathBuf::from("/usr/lib/x86_64-linux-gnu/libnccl.so.2")]
+        );
+    }
+
+    #[test]
+    fn subtree_hashing_matches_blake3() {
+        let d = tempfile::tempdir().unwrap();
+        let piece = 4096;
+        let sizes = [
+            0u64,
+            1,
+            1024,
+            1025,
+            3 * 1024 + 1,
+            4096,
+            4097,
+            8192,
+            5 * 4096 + 777,
+            70_000,
+        ];
+        let mut paths = Vec::new();
+        for n in sizes {
+            let p = d.path().join(format!("f{n}"));
+            let bytes: Vec<u8> = (0..n).map(|i| (i * 31 % 251) as u8).collect();
+            std::fs::write(&p, &bytes).unwrap();
+            paths.push((p, blake3::hash(&bytes).to_hex().to_string()));
+        }
+        let h = FileHasher::default();
+        let all: Vec<PathBuf> = paths.iter().map(|(p, _)| p.clone()).collect();
+        let got = h.hash_all_pieces(&all, 3, piece);
+        for (p, want) in &paths {
+            assert_eq!(&got[p].as_ref().unwrap().1, want, "{}", p.display());
+        }
+        assert_eq!(
+            h.hashed_bytes.load(Ordering::Relaxed),
+            sizes.iter().sum::<u64>()
+        );
+        let mut leaves = Vec::new();
+        plan_leaves(0, 5 * 4096 + 777, piece, &mut leaves);
+        assert_eq!(
+            leaves,
+            [
+                (0, 4096),
+                (4096, 4096),
+                (8192, 4096),
+                (12288, 4096),
+                (16384, 4096),
+                (20480, 777)
+            ]
         );
     }
 

@@ -1,11 +1,17 @@
 //! `python` and `pytorch`: one subprocess of the chosen interpreter running the embedded
-//! `torch_probe.py`, which prints one JSON line. Everything torch-specific that can be read
-//! without a CUDA/HIP context is read there (build config, cuDNN/NCCL versions, SDPA and
-//! numerics flags, the libraries the process mapped); everything parseable is parsed here, in
-//! Rust, where it is unit-tested.
+//! `torch_probe.py`, which prints one JSON line.
+//!
+//! By default the script imports no package: it reports the interpreter, its `sys.path` and
+//! where `import torch` would load torch from, and [`crate::installed`] reads the rest from
+//! files (torch's `version.py`, dist-info metadata, `RECORD`). `--deep` also imports torch for
+//! the fields only a live torch can report (build config, SDPA and numerics flags, allocator
+//! backend, mapped libraries); those never feed the default key, so whether they were
+//! collected cannot change it. Everything parseable is parsed here, in Rust, where it is
+//! unit-tested.
 
 use crate::cache::ProbeCache;
 use crate::cmd::Tools;
+use crate::installed;
 use crate::schema::{Allocator, Numerics, Python, Pytorch, Runtime, Sdpa, TorchBuild};
 use crate::util::{nccl_version_from_code, Reasons};
 use serde::{Deserialize, Serialize};
@@ -14,18 +20,80 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The interpreter-side script (stdlib + torch only).
+/// The interpreter-side script (standard library only; torch in deep mode).
 pub(crate) const SCRIPT: &str = include_str!("torch_probe.py");
 const MARKER: &str = "AORTA_PROBE_JSON:";
+
+/// `pytorch.collected` without `--deep`.
+pub const COLLECTED_FILES: &str = "files";
+/// `pytorch.collected` when `--deep` imported torch.
+pub const COLLECTED_IMPORT: &str = "files+import";
 
 /// The script's JSON, as printed.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub(crate) struct PyReport {
+    /// Lookups of the default part that failed (`site_packages`, `torch_spec`).
     pub errors: BTreeMap<String, String>,
+    /// `files` or `deep`.
+    pub mode: Option<String>,
     pub python: PyInfo,
     pub site_packages: Vec<String>,
-    pub distributions: BTreeMap<String, String>,
+    /// The interpreter's `sys.path` after its normal startup, existing directories only.
+    pub sys_path: Vec<String>,
+    /// `importlib.util.find_spec("torch")`: where `import torch` would load it from.
+    pub torch_spec: Option<TorchSpec>,
+    /// Deep mode only.
+    pub deep: Option<DeepReport>,
+}
+
+impl PyReport {
+    /// The default-mode part (what a run without `--deep` prints).
+    pub(crate) fn files_only(&self) -> PyReport {
+        PyReport {
+            mode: Some("files".into()),
+            deep: None,
+            ..self.clone()
+        }
+    }
+
+    /// Directories to look for distributions and wheel libraries in: `sys.path`, else the
+    /// site-packages list.
+    pub(crate) fn search_dirs(&self) -> Vec<PathBuf> {
+        let dirs = if self.sys_path.is_empty() {
+            &self.site_packages
+        } else {
+            &self.sys_path
+        };
+        dirs.iter().map(PathBuf::from).collect()
+    }
+
+    /// The torch package directory `import torch` would use.
+    pub(crate) fn torch_dir(&self) -> Option<PathBuf> {
+        let s = self.torch_spec.as_ref()?;
+        s.locations.first().map(PathBuf::from).or_else(|| {
+            s.origin
+                .as_deref()
+                .map(Path::new)
+                .filter(|o| o.file_name().is_some_and(|n| n == "__init__.py"))
+                .and_then(Path::parent)
+                .map(Path::to_path_buf)
+        })
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct TorchSpec {
+    pub origin: Option<String>,
+    pub locations: Vec<String>,
+}
+
+/// What `import torch` reported (deep mode).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct DeepReport {
+    pub errors: BTreeMap<String, String>,
     pub torch_import_error: Option<String>,
     pub torch_import_seconds: Option<f64>,
     pub torch: Option<TorchInfo>,
@@ -37,7 +105,6 @@ pub(crate) struct PyReport {
     pub numerics: Option<BTreeMap<String, Value>>,
     pub allocator_backend: Option<String>,
     pub cuda_initialized: Option<bool>,
-    pub triton: Option<String>,
     pub loaded_libraries: Vec<String>,
 }
 
@@ -96,56 +163,104 @@ pub(crate) fn choose_interpreter(
         .or_else(|| tools.which("python", &[]))
 }
 
-/// Variables the report depends on: they name the cache entry.
-pub(crate) fn env_signature(env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    const EXACT: &[&str] = &[
+/// Variables the report depends on: they name the cache entry. The default report (where
+/// packages are) depends on how the interpreter builds `sys.path`; the deep one also on every
+/// variable torch reads at import.
+pub(crate) fn env_signature(
+    env: &BTreeMap<String, String>,
+    deep: bool,
+) -> BTreeMap<String, String> {
+    const FILES: &[&str] = &[
         "PYTHONPATH",
         "PYTHONHOME",
         "PYTHONNOUSERSITE",
+        "PYTHONUSERBASE",
         "PYTHONSAFEPATH",
-        "LD_LIBRARY_PATH",
-        "LD_PRELOAD",
+        "PYTHONPLATLIBDIR",
+        "HOME",
         "VIRTUAL_ENV",
         "CONDA_PREFIX",
+    ];
+    const DEEP: &[&str] = &[
+        "LD_LIBRARY_PATH",
+        "LD_PRELOAD",
         "CONDA_DEFAULT_ENV",
         "NVIDIA_TF32_OVERRIDE",
     ];
-    const PREFIXES: &[&str] = &[
+    const DEEP_PREFIXES: &[&str] = &[
         "TORCH_", "PYTORCH_", "CUDNN_", "CUBLAS", "TRITON_", "HIP_", "ROCM_", "HSA_",
     ];
     env.iter()
         .filter(|(k, _)| {
-            (EXACT.contains(&k.as_str()) || PREFIXES.iter().any(|p| k.starts_with(p)))
-                && !k.ends_with("_VISIBLE_DEVICES")
+            let k = k.as_str();
+            FILES.contains(&k)
+                || (deep
+                    && (DEEP.contains(&k) || DEEP_PREFIXES.iter().any(|p| k.starts_with(p)))
+                    && !k.ends_with("_VISIBLE_DEVICES"))
         })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }
 
-/// The report: from the cache when its fingerprint holds, else by running the interpreter.
-/// Returns the report (or why there is none) and the cache state (`hit`/`miss`/`off`).
+/// The report: from the cache when its fingerprint holds, else by running the interpreter
+/// (with `import torch` when `deep`). Returns the report (or why there is none) and the cache
+/// state (`hit`/`miss`/`off`). A deep run also stores the default report it contains, so a
+/// later default probe starts no interpreter.
 pub(crate) fn report(
     interp: &Path,
     cache: Option<&ProbeCache>,
     tools: &Tools,
     env: &BTreeMap<String, String>,
     timeout: Duration,
+    deep: bool,
 ) -> (Result<PyReport, String>, &'static str) {
-    let sig = env_signature(env);
+    let sig = env_signature(env, deep);
     if let Some(c) = cache {
-        if let Some(r) = c.load_python(interp, &sig) {
+        if let Some(r) = c.load_python(interp, &sig, deep) {
             return (Ok(r), "hit");
         }
     }
-    let r = run_script(tools, interp, timeout);
-    if let (Ok(rep), Some(c)) = (&r, cache) {
-        c.store_python(interp, &sig, rep);
+    let r = run_script(tools, interp, timeout, deep);
+    let state = if cache.is_some() { "miss" } else { "off" };
+    match (r, deep) {
+        (Ok(rep), _) => {
+            if let Some(c) = cache {
+                c.store_python(interp, &sig, deep, &rep);
+                if deep {
+                    c.store_python(interp, &env_signature(env, false), false, &rep.files_only());
+                }
+            }
+            (Ok(rep), state)
+        }
+        // `import torch` crashed, hung or printed garbage: the default answer still describes
+        // torch from its files, so the keyed fields do not depend on it. Not cached.
+        (Err(e), true) => {
+            let (files, state) = report(interp, cache, tools, env, timeout, false);
+            let rep = files.map(|f| PyReport {
+                deep: Some(DeepReport {
+                    torch_import_error: Some(e),
+                    ..DeepReport::default()
+                }),
+                ..f
+            });
+            (rep, state)
+        }
+        (Err(e), false) => (Err(e), state),
     }
-    (r, if cache.is_some() { "miss" } else { "off" })
 }
 
-fn run_script(tools: &Tools, interp: &Path, timeout: Duration) -> Result<PyReport, String> {
-    let o = tools.run(interp, &["-c", SCRIPT], timeout)?;
+fn run_script(
+    tools: &Tools,
+    interp: &Path,
+    timeout: Duration,
+    deep: bool,
+) -> Result<PyReport, String> {
+    let args: &[&str] = if deep {
+        &["-c", SCRIPT, "deep"]
+    } else {
+        &["-c", SCRIPT]
+    };
+    let o = tools.run(interp, args, timeout)?;
     let Some(line) = o.stdout.lines().rev().find_map(|l| l.strip_prefix(MARKER)) else {
         return Err(format!(
             "{} printed no probe report ({})",
@@ -161,13 +276,56 @@ fn run_script(tools: &Tools, interp: &Path, timeout: Duration) -> Result<PyRepor
     })
 }
 
-/// Fills `python`, `pytorch` and the Python half of `host.runtime`.
+/// What the Rust side read from the interpreter's files (see [`crate::installed`]).
+#[derive(Debug, Default)]
+pub(crate) struct Files {
+    /// Every tracked distribution on `sys.path`, in order.
+    pub dists: Vec<installed::Dist>,
+    pub torch: Option<installed::Torch>,
+}
+
+/// Reads distributions and torch from the directories the report names. `reasons` gets why
+/// torch could not be described.
+pub(crate) fn read_files(interp: &Path, rep: &PyReport, reasons: &Reasons) -> Files {
+    let dists = installed::scan(&rep.search_dirs(), &installed::tracked);
+    for (k, v) in &rep.errors {
+        reasons.add(&format!("python.{k}"), v.clone());
+    }
+    let torch = match rep.torch_dir() {
+        Some(dir) => match installed::torch(&dir, &dists) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                reasons.add("pytorch.version", e);
+                None
+            }
+        },
+        None => {
+            if !rep.errors.contains_key("torch_spec") {
+                reasons.add(
+                    "pytorch",
+                    format!(
+                        "torch is not installed for {} (importlib.util.find_spec('torch') found nothing on its sys.path)",
+                        interp.display()
+                    ),
+                );
+            }
+            None
+        }
+    };
+    Files { dists, torch }
+}
+
+/// Fills `python` and `pytorch` from the report and the files. Import-only fields are filled
+/// from the deep part when there is one; `cudnn_version` and `nccl_version` come later, from
+/// the resolved libraries ([`library_versions`]).
 pub(crate) fn sections(
     interp: &Path,
     rep: &PyReport,
+    files: &Files,
     env: &BTreeMap<String, String>,
     reasons: &Reasons,
 ) -> (Python, Pytorch) {
+    let distributions = installed::distributions(&files.dists);
     let python = Python {
         executable: Some(interp.display().to_string()),
         executable_resolved: std::fs::canonicalize(interp)
@@ -178,27 +336,69 @@ pub(crate) fn sections(
         prefix: rep.python.prefix.clone(),
         base_prefix: rep.python.base_prefix.clone(),
         site_packages: rep.site_packages.clone(),
-        distributions: rep.distributions.clone(),
+        distributions: distributions.clone(),
     };
-    for (k, v) in &rep.errors {
+    let mut pytorch = Pytorch {
+        allocator: allocator(None, env),
+        ..Pytorch::default()
+    };
+    let Some(t) = &files.torch else {
+        return (python, pytorch);
+    };
+    pytorch.version = t.version.version.clone();
+    pytorch.git_commit = t.version.git_version.clone();
+    pytorch.cuda_version = t.version.cuda.clone();
+    pytorch.hip_version = t.version.hip.clone();
+    pytorch.debug = t.version.debug;
+    pytorch.torch_dir = Some(t.dir.display().to_string());
+    pytorch.record_blake3 = t.record_blake3.clone();
+    pytorch.triton_version = ["triton", "pytorch-triton", "pytorch-triton-rocm"]
+        .iter()
+        .find_map(|n| distributions.get(*n).cloned());
+    pytorch.collected = Some(COLLECTED_FILES.into());
+    if let Some(d) = &rep.deep {
+        deep_fields(&mut pytorch, d, env, reasons);
+    }
+    (python, pytorch)
+}
+
+/// The import-only fields from a deep report, and checks that the imported torch is the one
+/// the files describe.
+fn deep_fields(
+    pytorch: &mut Pytorch,
+    d: &DeepReport,
+    env: &BTreeMap<String, String>,
+    reasons: &Reasons,
+) {
+    let Some(t) = &d.torch else {
+        let why = d
+            .torch_import_error
+            .clone()
+            .or_else(|| d.errors.get("torch").cloned())
+            .or_else(|| d.errors.get("deep").cloned())
+            .unwrap_or_else(|| "no report".into());
+        reasons.add(
+            "pytorch.collected",
+            format!("--deep: import torch failed ({why}); the import-only fields are null"),
+        );
+        return;
+    };
+    for (k, v) in &d.errors {
         reasons.add(&format!("pytorch.{k}"), v.clone());
     }
-    let Some(t) = &rep.torch else {
+    if t.version != pytorch.version {
         reasons.add(
-            "pytorch",
-            rep.torch_import_error
-                .clone()
-                .unwrap_or_else(|| "torch was not imported".into()),
+            "pytorch.version",
+            format!(
+                "import torch loaded {} from {}, but {}/version.py says {}",
+                t.version.as_deref().unwrap_or("?"),
+                t.file.as_deref().unwrap_or("?"),
+                pytorch.torch_dir.as_deref().unwrap_or("?"),
+                pytorch.version.as_deref().unwrap_or("?")
+            ),
         );
-        return (
-            python,
-            Pytorch {
-                allocator: allocator(None, env),
-                ..Pytorch::default()
-            },
-        );
-    };
-    let (settings, cpu_capability) = rep
+    }
+    let (settings, cpu_capability) = d
         .config_show
         .as_deref()
         .map(parse_config_show)
@@ -208,72 +408,139 @@ pub(crate) fn sections(
         .map(|f| cxx_defines(f))
         .unwrap_or_default();
     let flags = build_flags(&settings, &cxx_defines);
-    let num = rep.numerics.clone().unwrap_or_default();
+    let num = d.numerics.clone().unwrap_or_default();
     let nb = |k: &str| num.get(k).and_then(Value::as_bool);
     let ns = |k: &str| {
         num.get(k)
             .and_then(Value::as_str)
             .map(|s| s.trim_start_matches("_BlasBackend.").to_string())
     };
-    let cudnn = rep.cudnn.clone().unwrap_or_default();
-    let pytorch = Pytorch {
-        version: t.version.clone(),
-        git_commit: t.git_commit.clone(),
-        cuda_version: t.cuda.clone(),
-        hip_version: t.hip.clone(),
-        debug: t.debug,
-        torch_dir: t.file.clone(),
-        build: TorchBuild {
-            arch_list: rep
-                .arch_flags
-                .as_deref()
-                .map(|a| {
-                    a.split([' ', ';', ','])
-                        .filter(|s| !s.is_empty())
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default(),
-            settings,
-            cxx_defines,
-            flags,
-            cpu_capability,
-        },
-        cudnn_version: cudnn.runtime.as_ref().and_then(cudnn_version),
-        cudnn_compiled_version: cudnn.compiled.as_ref().and_then(cudnn_version),
-        nccl_version: rep.nccl.as_ref().and_then(nccl_version),
-        sdpa: rep.sdpa.clone().unwrap_or_default(),
-        numerics: Numerics {
-            matmul_allow_tf32: nb("matmul_allow_tf32"),
-            cudnn_allow_tf32: cudnn.allow_tf32,
-            float32_matmul_precision: ns("float32_matmul_precision"),
-            matmul_fp16_reduced_precision: nb("matmul_fp16_reduced_precision"),
-            matmul_bf16_reduced_precision: nb("matmul_bf16_reduced_precision"),
-            preferred_blas_library: ns("preferred_blas_library"),
-            deterministic_algorithms: nb("deterministic_algorithms"),
-            deterministic_warn_only: nb("deterministic_warn_only"),
-            cudnn_deterministic: cudnn.deterministic,
-            cudnn_benchmark: cudnn.benchmark,
-            cudnn_enabled: cudnn.enabled,
-        },
-        allocator: allocator(rep.allocator_backend.clone(), env),
-        triton_version: rep.triton.clone(),
-        loaded_libraries: rep
-            .loaded_libraries
-            .iter()
-            .filter(|l| is_gpu_lib(l))
-            .cloned()
-            .collect(),
-        import_seconds: rep.torch_import_seconds,
-        cuda_initialized: rep.cuda_initialized,
+    let cudnn = d.cudnn.clone().unwrap_or_default();
+    pytorch.build = TorchBuild {
+        arch_list: d
+            .arch_flags
+            .as_deref()
+            .map(|a| {
+                a.split([' ', ';', ','])
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        settings,
+        cxx_defines,
+        flags,
+        cpu_capability,
     };
+    pytorch.cudnn_compiled_version = cudnn.compiled.as_ref().and_then(cudnn_version);
+    pytorch.sdpa = d.sdpa.clone().unwrap_or_default();
+    pytorch.numerics = Numerics {
+        matmul_allow_tf32: nb("matmul_allow_tf32"),
+        cudnn_allow_tf32: cudnn.allow_tf32,
+        float32_matmul_precision: ns("float32_matmul_precision"),
+        matmul_fp16_reduced_precision: nb("matmul_fp16_reduced_precision"),
+        matmul_bf16_reduced_precision: nb("matmul_bf16_reduced_precision"),
+        preferred_blas_library: ns("preferred_blas_library"),
+        deterministic_algorithms: nb("deterministic_algorithms"),
+        deterministic_warn_only: nb("deterministic_warn_only"),
+        cudnn_deterministic: cudnn.deterministic,
+        cudnn_benchmark: cudnn.benchmark,
+        cudnn_enabled: cudnn.enabled,
+    };
+    pytorch.allocator = allocator(d.allocator_backend.clone(), env);
+    pytorch.loaded_libraries = d
+        .loaded_libraries
+        .iter()
+        .filter(|l| is_gpu_lib(l))
+        .cloned()
+        .collect();
+    pytorch.import_seconds = d.torch_import_seconds;
+    pytorch.cuda_initialized = d.cuda_initialized;
+    pytorch.collected = Some(COLLECTED_IMPORT.into());
     if pytorch.cuda_initialized == Some(true) {
         reasons.add(
             "pytorch.cuda_initialized",
             "the probe's torch process initialised CUDA (a getter touched the runtime)",
         );
     }
-    (python, pytorch)
+}
+
+/// `pytorch.cudnn_version` / `nccl_version` from the libraries the probe resolved (first three
+/// version components: `9.19.0.56` → `9.19.0`, the form `cudnnGetVersion` gives), and, after a
+/// deep probe, a reason wherever the imported torch reports or maps something else.
+pub(crate) fn library_versions(
+    pytorch: &mut Pytorch,
+    cuda: &BTreeMap<String, crate::schema::Library>,
+    rocm: &BTreeMap<String, crate::schema::Library>,
+    deep: Option<&DeepReport>,
+    reasons: &Reasons,
+) {
+    let short = |l: Option<&crate::schema::Library>| {
+        l.and_then(|l| l.version.as_deref())
+            .map(|v| v.split('.').take(3).collect::<Vec<_>>().join("."))
+    };
+    if pytorch.cuda_version.is_some() {
+        pytorch.cudnn_version = short(cuda.get("cudnn"));
+        pytorch.nccl_version = short(cuda.get("nccl"));
+    } else if pytorch.hip_version.is_some() {
+        pytorch.nccl_version = short(rocm.get("rccl"));
+    }
+    let Some(d) = deep.filter(|d| d.torch.is_some()) else {
+        return;
+    };
+    let runtime_cudnn = d
+        .cudnn
+        .as_ref()
+        .and_then(|c| c.runtime.as_ref())
+        .and_then(cudnn_version);
+    let runtime_nccl = d.nccl.as_ref().and_then(nccl_version);
+    for (field, files, live) in [
+        (
+            "pytorch.cudnn_version",
+            &pytorch.cudnn_version,
+            runtime_cudnn,
+        ),
+        ("pytorch.nccl_version", &pytorch.nccl_version, runtime_nccl),
+    ] {
+        if let (Some(f), Some(l)) = (files, live.as_ref()) {
+            if f != l {
+                reasons.add(
+                    field,
+                    format!("the library files say {f}, the imported torch reports {l}"),
+                );
+            }
+        }
+    }
+    for (section, libs) in [("cuda", cuda), ("rocm", rocm)] {
+        for (name, lib) in libs {
+            let Some(main) = lib.files.first().and_then(|f| f.path.as_deref()) else {
+                continue;
+            };
+            let chosen = std::fs::canonicalize(main).unwrap_or_else(|_| PathBuf::from(main));
+            let base = crate::libs::file_name(&chosen);
+            let stem = base.split(".so").next().unwrap_or(&base).to_string();
+            let loaded: Vec<PathBuf> = d
+                .loaded_libraries
+                .iter()
+                .map(PathBuf::from)
+                .filter(|p| {
+                    let n = crate::libs::file_name(p);
+                    n.split(".so").next() == Some(stem.as_str())
+                })
+                .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
+                .collect();
+            if !loaded.is_empty() && !loaded.contains(&chosen) {
+                reasons.add(
+                    &format!("{section}.libraries.{name}"),
+                    format!(
+                        "the imported torch mapped {}, the probe chose {}",
+                        loaded[0].display(),
+                        chosen.display()
+                    ),
+                );
+            }
+        }
+    }
 }
 
 fn allocator(backend: Option<String>, env: &BTreeMap<String, String>) -> Allocator {

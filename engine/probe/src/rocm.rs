@@ -172,7 +172,6 @@ pub(crate) struct Inputs<'a> {
     /// From [`candidates`]; the first is used.
     pub candidates: Vec<Candidate>,
     pub site_dirs: &'a [PathBuf],
-    pub loaded: &'a [String],
     pub torch_dir: Option<&'a Path>,
     pub dists: &'a BTreeMap<String, String>,
     /// A ROCm GPU or a HIP build of torch: missing pieces are partial.
@@ -186,7 +185,6 @@ pub(crate) fn section(inp: Inputs, reasons: &Reasons) -> (Rocm, Vec<PathBuf>) {
         env,
         candidates: cands,
         site_dirs,
-        loaded,
         torch_dir,
         dists,
         expected,
@@ -225,10 +223,6 @@ pub(crate) fn section(inp: Inputs, reasons: &Reasons) -> (Rocm, Vec<PathBuf>) {
     let mut lib_dirs = vec![rr.join("lib")];
     lib_dirs.extend(wheel_lib_dirs(site_dirs));
     let locations = vec![
-        Location {
-            origin: "torch-loaded",
-            files: loaded.iter().map(PathBuf::from).collect(),
-        },
         Location::dirs("rocm-root", lib_dirs),
         Location::dirs(
             "torch-bundled",

@@ -1,6 +1,8 @@
 //! The probe's orchestration: phase one runs every slow step at once (the interpreter, the GPU
 //! tools, `nvcc`, `ldconfig`, host files, hashing the guessed wheel libraries); phase two
-//! assembles the sections from their answers and hashes what is left.
+//! reads what the interpreter pointed at (torch's `version.py`, dist-info), assembles the
+//! sections and hashes what is left. A cold probe therefore takes about as long as its slowest
+//! step (hashing the wheel libraries, or `import torch` with `--deep`), not their sum.
 
 use crate::cmd::Tools;
 use crate::schema::*;
@@ -25,6 +27,8 @@ fn timed<T>(steps: &Mutex<BTreeMap<String, u64>>, name: &str, f: impl FnOnce() -
 #[derive(Default)]
 struct Gathered {
     report: Option<(Result<python::PyReport, String>, &'static str)>,
+    /// What the report pointed at, read in the interpreter's thread.
+    files: python::Files,
     nvidia: Option<gpu::NvidiaRaw>,
     agents: Option<Result<String, String>>,
     amd_static: Option<Result<String, String>>,
@@ -52,15 +56,28 @@ pub(crate) fn collect(
         .chain([rooted(root, "/opt/rocm/bin")])
         .collect();
 
-    // Phase 1: every slow thing at once. `import torch` dominates a cold probe; library hashing
-    // of the guessed wheel directories overlaps with it.
+    // Phase 1: every slow thing at once. Hashing the guessed wheel libraries dominates a cold
+    // probe (`import torch` with --deep); the interpreter and the GPU tools overlap with it.
     let mut g = Gathered::default();
     std::thread::scope(|s| {
         let py = interp.as_ref().map(|i| {
             s.spawn(|| {
-                timed(steps, "python", || {
-                    python::report(i, opts.cache.as_ref(), &tools, env, opts.timeouts.python)
-                })
+                let r = timed(steps, "python", || {
+                    python::report(
+                        i,
+                        opts.cache.as_ref(),
+                        &tools,
+                        env,
+                        opts.timeouts.python,
+                        opts.deep,
+                    )
+                });
+                // version.py, dist-info, RECORD: read here, alongside nvidia-smi and hashing.
+                let files = timed(steps, "torch-files", || match &r.0 {
+                    Ok(rep) => python::read_files(i, rep, reasons),
+                    Err(_) => python::Files::default(),
+                });
+                (r, files)
             })
         });
         let smi = gpu::nvidia_smi_path(&tools, root);
@@ -159,7 +176,6 @@ pub(crate) fn collect(
         if let Some(i) = &interp {
             let guessed = python::guess_site_packages(i);
             let search = cuda::Search {
-                loaded: &[],
                 site_dirs: &guessed,
                 ld_library_path: Vec::new(),
                 ldconfig: &[],
@@ -169,7 +185,9 @@ pub(crate) fn collect(
             let (_, files) = cuda::libraries(&search);
             timed(steps, "prehash", || hasher.hash_all(&files, threads()));
         }
-        g.report = py.and_then(|h| h.join().ok());
+        if let Some((r, files)) = py.and_then(|h| h.join().ok()) {
+            (g.report, g.files) = (Some(r), files);
+        }
         g.nvidia = nv.and_then(|h| h.join().ok());
         (g.agents, g.amd_static) = amd.join().unwrap_or_default();
         g.nvcc = nvcc.join().ok().flatten();
@@ -204,24 +222,23 @@ pub(crate) fn collect(
             reasons.ok("python", r)
         }
     };
+    let files = std::mem::take(&mut g.files);
     if let Some(i) = &interp {
         python::python_env(&mut snap.host.runtime, i, report.as_ref(), env);
         match &report {
-            Some(rep) => (snap.python, snap.pytorch) = python::sections(i, rep, env, reasons),
+            Some(rep) => {
+                (snap.python, snap.pytorch) = python::sections(i, rep, &files, env, reasons)
+            }
             None => snap.python.executable = Some(i.display().to_string()),
         }
     }
     let site_dirs: Vec<PathBuf> = match &report {
-        Some(r) => r.site_packages.iter().map(PathBuf::from).collect(),
+        Some(r) => r.search_dirs(),
         None => interp
             .as_deref()
             .map(python::guess_site_packages)
             .unwrap_or_default(),
     };
-    let loaded = report
-        .as_ref()
-        .map(|r| r.loaded_libraries.clone())
-        .unwrap_or_default();
 
     // GPU: NVIDIA if its tools or driver are there, else AMD, else a CPU machine.
     let nvidia_present = g.nvidia.is_some()
@@ -274,7 +291,6 @@ pub(crate) fn collect(
         })
         .unwrap_or_default();
     let search = cuda::Search {
-        loaded: &loaded,
         site_dirs: &site_dirs,
         ld_library_path: ld_path,
         ldconfig: &g.ldconfig,
@@ -292,7 +308,6 @@ pub(crate) fn collect(
         env,
         candidates: cands,
         site_dirs: &site_dirs,
-        loaded: &loaded,
         torch_dir: torch_dir.as_deref(),
         dists: &snap.python.distributions,
         expected: rocm_expected,
@@ -312,12 +327,19 @@ pub(crate) fn collect(
     for (name, lib) in cuda_libs.iter_mut() {
         libs::apply_hashes(lib, &hashes, &format!("cuda.libraries.{name}"), reasons);
         if cuda_expected && snap.pytorch.cuda_version.is_some() && lib.path.is_none() {
-            reasons.add(&format!("cuda.libraries.{name}"), "not found in the torch process, site-packages/nvidia, LD_LIBRARY_PATH, ldconfig or the toolkit");
+            reasons.add(&format!("cuda.libraries.{name}"), "not found in <sys.path>/nvidia/*/lib, LD_LIBRARY_PATH, ldconfig or the toolkit");
         }
     }
     for (name, lib) in rocm_sec.libraries.iter_mut() {
         libs::apply_hashes(lib, &hashes, &format!("rocm.libraries.{name}"), reasons);
     }
+    python::library_versions(
+        &mut snap.pytorch,
+        &cuda_libs,
+        &rocm_sec.libraries,
+        report.as_ref().and_then(|r| r.deep.as_ref()),
+        reasons,
+    );
     snap.cuda = cuda::section(driver_api, nvcc, toolkit.as_deref(), cuda_libs);
     snap.rocm = rocm_sec;
     snap.probe.hashed_bytes = Some(
@@ -374,9 +396,11 @@ fn amd_gpu(g: &Gathered, root: &Path, reasons: &Reasons) -> Gpu {
     gpu
 }
 
+/// Hashing threads: reading libraries is mostly waiting for the disk on a cold page cache, so
+/// more requests in flight help; 16 at most.
 fn threads() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2)
-        .min(8)
+        .min(16)
 }

@@ -1,4 +1,5 @@
-//! The snapshot's shape, schema `aorta.env/1` (docs/env-snapshot.md documents every field).
+//! The snapshot's shape, schema `aorta.env/2` (docs/env-snapshot.md documents every field and
+//! what changed from `aorta.env/1`).
 //!
 //! Null-not-missing: every field is always serialised (`Option` → `null`, never skipped), so a
 //! reader can tell "the probe looked and found nothing" from "this schema has no such field".
@@ -9,7 +10,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The schema tag. A change in meaning bumps it, which also changes every key.
-pub const SCHEMA_VERSION: &str = "aorta.env/1";
+/// `aorta.env/2`: torch described from its files without importing it; the import-only fields
+/// are filled by `--deep` only and left out of the default key; `pytorch.collected` and
+/// `pytorch.record_blake3` added; no `torch-loaded` library origin.
+pub const SCHEMA_VERSION: &str = "aorta.env/2";
 
 /// One `aorta env probe`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -269,10 +273,10 @@ pub struct Nvcc {
 #[serde(default)]
 pub struct Library {
     pub version: Option<String>,
-    /// Where the version came from: `file-name`, `dist-info:<dist>`, `header:<file>`, `torch`.
+    /// Where the version came from: `file-name`, `dist-info:<dist>`, `header:<file>`, `soname`.
     pub version_source: Option<String>,
-    /// How the effective copy was chosen: `torch-loaded`, `wheel`, `ld-library-path`,
-    /// `ldconfig`, `toolkit`, `rocm-root`, `torch-bundled`.
+    /// How the effective copy was chosen: `wheel`, `ld-library-path`, `ldconfig`, `toolkit`,
+    /// `rocm-root`, `torch-bundled`.
     pub origin: Option<String>,
     /// The effective copy (the library's main file, symlinks kept as found).
     pub path: Option<String>,
@@ -374,21 +378,51 @@ pub struct Pytorch {
     pub hip_version: Option<String>,
     pub debug: Option<bool>,
     pub torch_dir: Option<String>,
+    /// blake3 over the wheel's own file hashes in torch's installed `RECORD` (the same for
+    /// every installation of one wheel); `null` for a source or editable install.
+    pub record_blake3: Option<String>,
+    /// How the section was filled: `files` (torch's `version.py`, dist-info and library files,
+    /// no import: the import-only fields below are `null`), `files+import` (`--deep` also
+    /// imported torch), `null` when no torch was found. Never keyed.
+    pub collected: Option<String>,
+    /// Import-only (`--deep`).
     pub build: TorchBuild,
-    /// The cuDNN torch loaded (`cudnnGetVersion`), `9.19.0`.
+    /// The cuDNN of `cuda.libraries.cudnn` (`9.19.0`, the form `cudnnGetVersion` gives) for a
+    /// CUDA build of torch.
     pub cudnn_version: Option<String>,
+    /// Import-only (`--deep`).
     pub cudnn_compiled_version: Option<String>,
+    /// NCCL (`cuda.libraries.nccl`) or, for a HIP build, RCCL (`rocm.libraries.rccl`).
     pub nccl_version: Option<String>,
+    /// Import-only (`--deep`).
     pub sdpa: Sdpa,
+    /// Import-only (`--deep`).
     pub numerics: Numerics,
+    /// `backend` is import-only (`--deep`); `conf` comes from the environment.
     pub allocator: Allocator,
     pub triton_version: Option<String>,
-    /// GPU-related shared objects the torch process had mapped after import. Never keyed.
+    /// Import-only: GPU-related shared objects the torch process had mapped. Never keyed.
     pub loaded_libraries: Vec<String>,
+    /// Import-only. Never keyed.
     pub import_seconds: Option<f64>,
-    /// Whether the probe's own process ended with CUDA initialised (it must be `false`).
+    /// Import-only: whether the probe's own process ended with CUDA initialised (it must be
+    /// `false`). Never keyed.
     pub cuda_initialized: Option<bool>,
 }
+
+/// The `pytorch` fields only `import torch` can fill (`--deep`). None of them feeds the default
+/// key (`KeyRules` skips them beside [`crate::key::DEFAULT_EXCLUDE`]), so a key never depends on whether a deep
+/// probe ran; a recipe that keys one of them gets a deep probe ([`crate::KeyRules::needs_deep`]).
+pub const IMPORT_ONLY_FIELDS: [&str; 8] = [
+    "pytorch.build",
+    "pytorch.cudnn_compiled_version",
+    "pytorch.sdpa",
+    "pytorch.numerics",
+    "pytorch.allocator.backend",
+    "pytorch.loaded_libraries",
+    "pytorch.import_seconds",
+    "pytorch.cuda_initialized",
+];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default)]

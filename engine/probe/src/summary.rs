@@ -228,8 +228,13 @@ impl Snapshot {
                 )
             }
         });
+        let not_collected =
+            t.version.is_some() && t.collected.as_deref() != Some(crate::python::COLLECTED_IMPORT);
+        const DEEP_ONLY: &str = "- (import-only: aorta env probe --deep)";
         lines.push(if t.version.is_none() {
             "-".into()
+        } else if not_collected {
+            DEEP_ONLY.into()
         } else {
             let b = &t.build;
             let arch = if b.arch_list.is_empty() {
@@ -246,15 +251,22 @@ impl Snapshot {
                 o(&b.cpu_capability)
             )
         });
-        lines.push(format!(
-            "flash={} mem_eff={} math={} cudnn={}",
-            onoff(t.sdpa.flash),
-            onoff(t.sdpa.mem_efficient),
-            onoff(t.sdpa.math),
-            onoff(t.sdpa.cudnn)
-        ));
+        lines.push(if not_collected {
+            DEEP_ONLY.into()
+        } else {
+            format!(
+                "flash={} mem_eff={} math={} cudnn={}",
+                onoff(t.sdpa.flash),
+                onoff(t.sdpa.mem_efficient),
+                onoff(t.sdpa.math),
+                onoff(t.sdpa.cudnn)
+            )
+        });
         let n = &t.numerics;
-        lines.push(format!(
+        lines.push(if not_collected {
+            DEEP_ONLY.into()
+        } else {
+            format!(
             "tf32 matmul={} cudnn={}, fp32 precision {}, deterministic={}, cudnn.benchmark={}, allocator {}",
             onoff(n.matmul_allow_tf32),
             onoff(n.cudnn_allow_tf32),
@@ -262,7 +274,8 @@ impl Snapshot {
             onoff(n.deterministic_algorithms),
             onoff(n.cudnn_benchmark),
             o(&t.allocator.backend)
-        ));
+            )
+        });
         let set: Vec<String> = self
             .env_vars
             .iter()

@@ -145,7 +145,7 @@ fn cuda_fixture_fills_every_section() {
     assert_eq!(c.nvcc.version.as_deref(), Some("13.0.88"));
     let lib = |n: &str| &c.libraries[n];
     assert_eq!(lib("cublas").version.as_deref(), Some("13.1.0.3"));
-    assert_eq!(lib("cublas").origin.as_deref(), Some("torch-loaded"));
+    assert_eq!(lib("cublas").origin.as_deref(), Some("wheel"));
     assert_eq!(
         lib("cublas").version_source.as_deref(),
         Some("dist-info:nvidia-cublas")
@@ -153,7 +153,7 @@ fn cuda_fixture_fills_every_section() {
     assert_eq!(
         lib("cublas").candidates.len(),
         2,
-        "the wheel copy torch loaded and the toolkit's: {:#?}",
+        "the wheel copy and the toolkit's: {:#?}",
         lib("cublas").candidates
     );
     assert_eq!(
@@ -190,9 +190,17 @@ fn cuda_fixture_fills_every_section() {
             .map(String::as_str),
         Some("2.28.9")
     );
+    // pytorch, from torch/version.py, the dist-info and the libraries: no import
     let t = &s.pytorch;
+    assert_eq!(t.collected.as_deref(), Some(aorta_probe::COLLECTED_FILES));
     assert_eq!(t.version.as_deref(), Some("2.11.0+cu130"));
     assert!(t.git_commit.as_deref().unwrap().starts_with("70d99e9"));
+    assert_eq!(t.debug, Some(false));
+    assert!(t
+        .torch_dir
+        .as_deref()
+        .unwrap()
+        .ends_with("site-packages/torch"));
     assert_eq!(
         (
             t.cuda_version.as_deref(),
@@ -201,17 +209,23 @@ fn cuda_fixture_fills_every_section() {
         ),
         (Some("13.0"), Some("9.19.0"), Some("2.28.9"))
     );
-    assert_eq!(t.build.flags["USE_CUDA"], Value::Bool(true));
-    assert_eq!(t.build.settings["CUDNN_VERSION"], "9.19.0");
-    assert!(t.build.arch_list.contains(&"sm_90".to_string()));
-    assert_eq!((t.sdpa.flash, t.sdpa.cudnn), (Some(true), Some(true)));
-    assert_eq!(
-        (t.numerics.matmul_allow_tf32, t.numerics.cudnn_allow_tf32),
-        (Some(false), Some(true))
-    );
-    assert_eq!(t.numerics.preferred_blas_library.as_deref(), Some("Cublas"));
     assert_eq!(t.triton_version.as_deref(), Some("3.6.0"));
-    assert_eq!(t.cuda_initialized, Some(false));
+    assert_eq!(
+        t.record_blake3.as_deref().map(str::len),
+        Some(64),
+        "torch-2.11.0.dist-info/RECORD"
+    );
+    // the import-only fields: null, not missing, and not a reason
+    assert!(
+        t.build.flags.is_empty() && t.build.settings.is_empty() && t.build.arch_list.is_empty()
+    );
+    assert_eq!(t.cudnn_compiled_version, None);
+    assert_eq!((t.sdpa.flash, t.numerics.matmul_allow_tf32), (None, None));
+    assert_eq!(
+        (t.allocator.backend.as_deref(), t.cuda_initialized),
+        (None, None)
+    );
+    assert!(t.loaded_libraries.is_empty());
     // env vars; ROCm absent without being partial
     assert_eq!(
         s.env_vars["CUDA_DEVICE_MAX_CONNECTIONS"].as_deref(),
@@ -220,6 +234,165 @@ fn cuda_fixture_fills_every_section() {
     assert_eq!(s.env_vars["HIP_VISIBLE_DEVICES"], None);
     assert_eq!(s.rocm.root, None);
     assert_eq!(s.rocm.libraries.len(), 6);
+}
+
+/// `--deep`: the import-only fields come from the (captured) `import torch` report, and every
+/// field the default key uses is the same as without it.
+#[test]
+fn deep_probe_adds_the_import_only_fields_and_keeps_the_key() {
+    let plain = probe(&cuda_opts());
+    let mut opts = cuda_opts();
+    opts.deep = true;
+    let s = probe(&opts);
+    assert!(!s.partial, "{:#?}", reasons(&s));
+    let t = &s.pytorch;
+    assert_eq!(t.collected.as_deref(), Some(aorta_probe::COLLECTED_IMPORT));
+    assert_eq!(t.build.flags["USE_CUDA"], Value::Bool(true));
+    assert_eq!(t.build.settings["CUDNN_VERSION"], "9.19.0");
+    assert!(t.build.arch_list.contains(&"sm_90".to_string()));
+    assert_eq!(t.cudnn_compiled_version.as_deref(), Some("9.19.0"));
+    assert_eq!((t.sdpa.flash, t.sdpa.cudnn), (Some(true), Some(true)));
+    assert_eq!(
+        (t.numerics.matmul_allow_tf32, t.numerics.cudnn_allow_tf32),
+        (Some(false), Some(true))
+    );
+    assert_eq!(t.numerics.preferred_blas_library.as_deref(), Some("Cublas"));
+    assert_eq!(t.allocator.backend.as_deref(), Some("native"));
+    assert_eq!(t.cuda_initialized, Some(false));
+    assert_eq!(t.import_seconds, Some(3.62));
+    assert!(!t.loaded_libraries.is_empty());
+    let rules = KeyRules::default();
+    assert_eq!(
+        s.key(&rules),
+        plain.key(&rules),
+        "a deep probe changes no default-keyed field"
+    );
+    let d = diff(&plain, &s, &rules);
+    assert!(
+        !d.key_changed() && d.key_relevant_len() == 0,
+        "{}",
+        d.render("plain", "deep")
+    );
+    // A recipe that keys an import-only field needs the deep probe, and then its key has it.
+    let flags = KeyRules::new(vec!["pytorch.build.flags".into()], vec![]);
+    assert!(flags.needs_deep());
+    assert_eq!(
+        s.key(&flags).fields["pytorch.build.flags.USE_CUDA"],
+        Value::Bool(true)
+    );
+}
+
+/// `--deep` checks the files against the imported torch: another torch version or another
+/// library copy than the probe chose becomes a reason (the keyed fields stay the files').
+#[test]
+fn deep_probe_reports_where_the_import_disagrees_with_the_files() {
+    let fx = tempfile::tempdir().unwrap();
+    copy_tree(&fixture("cuda"), fx.path());
+    let data = fx.path().join("data/torch-report.json");
+    let text = std::fs::read_to_string(&data)
+        .unwrap()
+        .replace(
+            "\"version\": \"2.11.0+cu130\"",
+            "\"version\": \"2.11.1+cu130\"",
+        )
+        .replace(
+            "nvidia/nccl/lib/libnccl.so.2",
+            "nvidia/cu13/lib/libcufft.so.12",
+        )
+        .replace("\"runtime\": 91900", "\"runtime\": 92000");
+    std::fs::write(&data, text).unwrap();
+    let mut opts = cuda_opts();
+    rebase(&mut opts, &fixture("cuda"), fx.path());
+    let plain = probe(&opts);
+    opts.deep = true;
+    let s = probe(&opts);
+    let r = reasons(&s);
+    assert!(
+        r.iter()
+            .any(|r| r.starts_with("pytorch.version: import torch loaded 2.11.1+cu130")),
+        "{r:#?}"
+    );
+    assert!(
+        r.iter().any(|r| r == "pytorch.cudnn_version: the library files say 9.19.0, the imported torch reports 9.20.0"),
+        "{r:#?}"
+    );
+    assert_eq!(
+        s.pytorch.version.as_deref(),
+        Some("2.11.0+cu130"),
+        "the files' version is kept"
+    );
+    assert_eq!(s.key(&KeyRules::default()), plain.key(&KeyRules::default()));
+}
+
+/// A deep probe whose `import torch` crashes (no report at all) still describes torch from its
+/// files: same key as without `--deep`, and a reason instead of a missing `python` section.
+#[test]
+fn a_crashing_deep_import_falls_back_to_the_files() {
+    let fx = tempfile::tempdir().unwrap();
+    copy_tree(&fixture("cuda"), fx.path());
+    std::fs::write(
+        fx.path().join("data/torch-report.json"),
+        "Segmentation fault (core dumped)\n",
+    )
+    .unwrap();
+    let mut opts = cuda_opts();
+    rebase(&mut opts, &fixture("cuda"), fx.path());
+    let cache = tempfile::tempdir().unwrap();
+    opts.cache = Some(ProbeCache::new(cache.path()));
+    let plain = probe(&opts);
+    opts.deep = true;
+    let s = probe(&opts);
+    let r = reasons(&s);
+    assert_eq!(r.len(), 1, "{r:#?}");
+    assert!(
+        r[0].starts_with("pytorch.collected: --deep: import torch failed (")
+            && r[0].contains("printed no probe report"),
+        "{r:#?}"
+    );
+    assert_eq!(
+        s.pytorch.collected.as_deref(),
+        Some(aorta_probe::COLLECTED_FILES)
+    );
+    assert_eq!(s.pytorch.version.as_deref(), Some("2.11.0+cu130"));
+    assert_eq!(s.key(&KeyRules::default()), plain.key(&KeyRules::default()));
+    let again = probe(&opts);
+    assert_eq!(
+        again.probe.python_cache.as_deref(),
+        Some("hit"),
+        "the default answer came from the cache; the failed deep run was not cached"
+    );
+    assert_eq!(reasons(&again), r, "and the deep run was tried again");
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let md = std::fs::symlink_metadata(&src).unwrap();
+        if md.file_type().is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
+        } else if md.is_dir() {
+            std::fs::create_dir_all(&dst).unwrap();
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+            std::fs::set_permissions(
+                &dst,
+                std::fs::Permissions::from_mode(md.permissions().mode()),
+            )
+            .unwrap();
+        }
+    }
+}
+
+/// Points options built for the fixture at `from` at a copy of it in `to`.
+fn rebase(opts: &mut ProbeOptions, from: &Path, to: &Path) {
+    let (a, b) = (from.display().to_string(), to.display().to_string());
+    for v in opts.env.values_mut() {
+        *v = v.replace(&a, &b);
+    }
+    opts.root = PathBuf::from(opts.root.display().to_string().replace(&a, &b));
 }
 
 #[test]
@@ -279,7 +452,7 @@ fn rocm_fixture_fills_every_section() {
         (Some("1.1.0"), Some("7c1a0a2b9"))
     );
     assert_eq!(lib("hip").version.as_deref(), Some("6.4.43484"));
-    assert_eq!(lib("rocblas").origin.as_deref(), Some("torch-loaded"));
+    assert_eq!(lib("rocblas").origin.as_deref(), Some("rocm-root"));
     assert!(lib("rocblas").files[0].blake3.is_some());
     assert!(lib("hipblaslt")
         .kernel_db_revision
@@ -292,8 +465,20 @@ fn rocm_fixture_fills_every_section() {
         (t.hip_version.as_deref(), t.cuda_version.as_deref()),
         (Some("6.4.43484-123eb5128"), None)
     );
-    assert_eq!(t.build.flags["USE_ROCM_CK_SDPA"], Value::Bool(true));
-    assert!(t.build.arch_list.contains(&"gfx942".to_string()));
+    assert_eq!(
+        (t.nccl_version.as_deref(), t.cudnn_version.as_deref()),
+        (Some("2.22.3"), None),
+        "RCCL for a HIP torch"
+    );
+    assert_eq!(t.triton_version.as_deref(), Some("3.4.0"));
+    assert_eq!(t.record_blake3, None, "no RECORD in this env");
+    let mut deep = rocm_opts();
+    deep.deep = true;
+    let d = probe(&deep);
+    assert!(!d.partial, "{:#?}", reasons(&d));
+    assert_eq!(d.pytorch.build.flags["USE_ROCM_CK_SDPA"], Value::Bool(true));
+    assert!(d.pytorch.build.arch_list.contains(&"gfx942".to_string()));
+    assert_eq!(d.key(&KeyRules::default()), s.key(&KeyRules::default()));
     assert_eq!(
         s.env_vars["AMP_DTYPE"].as_deref(),
         Some("bf16"),
@@ -311,15 +496,18 @@ fn two_probes_give_the_same_key_and_warm_runs_no_python() {
     opts.env
         .insert("AORTA_FAKE_PY_LOG".into(), log.display().to_string());
     opts.cache = Some(ProbeCache::new(cache.path().join("probe-cache")));
+    let runs = || -> Vec<String> {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| l.rsplit(' ').next().unwrap().to_string())
+            .collect()
+    };
     let cold = probe(&opts);
     let warm = probe(&opts);
     assert_eq!(cold.probe.python_cache.as_deref(), Some("miss"));
     assert_eq!(warm.probe.python_cache.as_deref(), Some("hit"));
-    assert_eq!(
-        std::fs::read_to_string(&log).unwrap().lines().count(),
-        1,
-        "the warm probe started no interpreter"
-    );
+    assert_eq!(runs(), ["files"], "the warm probe started no interpreter");
     assert!(cold.probe.hashed_bytes.unwrap() > 0);
     assert_eq!(
         warm.probe.hashed_bytes,
@@ -327,12 +515,54 @@ fn two_probes_give_the_same_key_and_warm_runs_no_python() {
         "library hashes came from the cache"
     );
     let rules = KeyRules::default();
-    assert_eq!(cold.key(&rules), warm.key(&rules));
     assert_eq!(
         cold.key(&rules),
-        probe(&cuda_opts()).key(&rules),
+        warm.key(&rules),
+        "same hash and keyed fields"
+    );
+    let uncached = probe(&cuda_opts());
+    assert_eq!(uncached.probe.python_cache.as_deref(), Some("off"));
+    assert_eq!(
+        cold.key(&rules),
+        uncached.key(&rules),
         "with or without a cache"
     );
+    // --deep: paid once per install, and never a different key.
+    opts.deep = true;
+    let deep_cold = probe(&opts);
+    let deep_warm = probe(&opts);
+    assert_eq!(runs(), ["files", "deep"]);
+    assert_eq!(
+        (
+            deep_cold.probe.python_cache.as_deref(),
+            deep_warm.probe.python_cache.as_deref()
+        ),
+        (Some("miss"), Some("hit"))
+    );
+    assert_eq!(deep_cold.pytorch, deep_warm.pytorch);
+    assert_eq!(deep_cold.key(&rules), cold.key(&rules));
+    // A deep run also refreshes the default entry: wipe it, deep-probe, then a default probe
+    // is a hit.
+    opts.deep = false;
+    for e in std::fs::read_dir(cache.path().join("probe-cache")).unwrap() {
+        let p = e.unwrap().path();
+        if p.file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("python-")
+        {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    opts.deep = true;
+    probe(&opts);
+    opts.deep = false;
+    let after = probe(&opts);
+    assert_eq!(after.probe.python_cache.as_deref(), Some("hit"));
+    assert_eq!(runs(), ["files", "deep", "deep"]);
+    assert_eq!(after.key(&rules), cold.key(&rules));
+    assert_eq!(after.pytorch, cold.pytorch);
 }
 
 #[test]
@@ -409,6 +639,9 @@ fn diff_of_cuda_and_rocm_reads_clearly() {
 fn summaries() {
     insta::assert_snapshot!("summary_cuda", scrub(&probe(&cuda_opts()).summary()));
     insta::assert_snapshot!("summary_rocm", scrub(&probe(&rocm_opts()).summary()));
+    let mut deep = cuda_opts();
+    deep.deep = true;
+    insta::assert_snapshot!("summary_cuda_deep", scrub(&probe(&deep).summary()));
 }
 
 #[test]

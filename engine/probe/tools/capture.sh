@@ -50,6 +50,10 @@ cat "$SP/torch/version.py" >"$O/torch_version_py.out" 2>&1
 find "$SP/nvidia" -name 'cudnn_version*.h' -o -name 'nccl.h' -o -name 'cublas_api.h' >"$O/headers.out" 2>&1
 t pyprobe "$PY" engine/probe/src/torch_probe.py
 t pyprobe2 "$PY" engine/probe/src/torch_probe.py
+t pyprobe_deep "$PY" engine/probe/src/torch_probe.py deep
+t pyprobe_deep2 "$PY" engine/probe/src/torch_probe.py deep
+cat "$SP"/torch-*.dist-info/RECORD | head -50 >"$O/torch_record_head.out" 2>&1
+wc -l "$SP"/torch-*.dist-info/RECORD >"$O/torch_record_lines.out" 2>&1
 t pyimport "$PY" -c 'import torch'
 t pystart "$PY" -c 'pass'
 t pyimport_cuda "$PY" -c 'import torch;torch.cuda.init();print(torch.cuda.get_device_name(0), torch.cuda.get_arch_list())'

@@ -13,7 +13,8 @@ pub const COLLECTORS: &[&str] = &["rocprof", "numerics", "layer_numerics", "amd_
 /// Backtracking budget for user regexes, so a pathological pattern cannot hang a scan.
 pub const REGEX_BACKTRACK_LIMIT: usize = 1_000_000;
 
-pub(crate) fn compile_regex(pattern: &str) -> Result<fancy_regex::Regex, String> {
+/// Compiles a user regex the way every consumer must: with the backtracking budget.
+pub fn compile_regex(pattern: &str) -> Result<fancy_regex::Regex, String> {
     fancy_regex::RegexBuilder::new(pattern)
         .backtrack_limit(REGEX_BACKTRACK_LIMIT)
         .build()

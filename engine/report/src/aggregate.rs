@@ -359,20 +359,57 @@ fn checksum_counts(ts: &[&TrialRecord], name: &str) -> Vec<(String, usize)> {
     counts.into_iter().collect()
 }
 
+/// Failure hints with how many trials gave each, first seen first. Hints that differ only in
+/// their numbers ("expected 11 got 10 in 711616/1000000 elements") are one hint: the first
+/// one seen stands for the group, with a note when the numbers varied, so a cell whose every
+/// trial failed the same way reads as one line, not ten.
 fn hints(ts: &[&TrialRecord]) -> Vec<(String, usize)> {
-    let mut counts: IndexMap<String, usize> = IndexMap::new();
+    struct Group {
+        first: String,
+        variants: std::collections::HashSet<String>,
+        trials: usize,
+    }
+    let mut groups: IndexMap<String, Group> = IndexMap::new();
     for t in ts {
-        let mut seen: Vec<&str> = Vec::new();
+        let mut seen: Vec<String> = Vec::new();
         for d in &t.result.failure_details {
             if let Some(h) = d.get("hint").and_then(|h| h.as_str()).filter(|h| !h.is_empty()) {
-                if !seen.contains(&h) {
-                    seen.push(h);
-                    *counts.entry(h.to_string()).or_insert(0) += 1;
+                let shape = without_numbers(h);
+                let g = groups.entry(shape.clone()).or_insert_with(|| Group { first: h.to_string(), variants: Default::default(), trials: 0 });
+                g.variants.insert(h.to_string());
+                if !seen.contains(&shape) {
+                    seen.push(shape);
+                    g.trials += 1;
                 }
             }
         }
     }
-    counts.into_iter().collect()
+    groups
+        .into_values()
+        .map(|g| {
+            let text = if g.variants.len() > 1 { format!("{} (numbers vary: {} variants)", g.first, g.variants.len()) } else { g.first };
+            (text, g.trials)
+        })
+        .collect()
+}
+
+/// `h` with every run of digits replaced by `#`: the shape two hints share when they differ
+/// only in counts, iterations or sizes.
+fn without_numbers(h: &str) -> String {
+    let mut out = String::with_capacity(h.len());
+    let mut in_number = false;
+    for c in h.chars() {
+        if c.is_ascii_digit() {
+            if !in_number {
+                out.push('#');
+            }
+            in_number = true;
+        } else {
+            out.push(c);
+            in_number = false;
+        }
+    }
+    out
 }
 
 /// Most frequent failure and warn detector across trials; ties go to the first seen. A

@@ -271,3 +271,27 @@ fn logits_checksums_are_compared_across_trials() {
     let m = matrix(&r, vec![moved]);
     assert_eq!(m.to_json()["cells"][0]["logits_checksums"], json!([["0xaa", 2], ["0xbb", 1]]));
 }
+
+#[test]
+fn hints_that_differ_only_in_numbers_are_one_line() {
+    let r = triage();
+    let with = |i, hint: &str| {
+        let mut t = steps(i, F, &[1.0]);
+        t.result.failure_details = vec![json!({"hint": hint})];
+        t
+    };
+    let s = agg(
+        &r,
+        "baseline-local",
+        &[
+            with(0, "h2d at iteration 10: 711616/1000000 elements"),
+            with(1, "h2d at iteration 10: 469568/1000000 elements"),
+            with(2, "h2d at iteration 10: 711616/1000000 elements"),
+            with(3, "all_to_all mismatch"),
+        ],
+    );
+    assert_eq!(
+        s.failure_hints,
+        vec![("h2d at iteration 10: 711616/1000000 elements (numbers vary: 2 variants)".to_string(), 3), ("all_to_all mismatch".to_string(), 1)]
+    );
+}

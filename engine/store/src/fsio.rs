@@ -135,6 +135,11 @@ pub(crate) fn ensure_dir(dir: &Path) -> Result<()> {
 /// Opens an existing store file for reading without following a symlink at the final component,
 /// and insists on a regular file. `Ok(None)` means "not there".
 pub(crate) fn open_regular(path: &Path) -> Result<Option<(File, u64)>> {
+    Ok(open_regular_md(path)?.map(|(f, md)| (f, md.len())))
+}
+
+/// [`open_regular`] with the file's metadata (one `fstat` for both the check and the caller).
+pub(crate) fn open_regular_md(path: &Path) -> Result<Option<(File, fs::Metadata)>> {
     let mut opts = OpenOptions::new();
     opts.read(true);
     #[cfg(unix)]
@@ -166,7 +171,7 @@ pub(crate) fn open_regular(path: &Path) -> Result<Option<(File, u64)>> {
             reason: "not a regular file".into(),
         });
     }
-    Ok(Some((file, md.len())))
+    Ok(Some((file, md)))
 }
 
 fn symlink_error(path: &Path) -> StoreError {

@@ -48,11 +48,11 @@ pub fn decode_ac_entry(bytes: &[u8], expected: &Key) -> std::result::Result<Mani
 
 use std::path::Path;
 
-/// Result of an action-cache lookup.
+/// Result of an action-cache lookup, the trial record read as `T` (a JSON value by default).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Lookup {
+pub enum Lookup<T = serde_json::Value> {
     /// A verified entry whose blobs are all present.
-    Hit(Manifest),
+    Hit(Manifest<T>),
     Miss,
     /// There was an entry but it can't be trusted (unparseable, checksum mismatch, dangling blob
     /// reference, …). Treat as a miss and re-run; `reason` is worth showing the user.
@@ -61,9 +61,9 @@ pub enum Lookup {
     },
 }
 
-impl Lookup {
+impl<T> Lookup<T> {
     /// The manifest on a hit; `None` for a miss of either kind.
-    pub fn hit(self) -> Option<Manifest> {
+    pub fn hit(self) -> Option<Manifest<T>> {
         match self {
             Lookup::Hit(m) => Some(m),
             _ => None,

@@ -42,9 +42,26 @@ pub fn default_store_root(workspace_root: &Path) -> PathBuf {
 
 /// The local content-addressed store. Cheap to clone; safe to share across threads and
 /// processes (all coordination is through the filesystem and OS locks).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct LocalStore {
     root: PathBuf,
+    /// Blobs (path, size) and shard directories already seen present by this handle. Lookups of
+    /// a 10,000-trial rerun check the same few blobs over and over; nothing deletes them while a
+    /// build holds its shared lock, and this handle's own deletions (quarantine, invalidate, gc,
+    /// repair) clear it.
+    known: std::sync::Mutex<Known>,
+}
+
+impl Clone for LocalStore {
+    fn clone(&self) -> Self {
+        LocalStore { root: self.root.clone(), known: Default::default() }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Known {
+    blobs: std::collections::HashSet<(PathBuf, u64)>,
+    shards: std::collections::HashSet<PathBuf>,
 }
 
 /// The name the issue uses for the local store.
@@ -53,7 +70,7 @@ pub type Store = LocalStore;
 impl LocalStore {
     /// Opens (creating if needed) the store at `root`. Refuses a store written by a newer format.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
-        let store = LocalStore { root: root.into() };
+        let store = LocalStore { root: root.into(), known: Default::default() };
         fs::create_dir_all(&store.root)
             .map_err(StoreError::io("create store root", &store.root))?;
         let version_path = store.root.join("VERSION");
@@ -149,6 +166,7 @@ impl LocalStore {
     /// Moves a bad entry into `quarantine/` (deleting it if even that fails) so the next run
     /// starts clean but a human can still look at what went wrong.
     pub(crate) fn quarantine(&self, path: &Path) -> Result<()> {
+        self.forget_known();
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -165,6 +183,23 @@ impl LocalStore {
                 Err(e) => Err(StoreError::io("quarantine", path)(e)),
             },
         }
+    }
+
+    /// Forgets what [`LocalStore::known`] remembers (after anything is deleted).
+    pub(crate) fn forget_known(&self) {
+        *self.known.lock().unwrap_or_else(|e| e.into_inner()) = Known::default();
+    }
+
+    /// [`Self::shard_exists`], remembering a shard once seen.
+    fn shard_known(&self, dir: &Path) -> Result<bool> {
+        if self.known.lock().unwrap_or_else(|e| e.into_inner()).shards.contains(dir) {
+            return Ok(true);
+        }
+        let there = Self::shard_exists(dir)?;
+        if there {
+            self.known.lock().unwrap_or_else(|e| e.into_inner()).shards.insert(dir.to_path_buf());
+        }
+        Ok(there)
     }
 
     /// Errors if a shard directory is a symlink/file; `Ok(false)` if it doesn't exist.
@@ -317,12 +352,17 @@ impl LocalStore {
     /// is quarantined if nobody is executing that key right now. A hit refreshes the entry's
     /// mtime, which is what gc's LRU eviction goes by.
     pub fn lookup(&self, key: &Key) -> Result<Lookup> {
-        match self.read_entry(key)? {
+        self.lookup_as(key)
+    }
+
+    /// [`lookup`](Self::lookup) with the trial record read straight into `T`.
+    pub fn lookup_as<T: serde::de::DeserializeOwned>(&self, key: &Key) -> Result<Lookup<T>> {
+        match self.read_entry::<T>(key)? {
             Err(reason) => {
                 // Only remove it while holding the key: otherwise we might race a process that
                 // is about to commit a fresh entry. If someone holds it, they'll overwrite it.
                 if let Ok(Attempt::Got(claim)) = self.attempt_claim(key, false) {
-                    return claim.lookup();
+                    return claim.lookup_as();
                 }
                 Ok(Lookup::Corrupt { reason })
             }
@@ -331,8 +371,8 @@ impl LocalStore {
     }
 
     /// Lookup with the key's claim already held: quarantines a bad entry immediately.
-    pub(crate) fn lookup_claimed(&self, key: &Key) -> Result<Lookup> {
-        match self.read_entry(key)? {
+    pub(crate) fn lookup_claimed<T: serde::de::DeserializeOwned>(&self, key: &Key) -> Result<Lookup<T>> {
+        match self.read_entry::<T>(key)? {
             Err(reason) => {
                 self.quarantine(&self.ac_path(key))?;
                 Ok(Lookup::Corrupt { reason })
@@ -342,23 +382,34 @@ impl LocalStore {
     }
 
     /// `Ok(Ok(Hit|Miss))`, `Ok(Err(reason))` for a bad entry, `Err` for real I/O trouble.
-    fn read_entry(&self, key: &Key) -> Result<Result<Lookup, String>> {
+    fn read_entry<T: serde::de::DeserializeOwned>(&self, key: &Key) -> Result<Result<Lookup<T>, String>> {
         let path = self.ac_path(key);
-        if !Self::shard_exists(path.parent().expect("shard"))? {
+        if !self.shard_known(path.parent().expect("shard"))? {
             return Ok(Ok(Lookup::Miss));
         }
-        let (mut f, len) = match open_regular(&path) {
+        let (mut f, md) = match crate::fsio::open_regular_md(&path) {
             Ok(Some(x)) => x,
             Ok(None) => return Ok(Ok(Lookup::Miss)),
             Err(StoreError::UnsafeEntry { reason, .. }) => return Ok(Err(reason)),
             Err(e) => return Err(e),
         };
+        let len = md.len();
         if len > MAX_AC_ENTRY_BYTES {
             return Ok(Err(format!("entry is {len} bytes, far too large")));
         }
-        let mut bytes = Vec::with_capacity(len as usize);
-        f.read_to_end(&mut bytes)
-            .map_err(StoreError::io("read", &path))?;
+        // Exactly `len` bytes (entries are renamed into place whole, never appended to); a
+        // short read is a truncated entry, reported as such by the checksum.
+        let mut bytes = vec![0u8; len as usize];
+        let mut filled = 0;
+        while filled < bytes.len() {
+            match f.read(&mut bytes[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(StoreError::io("read", &path)(e)),
+            }
+        }
+        bytes.truncate(filled);
         let manifest = match decode_entry(&bytes, key) {
             Ok(m) => m,
             Err(reason) => return Ok(Err(reason)),
@@ -369,7 +420,7 @@ impl LocalStore {
         // LRU touch, at most once an hour per entry: touching on every hit dirtied 10,000 inodes
         // in a cached rerun, which the end-of-build syncfs then had to write. Best effort (a
         // read-only store still serves hits).
-        let stale = f.metadata().and_then(|m| m.modified()).map_or(true, |t| t.elapsed().map_or(true, |age| age > LRU_TOUCH_AFTER));
+        let stale = md.modified().map_or(true, |t| t.elapsed().map_or(true, |age| age > LRU_TOUCH_AFTER));
         if stale {
             let _ = f.set_modified(std::time::SystemTime::now());
         }
@@ -377,11 +428,18 @@ impl LocalStore {
     }
 
     /// Every output must exist as a regular file of the recorded size.
-    pub(crate) fn check_blobs(&self, m: &Manifest) -> Result<(), String> {
+    pub(crate) fn check_blobs<T>(&self, m: &Manifest<T>) -> Result<(), String> {
         for (rel, blob) in &m.outputs {
             let path = self.blob_path(&blob.digest);
+            let entry = (path, blob.size);
+            if self.known.lock().unwrap_or_else(|e| e.into_inner()).blobs.contains(&entry) {
+                continue;
+            }
+            let path = entry.0.clone();
             match regular_file_len(&path) {
-                Some(len) if len == blob.size => {}
+                Some(len) if len == blob.size => {
+                    self.known.lock().unwrap_or_else(|e| e.into_inner()).blobs.insert(entry);
+                }
                 Some(len) => {
                     return Err(format!(
                         "output {rel:?}: blob {} is {len} bytes, manifest says {}",
@@ -434,6 +492,7 @@ impl LocalStore {
 
     /// Removes the AC entry for `key` (forcing a re-run). Returns whether there was one.
     pub fn invalidate(&self, key: &Key) -> Result<bool> {
+        self.forget_known();
         let path = self.ac_path(key);
         match fs::remove_file(&path) {
             Ok(()) => Ok(true),

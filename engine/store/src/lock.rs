@@ -84,6 +84,11 @@ impl<'s> Claim<'s> {
         self.store.lookup_claimed(&self.key)
     }
 
+    /// [`lookup`](Self::lookup) with the trial record read as `T`.
+    pub fn lookup_as<T: serde::de::DeserializeOwned>(&self) -> Result<Lookup<T>> {
+        self.store.lookup_claimed(&self.key)
+    }
+
     /// Writes the manifest atomically (verifying its blobs exist) and releases the claim.
     pub fn commit(self, manifest: &Manifest) -> Result<()> {
         if manifest.key != self.key {

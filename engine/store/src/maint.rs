@@ -258,6 +258,7 @@ impl LocalStore {
     /// `repair`, takes the exclusive store lock (failing with `Busy` while builds run) and moves
     /// every problem into `quarantine/`.
     pub fn verify(&self, repair: bool) -> Result<VerifyReport> {
+        self.forget_known();
         let _lock = if repair {
             Some(self.exclusive_or_busy(
                 false,
@@ -323,6 +324,7 @@ impl LocalStore {
     /// policy expires or evicts (LRU by mtime, which hits refresh), corrupt/dangling AC entries,
     /// and then every blob no remaining entry references. Runs under the exclusive store lock.
     pub fn gc(&self, policy: &GcPolicy) -> Result<GcReport> {
+        self.forget_known();
         let _lock = self.exclusive_or_busy(
             policy.wait,
             "a build holds the store; gc needs it to itself",

@@ -24,14 +24,16 @@ pub struct BlobRef {
     pub size: u64,
 }
 
-/// What the action cache stores for one trial key.
+/// What the action cache stores for one trial key. `T` is how the trial record is read: a JSON
+/// value by default (opaque to the store); the executor reads it straight into its own type, so
+/// a 10,000-trial rerun builds no JSON trees ([`LocalStore::lookup_as`](crate::LocalStore)).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Manifest {
+pub struct Manifest<T = serde_json::Value> {
     pub key: Key,
     /// RFC 3339 UTC, e.g. `2026-01-31T12:00:00Z`.
     pub created_at: String,
-    /// The trial's result.json as produced by the executor; opaque to the store.
-    pub trial: serde_json::Value,
+    /// The trial's result.json as produced by the executor.
+    pub trial: T,
     /// Output files by relative path (`stdout.log`, `rank0/trace.json`) → blob.
     pub outputs: BTreeMap<String, BlobRef>,
     pub exec_seconds: f64,
@@ -51,6 +53,9 @@ impl Manifest {
         }
     }
 
+}
+
+impl<T> Manifest<T> {
     /// Checks what the store relies on: safe output paths and a finite duration (JSON has no
     /// NaN, so a NaN would make the entry unreadable).
     pub fn validate(&self) -> Result<(), String> {
@@ -126,7 +131,7 @@ pub(crate) fn encode_entry(m: &Manifest) -> serde_json::Result<Vec<u8>> {
 }
 
 /// Parses and checks an AC file's bytes; the `Err` is a human-readable reason.
-pub(crate) fn decode_entry(bytes: &[u8], expected: &Key) -> Result<Manifest, String> {
+pub(crate) fn decode_entry<T: serde::de::DeserializeOwned>(bytes: &[u8], expected: &Key) -> Result<Manifest<T>, String> {
     let env: EnvelopeIn =
         serde_json::from_slice(bytes).map_err(|e| format!("unparseable entry: {e}"))?;
     if env.format != AC_FORMAT {
@@ -145,7 +150,7 @@ pub(crate) fn decode_entry(bytes: &[u8], expected: &Key) -> Result<Manifest, Str
             env.blake3
         ));
     }
-    let m: Manifest = serde_json::from_str(env.manifest.get())
+    let m: Manifest<T> = serde_json::from_str(env.manifest.get())
         .map_err(|e| format!("manifest does not match the schema: {e}"))?;
     if &m.key != expected {
         return Err(format!("manifest is for key {}, not {expected}", m.key));
@@ -252,16 +257,16 @@ mod tests {
         let text = String::from_utf8(bytes.clone()).unwrap();
 
         let flipped = text.replace("\"pass\"", "\"fail\"");
-        let why = decode_entry(flipped.as_bytes(), &key()).unwrap_err();
+        let why = decode_entry::<serde_json::Value>(flipped.as_bytes(), &key()).unwrap_err();
         assert!(why.contains("checksum"), "{why}");
 
-        let why = decode_entry(&bytes[..bytes.len() / 2], &key()).unwrap_err();
+        let why = decode_entry::<serde_json::Value>(&bytes[..bytes.len() / 2], &key()).unwrap_err();
         assert!(why.contains("unparseable"), "{why}");
 
         let other = Key::of_bytes(b"other");
-        assert!(decode_entry(&bytes, &other).unwrap_err().contains("not"));
+        assert!(decode_entry::<serde_json::Value>(&bytes, &other).unwrap_err().contains("not"));
 
-        let why = decode_entry(b"\x00\xff garbage", &key()).unwrap_err();
+        let why = decode_entry::<serde_json::Value>(b"\x00\xff garbage", &key()).unwrap_err();
         assert!(why.contains("unparseable"), "{why}");
     }
 
@@ -272,7 +277,7 @@ mod tests {
         m.outputs.insert("../escape".into(), blob);
         // encode_entry does not validate (put_manifest does); decoding must still refuse.
         let bytes = encode_entry(&m).unwrap();
-        let why = decode_entry(&bytes, &key()).unwrap_err();
+        let why = decode_entry::<serde_json::Value>(&bytes, &key()).unwrap_err();
         assert!(why.contains("../escape"), "{why}");
     }
 }

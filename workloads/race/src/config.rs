@@ -57,6 +57,11 @@ pub struct RaceConfig {
     pub comm_delay_us: f64,
     /// Ranks to launch when not started by torchrun (one process per GPU).
     pub nproc: u32,
+    /// Copies of every buffer that crosses streams in the fixed schedule (`missing_sync: false`):
+    /// 1 restores the waits on single buffers (serialising communication with compute), 2 or
+    /// more pipelines the iterations (docs/race.md, "How `fixed` works"). The planted bug always
+    /// runs the single-buffered schedule.
+    pub buffer_depth: u32,
 }
 
 impl Default for RaceConfig {
@@ -87,9 +92,13 @@ impl Default for RaceConfig {
             comm_priority: CommPriority::Normal,
             comm_delay_us: 0.0,
             nproc: 1,
+            buffer_depth: 2,
         }
     }
 }
+
+/// More copies than this only cost memory (see docs/race.md).
+pub const MAX_BUFFER_DEPTH: u32 = 16;
 
 /// AORTA fields this workload accepts but does not model (transformer compute, optimizers,
 /// AMD's GPU_MAX_HW_QUEUES): setting one is a warning, not an error.
@@ -153,6 +162,7 @@ impl RaceConfig {
     pub fn from_map(map: &Map<String, Value>) -> Result<(RaceConfig, Vec<String>), ConfigError> {
         let mut c = RaceConfig::default();
         let mut warnings = Vec::new();
+        let mut depth_set = false;
         for (k, v) in map {
             let key = k.as_str();
             match key {
@@ -206,6 +216,10 @@ impl RaceConfig {
                 "race_window_us" => c.race_window_us = as_f64(key, v)?,
                 "comm_delay_us" => c.comm_delay_us = as_f64(key, v)?,
                 "nproc" => c.nproc = small(key, v)?,
+                "buffer_depth" => {
+                    c.buffer_depth = small(key, v)?;
+                    depth_set = true;
+                }
                 "steps" => {}
                 _ if key.starts_with("_aorta_") => {}
                 _ if ACCEPTED_NO_EFFECT.contains(&key) => {
@@ -220,10 +234,21 @@ impl RaceConfig {
         if c.gemm_size > 32768 {
             return Err(err("gemm_size", "must be at most 32768", "gemm_size: 4096"));
         }
+        if c.buffer_depth > MAX_BUFFER_DEPTH {
+            return Err(err("buffer_depth", format!("must be at most {MAX_BUFFER_DEPTH}"), "buffer_depth: 2"));
+        }
         if c.h2d_prefetch && c.mode != Mode::Ddp {
             warnings.push("race: h2d_prefetch only applies to mode ddp".into());
         }
+        if depth_set && c.missing_sync {
+            warnings.push("race: buffer_depth only applies to the fixed schedule (missing_sync: false); the planted bug runs single-buffered".into());
+        }
         Ok((c, warnings))
+    }
+
+    /// Whether the fixed, pipelined schedule runs (no planted bug, at least two buffers).
+    pub fn pipelined(&self) -> bool {
+        !self.missing_sync && self.buffer_depth >= 2
     }
 
     /// Iterations configured in all (warmup + verify), as AORTA reports them.
@@ -249,6 +274,22 @@ mod tests {
         assert_eq!((c.h2d_tensor_size, c.alltoall_tensor_size, c.fsdp_shard_size), (1_000_000, 100_000, 100_000));
         assert_eq!((c.dtype, c.gemm_size, c.gemm_layers, c.num_layers), (Dtype::Bf16, 5120, 26, 4));
         assert!(c.stop_on_first_corruption && !c.missing_sync && c.reuse_buffers && c.pin_memory);
+        assert_eq!(c.buffer_depth, 2, "fixed is double-buffered by default");
+        assert!(c.pipelined());
+    }
+
+    #[test]
+    fn buffer_depth_is_checked_and_only_shapes_the_fix() {
+        let (c, w) = parse(json!({"buffer_depth": 1})).unwrap();
+        assert!(w.is_empty() && !c.pipelined());
+        let (c, w) = parse(json!({"buffer_depth": 4, "missing_sync": true})).unwrap();
+        assert!(!c.pipelined(), "the planted bug stays single-buffered");
+        assert!(w[0].contains("buffer_depth"));
+        let (_, w) = parse(json!({"missing_sync": true})).unwrap();
+        assert!(w.is_empty(), "no warning when the depth is left at its default");
+        for bad in [json!({"buffer_depth": 0}), json!({"buffer_depth": 17}), json!({"buffer_depth": 2.5})] {
+            assert_eq!(parse(bad).unwrap_err().key, "buffer_depth");
+        }
     }
 
     #[test]

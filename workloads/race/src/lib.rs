@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod gpu;
+pub mod hazard;
 pub mod launch;
 pub mod pattern;
 pub mod plan;
@@ -12,3 +13,4 @@ pub mod protocol;
 pub mod rendezvous;
 pub mod runner;
 pub mod sim;
+pub mod timing;

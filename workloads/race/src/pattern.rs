@@ -126,18 +126,28 @@ pub mod value {
     /// Host-to-device batch on `rank` at `iter` (AORTA: iteration % 1000; kept small so bf16
     /// holds it exactly).
     pub fn h2d(rank: u32, iter: u64) -> f32 {
-        (1 + (iter + 7 * rank as u64) % 250) as f32
+        (1 + (iter + 7 * rank as u64) % H2D_PERIOD) as f32
+    }
+
+    /// Iterations after which `h2d` repeats.
+    pub const H2D_PERIOD: u64 = 250;
+    /// Iterations (plus salt) after which `reduce_in` / `reduce_out` repeat.
+    pub const REDUCE_PERIOD: u64 = 3;
+
+    /// Iterations (plus salt) after which `from_src` repeats at this world size (the values
+    /// stay at most 256, exact in bf16, up to world size 128).
+    pub fn src_period(world: u32) -> u64 {
+        (255 / world.max(1) as u64).max(2)
     }
 
     /// What `src` sends to everyone (all_to_all chunks, all_gather shards): distinct per source
     /// rank and per iteration.
     pub fn from_src(src: u32, world: u32, iter: u64, salt: u64) -> f32 {
-        let k = (255 / world.max(1) as u64).max(2);
-        (1 + src as u64 + world as u64 * ((iter + salt) % k)) as f32
+        (1 + src as u64 + world as u64 * ((iter + salt) % src_period(world))) as f32
     }
 
     fn mult(iter: u64, salt: u64) -> f32 {
-        (1 + (iter + salt) % 3) as f32
+        (1 + (iter + salt) % REDUCE_PERIOD) as f32
     }
 
     /// A reduction's input on `rank` (AORTA: rank + 1), scaled by an iteration tag.

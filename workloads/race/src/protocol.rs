@@ -151,7 +151,10 @@ fn run_rank(cfg: &RaceConfig, backend: &str, d: DistEnv, result: &Path, trial: u
     let out_path = is_root.then_some(result);
     let layout = match Layout::new(cfg, d.rank, d.world) {
         Ok(l) => l,
-        Err(e) => return setup_failed(out_path, "config", &e, "make every tensor size at least the world size"),
+        Err(e) => {
+            let hint = if e.contains("buffer_depth") { "set the buffer_depth the message names" } else { "make every tensor size at least the world size" };
+            return setup_failed(out_path, "config", &e, hint);
+        }
     };
     if backend == "cuda" {
         for (k, v) in crate::launch::SAFE_ENV {
@@ -307,6 +310,7 @@ fn finish(cfg: &RaceConfig, out: &Outcome, own: Value, others: Vec<(u32, Result<
             "layers_verified": layers_verified, "layer_checksum_mismatches": mismatches,
             "rank": 0, "world_size": world, "corrupt_iterations": failures, "corruptions_by_type": by_type,
             "missing_sync": cfg.missing_sync, "dropped_waits_per_iteration": plan.dropped_waits,
+            "buffer_depth": layout.buffer_depth(), "schedule": if layout.buffer_depth() > 1 { "pipelined" } else { "single_buffered" },
             "race_window_us": cfg.race_window_us, "comm_priority": cfg.comm_priority, "comm_delay_us": cfg.comm_delay_us,
             "dtype": cfg.dtype, "config": cfg, "device": info,
             "executed_per_rank": ranks.iter().map(|r| r["executed"].clone()).collect::<Vec<_>>(),

@@ -104,22 +104,31 @@ impl Sim {
     }
 
     /// One rank, the streams interleaved by `pick` (given the ready streams, returns an index
-    /// into them); host fills happen at issue, before any GPU work, as on the GPU.
+    /// into them); host fills happen at issue, before any GPU work, as on the GPU. A wait is on
+    /// the event's latest record issued before it, as in CUDA; with none in this plan it refers
+    /// to an earlier iteration's (complete: the runner synchronises after every iteration) or
+    /// to none (a no-op).
     pub fn run_scheduled(&mut self, plan: &Plan, mut pick: impl FnMut(&[usize]) -> usize) {
-        let mut queues: Vec<Vec<&Op>> = vec![Vec::new(); STREAMS];
-        for op in &plan.ops {
+        let mut queues: Vec<Vec<usize>> = vec![Vec::new(); STREAMS];
+        let mut latest: Vec<Option<usize>> = vec![None; plan.events];
+        let mut bound: Vec<Option<usize>> = vec![None; plan.ops.len()];
+        for (i, op) in plan.ops.iter().enumerate() {
+            match op {
+                Op::Record { event, .. } => latest[*event] = Some(i),
+                Op::Wait { event, .. } => bound[i] = latest[*event],
+                _ => {}
+            }
             match op.stream() {
                 None => self.exec(op),
-                Some(s) => queues[s as usize].push(op),
+                Some(s) => queues[s as usize].push(i),
             }
         }
         let mut head = [0usize; STREAMS];
-        let mut recorded = vec![false; plan.events];
+        let mut done = vec![false; plan.ops.len()];
         loop {
             let ready: Vec<usize> = (0..STREAMS)
                 .filter(|&s| match queues[s].get(head[s]) {
-                    Some(Op::Wait { event, .. }) => recorded[*event],
-                    Some(_) => true,
+                    Some(&i) => bound[i].is_none_or(|r| done[r]),
                     None => false,
                 })
                 .collect();
@@ -127,14 +136,12 @@ impl Sim {
                 break;
             }
             let s = ready[pick(&ready) % ready.len()];
-            let op = queues[s][head[s]];
+            let i = queues[s][head[s]];
             head[s] += 1;
-            if let Op::Record { event, .. } = op {
-                recorded[*event] = true;
-            }
-            self.exec(op);
+            done[i] = true;
+            self.exec(&plan.ops[i]);
         }
-        debug_assert!((0..STREAMS).all(|s| head[s] == queues[s].len()), "a wait on an event never recorded");
+        debug_assert!((0..STREAMS).all(|s| head[s] == queues[s].len()), "a wait on an event recorded later on a stream that waits for it");
     }
 }
 

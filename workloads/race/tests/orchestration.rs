@@ -88,7 +88,11 @@ fn the_planted_bug_is_caught_in_some_interleaving_of_every_mode() {
 #[test]
 fn missing_sync_drops_only_the_planted_waits() {
     for m in modes() {
-        let fixed = Layout::new(&cfg(m.clone()), 0, 1).unwrap().plan(5, false);
+        // The planted bug is the single-buffered schedule without its waits; the pipelined fix
+        // (the default buffer_depth 2) is compared with it in tests/schedule.rs.
+        let mut single = m.clone();
+        single["buffer_depth"] = json!(1);
+        let fixed = Layout::new(&cfg(single), 0, 1).unwrap().plan(5, false);
         let mut m2 = m.clone();
         m2["missing_sync"] = json!(true);
         let buggy = Layout::new(&cfg(m2), 0, 1).unwrap().plan(5, false);

@@ -132,3 +132,27 @@ fn bad_torchrun_env_is_explained() {
     assert_eq!(o.status.code(), Some(2));
     assert!(r.unwrap()["failure_details"][0]["error"].as_str().unwrap().contains("outside WORLD_SIZE"));
 }
+
+#[test]
+fn the_fixed_schedule_is_reported_and_a_blinding_depth_is_refused() {
+    let base = json!({"backend": "sim", "mode": "ddp", "ddp_bucketed": true, "h2d_tensor_size": 64,
+        "allreduce_tensor_size": 16, "warmup_iterations": 1, "verify_iterations": 5});
+    let d = tempfile::tempdir().unwrap();
+    let (o, r) = run(d.path(), base.clone(), &[], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let m = &r.unwrap()["metrics"];
+    assert_eq!((m["buffer_depth"].as_u64(), m["schedule"].as_str(), m["config"]["buffer_depth"].as_u64()), (Some(2), Some("pipelined"), Some(2)));
+    let mut bug = base.clone();
+    bug["missing_sync"] = json!(true);
+    let (_, r) = run(d.path(), bug, &[], &[]);
+    let m = &r.unwrap()["metrics"];
+    assert_eq!((m["buffer_depth"].as_u64(), m["schedule"].as_str()), (Some(1), Some("single_buffered")));
+    let mut three = base;
+    three["buffer_depth"] = json!(3);
+    let (o, r) = run(d.path(), three, &[], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let f = &r.unwrap()["failure_details"][0];
+    assert_eq!(f["type"], "config");
+    assert!(f["error"].as_str().unwrap().contains("use buffer_depth: 2"), "{f}");
+    assert!(f["hint"].as_str().unwrap().contains("buffer_depth"), "{f}");
+}

@@ -9,6 +9,7 @@ extern "C" {
     fn aorta_set_deterministic(on: i32) -> i32;
     fn aorta_deterministic() -> i32;
     fn aorta_sdpa_math_only() -> i32;
+    fn aorta_sdpa_only(which: i32) -> i32;
     fn aorta_set_tf32(on: i32) -> i32;
     fn aorta_tf32() -> i32;
     fn aorta_load_cuda(err: *mut std::ffi::c_char, errlen: i32) -> i32;
@@ -79,6 +80,26 @@ pub fn sdpa_math_only() -> Result<(), String> {
     match unsafe { aorta_sdpa_math_only() } {
         0 => Ok(()),
         _ => Err("libtorch refused to select the math attention backend".into()),
+    }
+}
+
+/// The attention backends a config may pin (`auto` leaves libtorch's choice).
+pub const ATTENTION_BACKENDS: &[&str] = &["auto", "math", "flash", "efficient", "cudnn"];
+
+/// Pins scaled-dot-product attention to one backend (one of [`ATTENTION_BACKENDS`]).
+pub fn pin_attention(name: &str) -> Result<(), String> {
+    let which = match name {
+        "auto" => return Ok(()),
+        "math" => 0,
+        "flash" => 1,
+        "efficient" => 2,
+        "cudnn" => 3,
+        other => return Err(format!("unknown attention backend {other:?}")),
+    };
+    // SAFETY: plain C call into libtorch's global context.
+    match unsafe { aorta_sdpa_only(which) } {
+        0 => Ok(()),
+        _ => Err(format!("libtorch refused to pin attention to {name}")),
     }
 }
 

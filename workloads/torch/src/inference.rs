@@ -27,6 +27,8 @@ pub struct Config {
     /// Deterministic algorithms, deterministic cuBLAS and the math attention backend, as
     /// llm_determinism's switch: for triaging a logits checksum that moves between steps.
     pub deterministic: bool,
+    /// `auto` or one scaled-dot-product attention backend (math, flash, efficient, cudnn).
+    pub attention_backend: String,
     pub seed: u64,
     pub device: String,
     pub dtype: Kind,
@@ -50,6 +52,7 @@ pub fn parse(t: &Trial) -> Result<Config, SetupError> {
     let mode = r.choice("mode", "offline_batch", &["offline_batch", "continuous_batch"]);
     let seed = r.uint("seed", 1234, 0);
     let deterministic = r.boolean("deterministic", false);
+    let attention_backend = r.choice("attention_backend", "auto", crate::device::ATTENTION_BACKENDS);
     let device = r.choice("device", "auto", &["auto", "cuda", "cpu"]);
     let dtype = parse_dtype(&r.choice("dtype", "bfloat16", DTYPES)).unwrap_or(Kind::BFloat16);
     let warmup_steps = r.uint("warmup_steps", 1, 0);
@@ -90,7 +93,7 @@ pub fn parse(t: &Trial) -> Result<Config, SetupError> {
         return Err(SetupError::config(format!("unknown workload_config keys: {}", unknown.join(", ")), HINT));
     }
     Ok(Config {
-        continuous, deterministic, seed, device, dtype, warmup_steps, steps, batch_size, prompt_len, generate_tokens, model,
+        continuous, deterministic, attention_backend, seed, device, dtype, warmup_steps, steps, batch_size, prompt_len, generate_tokens, model,
         encoder: kind == "encoder_transformer", kv_cache, max_active, check_nan, check_nonfinite, compare_checksum, expected_checksum,
     })
 }
@@ -253,6 +256,9 @@ pub fn run(t: &Trial) -> Result<Outcome, SetupError> {
         device::set_deterministic(true).map_err(torch_err)?;
         device::sdpa_math_only().map_err(torch_err)?;
     }
+    if c.attention_backend != "auto" {
+        device::pin_attention(&c.attention_backend).map_err(torch_err)?;
+    }
     let (_vs, m) = build(&c.model, c.seed, c.dtype, dev);
     let _g = tch::no_grad_guard();
     device::seed(c.seed);
@@ -325,6 +331,7 @@ pub fn run(t: &Trial) -> Result<Outcome, SetupError> {
     mm.insert("step_time_p99".into(), json!(percentile(&timed_steps, 99.0)));
     mm.insert("logits_checksum".into(), json!(checksums.first()));
     mm.insert("deterministic".into(), json!(c.deterministic));
+    mm.insert("attention_backend".into(), json!(if c.deterministic && c.attention_backend == "auto" { "math" } else { c.attention_backend.as_str() }));
     Ok(out)
 }
 

@@ -41,6 +41,23 @@ int aorta_sdpa_math_only() {
   }
 }
 
+// Only one SDPA backend enabled: 0 math, 1 flash, 2 memory-efficient, 3 cuDNN. For triage:
+// which fused attention kernel moves the bits. A backend that cannot take a call makes
+// libtorch raise, which the workload reports.
+int aorta_sdpa_only(int which) {
+  try {
+    auto& c = at::globalContext();
+    c.setSDPUseMath(which == 0);
+    c.setSDPUseFlash(which == 1);
+    c.setSDPUseFA3(false);
+    c.setSDPUseMemEfficient(which == 2);
+    c.setSDPUseCuDNN(which == 3);
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
 int aorta_deterministic() { return at::globalContext().deterministicAlgorithms() ? 1 : 0; }
 
 int aorta_set_tf32(int on) {
