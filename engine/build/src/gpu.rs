@@ -19,7 +19,7 @@ use std::time::Duration;
 const FAKE_VAR: &str = "AORTA_PROBE_AMDSMI_FAKE";
 
 enum Source {
-    Nvml(Nvml),
+    Nvml(Box<Nvml>),
     AmdSmi,
     Fake(String),
     Absent,
@@ -32,7 +32,7 @@ fn source() -> &'static Source {
             return Source::Fake(spec);
         }
         if let Ok(n) = Nvml::init() {
-            return Source::Nvml(n);
+            return Source::Nvml(Box::new(n));
         }
         let on_path = std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("amd-smi").is_file()));
         if on_path {
