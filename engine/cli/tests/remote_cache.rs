@@ -45,7 +45,7 @@ impl Nginx {
         // SAFETY: geteuid has no preconditions.
         let user = if unsafe { libc::geteuid() } == 0 { "user root;\n" } else { "" };
         let conf = format!(
-            "{user}worker_processes 1;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{ worker_connections 64; }}\n\
+            "{user}master_process off;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{ worker_connections 64; }}\n\
              http {{\n  access_log {d}/access.log;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n  client_max_body_size 0;\n\
              server {{\n    listen 127.0.0.1:{port};\n    location /cache/ {{\n      root {d}/www;\n      dav_methods PUT DELETE MKCOL;\n      create_full_put_path on;\n      dav_access user:rw group:r all:r;\n    }}\n  }}\n}}\n"
         );
@@ -80,8 +80,19 @@ impl Nginx {
     }
 }
 
+/// One process (`master_process off`), so nothing outlives it; SIGTERM first for a clean exit,
+/// SIGKILL after 5 s.
 impl Drop for Nginx {
     fn drop(&mut self) {
+        // SAFETY: signalling our own child, which has not been reaped yet.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

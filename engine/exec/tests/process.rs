@@ -49,7 +49,12 @@ fn exit_codes_logs_env_and_cwd() {
     assert_eq!(o.exit_code, -11);
     let o = run(&spec(dir.path(), &["true"]), &CancelToken::new()).unwrap();
     assert_eq!(o.exit_code, 0);
-    assert!(o.peak_rss_kib.is_some());
+    // Started inside aorta's address space, a small short trial has no peak of its own to report
+    // (its ru_maxrss may be aorta's); one that touches 300 MiB reports at least that.
+    assert_eq!(o.peak_rss_kib, None);
+    let o = run(&spec(dir.path(), &["python3", "-c", "b = b'x' * (300 << 20)"]), &CancelToken::new()).unwrap();
+    assert_eq!(o.exit_code, 0, "{}", read(dir.path(), "stderr.log"));
+    assert!(o.peak_rss_kib.is_some_and(|k| k >= 300 << 10), "{:?}", o.peak_rss_kib);
 }
 
 #[test]
