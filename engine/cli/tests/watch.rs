@@ -33,15 +33,17 @@ fn editing_one_recipe_rebuilds_only_its_changed_cell() {
     let stdout = child.stdout.take().unwrap();
     std::thread::spawn(move || BufReader::new(stdout).lines().map_while(Result::ok).for_each(|l| drop(tx.send(format!("O {l}")))));
 
+    // stdout and stderr arrive through two threads, so their lines interleave in any order:
+    // wait for what the first round must have printed on both, not for one line.
     let mut lines = Vec::new();
-    let wait_for = |pred: &dyn Fn(&str) -> bool, lines: &mut Vec<String>| loop {
-        let l = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| panic!("timed out; output so far:\n{}", lines.join("\n")));
-        lines.push(l.clone());
-        if pred(&l) {
-            return;
+    let wait_for = |pred: &dyn Fn(&[String]) -> bool, lines: &mut Vec<String>| {
+        while !pred(lines) {
+            let l = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| panic!("timed out; output so far:\n{}", lines.join("\n")));
+            lines.push(l);
         }
     };
-    wait_for(&|l| l.contains("aorta watch: watching"), &mut lines);
+    let first_round_done = |ls: &[String]| ls.iter().any(|l| l.contains("aorta watch: watching")) && ls.iter().filter(|l| l.contains("Wrote probe artifacts")).count() == 3;
+    wait_for(&first_round_done, &mut lines);
     let first: Vec<String> = lines.clone();
     assert!(first.iter().any(|l| l.contains("re-parsed a.yaml, b.yaml, c.yaml") || l.contains("re-parsed a, b, c")), "{first:#?}");
     // The three recipes plan identical trials (the ticket is not in keys): a executes, b and c reuse.
@@ -51,7 +53,8 @@ fn editing_one_recipe_rebuilds_only_its_changed_cell() {
     // Edit one cell of b.yaml.
     std::fs::write(ws.join("b.yaml"), RECIPE.replace("ticket: T", "ticket: b").replace("cuda_launch_blocking", "cuda_device_max_connections_1")).unwrap();
     let status = child.wait_timeout_or_kill(Duration::from_secs(60));
-    while let Ok(l) = rx.recv_timeout(Duration::from_millis(500)) {
+    // Until both pipes close (the reader threads end with the process).
+    while let Ok(l) = rx.recv_timeout(Duration::from_secs(10)) {
         lines.push(l);
     }
     let second = &lines[first.len()..];
