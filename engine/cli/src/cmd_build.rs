@@ -21,13 +21,7 @@ pub fn build(a: &BuildArgs) -> miette::Result<ExitCode> {
             let sidecars: Vec<_> = t.mitigations_files.iter().chain(&a.mitigations_files).cloned().collect();
             let recipe_path = display_path(&t.recipe, &cwd);
             let recipe = load_recipe(&recipe_path, &sidecars).map_err(|d| miette::Report::new(*d))?.recipe;
-            let argv: Option<Vec<String>> = if !a.command.is_empty() {
-                Some(a.command.clone())
-            } else if !t.command.is_empty() {
-                Some(t.command.clone())
-            } else {
-                None
-            };
+            let argv = target_command(&a.command, &t.command);
             if recipe.mode == Mode::Triage && !a.command.is_empty() {
                 return Err(usage(
                     format!("{}: a command was given after --, but {} is a triage (workload) recipe", t.label, recipe_path.display()),
@@ -66,6 +60,12 @@ pub fn build(a: &BuildArgs) -> miette::Result<ExitCode> {
 }
 
 /// Paths relative to the current directory read better in diagnostics than absolute ones.
+/// The command a target's trials run: the one after `--` on the command line, else the one its
+/// BUCK target declares, else none.
+pub fn target_command(cli: &[String], declared: &[String]) -> Option<Vec<String>> {
+    [cli, declared].into_iter().find(|c| !c.is_empty()).map(<[String]>::to_vec)
+}
+
 pub fn display_path(path: &std::path::Path, cwd: &std::path::Path) -> std::path::PathBuf {
     path.strip_prefix(cwd).map(std::path::Path::to_path_buf).unwrap_or_else(|_| path.to_path_buf())
 }

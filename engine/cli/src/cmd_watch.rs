@@ -25,13 +25,7 @@ pub fn watch(a: &BuildArgs) -> miette::Result<ExitCode> {
     for spec in &a.targets {
         for t in aorta_labels::resolve(&root, spec).map_err(miette::Report::new)? {
             let sidecars: Vec<PathBuf> = t.mitigations_files.iter().chain(&a.mitigations_files).cloned().collect();
-            let argv: Option<Vec<String>> = if !a.command.is_empty() {
-                Some(a.command.clone())
-            } else if !t.command.is_empty() {
-                Some(t.command.clone())
-            } else {
-                None
-            };
+            let argv = crate::cmd_build::target_command(&a.command, &t.command);
             // The environment key is filled in per round, from the recipe's env_key rules.
             let ctx = crate::context::key_context_with(argv.as_deref(), String::new())?;
             inputs.push(ctx.input_hashes.keys().map(|p| aorta_build::watch::normalize(&cwd.join(p))).collect());

@@ -8,7 +8,6 @@ use crate::protocol::SetupError;
 extern "C" {
     fn aorta_set_deterministic(on: i32) -> i32;
     fn aorta_deterministic() -> i32;
-    fn aorta_sdpa_math_only() -> i32;
     fn aorta_sdpa_only(which: i32) -> i32;
     fn aorta_set_tf32(on: i32) -> i32;
     fn aorta_tf32() -> i32;
@@ -73,14 +72,11 @@ pub fn set_deterministic(on: bool) -> Result<(), String> {
     }
 }
 
-/// Scaled-dot-product attention on the math backend only (see shim.cpp): what `deterministic`
-/// needs for bit-exact gradients, at the cost of the fused kernels' speed.
+/// Scaled-dot-product attention on the math backend only: what `deterministic` needs for
+/// bit-exact gradients (the fused kernels' backward passes use atomics), at the cost of their
+/// speed.
 pub fn sdpa_math_only() -> Result<(), String> {
-    // SAFETY: plain C call into libtorch's global context.
-    match unsafe { aorta_sdpa_math_only() } {
-        0 => Ok(()),
-        _ => Err("libtorch refused to select the math attention backend".into()),
-    }
+    pin_attention("math")
 }
 
 /// The attention backends a config may pin (`auto` leaves libtorch's choice).

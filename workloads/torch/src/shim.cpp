@@ -24,23 +24,6 @@ int aorta_set_deterministic(int on) {
   }
 }
 
-// Scaled-dot-product attention on the math backend only: the flash, memory-efficient and cuDNN
-// kernels' backward passes accumulate with atomics, so under warn_only determinism their
-// gradients still differ between identical runs (measured on the H200: forward bit-exact,
-// gradients not). The math backend is matmuls and a softmax, deterministic with cuBLAS's.
-int aorta_sdpa_math_only() {
-  try {
-    at::globalContext().setSDPUseFlash(false);
-    at::globalContext().setSDPUseFA3(false);
-    at::globalContext().setSDPUseMemEfficient(false);
-    at::globalContext().setSDPUseCuDNN(false);
-    at::globalContext().setSDPUseMath(true);
-    return 0;
-  } catch (...) {
-    return -1;
-  }
-}
-
 // Only one SDPA backend enabled: 0 math, 1 flash, 2 memory-efficient, 3 cuDNN. For triage:
 // which fused attention kernel moves the bits. A backend that cannot take a call makes
 // libtorch raise, which the workload reports.
