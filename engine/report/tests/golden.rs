@@ -113,6 +113,54 @@ fn triage_matrix_md() {
     insta::assert_snapshot!("triage_matrix_md", m.to_markdown());
     insta::assert_snapshot!("triage_summary", m.summary(SummaryOptions { run_dir: "out/TRI-3/training/2026-01-02T03-04-05", verbose: true }));
     insta::assert_snapshot!("triage_matrix_json", serde_json::to_string_pretty(&m.to_json()).unwrap());
+    assert_eq!(written_json(&m), serde_json::to_string_pretty(&m.to_json()).unwrap());
+}
+
+/// matrix.json exactly as the build writes it (streamed by `write_json`).
+fn written_json(m: &Matrix) -> String {
+    let mut out = Vec::new();
+    m.write_json(&mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// The probe recipe with a stop rule, one trial's logits checksum differing from the others'.
+#[test]
+fn probe_matrix_json() {
+    let r = recipe(
+        "schema_version: 1\nmode: probe\nticket: PROBE-7\ntrials: 3\nmitigation_axis: [none, tf32_off]\ndiagnostic_axis: [none, xnack]\nconfound: {baseline_cell: none-none}\nstop_after: {events: 1, max_trials: 3}\n",
+    );
+    let cells = r
+        .cells
+        .iter()
+        .map(|c| {
+            if c.name == "tf32_off-xnack" {
+                return CellStats::aggregate(c, &r, &[], Some("OSError: [Errno 28] No space left on device".into()), 0);
+            }
+            let mut ts = probe_trials(&c.name);
+            if c.name == "none-xnack" {
+                for (i, t) in ts.iter_mut().enumerate() {
+                    t.result.metrics.insert("logits_checksum".into(), json!(if i == 2 { "0xbb" } else { "0xaa" }));
+                }
+            }
+            CellStats::aggregate(c, &r, &ts, None, 0)
+        })
+        .collect();
+    let m = Matrix::new(&r, cells, RunInfo { run_timestamp: "2026-01-02T03-04-05".into(), warnings: vec!["host_env.json: amd-smi not found".into()] });
+    insta::assert_snapshot!("probe_matrix_json", written_json(&m));
+}
+
+/// Non-finite numbers (a workload reporting NaN step times) are written as null, not as an
+/// error or as invalid JSON.
+#[test]
+fn non_finite_numbers_are_null() {
+    let r = triage();
+    let cells = vec![agg(&r, "baseline-local", &trials(&[P], &[1.0, f64::NAN])), agg(&r, "tf32-local", &trials(&[P], &[f64::INFINITY]))];
+    let text = written_json(&matrix(&r, cells));
+    let j: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let c = &j["cells"][0];
+    assert_eq!(c["step_times_ms"], json!([1.0, null]));
+    assert_eq!(c["mean_step_time_ms"], json!(null));
+    assert_eq!(j["cells"][1]["max_step_time_ms"], json!(null));
 }
 
 /// Removes what may legitimately differ between a first run and a fully cached rerun.
