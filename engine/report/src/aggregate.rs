@@ -148,18 +148,33 @@ const EM_DASH: &str = "—";
 impl CellStats {
     /// Folds `trials` (any order; sorted by index here) for `cell`. `cell_error` marks a cell
     /// that could not run; `reused` is how many of `trials` came from the cache.
-    pub fn aggregate(cell: &Cell, recipe: &Recipe, trials: &[TrialRecord], cell_error: Option<String>, reused: usize) -> CellStats {
+    pub fn aggregate(
+        cell: &Cell,
+        recipe: &Recipe,
+        trials: &[TrialRecord],
+        cell_error: Option<String>,
+        reused: usize,
+    ) -> CellStats {
         let mut ts: Vec<&TrialRecord> = trials.iter().collect();
         ts.sort_by_key(|t| t.trial_index);
         let n = ts.len();
         let reused = reused.min(n);
         let steps = cell.effective_steps(recipe);
-        let trial_paths = ts.iter().map(|t| layout::trial_path(recipe.mode, &cell.name, t.trial_index)).collect();
+        let trial_paths = ts
+            .iter()
+            .map(|t| layout::trial_path(recipe.mode, &cell.name, t.trial_index))
+            .collect();
         let mut failure_hints = hints(&ts);
         let logits_checksums = checksum_counts(&ts, "logits_checksum");
         if logits_checksums.len() > 1 {
             let outliers = n - logits_checksums[0].1;
-            failure_hints.push((format!("{LOGITS_DISAGREE_HINT} ({} distinct values)", logits_checksums.len()), outliers));
+            failure_hints.push((
+                format!(
+                    "{LOGITS_DISAGREE_HINT} ({} distinct values)",
+                    logits_checksums.len()
+                ),
+                outliers,
+            ));
         }
         let (top_failure_detector_id, top_warn_detector_id) = top_detectors(&ts);
         let mut stats = CellStats {
@@ -211,7 +226,10 @@ impl CellStats {
                 stats.step_times_ms.extend_from_slice(&samples);
                 stats.step_time_groups.push(samples);
             }
-            *stats.exit_status_counts.entry(exit_status_str(t.exit_status).to_string()).or_insert(0) += 1;
+            *stats
+                .exit_status_counts
+                .entry(exit_status_str(t.exit_status).to_string())
+                .or_insert(0) += 1;
             *stats.outcome_counts.entry(outcome(t)).or_insert(0) += 1;
         }
         stats.step_time_source = worst.unwrap_or(StepTimeSource::Missing);
@@ -219,8 +237,14 @@ impl CellStats {
         stats.mean_wall_clock_sec = mean(&ts.iter().map(|t| t.walltime_sec).collect::<Vec<_>>());
         iters(&mut stats, &ts);
         if let Some(rule) = recipe.stop_after {
-            let events = ts.iter().filter(|t| t.verdict.as_str() == rule.event_verdict.as_str()).count();
-            let body = format!("{events} {} event(s) in {n} trial(s)", rule.event_verdict.as_str());
+            let events = ts
+                .iter()
+                .filter(|t| t.verdict.as_str() == rule.event_verdict.as_str())
+                .count();
+            let body = format!(
+                "{events} {} event(s) in {n} trial(s)",
+                rule.event_verdict.as_str()
+            );
             stats.stop_after_note = Some(if n >= rule.max_trials as usize {
                 format!("cap reached: {body}")
             } else if events >= rule.events as usize {
@@ -261,7 +285,8 @@ impl CellStats {
 
     /// Every trial's main work never started: timing and confound are meaningless.
     pub fn did_not_run(&self) -> bool {
-        self.outcome_counts.len() == 1 && self.outcome_counts.get(&Outcome::DidNotRun) == Some(&self.trials)
+        self.outcome_counts.len() == 1
+            && self.outcome_counts.get(&Outcome::DidNotRun) == Some(&self.trials)
     }
 
     /// AORTA's `resumed`: nothing was executed, everything came from a previous run (the cache).
@@ -286,7 +311,9 @@ pub(crate) fn exit_status_str(s: ExitStatus) -> &'static str {
 
 /// The trial ended badly before producing any timing: its main work most likely never ran.
 fn inferred_did_not_run(t: &TrialRecord) -> bool {
-    t.exit_status != ExitStatus::Ok && !t.result.step_times_ms.iter().any(|x| *x > 0.0) && t.result.elapsed_sec <= 0.0
+    t.exit_status != ExitStatus::Ok
+        && !t.result.step_times_ms.iter().any(|x| *x > 0.0)
+        && t.result.elapsed_sec <= 0.0
 }
 
 /// AORTA's ladder: per-step times, then elapsed/iterations, then wall clock/steps — except
@@ -297,13 +324,19 @@ fn trial_samples(t: &TrialRecord, steps: u32) -> (Vec<f64>, StepTimeSource) {
         return (r.step_times_ms.clone(), StepTimeSource::PerStep);
     }
     if r.total_iterations > 0 && r.elapsed_sec > 0.0 {
-        return (vec![r.elapsed_sec / r.total_iterations as f64 * 1000.0], StepTimeSource::ElapsedPerIter);
+        return (
+            vec![r.elapsed_sec / r.total_iterations as f64 * 1000.0],
+            StepTimeSource::ElapsedPerIter,
+        );
     }
     if r.main_work_started == Some(false) || inferred_did_not_run(t) {
         return (Vec::new(), StepTimeSource::Missing);
     }
     if t.walltime_sec > 0.0 && steps > 0 {
-        return (vec![t.walltime_sec / f64::from(steps) * 1000.0], StepTimeSource::WallClockTotal);
+        return (
+            vec![t.walltime_sec / f64::from(steps) * 1000.0],
+            StepTimeSource::WallClockTotal,
+        );
     }
     (Vec::new(), StepTimeSource::Missing)
 }
@@ -329,7 +362,10 @@ fn iters(stats: &mut CellStats, ts: &[&TrialRecord]) {
     let known: Vec<u64> = executed.iter().flatten().copied().collect();
     stats.executed_iter_min = known.iter().min().copied();
     stats.executed_iter_max = known.iter().max().copied();
-    let mut configured: Vec<u64> = ts.iter().filter_map(|t| t.result.configured_iterations).collect();
+    let mut configured: Vec<u64> = ts
+        .iter()
+        .filter_map(|t| t.result.configured_iterations)
+        .collect();
     configured.sort_unstable();
     configured.dedup();
     stats.iters_display = match configured.as_slice() {
@@ -373,9 +409,17 @@ fn hints(ts: &[&TrialRecord]) -> Vec<(String, usize)> {
     for t in ts {
         let mut seen: Vec<String> = Vec::new();
         for d in &t.result.failure_details {
-            if let Some(h) = d.get("hint").and_then(|h| h.as_str()).filter(|h| !h.is_empty()) {
+            if let Some(h) = d
+                .get("hint")
+                .and_then(|h| h.as_str())
+                .filter(|h| !h.is_empty())
+            {
                 let shape = without_numbers(h);
-                let g = groups.entry(shape.clone()).or_insert_with(|| Group { first: h.to_string(), variants: Default::default(), trials: 0 });
+                let g = groups.entry(shape.clone()).or_insert_with(|| Group {
+                    first: h.to_string(),
+                    variants: Default::default(),
+                    trials: 0,
+                });
                 g.variants.insert(h.to_string());
                 if !seen.contains(&shape) {
                     seen.push(shape);
@@ -387,7 +431,11 @@ fn hints(ts: &[&TrialRecord]) -> Vec<(String, usize)> {
     groups
         .into_values()
         .map(|g| {
-            let text = if g.variants.len() > 1 { format!("{} (numbers vary: {} variants)", g.first, g.variants.len()) } else { g.first };
+            let text = if g.variants.len() > 1 {
+                format!("{} (numbers vary: {} variants)", g.first, g.variants.len())
+            } else {
+                g.first
+            };
             (text, g.trials)
         })
         .collect()
@@ -419,7 +467,14 @@ fn top_detectors(ts: &[&TrialRecord]) -> (Option<String>, Option<String>) {
         let mut counts: IndexMap<String, usize> = IndexMap::new();
         for t in ts {
             let mut ids: Vec<&str> = Vec::new();
-            let from_metrics = t.result.metrics.get(metric).and_then(|v| v.as_array()).into_iter().flatten().filter_map(|v| v.as_str());
+            let from_metrics = t
+                .result
+                .metrics
+                .get(metric)
+                .and_then(|v| v.as_array())
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str());
             for id in from_metrics.chain(flat(t).iter().map(String::as_str)) {
                 if !ids.contains(&id) {
                     ids.push(id);
@@ -437,5 +492,8 @@ fn top_detectors(ts: &[&TrialRecord]) -> (Option<String>, Option<String>) {
         }
         best.map(|(id, _)| id.clone())
     };
-    (top(|t| &t.failure_detectors_fired, "failure_detectors_fired"), top(|t| &t.warn_detectors_fired, "warn_detectors_fired"))
+    (
+        top(|t| &t.failure_detectors_fired, "failure_detectors_fired"),
+        top(|t| &t.warn_detectors_fired, "warn_detectors_fired"),
+    )
 }

@@ -42,7 +42,12 @@ impl SplitMix64 {
 /// FNV-1a over a versioned label, so the seed is stable across platforms and releases.
 fn seed(cell: &str, baseline: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in "aorta-bootstrap/1\0".bytes().chain(cell.bytes()).chain([0u8]).chain(baseline.bytes()) {
+    for b in "aorta-bootstrap/1\0"
+        .bytes()
+        .chain(cell.bytes())
+        .chain([0u8])
+        .chain(baseline.bytes())
+    {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
@@ -69,8 +74,15 @@ fn resample_mean(groups: &[Vec<f64>], rng: &mut SplitMix64) -> f64 {
 /// 95% percentile interval of `mean(cell) / mean(baseline)`, deterministic for given names and
 /// samples. `None` when either side has fewer than [`MIN_SAMPLES`] samples, or when most
 /// resamples have no positive baseline mean.
-pub fn ratio_ci(cell: &[Vec<f64>], baseline: &[Vec<f64>], cell_name: &str, baseline_name: &str) -> Option<(f64, f64)> {
-    let clean = |groups: &[Vec<f64>]| -> Vec<Vec<f64>> { groups.iter().filter(|g| !g.is_empty()).cloned().collect() };
+pub fn ratio_ci(
+    cell: &[Vec<f64>],
+    baseline: &[Vec<f64>],
+    cell_name: &str,
+    baseline_name: &str,
+) -> Option<(f64, f64)> {
+    let clean = |groups: &[Vec<f64>]| -> Vec<Vec<f64>> {
+        groups.iter().filter(|g| !g.is_empty()).cloned().collect()
+    };
     let (c, b) = (clean(cell), clean(baseline));
     let count = |g: &[Vec<f64>]| g.iter().map(Vec::len).sum::<usize>();
     if count(&c) < MIN_SAMPLES || count(&b) < MIN_SAMPLES {
@@ -91,7 +103,10 @@ pub fn ratio_ci(cell: &[Vec<f64>], baseline: &[Vec<f64>], cell_name: &str, basel
     }
     ratios.sort_by(f64::total_cmp);
     let tail = (1.0 - LEVEL) / 2.0;
-    Some((percentile_sorted(&ratios, tail), percentile_sorted(&ratios, 1.0 - tail)))
+    Some((
+        percentile_sorted(&ratios, tail),
+        percentile_sorted(&ratios, 1.0 - tail),
+    ))
 }
 
 #[cfg(test)]

@@ -75,7 +75,9 @@ fn pre_ratio(cell: &CellStats, baseline: Option<&CellStats>) -> Option<Tag> {
     if cell.did_not_run() {
         return Some(Tag::DidNotRun);
     }
-    let Some(b) = baseline else { return Some(Tag::NotApplicable) };
+    let Some(b) = baseline else {
+        return Some(Tag::NotApplicable);
+    };
     if cell.name == b.name {
         return Some(Tag::Baseline);
     }
@@ -85,7 +87,9 @@ fn pre_ratio(cell: &CellStats, baseline: Option<&CellStats>) -> Option<Tag> {
     if cell.step.mean <= 0.0 || cell.step_time_source == StepTimeSource::Missing {
         return Some(Tag::NotApplicable);
     }
-    if cell.step_time_source != StepTimeSource::PerStep || b.step_time_source != StepTimeSource::PerStep {
+    if cell.step_time_source != StepTimeSource::PerStep
+        || b.step_time_source != StepTimeSource::PerStep
+    {
         return Some(Tag::NotApplicable);
     }
     None
@@ -98,14 +102,20 @@ fn percent(ratio: f64) -> i64 {
 /// AORTA 0.2.1's `classify(cell, baseline, threshold)` exactly: tag and ratio from the two
 /// means and the errors-excluded failure rates. `baseline` is `None` when the baseline cell
 /// is not among the aggregated cells.
-pub fn aorta_compat(cell: &CellStats, baseline: Option<&CellStats>, threshold: f64) -> (Tag, Option<f64>) {
+pub fn aorta_compat(
+    cell: &CellStats,
+    baseline: Option<&CellStats>,
+    threshold: f64,
+) -> (Tag, Option<f64>) {
     if let Some(tag) = pre_ratio(cell, baseline) {
         return (tag, None);
     }
     let b = baseline.expect("pre_ratio returns a tag when the baseline is missing");
     let ratio = cell.step.mean / b.step.mean;
     let tag = if ratio > threshold {
-        Tag::Speed { percent: percent(ratio) }
+        Tag::Speed {
+            percent: percent(ratio),
+        }
     } else if cell.failure_rate() >= b.failure_rate() {
         Tag::NoEffect
     } else {
@@ -120,25 +130,53 @@ pub fn aorta_compat(cell: &CellStats, baseline: Option<&CellStats>, threshold: f
 pub fn classify(cell: &CellStats, baseline: Option<&CellStats>, threshold: f64) -> Verdict {
     let (aorta_tag, ratio) = aorta_compat(cell, baseline, threshold);
     let (Some(r), Some(b)) = (ratio, baseline) else {
-        return Verdict { tag: aorta_tag, aorta_tag, ratio, ci95: None };
+        return Verdict {
+            tag: aorta_tag,
+            aorta_tag,
+            ratio,
+            ci95: None,
+        };
     };
-    let ci95 = bootstrap::ratio_ci(&cell.step_time_groups, &b.step_time_groups, &cell.name, &b.name);
+    let ci95 = bootstrap::ratio_ci(
+        &cell.step_time_groups,
+        &b.step_time_groups,
+        &cell.name,
+        &b.name,
+    );
     let tag = match (aorta_tag, ci95) {
-        (Tag::Speed { percent }, Some((lo, _))) if lo <= threshold => Tag::SpeedUncertain { percent },
+        (Tag::Speed { percent }, Some((lo, _))) if lo <= threshold => {
+            Tag::SpeedUncertain { percent }
+        }
         _ => aorta_tag,
     };
-    Verdict { tag, aorta_tag, ratio: Some(r), ci95 }
+    Verdict {
+        tag,
+        aorta_tag,
+        ratio: Some(r),
+        ci95,
+    }
 }
 
 /// AORTA's `resolve_baseline(cells, explicit, skip)` (§6.1.1) over aggregated cells.
-pub fn resolve_baseline(cells: &[CellStats], explicit: Option<&str>, skip: &[&str]) -> Result<String, String> {
+pub fn resolve_baseline(
+    cells: &[CellStats],
+    explicit: Option<&str>,
+    skip: &[&str],
+) -> Result<String, String> {
     if cells.is_empty() {
         return Err("no cells to choose a baseline from".into());
     }
     if let Some(name) = explicit {
-        return if cells.iter().any(|c| c.name == name) { Ok(name.to_string()) } else { Err(format!("baseline cell '{name}' is not a cell of this run")) };
+        return if cells.iter().any(|c| c.name == name) {
+            Ok(name.to_string())
+        } else {
+            Err(format!("baseline cell '{name}' is not a cell of this run"))
+        };
     }
-    let candidates: Vec<&CellStats> = cells.iter().filter(|c| !skip.contains(&c.name.as_str())).collect();
+    let candidates: Vec<&CellStats> = cells
+        .iter()
+        .filter(|c| !skip.contains(&c.name.as_str()))
+        .collect();
     candidates
         .iter()
         .find(|c| c.name.starts_with("baseline-"))
@@ -161,12 +199,23 @@ pub struct Baseline {
 /// every probe baseline, which AORTA makes explicit) that did not run degrades the run; an
 /// automatic one is re-chosen among cells that ran, and the run degrades only if none can be.
 pub fn resolve_run_baseline(recipe: &Recipe, cells: &[CellStats]) -> Baseline {
-    let mut out = Baseline { name: recipe.confound.resolved_baseline.clone(), warnings: Vec::new(), incomplete_reason: None };
+    let mut out = Baseline {
+        name: recipe.confound.resolved_baseline.clone(),
+        warnings: Vec::new(),
+        incomplete_reason: None,
+    };
     let explicit = recipe.confound.baseline_cell.is_some() || recipe.mode == Mode::Probe;
-    let dnr: Vec<&str> = cells.iter().filter(|c| c.did_not_run()).map(|c| c.name.as_str()).collect();
+    let dnr: Vec<&str> = cells
+        .iter()
+        .filter(|c| c.did_not_run())
+        .map(|c| c.name.as_str())
+        .collect();
     if explicit {
         if dnr.contains(&out.name.as_str()) {
-            let msg = format!("baseline cell '{}' did not run; step-time ratios are reported as n/a", out.name);
+            let msg = format!(
+                "baseline cell '{}' did not run; step-time ratios are reported as n/a",
+                out.name
+            );
             out.warnings.push(msg.clone());
             out.incomplete_reason = Some(msg);
         }
@@ -195,5 +244,9 @@ pub fn resolve_run_baseline(recipe: &Recipe, cells: &[CellStats]) -> Baseline {
 
 /// Collapses a multi-line message onto one line.
 pub(crate) fn one_line(s: &str) -> String {
-    s.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
+    s.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
 }

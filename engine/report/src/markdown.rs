@@ -26,7 +26,11 @@ impl Matrix<'_> {
             out.push('\n');
         }
         let recipe_line = match &r.source {
-            Some(s) => format!("{} (blake3:{})", s.path.display(), s.blake3.get(..10).unwrap_or(&s.blake3)),
+            Some(s) => format!(
+                "{} (blake3:{})",
+                s.path.display(),
+                s.blake3.get(..10).unwrap_or(&s.blake3)
+            ),
             None => "(flag-mode; in-memory)".into(),
         };
         let trials = match r.stop_after {
@@ -34,19 +38,38 @@ impl Matrix<'_> {
             None => r.trials.to_string(),
         };
         let base_mean = match self.baseline_row() {
-            Some(b) if b.stats.error.is_none() && b.stats.step.mean > 0.0 => format!("{} ms", fmt_1(b.stats.step.mean)),
+            Some(b) if b.stats.error.is_none() && b.stats.step.mean > 0.0 => {
+                format!("{} ms", fmt_1(b.stats.step.mean))
+            }
             _ => "n/a".into(),
         };
-        let _ = writeln!(out, "**Ticket**: {}  ", r.ticket.as_deref().unwrap_or("(none)"));
+        let _ = writeln!(
+            out,
+            "**Ticket**: {}  ",
+            r.ticket.as_deref().unwrap_or("(none)")
+        );
         let _ = writeln!(out, "**Workload**: {}  ", r.workload);
         let _ = writeln!(out, "**Recipe**: {recipe_line}  ");
         let _ = writeln!(out, "**Trials per cell**: {trials}  ");
         let _ = writeln!(out, "**Steps per trial**: {}  ", r.steps);
         let _ = writeln!(out, "**Run timestamp**: {}  ", self.run_timestamp);
-        let _ = writeln!(out, "**Baseline cell**: {} (mean step time = {base_mean})\n", self.baseline.name);
+        let _ = writeln!(
+            out,
+            "**Baseline cell**: {} (mean step time = {base_mean})\n",
+            self.baseline.name
+        );
         out.push_str("## Reproduction Summary\n\n");
         let cols = Columns::of(self);
-        let rows: Vec<Vec<String>> = self.rows.iter().map(|row| cols.cells(self, row).iter().map(|c| escape_cell(c)).collect()).collect();
+        let rows: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|row| {
+                cols.cells(self, row)
+                    .iter()
+                    .map(|c| escape_cell(c))
+                    .collect()
+            })
+            .collect();
         out.push_str(&table(&cols.header(), &rows));
         self.hints_section(&mut out);
         self.notes_section(&mut out, &cols);
@@ -57,7 +80,16 @@ impl Matrix<'_> {
         let lines: Vec<String> = self
             .rows
             .iter()
-            .flat_map(|row| row.stats.failure_hints.iter().map(move |(h, n)| format!("- **{}** ({n}/{} trials): {}", row.stats.name, row.stats.trials, one_line(h))))
+            .flat_map(|row| {
+                row.stats.failure_hints.iter().map(move |(h, n)| {
+                    format!(
+                        "- **{}** ({n}/{} trials): {}",
+                        row.stats.name,
+                        row.stats.trials,
+                        one_line(h)
+                    )
+                })
+            })
             .collect();
         if !lines.is_empty() {
             out.push_str("\n## Failure hints\n\n");
@@ -90,14 +122,28 @@ impl Matrix<'_> {
                 crate::bootstrap::RESAMPLES
             ));
         }
-        let fallback: Vec<String> = self.rows.iter().filter(|r| r.confound.fell_back_to_point_rule()).map(|r| format!("`{}`", r.stats.name)).collect();
+        let fallback: Vec<String> = self
+            .rows
+            .iter()
+            .filter(|r| r.confound.fell_back_to_point_rule())
+            .map(|r| format!("`{}`", r.stats.name))
+            .collect();
         if !fallback.is_empty() {
             n.push(format!("- No interval for {} (fewer than {} step-time samples on a side): the tag follows AORTA 0.2.1's point rule.", fallback.join(", "), crate::bootstrap::MIN_SAMPLES));
         }
-        for r in self.rows.iter().filter(|r| r.confound.tag != r.confound.aorta_tag) {
-            n.push(format!("- AORTA 0.2.1 would tag `{}` as `{}`.", r.stats.name, r.confound.aorta_tag));
+        for r in self
+            .rows
+            .iter()
+            .filter(|r| r.confound.tag != r.confound.aorta_tag)
+        {
+            n.push(format!(
+                "- AORTA 0.2.1 would tag `{}` as `{}`.",
+                r.stats.name, r.confound.aorta_tag
+            ));
         }
-        n.push("- **Failure rate** = failed / (passed + failed); errored trials are excluded.".into());
+        n.push(
+            "- **Failure rate** = failed / (passed + failed); errored trials are excluded.".into(),
+        );
         if cols.errors {
             n.push("- **Errors**: trials that errored (the body could not run or be judged) of all trials; `(unreliable)` when at least 10% errored.".into());
         }
@@ -111,7 +157,9 @@ impl Matrix<'_> {
             n.push("- **Iters**: executed / configured iterations (`min..max` when trials differ, `—/N` when a trial did not report, `?/?` when trials disagree on the configuration).".into());
         }
         if !cols.config_keys.is_empty() {
-            n.push("- **Config**: the workload_config keys whose values differ between cells.".into());
+            n.push(
+                "- **Config**: the workload_config keys whose values differ between cells.".into(),
+            );
         }
         if self.recipe.mode == Mode::Probe {
             n.push("- **Mean step (ms)**: probe cells time the whole command (wall clock per trial), so their confound is `n/a`.".into());
@@ -153,12 +201,22 @@ impl Columns {
     }
 
     fn header(&self) -> Vec<String> {
-        let mut h: Vec<&str> = if self.probe { vec!["Mitigation", "Diagnostic", "Environment"] } else { vec!["Cell", "Mitigations", "Environment"] };
+        let mut h: Vec<&str> = if self.probe {
+            vec!["Mitigation", "Diagnostic", "Environment"]
+        } else {
+            vec!["Cell", "Mitigations", "Environment"]
+        };
         if !self.config_keys.is_empty() {
             h.push("Config");
         }
         h.extend(["Failure rate", "Failures"]);
-        let optional = [(self.errors, "Errors"), (self.top_failure, "Top failure"), (self.top_warn, "Top warn"), (self.stop_after, "Stop after"), (self.iters, "Iters")];
+        let optional = [
+            (self.errors, "Errors"),
+            (self.top_failure, "Top failure"),
+            (self.top_warn, "Top warn"),
+            (self.stop_after, "Stop after"),
+            (self.iters, "Iters"),
+        ];
         h.extend(optional.iter().filter(|(on, _)| *on).map(|(_, name)| *name));
         h.extend(["Mean step (ms)", "Confound"]);
         if self.ratio {
@@ -178,27 +236,52 @@ impl Columns {
             let axis = |i: usize| s.mitigations.get(i).cloned().unwrap_or_else(|| DASH.into());
             vec![axis(0), axis(1), s.environment.name.clone()]
         } else {
-            let mits = if s.mitigations.is_empty() { "-".into() } else { s.mitigations.join(", ") };
+            let mits = if s.mitigations.is_empty() {
+                "-".into()
+            } else {
+                s.mitigations.join(", ")
+            };
             vec![s.name.clone(), mits, s.environment.name.clone()]
         };
         if !self.config_keys.is_empty() {
             c.push(config_cell(s, &self.config_keys));
         }
         let valid = s.valid_trials();
-        c.push(if errored { "n/a".into() } else { format!("{}%", round_half_even(s.failure_rate() * 100.0)) });
+        c.push(if errored {
+            "n/a".into()
+        } else {
+            format!("{}%", round_half_even(s.failure_rate() * 100.0))
+        });
         c.push(match (errored, valid) {
             (true, _) => "n/a".into(),
             (false, 0) => "0 / 0 (no valid trials)".into(),
             (false, v) => format!("{} / {v}", s.failed_count),
         });
         if self.errors {
-            c.push(if errored { "n/a".into() } else { format!("{} / {}{}", s.error_count, s.trials, if s.unreliable() { " (unreliable)" } else { "" }) });
+            c.push(if errored {
+                "n/a".into()
+            } else {
+                format!(
+                    "{} / {}{}",
+                    s.error_count,
+                    s.trials,
+                    if s.unreliable() { " (unreliable)" } else { "" }
+                )
+            });
         }
         if self.top_failure {
-            c.push(s.top_failure_detector_id.clone().unwrap_or_else(|| DASH.into()));
+            c.push(
+                s.top_failure_detector_id
+                    .clone()
+                    .unwrap_or_else(|| DASH.into()),
+            );
         }
         if self.top_warn {
-            c.push(s.top_warn_detector_id.clone().unwrap_or_else(|| DASH.into()));
+            c.push(
+                s.top_warn_detector_id
+                    .clone()
+                    .unwrap_or_else(|| DASH.into()),
+            );
         }
         if self.stop_after {
             c.push(s.stop_after_note.clone().unwrap_or_else(|| DASH.into()));
@@ -206,7 +289,11 @@ impl Columns {
         if self.iters {
             c.push(s.iters_display.clone());
         }
-        c.push(if errored || s.step.mean <= 0.0 { "n/a".into() } else { fmt_1(s.step.mean) });
+        c.push(if errored || s.step.mean <= 0.0 {
+            "n/a".into()
+        } else {
+            fmt_1(s.step.mean)
+        });
         c.push(row.confound.tag.to_string());
         if self.ratio {
             c.push(match (row.confound.ratio, row.confound.ci95) {
@@ -241,12 +328,18 @@ fn canonical(v: &Value) -> String {
 
 /// Keys (sorted) whose canonical value, or absence, is not the same in every cell.
 fn varying_config_keys(stats: &[&CellStats]) -> Vec<String> {
-    let mut keys: Vec<&String> = stats.iter().flat_map(|s| s.workload_config.keys()).collect();
+    let mut keys: Vec<&String> = stats
+        .iter()
+        .flat_map(|s| s.workload_config.keys())
+        .collect();
     keys.sort();
     keys.dedup();
     keys.into_iter()
         .filter(|k| {
-            let vals: Vec<Option<String>> = stats.iter().map(|s| s.workload_config.get(*k).map(canonical)).collect();
+            let vals: Vec<Option<String>> = stats
+                .iter()
+                .map(|s| s.workload_config.get(*k).map(canonical))
+                .collect();
             vals.windows(2).any(|w| w[0] != w[1])
         })
         .cloned()
@@ -275,7 +368,10 @@ fn config_cell(s: &CellStats, keys: &[String]) -> String {
 
 /// Keeps a value inside one table cell: `|`, `\\` and line breaks are escaped.
 fn escape_cell(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('|', "\\|").replace("\r\n", "\\n").replace(['\n', '\r'], "\\n")
+    s.replace('\\', "\\\\")
+        .replace('|', "\\|")
+        .replace("\r\n", "\\n")
+        .replace(['\n', '\r'], "\\n")
 }
 
 /// A space-padded Markdown table; widths count characters, not bytes.
@@ -287,7 +383,11 @@ fn table(header: &[String], rows: &[Vec<String>]) -> String {
         }
     }
     let line = |cells: &[String]| {
-        let padded: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count()))).collect();
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
+            .collect();
         format!("| {} |\n", padded.join(" | "))
     };
     let mut out = line(header);

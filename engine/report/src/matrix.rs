@@ -40,10 +40,22 @@ impl<'r> Matrix<'r> {
         let baseline = confound::resolve_run_baseline(recipe, &cells);
         let threshold = recipe.confound.threshold;
         let base = cells.iter().find(|c| c.name == baseline.name).cloned();
-        let rows = cells.into_iter().map(|stats| Row { confound: confound::classify(&stats, base.as_ref(), threshold), stats }).collect();
+        let rows = cells
+            .into_iter()
+            .map(|stats| Row {
+                confound: confound::classify(&stats, base.as_ref(), threshold),
+                stats,
+            })
+            .collect();
         let mut warnings = run.warnings;
         warnings.extend(baseline.warnings.iter().cloned());
-        Matrix { recipe, rows, baseline, warnings, run_timestamp: run.run_timestamp }
+        Matrix {
+            recipe,
+            rows,
+            baseline,
+            warnings,
+            run_timestamp: run.run_timestamp,
+        }
     }
 
     /// Why the run should not be trusted as a comparison (the CLI then exits 1), if it shouldn't.
@@ -52,17 +64,23 @@ impl<'r> Matrix<'r> {
     }
 
     pub fn baseline_row(&self) -> Option<&Row> {
-        self.rows.iter().find(|r| r.stats.name == self.baseline.name)
+        self.rows
+            .iter()
+            .find(|r| r.stats.name == self.baseline.name)
     }
 
     /// `stop_after.max_trials` under a stop rule, else the recipe's trials.
     pub fn trials_per_cell(&self) -> u32 {
-        self.recipe.stop_after.map_or(self.recipe.trials, |s| s.max_trials)
+        self.recipe
+            .stop_after
+            .map_or(self.recipe.trials, |s| s.max_trials)
     }
 
     /// Trials run by this invocation and trials served from the cache, over all cells.
     pub fn cache_totals(&self) -> (usize, usize) {
-        self.rows.iter().fold((0, 0), |(e, r), row| (e + row.stats.executed, r + row.stats.reused))
+        self.rows.iter().fold((0, 0), |(e, r), row| {
+            (e + row.stats.executed, r + row.stats.reused)
+        })
     }
 
     pub fn cell_dir(&self, cell: &str) -> String {
@@ -74,7 +92,10 @@ impl<'r> Matrix<'r> {
     pub fn to_json(&self) -> Value {
         let mut v = self.header_json();
         if let Value::Object(m) = &mut v {
-            m.insert("cells".into(), Value::Array(self.rows.iter().map(cell_json).collect()));
+            m.insert(
+                "cells".into(),
+                Value::Array(self.rows.iter().map(cell_json).collect()),
+            );
         }
         v
     }
@@ -96,7 +117,9 @@ impl<'r> Matrix<'r> {
         struct Whole<'a>(&'a Matrix<'a>);
         impl serde::Serialize for Whole<'_> {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let Value::Object(header) = self.0.header_json() else { unreachable!("the header is an object") };
+                let Value::Object(header) = self.0.header_json() else {
+                    unreachable!("the header is an object")
+                };
                 let mut map = s.serialize_map(Some(header.len() + 1))?;
                 for (k, v) in &header {
                     map.serialize_entry(k, v)?;
@@ -149,7 +172,11 @@ fn num(x: f64) -> Value {
 }
 
 fn counts<K: AsRef<str>>(m: impl IntoIterator<Item = (K, usize)>) -> Value {
-    Value::Object(m.into_iter().map(|(k, v)| (k.as_ref().to_string(), json!(v))).collect::<Map<_, _>>())
+    Value::Object(
+        m.into_iter()
+            .map(|(k, v)| (k.as_ref().to_string(), json!(v)))
+            .collect::<Map<_, _>>(),
+    )
 }
 
 fn cell_json(row: &Row) -> Value {
@@ -173,13 +200,25 @@ fn cell_json(row: &Row) -> Value {
         ("p90_step_time_ms", num(s.step.p90)),
         ("p99_step_time_ms", num(s.step.p99)),
         ("mean_wall_clock_sec", num(s.mean_wall_clock_sec)),
-        ("exit_status_counts", counts(s.exit_status_counts.iter().map(|(k, v)| (k.as_str(), *v)))),
-        ("step_times_ms", Value::Array(s.step_times_ms.iter().map(|x| num(*x)).collect())),
+        (
+            "exit_status_counts",
+            counts(s.exit_status_counts.iter().map(|(k, v)| (k.as_str(), *v))),
+        ),
+        (
+            "step_times_ms",
+            Value::Array(s.step_times_ms.iter().map(|x| num(*x)).collect()),
+        ),
         ("trial_paths", json!(s.trial_paths)),
         ("error", json!(s.error)),
         ("step_time_source", json!(s.step_time_source.as_str())),
-        ("failure_hints", Value::Array(s.failure_hints.iter().map(|(h, n)| json!([h, n])).collect())),
-        ("outcome_counts", counts(s.outcome_counts.iter().map(|(k, v)| (k.as_str(), *v)))),
+        (
+            "failure_hints",
+            Value::Array(s.failure_hints.iter().map(|(h, n)| json!([h, n])).collect()),
+        ),
+        (
+            "outcome_counts",
+            counts(s.outcome_counts.iter().map(|(k, v)| (k.as_str(), *v))),
+        ),
         ("executed_iter_min", json!(s.executed_iter_min)),
         ("executed_iter_max", json!(s.executed_iter_max)),
         ("configured_iters", json!(s.configured_iters)),
@@ -195,13 +234,33 @@ fn cell_json(row: &Row) -> Value {
         ("unreliable", json!(s.unreliable())),
         ("confound", json!(c.tag.to_string())),
         ("step_time_ratio", c.ratio.map_or(Value::Null, num)),
-        ("resolved_environment", json!({"name": env.name, "docker": env.docker, "venv": env.venv, "buck_target": env.buck_target, "inline": env.inline})),
+        (
+            "resolved_environment",
+            json!({"name": env.name, "docker": env.docker, "venv": env.venv, "buck_target": env.buck_target, "inline": env.inline}),
+        ),
         // aorta's additions.
         ("executed", json!(s.executed)),
         ("reused", json!(s.reused)),
-        ("step_time_ratio_ci95", c.ci95.map_or(Value::Null, |(lo, hi)| json!([num(lo), num(hi)]))),
+        (
+            "step_time_ratio_ci95",
+            c.ci95
+                .map_or(Value::Null, |(lo, hi)| json!([num(lo), num(hi)])),
+        ),
         ("confound_aorta", json!(c.aorta_tag.to_string())),
-        ("logits_checksums", Value::Array(s.logits_checksums.iter().map(|(h, n)| json!([h, n])).collect())),
+        (
+            "logits_checksums",
+            Value::Array(
+                s.logits_checksums
+                    .iter()
+                    .map(|(h, n)| json!([h, n]))
+                    .collect(),
+            ),
+        ),
     ];
-    Value::Object(fields.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+    Value::Object(
+        fields
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
 }

@@ -14,11 +14,20 @@ use aorta_recipe::{Cell, Collect, CustomPattern, Mode, OnMatch, Recipe, RetainLe
 
 /// The text of recipe.resolved.yaml.
 pub fn resolved_recipe_yaml(recipe: &Recipe) -> String {
-    let mut out = String::from("# Resolved by aorta: the recipe this run executed, every default explicit.\n");
+    let mut out = String::from(
+        "# Resolved by aorta: the recipe this run executed, every default explicit.\n",
+    );
     if let Some(src) = &recipe.source {
-        out.push_str(&format!("# Source: {} (blake3:{})\n", src.path.display().to_string().replace(['\n', '\r'], " "), src.blake3));
+        out.push_str(&format!(
+            "# Source: {} (blake3:{})\n",
+            src.path.display().to_string().replace(['\n', '\r'], " "),
+            src.blake3
+        ));
     }
-    out.push_str(&format!("# Baseline cell (as chosen at load): {}\n", recipe.confound.resolved_baseline));
+    out.push_str(&format!(
+        "# Baseline cell (as chosen at load): {}\n",
+        recipe.confound.resolved_baseline
+    ));
     let entries = match recipe.mode {
         Mode::Triage => triage(recipe),
         Mode::Probe => probe(recipe),
@@ -32,7 +41,11 @@ fn kv(k: &str, v: Y) -> (String, Y) {
 }
 
 fn triage(r: &Recipe) -> Vec<(String, Y)> {
-    let mut e = vec![kv("schema_version", Y::int(aorta_recipe::SCHEMA_VERSION)), kv("mode", Y::str("triage")), kv("workload", Y::str(&r.workload))];
+    let mut e = vec![
+        kv("schema_version", Y::int(aorta_recipe::SCHEMA_VERSION)),
+        kv("mode", Y::str("triage")),
+        kv("workload", Y::str(&r.workload)),
+    ];
     e.push(kv("trials", Y::int(r.trials)));
     e.push(kv("steps", Y::int(r.steps)));
     if let Some(t) = &r.ticket {
@@ -40,7 +53,10 @@ fn triage(r: &Recipe) -> Vec<(String, Y)> {
     }
     e.push(kv("save_logs", Y::bool(r.save_logs)));
     if !r.workload_config.is_empty() {
-        e.push(kv("workload_config", Y::json(&serde_json::Value::Object(r.workload_config.clone()))));
+        e.push(kv(
+            "workload_config",
+            Y::json(&serde_json::Value::Object(r.workload_config.clone())),
+        ));
     }
     if !r.collect.is_empty() {
         e.push(kv("collect", collect(&r.collect)));
@@ -52,15 +68,29 @@ fn triage(r: &Recipe) -> Vec<(String, Y)> {
 }
 
 fn cell(c: &Cell) -> Y {
-    let mut e = vec![kv("name", Y::str(&c.name)), kv("mitigations", Y::strs(&c.mitigations))];
+    let mut e = vec![
+        kv("name", Y::str(&c.name)),
+        kv("mitigations", Y::strs(&c.mitigations)),
+    ];
     let env = if c.environment.inline {
-        Y::Map(vec![kv("docker", Y::str(c.environment.docker.as_deref().unwrap_or_default()))])
+        Y::Map(vec![kv(
+            "docker",
+            Y::str(c.environment.docker.as_deref().unwrap_or_default()),
+        )])
     } else {
         Y::str(&c.environment.name)
     };
     e.push(kv("environment", env));
     if !c.extra_env.is_empty() {
-        e.push(kv("extra_env", Y::Map(c.extra_env.iter().map(|(k, v)| (k.clone(), Y::str(v))).collect())));
+        e.push(kv(
+            "extra_env",
+            Y::Map(
+                c.extra_env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Y::str(v)))
+                    .collect(),
+            ),
+        ));
     }
     if let Some(t) = c.trials {
         e.push(kv("trials", Y::int(t)));
@@ -69,7 +99,10 @@ fn cell(c: &Cell) -> Y {
         e.push(kv("steps", Y::int(s)));
     }
     if let Some(wc) = &c.workload_config {
-        e.push(kv("workload_config", Y::json(&serde_json::Value::Object(wc.clone()))));
+        e.push(kv(
+            "workload_config",
+            Y::json(&serde_json::Value::Object(wc.clone())),
+        ));
     }
     if let Some(col) = &c.collect {
         e.push(kv("collect", collect(col)));
@@ -87,7 +120,11 @@ fn collect(c: &Collect) -> Y {
         c.collectors
             .iter()
             .map(|(n, o)| {
-                let v = if o.is_empty() { Y::null() } else { Y::Map(o.iter().map(|(k, v)| (k.clone(), Y::str(v))).collect()) };
+                let v = if o.is_empty() {
+                    Y::null()
+                } else {
+                    Y::Map(o.iter().map(|(k, v)| (k.clone(), Y::str(v))).collect())
+                };
                 (n.clone(), v)
             })
             .collect(),
@@ -106,13 +143,20 @@ fn stop_after(r: &Recipe, e: &mut Vec<(String, Y)>) {
     if let Some(s) = r.stop_after {
         e.push(kv(
             "stop_after",
-            Y::Map(vec![kv("events", Y::int(s.events)), kv("max_trials", Y::int(s.max_trials)), kv("event_verdict", Y::str(s.event_verdict.as_str()))]),
+            Y::Map(vec![
+                kv("events", Y::int(s.events)),
+                kv("max_trials", Y::int(s.max_trials)),
+                kv("event_verdict", Y::str(s.event_verdict.as_str())),
+            ]),
         ));
     }
 }
 
 fn probe(r: &Recipe) -> Vec<(String, Y)> {
-    let mut e = vec![kv("schema_version", Y::int(aorta_recipe::SCHEMA_VERSION)), kv("mode", Y::str("probe"))];
+    let mut e = vec![
+        kv("schema_version", Y::int(aorta_recipe::SCHEMA_VERSION)),
+        kv("mode", Y::str("probe")),
+    ];
     if let Some(t) = &r.ticket {
         e.push(kv("ticket", Y::str(t)));
     }
@@ -124,17 +168,35 @@ fn probe(r: &Recipe) -> Vec<(String, Y)> {
     };
     e.push(kv("mitigation_axis", Y::strs(&p.mitigation_axis)));
     e.push(kv("diagnostic_axis", Y::strs(&p.diagnostic_axis)));
-    e.push(kv("step_time_regex", p.step_time_regex.as_deref().map_or_else(Y::null, Y::str)));
+    e.push(kv(
+        "step_time_regex",
+        p.step_time_regex.as_deref().map_or_else(Y::null, Y::str),
+    ));
     e.push(kv("collect_paths", Y::strs(&p.collect_paths)));
-    e.push(kv("timeout_per_trial", p.timeout_per_trial.map_or_else(Y::null, Y::float)));
-    e.push(kv("env_passthrough_mode", Y::str(p.env_passthrough_mode.as_str())));
+    e.push(kv(
+        "timeout_per_trial",
+        p.timeout_per_trial.map_or_else(Y::null, Y::float),
+    ));
+    e.push(kv(
+        "env_passthrough_mode",
+        Y::str(p.env_passthrough_mode.as_str()),
+    ));
     e.push(kv("hang_window_sec", Y::float(p.hang_window_sec)));
-    e.push(kv("hang_grace_period_at_start", Y::float(p.hang_grace_period_at_start)));
+    e.push(kv(
+        "hang_grace_period_at_start",
+        Y::float(p.hang_grace_period_at_start),
+    ));
     e.push(kv("tier3_vram_growth", Y::bool(p.tier3_vram_growth)));
     if !p.custom_patterns.is_empty() {
-        e.push(kv("custom_patterns", Y::Seq(p.custom_patterns.iter().map(pattern).collect())));
+        e.push(kv(
+            "custom_patterns",
+            Y::Seq(p.custom_patterns.iter().map(pattern).collect()),
+        ));
     }
-    e.push(kv("disable_detector_tiers", Y::strs(p.disables.tiers.iter().map(|t| t.name()))));
+    e.push(kv(
+        "disable_detector_tiers",
+        Y::strs(p.disables.tiers.iter().map(|t| t.name())),
+    ));
     e.push(kv("disable_detectors", Y::strs(&p.disables.detectors)));
     if let Some(rt) = p.retain {
         let lvl = |l: RetainLevel| {
@@ -145,7 +207,14 @@ fn probe(r: &Recipe) -> Vec<(String, Y)> {
                 RetainLevel::None => "none",
             })
         };
-        e.push(kv("retain", Y::Map(vec![kv("on_fail", lvl(rt.on_fail)), kv("on_pass", lvl(rt.on_pass)), kv("on_error", lvl(rt.on_error))])));
+        e.push(kv(
+            "retain",
+            Y::Map(vec![
+                kv("on_fail", lvl(rt.on_fail)),
+                kv("on_pass", lvl(rt.on_pass)),
+                kv("on_error", lvl(rt.on_error)),
+            ]),
+        ));
     }
     if let Some(red) = &p.redaction {
         e.push(kv(
@@ -172,5 +241,10 @@ fn pattern(c: &CustomPattern) -> Y {
         OnMatch::Warn => "warn",
         OnMatch::Info => "info",
     };
-    Y::Map(vec![kv("id", Y::str(&c.id)), kv("match", Y::Map(m)), kv("on_match", Y::str(on_match)), kv("required_for_pass", Y::bool(c.required_for_pass))])
+    Y::Map(vec![
+        kv("id", Y::str(&c.id)),
+        kv("match", Y::Map(m)),
+        kv("on_match", Y::str(on_match)),
+        kv("required_for_pass", Y::bool(c.required_for_pass)),
+    ])
 }

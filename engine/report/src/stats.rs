@@ -73,7 +73,10 @@ mod tests {
 
     #[test]
     fn std_is_population() {
-        assert_eq!(population_std(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]), 2.0);
+        assert_eq!(
+            population_std(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]),
+            2.0
+        );
         assert_eq!(population_std(&[3.0]), 0.0);
     }
 

@@ -21,7 +21,11 @@ impl Matrix<'_> {
     pub fn summary(&self, opts: SummaryOptions) -> String {
         let n = self.rows.len();
         let resumed = self.rows.iter().filter(|r| r.stats.resumed()).count();
-        let suffix = if resumed > 0 { format!(" {resumed} resumed from a prior run (no trials re-executed).") } else { String::new() };
+        let suffix = if resumed > 0 {
+            format!(" {resumed} resumed from a prior run (no trials re-executed).")
+        } else {
+            String::new()
+        };
         let (executed, reused) = self.cache_totals();
         let cache = format!("Trials: {executed} executed, {reused} reused from cache.");
         let clean = self.rows.iter().filter(|r| r.stats.is_clean()).count();
@@ -31,7 +35,11 @@ impl Matrix<'_> {
             out.push(cache);
             return lines(out);
         }
-        let failing = self.rows.iter().filter(|r| r.stats.error.is_none() && r.stats.failed_count > 0).count();
+        let failing = self
+            .rows
+            .iter()
+            .filter(|r| r.stats.error.is_none() && r.stats.failed_count > 0)
+            .count();
         out.push(format!("Sweep summary: {n} cell(s) -- {clean} clean, {failing} with failing trials, {} with errors.{suffix}", n - clean - failing));
         for row in self.rows.iter().filter(|r| !r.stats.is_clean()) {
             let s = &row.stats;
@@ -45,15 +53,29 @@ impl Matrix<'_> {
                     if s.error_count > 0 {
                         parts.push(format!("{} errored", s.error_count));
                     }
-                    (if s.failed_count > 0 { "fail" } else { "error" }, format!("{} of {} trial(s)", parts.join(", "), s.trials))
+                    (
+                        if s.failed_count > 0 { "fail" } else { "error" },
+                        format!("{} of {} trial(s)", parts.join(", "), s.trials),
+                    )
                 }
             };
-            let hint = s.failure_hints.first().map(|(h, _)| format!(" ({})", one_line(h))).unwrap_or_default();
+            let hint = s
+                .failure_hints
+                .first()
+                .map(|(h, _)| format!(" ({})", one_line(h)))
+                .unwrap_or_default();
             let tag = if s.resumed() { " [resumed]" } else { "" };
-            out.push(format!("  [{bucket}] {}: {detail}{hint}{tag} -> {}", s.name, self.cell_dir(&s.name)));
+            out.push(format!(
+                "  [{bucket}] {}: {detail}{hint}{tag} -> {}",
+                s.name,
+                self.cell_dir(&s.name)
+            ));
         }
         out.push(cache);
-        out.push(format!("Full matrix: {}/matrix.md", opts.run_dir.trim_end_matches('/')));
+        out.push(format!(
+            "Full matrix: {}/matrix.md",
+            opts.run_dir.trim_end_matches('/')
+        ));
         if !opts.verbose {
             out.push("Tip: re-run with -v to stream per-cell progress live.".into());
         }

@@ -91,7 +91,10 @@ fn value(out: &mut String, v: &Y, indent: usize) {
         Y::Seq(items) if items.is_empty() => out.push_str(" []\n"),
         Y::Map(entries) if entries.is_empty() => out.push_str(" {}\n"),
         Y::Seq(items) if items.iter().all(Y::is_scalar) && flow_len(items) <= 80 => {
-            let parts: Vec<&str> = items.iter().map(|i| if let Y::Scalar(s) = i { s.as_str() } else { "" }).collect();
+            let parts: Vec<&str> = items
+                .iter()
+                .map(|i| if let Y::Scalar(s) = i { s.as_str() } else { "" })
+                .collect();
             out.push_str(&format!(" [{}]\n", parts.join(", ")));
         }
         Y::Seq(items) => {
@@ -106,7 +109,10 @@ fn value(out: &mut String, v: &Y, indent: usize) {
 }
 
 fn flow_len(items: &[Y]) -> usize {
-    items.iter().map(|i| if let Y::Scalar(s) = i { s.len() + 2 } else { 0 }).sum()
+    items
+        .iter()
+        .map(|i| if let Y::Scalar(s) = i { s.len() + 2 } else { 0 })
+        .sum()
 }
 
 fn seq(out: &mut String, items: &[Y], indent: usize) {
@@ -130,13 +136,16 @@ fn seq(out: &mut String, items: &[Y], indent: usize) {
 }
 
 /// Words YAML 1.1 (PyYAML) would not read as a string when unquoted.
-const RESERVED: &[&str] = &["y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"];
+const RESERVED: &[&str] = &[
+    "y", "n", "yes", "no", "on", "off", "true", "false", "null", "~",
+];
 
 /// A string as a YAML scalar: plain when it is an identifier-like word that PyYAML reads as
 /// the same string, double-quoted with escapes otherwise.
 pub(crate) fn quote(s: &str) -> String {
     let plain = s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/'))
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/'))
         && !RESERVED.contains(&s.to_ascii_lowercase().as_str());
     if plain {
         return s.to_string();
@@ -164,7 +173,8 @@ pub(crate) fn quote(s: &str) -> String {
 /// some readers treat as line breaks.
 fn printable(c: char) -> bool {
     let u = c as u32;
-    matches!(u, 0x20..=0x7E | 0xA0..=0xD7FF | 0xE000..=0xFFFD | 0x10000..=0x10FFFF) && !matches!(u, 0xFEFF | 0x2028 | 0x2029)
+    matches!(u, 0x20..=0x7E | 0xA0..=0xD7FF | 0xE000..=0xFFFD | 0x10000..=0x10FFFF)
+        && !matches!(u, 0xFEFF | 0x2028 | 0x2029)
 }
 
 /// A float PyYAML reads back as the same float: a dot in the mantissa, a signed exponent.
@@ -173,13 +183,25 @@ pub(crate) fn float(x: f64) -> String {
         return ".nan".into();
     }
     if x.is_infinite() {
-        return if x > 0.0 { ".inf".into() } else { "-.inf".into() };
+        return if x > 0.0 {
+            ".inf".into()
+        } else {
+            "-.inf".into()
+        };
     }
     let s = format!("{x:?}");
     match s.split_once('e') {
         Some((mantissa, exp)) => {
-            let mantissa = if mantissa.contains('.') { mantissa.to_string() } else { format!("{mantissa}.0") };
-            let exp = if exp.starts_with('-') { exp.to_string() } else { format!("+{exp}") };
+            let mantissa = if mantissa.contains('.') {
+                mantissa.to_string()
+            } else {
+                format!("{mantissa}.0")
+            };
+            let exp = if exp.starts_with('-') {
+                exp.to_string()
+            } else {
+                format!("+{exp}")
+            };
             format!("{mantissa}e{exp}")
         }
         None if s.contains('.') => s,

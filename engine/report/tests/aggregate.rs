@@ -62,9 +62,16 @@ fn step_time_ladder_and_worst_source() {
     none.walltime_sec = 0.0;
     let missing = agg(&r, "baseline-local", std::slice::from_ref(&none));
     assert_eq!(missing.step_time_source, StepTimeSource::Missing);
-    assert_eq!((missing.step.mean, missing.step.p99, missing.step.max), (0.0, 0.0, 0.0));
+    assert_eq!(
+        (missing.step.mean, missing.step.p99, missing.step.max),
+        (0.0, 0.0, 0.0)
+    );
 
-    let mixed = agg(&r, "baseline-local", &[steps(0, P, &[10.0]), e.clone(), rec(2, P)]);
+    let mixed = agg(
+        &r,
+        "baseline-local",
+        &[steps(0, P, &[10.0]), e.clone(), rec(2, P)],
+    );
     assert_eq!(mixed.step_time_source, StepTimeSource::WallClockTotal);
     assert_eq!(mixed.step_times_ms, vec![10.0, 200.0, 500.0]);
 
@@ -102,15 +109,25 @@ fn env_paths_percentiles_and_exit_histogram() {
     ts[3].verdict = F;
     ts.reverse();
     let s = agg(&r, "tf32-local", &ts);
-    assert_eq!(s.resolved_env_vars.get("NCCL_DEBUG").map(String::as_str), Some("INFO"));
-    assert_eq!(s.resolved_env_vars.get("DISABLE_TF32").map(String::as_str), Some("1"));
+    assert_eq!(
+        s.resolved_env_vars.get("NCCL_DEBUG").map(String::as_str),
+        Some("INFO")
+    );
+    assert_eq!(
+        s.resolved_env_vars.get("DISABLE_TF32").map(String::as_str),
+        Some("1")
+    );
     assert_eq!(s.extra_env.len(), 1);
     assert_eq!(s.trial_paths[2], "cells/tf32-local/trial_2/result.json");
     assert_eq!(s.trial_paths[10], "cells/tf32-local/trial_10/result.json");
     assert_eq!((s.step.min, s.step.max, s.step.p50), (1.0, 11.0, 6.0));
     assert!((s.step.p90 - 10.0).abs() < 1e-12 && (s.step.p99 - 10.9).abs() < 1e-12);
     assert!((s.step.std - 10.0f64.sqrt()).abs() < 1e-12);
-    let hist: Vec<(&str, usize)> = s.exit_status_counts.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    let hist: Vec<(&str, usize)> = s
+        .exit_status_counts
+        .iter()
+        .map(|(k, v)| (k.as_str(), *v))
+        .collect();
     assert_eq!(hist, vec![("ok", 10), ("workload_failed", 1)]);
 }
 
@@ -130,12 +147,29 @@ fn hints_are_counted_per_trial_in_first_seen_order() {
         &r,
         "baseline-local",
         &[
-            with(0, &[json!({"hint": "B"}), json!({"hint": "A"}), json!({"hint": "B"})]),
-            with(1, &[json!({"hint": ""}), json!({"hint": 3}), json!({"hint": "A"})]),
+            with(
+                0,
+                &[
+                    json!({"hint": "B"}),
+                    json!({"hint": "A"}),
+                    json!({"hint": "B"}),
+                ],
+            ),
+            with(
+                1,
+                &[
+                    json!({"hint": ""}),
+                    json!({"hint": 3}),
+                    json!({"hint": "A"}),
+                ],
+            ),
             with(2, &[json!({"error": "no hint"})]),
         ],
     );
-    assert_eq!(s.failure_hints, vec![("B".to_string(), 1), ("A".to_string(), 2)]);
+    assert_eq!(
+        s.failure_hints,
+        vec![("B".to_string(), 1), ("A".to_string(), 2)]
+    );
 }
 
 #[test]
@@ -152,7 +186,10 @@ fn did_not_run_inference_and_outcomes() {
     let mut el = rec(0, F);
     el.result.elapsed_sec = 1.0;
     assert!(!one(el).did_not_run());
-    assert_eq!(one(rec(0, P)).outcome_counts.get(&Outcome::Unknown), Some(&1));
+    assert_eq!(
+        one(rec(0, P)).outcome_counts.get(&Outcome::Unknown),
+        Some(&1)
+    );
     // explicit main_work_started=false, even with an ok status.
     let mut explicit = rec(0, P);
     explicit.result.main_work_started = Some(false);
@@ -166,10 +203,30 @@ fn did_not_run_inference_and_outcomes() {
         t.result.configured_iterations = Some(c);
         t
     };
-    assert_eq!(one(started(10, 10, true)).outcome_counts.get(&Outcome::Completed), Some(&1));
-    assert_eq!(one(started(12, 10, false)).outcome_counts.get(&Outcome::Completed), Some(&1));
-    assert_eq!(one(started(3, 10, false)).outcome_counts.get(&Outcome::CrashedAfterIterations), Some(&1));
-    assert_eq!(one(started(3, 10, true)).outcome_counts.get(&Outcome::Unknown), Some(&1));
+    assert_eq!(
+        one(started(10, 10, true))
+            .outcome_counts
+            .get(&Outcome::Completed),
+        Some(&1)
+    );
+    assert_eq!(
+        one(started(12, 10, false))
+            .outcome_counts
+            .get(&Outcome::Completed),
+        Some(&1)
+    );
+    assert_eq!(
+        one(started(3, 10, false))
+            .outcome_counts
+            .get(&Outcome::CrashedAfterIterations),
+        Some(&1)
+    );
+    assert_eq!(
+        one(started(3, 10, true))
+            .outcome_counts
+            .get(&Outcome::Unknown),
+        Some(&1)
+    );
     // mixed outcomes are not a did_not_run cell.
     let mixed = agg(&r, "baseline-local", &[rec(0, E), rec(1, P)]);
     assert!(!mixed.did_not_run());
@@ -185,14 +242,41 @@ fn iters_display() {
         t
     };
     let show = |ts: &[aorta_trial::TrialRecord]| agg(&r, "baseline-local", ts).iters_display;
-    assert_eq!(show(&[t(0, Some(10), Some(10)), t(1, Some(10), Some(10))]), "10/10");
-    assert_eq!(show(&[t(0, Some(4), Some(10)), t(1, Some(10), Some(10))]), "4..10/10");
-    assert_eq!(show(&[t(0, Some(4), Some(10)), t(1, Some(4), Some(12))]), "?/?");
+    assert_eq!(
+        show(&[t(0, Some(10), Some(10)), t(1, Some(10), Some(10))]),
+        "10/10"
+    );
+    assert_eq!(
+        show(&[t(0, Some(4), Some(10)), t(1, Some(10), Some(10))]),
+        "4..10/10"
+    );
+    assert_eq!(
+        show(&[t(0, Some(4), Some(10)), t(1, Some(4), Some(12))]),
+        "?/?"
+    );
     assert_eq!(show(&[t(0, None, None), t(1, None, None)]), "—");
-    assert_eq!(show(&[t(0, None, Some(10)), t(1, Some(10), Some(10))]), "—/10");
-    let s = agg(&r, "baseline-local", &[t(0, Some(4), Some(10)), t(1, Some(10), Some(10))]);
-    assert_eq!((s.executed_iter_min, s.executed_iter_max, s.configured_iters), (Some(4), Some(10), Some(10)));
-    assert_eq!(agg(&r, "baseline-local", &[t(0, Some(4), Some(10)), t(1, Some(4), Some(12))]).configured_iters, None);
+    assert_eq!(
+        show(&[t(0, None, Some(10)), t(1, Some(10), Some(10))]),
+        "—/10"
+    );
+    let s = agg(
+        &r,
+        "baseline-local",
+        &[t(0, Some(4), Some(10)), t(1, Some(10), Some(10))],
+    );
+    assert_eq!(
+        (s.executed_iter_min, s.executed_iter_max, s.configured_iters),
+        (Some(4), Some(10), Some(10))
+    );
+    assert_eq!(
+        agg(
+            &r,
+            "baseline-local",
+            &[t(0, Some(4), Some(10)), t(1, Some(4), Some(12))]
+        )
+        .configured_iters,
+        None
+    );
 }
 
 #[test]
@@ -202,20 +286,46 @@ fn top_detectors() {
         let mut t = rec(i, F);
         t.failure_detectors_fired = flat.iter().map(|s| s.to_string()).collect();
         t.warn_detectors_fired = warn.iter().map(|s| s.to_string()).collect();
-        t.result.metrics.insert("failure_detectors_fired".into(), json!(metric));
+        t.result
+            .metrics
+            .insert("failure_detectors_fired".into(), json!(metric));
         t
     };
-    let s = agg(&r, "baseline-local", &[t(0, &["a"], &[], &[]), t(1, &["b"], &[], &["w"]), t(2, &["b", "a"], &[], &[]), t(3, &["b"], &[], &[])]);
+    let s = agg(
+        &r,
+        "baseline-local",
+        &[
+            t(0, &["a"], &[], &[]),
+            t(1, &["b"], &[], &["w"]),
+            t(2, &["b", "a"], &[], &[]),
+            t(3, &["b"], &[], &[]),
+        ],
+    );
     assert_eq!(s.top_failure_detector_id.as_deref(), Some("b"));
     assert_eq!(s.top_warn_detector_id.as_deref(), Some("w"));
-    let tie = agg(&r, "baseline-local", &[t(0, &["x", "y"], &[], &[]), t(1, &["y", "x"], &[], &[])]);
+    let tie = agg(
+        &r,
+        "baseline-local",
+        &[t(0, &["x", "y"], &[], &[]), t(1, &["y", "x"], &[], &[])],
+    );
     assert_eq!(tie.top_failure_detector_id.as_deref(), Some("x"));
     // The same id in metrics and the flat list counts once per trial: dup 1 < other 2 (counted
     // twice, dup would tie at 2 and win as the first seen).
-    let once = agg(&r, "baseline-local", &[t(0, &["dup"], &["dup"], &[]), t(1, &["other"], &[], &[]), t(2, &[], &["other"], &[])]);
+    let once = agg(
+        &r,
+        "baseline-local",
+        &[
+            t(0, &["dup"], &["dup"], &[]),
+            t(1, &["other"], &[], &[]),
+            t(2, &[], &["other"], &[]),
+        ],
+    );
     assert_eq!(once.top_failure_detector_id.as_deref(), Some("other"));
     let none = agg(&r, "baseline-local", &[rec(0, P)]);
-    assert_eq!((none.top_failure_detector_id, none.top_warn_detector_id), (None, None));
+    assert_eq!(
+        (none.top_failure_detector_id, none.top_warn_detector_id),
+        (None, None)
+    );
     let md = matrix(&r, vec![agg(&r, "baseline-local", &[rec(0, P)])]).to_markdown();
     assert!(!md.contains("Top failure") && !md.contains("Top warn"));
     let md = matrix(&r, vec![s]).to_markdown();
@@ -227,12 +337,28 @@ fn stop_after_notes() {
     let r = recipe(
         "schema_version: 1\nworkload: training\ntrials: 1\nsteps: 1\nstop_after: {events: 2, max_trials: 4}\ncells:\n  - {name: baseline-local, mitigations: [none], environment: local}\n",
     );
-    let note = |vs: &[aorta_trial::Verdict]| agg(&r, "baseline-local", &trials(vs, &[1.0])).stop_after_note.unwrap();
-    assert_eq!(note(&[P, F, F]), "stopped early: 2 fail event(s) in 3 trial(s)");
-    assert_eq!(note(&[P, F, P, F]), "cap reached: 2 fail event(s) in 4 trial(s)");
-    assert_eq!(note(&[P, P, P, P]), "cap reached: 0 fail event(s) in 4 trial(s)");
+    let note = |vs: &[aorta_trial::Verdict]| {
+        agg(&r, "baseline-local", &trials(vs, &[1.0]))
+            .stop_after_note
+            .unwrap()
+    };
+    assert_eq!(
+        note(&[P, F, F]),
+        "stopped early: 2 fail event(s) in 3 trial(s)"
+    );
+    assert_eq!(
+        note(&[P, F, P, F]),
+        "cap reached: 2 fail event(s) in 4 trial(s)"
+    );
+    assert_eq!(
+        note(&[P, P, P, P]),
+        "cap reached: 0 fail event(s) in 4 trial(s)"
+    );
     assert_eq!(note(&[E, F]), "1 fail event(s) in 2 trial(s)");
-    assert_eq!(agg(&triage(), "baseline-local", &trials(&[F], &[1.0])).stop_after_note, None);
+    assert_eq!(
+        agg(&triage(), "baseline-local", &trials(&[F], &[1.0])).stop_after_note,
+        None
+    );
 }
 
 #[test]
@@ -259,17 +385,44 @@ fn logits_checksums_are_compared_across_trials() {
         }
         t
     };
-    let same = agg(&r, "baseline-local", &[with(0, Some("0xaa")), with(1, Some("0xaa")), with(2, None)]);
+    let same = agg(
+        &r,
+        "baseline-local",
+        &[with(0, Some("0xaa")), with(1, Some("0xaa")), with(2, None)],
+    );
     assert_eq!(same.logits_checksums, vec![("0xaa".to_string(), 2)]);
     assert!(same.failure_hints.is_empty(), "agreeing trials add no hint");
-    let moved = agg(&r, "baseline-local", &[with(0, Some("0xaa")), with(1, Some("0xbb")), with(2, Some("0xaa"))]);
-    assert_eq!(moved.logits_checksums, vec![("0xaa".to_string(), 2), ("0xbb".to_string(), 1)]);
+    let moved = agg(
+        &r,
+        "baseline-local",
+        &[
+            with(0, Some("0xaa")),
+            with(1, Some("0xbb")),
+            with(2, Some("0xaa")),
+        ],
+    );
+    assert_eq!(
+        moved.logits_checksums,
+        vec![("0xaa".to_string(), 2), ("0xbb".to_string(), 1)]
+    );
     assert_eq!(moved.failure_hints.len(), 1);
-    assert!(moved.failure_hints[0].0.starts_with(aorta_report::LOGITS_DISAGREE_HINT), "{:?}", moved.failure_hints);
+    assert!(
+        moved.failure_hints[0]
+            .0
+            .starts_with(aorta_report::LOGITS_DISAGREE_HINT),
+        "{:?}",
+        moved.failure_hints
+    );
     assert!(moved.failure_hints[0].0.ends_with("(2 distinct values)"));
-    assert_eq!(moved.failure_hints[0].1, 1, "the trials off the majority value");
+    assert_eq!(
+        moved.failure_hints[0].1, 1,
+        "the trials off the majority value"
+    );
     let m = matrix(&r, vec![moved]);
-    assert_eq!(m.to_json()["cells"][0]["logits_checksums"], json!([["0xaa", 2], ["0xbb", 1]]));
+    assert_eq!(
+        m.to_json()["cells"][0]["logits_checksums"],
+        json!([["0xaa", 2], ["0xbb", 1]])
+    );
 }
 
 #[test]
@@ -292,6 +445,13 @@ fn hints_that_differ_only_in_numbers_are_one_line() {
     );
     assert_eq!(
         s.failure_hints,
-        vec![("h2d at iteration 10: 711616/1000000 elements (numbers vary: 2 variants)".to_string(), 3), ("all_to_all mismatch".to_string(), 1)]
+        vec![
+            (
+                "h2d at iteration 10: 711616/1000000 elements (numbers vary: 2 variants)"
+                    .to_string(),
+                3
+            ),
+            ("all_to_all mismatch".to_string(), 1)
+        ]
     );
 }

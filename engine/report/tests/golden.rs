@@ -26,7 +26,9 @@ fn probe_trials(cell: &str) -> Vec<TrialRecord> {
         "none-none" => {
             let mut f = t(1, F, 31.0);
             f.failure_detectors_fired = vec!["tier1:exit_nonzero".into(), "tier4:hip_error".into()];
-            f.result.failure_details = vec![json!({"type": "subprocess_nonzero_exit", "hint": "HIP error: illegal address"})];
+            f.result.failure_details = vec![
+                json!({"type": "subprocess_nonzero_exit", "hint": "HIP error: illegal address"}),
+            ];
             vec![t(0, P, 30.0), f, t(2, P, 29.5)]
         }
         "none-xnack" => {
@@ -58,15 +60,29 @@ fn probe_matrix(recipe: &Recipe, reused: bool) -> Matrix<'_> {
             CellStats::aggregate(c, recipe, &ts, None, if reused { n } else { 0 })
         })
         .collect();
-    let ts = if reused { "2026-01-02T04-00-00" } else { "2026-01-02T03-04-05" };
-    Matrix::new(recipe, cells, RunInfo { run_timestamp: ts.into(), warnings: vec!["host_env.json: amd-smi not found".into()] })
+    let ts = if reused {
+        "2026-01-02T04-00-00"
+    } else {
+        "2026-01-02T03-04-05"
+    };
+    Matrix::new(
+        recipe,
+        cells,
+        RunInfo {
+            run_timestamp: ts.into(),
+            warnings: vec!["host_env.json: amd-smi not found".into()],
+        },
+    )
 }
 
 fn triage_recipe() -> Recipe {
     let mut r = recipe(
         "schema_version: 1\nworkload: training\nticket: TRI-3\ntrials: 3\nsteps: 4\nworkload_config: {model: mlp, lr: 0.001}\nconfound: {threshold: 1.15}\ncells:\n  - {name: baseline-local, mitigations: [none], environment: local}\n  - {name: tf32-local, mitigations: [tf32_off], environment: local, workload_config: {lr: 0.002}}\n  - {name: stacked-local, mitigations: [tf32_off, xnack], environment: local}\n  - {name: queues-local, mitigations: [gpu_max_hw_queues_2], environment: local}\n",
     );
-    r.source = Some(RecipeSource { path: "recipes/tri-3.yaml".into(), blake3: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef".into() });
+    r.source = Some(RecipeSource {
+        path: "recipes/tri-3.yaml".into(),
+        blake3: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef".into(),
+    });
     r
 }
 
@@ -81,10 +97,38 @@ fn triage_matrix(recipe: &Recipe, reused: bool) -> Matrix<'_> {
     let mut hinted = started(1, F, &[101.0, 99.0], 2);
     hinted.result.failure_details = vec![json!({"hint": "NaN at layer 3"})];
     let trials: Vec<(&str, Vec<TrialRecord>)> = vec![
-        ("baseline-local", vec![started(0, P, &[100.0, 102.0, 98.0, 100.0], 4), hinted, started(2, F, &[100.0, 101.0], 2)]),
-        ("tf32-local", vec![started(0, P, &[210.0, 205.0, 195.0, 190.0], 4), started(1, P, &[200.0, 202.0, 198.0, 200.0], 4), started(2, P, &[199.0, 201.0, 200.0, 200.0], 4)]),
-        ("stacked-local", vec![started(0, P, &[80.0, 82.0, 78.0, 80.0], 4), started(1, P, &[160.0, 158.0, 162.0, 160.0], 4), started(2, F, &[120.0, 118.0, 122.0, 120.0], 3)]),
-        ("queues-local", vec![started(0, F, &[101.0, 100.0, 99.0, 100.0], 4), started(1, P, &[100.0, 100.0, 100.0, 100.0], 4), rec(2, E)]),
+        (
+            "baseline-local",
+            vec![
+                started(0, P, &[100.0, 102.0, 98.0, 100.0], 4),
+                hinted,
+                started(2, F, &[100.0, 101.0], 2),
+            ],
+        ),
+        (
+            "tf32-local",
+            vec![
+                started(0, P, &[210.0, 205.0, 195.0, 190.0], 4),
+                started(1, P, &[200.0, 202.0, 198.0, 200.0], 4),
+                started(2, P, &[199.0, 201.0, 200.0, 200.0], 4),
+            ],
+        ),
+        (
+            "stacked-local",
+            vec![
+                started(0, P, &[80.0, 82.0, 78.0, 80.0], 4),
+                started(1, P, &[160.0, 158.0, 162.0, 160.0], 4),
+                started(2, F, &[120.0, 118.0, 122.0, 120.0], 3),
+            ],
+        ),
+        (
+            "queues-local",
+            vec![
+                started(0, F, &[101.0, 100.0, 99.0, 100.0], 4),
+                started(1, P, &[100.0, 100.0, 100.0, 100.0], 4),
+                rec(2, E),
+            ],
+        ),
     ];
     let cells = recipe
         .cells
@@ -95,7 +139,15 @@ fn triage_matrix(recipe: &Recipe, reused: bool) -> Matrix<'_> {
             CellStats::aggregate(c, recipe, &ts, None, if reused { n } else { 1 })
         })
         .collect();
-    Matrix::new(recipe, cells, run(if reused { "2026-01-02T04-00-00" } else { "2026-01-02T03-04-05" }))
+    Matrix::new(
+        recipe,
+        cells,
+        run(if reused {
+            "2026-01-02T04-00-00"
+        } else {
+            "2026-01-02T03-04-05"
+        }),
+    )
 }
 
 #[test]
@@ -103,7 +155,13 @@ fn probe_matrix_md() {
     let r = probe_recipe();
     let m = probe_matrix(&r, false);
     insta::assert_snapshot!("probe_matrix_md", m.to_markdown());
-    insta::assert_snapshot!("probe_summary", m.summary(SummaryOptions { run_dir: "out/PROBE-7", verbose: false }));
+    insta::assert_snapshot!(
+        "probe_summary",
+        m.summary(SummaryOptions {
+            run_dir: "out/PROBE-7",
+            verbose: false
+        })
+    );
 }
 
 #[test]
@@ -111,9 +169,21 @@ fn triage_matrix_md() {
     let r = triage_recipe();
     let m = triage_matrix(&r, false);
     insta::assert_snapshot!("triage_matrix_md", m.to_markdown());
-    insta::assert_snapshot!("triage_summary", m.summary(SummaryOptions { run_dir: "out/TRI-3/training/2026-01-02T03-04-05", verbose: true }));
-    insta::assert_snapshot!("triage_matrix_json", serde_json::to_string_pretty(&m.to_json()).unwrap());
-    assert_eq!(written_json(&m), serde_json::to_string_pretty(&m.to_json()).unwrap());
+    insta::assert_snapshot!(
+        "triage_summary",
+        m.summary(SummaryOptions {
+            run_dir: "out/TRI-3/training/2026-01-02T03-04-05",
+            verbose: true
+        })
+    );
+    insta::assert_snapshot!(
+        "triage_matrix_json",
+        serde_json::to_string_pretty(&m.to_json()).unwrap()
+    );
+    assert_eq!(
+        written_json(&m),
+        serde_json::to_string_pretty(&m.to_json()).unwrap()
+    );
 }
 
 /// matrix.json exactly as the build writes it (streamed by `write_json`).
@@ -134,18 +204,34 @@ fn probe_matrix_json() {
         .iter()
         .map(|c| {
             if c.name == "tf32_off-xnack" {
-                return CellStats::aggregate(c, &r, &[], Some("OSError: [Errno 28] No space left on device".into()), 0);
+                return CellStats::aggregate(
+                    c,
+                    &r,
+                    &[],
+                    Some("OSError: [Errno 28] No space left on device".into()),
+                    0,
+                );
             }
             let mut ts = probe_trials(&c.name);
             if c.name == "none-xnack" {
                 for (i, t) in ts.iter_mut().enumerate() {
-                    t.result.metrics.insert("logits_checksum".into(), json!(if i == 2 { "0xbb" } else { "0xaa" }));
+                    t.result.metrics.insert(
+                        "logits_checksum".into(),
+                        json!(if i == 2 { "0xbb" } else { "0xaa" }),
+                    );
                 }
             }
             CellStats::aggregate(c, &r, &ts, None, 0)
         })
         .collect();
-    let m = Matrix::new(&r, cells, RunInfo { run_timestamp: "2026-01-02T03-04-05".into(), warnings: vec!["host_env.json: amd-smi not found".into()] });
+    let m = Matrix::new(
+        &r,
+        cells,
+        RunInfo {
+            run_timestamp: "2026-01-02T03-04-05".into(),
+            warnings: vec!["host_env.json: amd-smi not found".into()],
+        },
+    );
     insta::assert_snapshot!("probe_matrix_json", written_json(&m));
 }
 
@@ -154,7 +240,10 @@ fn probe_matrix_json() {
 #[test]
 fn non_finite_numbers_are_null() {
     let r = triage();
-    let cells = vec![agg(&r, "baseline-local", &trials(&[P], &[1.0, f64::NAN])), agg(&r, "tf32-local", &trials(&[P], &[f64::INFINITY]))];
+    let cells = vec![
+        agg(&r, "baseline-local", &trials(&[P], &[1.0, f64::NAN])),
+        agg(&r, "tf32-local", &trials(&[P], &[f64::INFINITY])),
+    ];
     let text = written_json(&matrix(&r, cells));
     let j: serde_json::Value = serde_json::from_str(&text).unwrap();
     let c = &j["cells"][0];
@@ -165,10 +254,21 @@ fn non_finite_numbers_are_null() {
 
 /// Removes what may legitimately differ between a first run and a fully cached rerun.
 fn normalise_md(md: &str) -> String {
-    let mut lines: Vec<String> = md.lines().filter(|l| !l.starts_with("**Run timestamp**")).map(str::to_string).collect();
+    let mut lines: Vec<String> = md
+        .lines()
+        .filter(|l| !l.starts_with("**Run timestamp**"))
+        .map(str::to_string)
+        .collect();
     // Drop the Ran / reused column: find its index in the header and remove that cell.
-    let header = lines.iter().find(|l| l.starts_with("| ")).cloned().unwrap_or_default();
-    let idx = header.split('|').position(|c| c.trim() == "Ran / reused").unwrap();
+    let header = lines
+        .iter()
+        .find(|l| l.starts_with("| "))
+        .cloned()
+        .unwrap_or_default();
+    let idx = header
+        .split('|')
+        .position(|c| c.trim() == "Ran / reused")
+        .unwrap();
     for l in lines.iter_mut().filter(|l| l.starts_with('|')) {
         let mut cells: Vec<&str> = l.split('|').collect();
         cells.remove(idx);
@@ -193,13 +293,25 @@ fn normalise_json(mut v: serde_json::Value) -> serde_json::Value {
 #[test]
 fn a_fully_cached_rerun_renders_the_same_matrix() {
     for (first, again) in [
-        (triage_matrix(&triage_recipe(), false).to_markdown(), triage_matrix(&triage_recipe(), true).to_markdown()),
-        (probe_matrix(&probe_recipe(), false).to_markdown(), probe_matrix(&probe_recipe(), true).to_markdown()),
+        (
+            triage_matrix(&triage_recipe(), false).to_markdown(),
+            triage_matrix(&triage_recipe(), true).to_markdown(),
+        ),
+        (
+            probe_matrix(&probe_recipe(), false).to_markdown(),
+            probe_matrix(&probe_recipe(), true).to_markdown(),
+        ),
     ] {
         assert_ne!(first, again);
         assert_eq!(normalise_md(&first), normalise_md(&again));
     }
     let (r, p) = (triage_recipe(), probe_recipe());
-    assert_eq!(normalise_json(triage_matrix(&r, false).to_json()), normalise_json(triage_matrix(&r, true).to_json()));
-    assert_eq!(normalise_json(probe_matrix(&p, false).to_json()), normalise_json(probe_matrix(&p, true).to_json()));
+    assert_eq!(
+        normalise_json(triage_matrix(&r, false).to_json()),
+        normalise_json(triage_matrix(&r, true).to_json())
+    );
+    assert_eq!(
+        normalise_json(probe_matrix(&p, false).to_json()),
+        normalise_json(probe_matrix(&p, true).to_json())
+    );
 }

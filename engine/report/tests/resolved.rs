@@ -20,15 +20,33 @@ fn comparable(r: &Recipe) -> Value {
 
 fn reload(r: &Recipe, registry: &Registry) -> Recipe {
     let text = resolved_recipe_yaml(r);
-    parse_recipe(&SourceFile::new("recipe.resolved.yaml", text.as_str()), Syntax::Yaml, registry).unwrap_or_else(|d| panic!("{d:?}\n---\n{text}"))
+    parse_recipe(
+        &SourceFile::new("recipe.resolved.yaml", text.as_str()),
+        Syntax::Yaml,
+        registry,
+    )
+    .unwrap_or_else(|d| panic!("{d:?}\n---\n{text}"))
 }
 
 fn assert_round_trip(r: &Recipe, registry: &Registry) {
     let back = reload(r, registry);
-    assert_eq!(comparable(&back), comparable(r), "\n---\n{}", resolved_recipe_yaml(r));
+    assert_eq!(
+        comparable(&back),
+        comparable(r),
+        "\n---\n{}",
+        resolved_recipe_yaml(r)
+    );
     // Canonical: writing the reloaded recipe gives the same text (bar the source comment).
-    let strip = |s: String| s.lines().filter(|l| !l.starts_with("# Source:")).collect::<Vec<_>>().join("\n");
-    assert_eq!(strip(resolved_recipe_yaml(&back)), strip(resolved_recipe_yaml(r)));
+    let strip = |s: String| {
+        s.lines()
+            .filter(|l| !l.starts_with("# Source:"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        strip(resolved_recipe_yaml(&back)),
+        strip(resolved_recipe_yaml(r))
+    );
 }
 
 #[test]
@@ -40,7 +58,8 @@ fn every_shipped_recipe_round_trips() {
         if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
             continue;
         }
-        let loaded = load_recipe(&path, &[]).unwrap_or_else(|d| panic!("{}: {d:?}", path.display()));
+        let loaded =
+            load_recipe(&path, &[]).unwrap_or_else(|d| panic!("{}: {d:?}", path.display()));
         assert_round_trip(&loaded.recipe, &loaded.registry);
         n += 1;
     }
@@ -81,7 +100,15 @@ confound: {threshold: 1.3, baseline_cell: none-none}
 "#,
     );
     let text = resolved_recipe_yaml(&r);
-    for needle in ["mode: probe", "mitigation_axis: [none, tf32_off]", "custom_patterns:", "redaction:", "disable_detector_tiers: [tier3]", "timeout_per_trial: 1800.0", "ticket: \"0123\""] {
+    for needle in [
+        "mode: probe",
+        "mitigation_axis: [none, tf32_off]",
+        "custom_patterns:",
+        "redaction:",
+        "disable_detector_tiers: [tier3]",
+        "timeout_per_trial: 1800.0",
+        "ticket: \"0123\"",
+    ] {
         assert!(text.contains(needle), "{needle}\n{text}");
     }
     assert_round_trip(&r, &Registry::builtin());
@@ -91,11 +118,27 @@ confound: {threshold: 1.3, baseline_cell: none-none}
 fn probe_defaults_are_spelled_out_and_overlays_survive() {
     let mut r = recipe("schema_version: 1\nmode: probe\ntrials: 1\nmitigation_axis: [none]\ndiagnostic_axis: [none]\n");
     let text = resolved_recipe_yaml(&r);
-    for needle in ["env_passthrough_mode: inherit", "hang_window_sec: 30.0", "hang_grace_period_at_start: 60.0", "tier3_vram_growth: true", "timeout_per_trial: null", "threshold: 1.15"] {
+    for needle in [
+        "env_passthrough_mode: inherit",
+        "hang_window_sec: 30.0",
+        "hang_grace_period_at_start: 60.0",
+        "tier3_vram_growth: true",
+        "timeout_per_trial: null",
+        "threshold: 1.15",
+    ] {
         assert!(text.contains(needle), "{needle}\n{text}");
     }
-    assert!(!text.contains("baseline_cell"), "an automatic baseline stays automatic:\n{text}");
-    let overlays = ProbeOverlays { ticket: Some("T-9".into()), env_passthrough_mode: None, stop_after_events: Some(1), max_trials: Some(4), disable_detector: vec!["tier4".into(), "tier1:exit_nonzero".into()] };
+    assert!(
+        !text.contains("baseline_cell"),
+        "an automatic baseline stays automatic:\n{text}"
+    );
+    let overlays = ProbeOverlays {
+        ticket: Some("T-9".into()),
+        env_passthrough_mode: None,
+        stop_after_events: Some(1),
+        max_trials: Some(4),
+        disable_detector: vec!["tier4".into(), "tier1:exit_nonzero".into()],
+    };
     overlays.apply(&mut r).unwrap();
     assert_round_trip(&r, &Registry::builtin());
     assert!(reload(&r, &Registry::builtin()).stop_after.is_some());
@@ -146,7 +189,10 @@ cells:
 "#,
     );
     let text = resolved_recipe_yaml(&r);
-    assert!(text.contains("environment:\n      docker: \"rocm/pytorch:latest\""), "{text}");
+    assert!(
+        text.contains("environment:\n      docker: \"rocm/pytorch:latest\""),
+        "{text}"
+    );
     assert!(text.contains("collect: []"), "{text}");
     assert_round_trip(&r, &Registry::builtin());
     let back = reload(&r, &Registry::builtin());
@@ -176,34 +222,113 @@ fn flag_mode_recipes_round_trip() {
 fn json_recipes_write_yaml_that_reloads() {
     let json = r#"{"schema_version": 1, "workload": "training", "trials": 1, "steps": 1, "workload_config": {"x": 1e-3, "y": 10},
         "cells": [{"name": "baseline-a", "mitigations": ["none"], "environment": "local"}]}"#;
-    let r = parse_recipe(&SourceFile::new("r.json", json), Syntax::Json, &Registry::builtin()).unwrap();
+    let r = parse_recipe(
+        &SourceFile::new("r.json", json),
+        Syntax::Json,
+        &Registry::builtin(),
+    )
+    .unwrap();
     assert_round_trip(&r, &Registry::builtin());
 }
-
 
 #[test]
 fn awkward_strings_and_numbers_keep_their_type() {
     let awkward = [
-        "", " ", "yes", "No", "ON", "y", "n", "~", "null", "NULL", "1e3", "1.0", "-.5", "+1", "0x1F", "0o17", "010", "1:30", "1_000", ".inf", ".NaN",
-        "- a", "# x", "a: b", "a:b", "[x]", "{x}", "&a", "*a", "!tag", "%x", "@x", "`x`", "'q'", "\"dq\"", "tab\there", "nl\nx", "cr\rx",
-        "\u{85}next", "\u{feff}bom", "\u{2028}sep", "\u{7f}del", "\u{0}nul", "日本語", "emoji 🎉", " leading", "trailing ", "=", "?x", "|x",
-        ">x", "x #y", r"C:\path", "back\\slash", "---", "...", "a,b", "k=v",
+        "",
+        " ",
+        "yes",
+        "No",
+        "ON",
+        "y",
+        "n",
+        "~",
+        "null",
+        "NULL",
+        "1e3",
+        "1.0",
+        "-.5",
+        "+1",
+        "0x1F",
+        "0o17",
+        "010",
+        "1:30",
+        "1_000",
+        ".inf",
+        ".NaN",
+        "- a",
+        "# x",
+        "a: b",
+        "a:b",
+        "[x]",
+        "{x}",
+        "&a",
+        "*a",
+        "!tag",
+        "%x",
+        "@x",
+        "`x`",
+        "'q'",
+        "\"dq\"",
+        "tab\there",
+        "nl\nx",
+        "cr\rx",
+        "\u{85}next",
+        "\u{feff}bom",
+        "\u{2028}sep",
+        "\u{7f}del",
+        "\u{0}nul",
+        "日本語",
+        "emoji 🎉",
+        " leading",
+        "trailing ",
+        "=",
+        "?x",
+        "|x",
+        ">x",
+        "x #y",
+        r"C:\path",
+        "back\\slash",
+        "---",
+        "...",
+        "a,b",
+        "k=v",
     ];
     // Not "<<": aorta-source reads even a quoted `"<<"` key as a merge key (PyYAML does not).
     let mut r = recipe("schema_version: 1\nworkload: training\ntrials: 1\nsteps: 1\ncells:\n  - {name: baseline-a, mitigations: [none], environment: local}\n");
     let mut nested = serde_json::Map::new();
     for (i, s) in awkward.iter().enumerate() {
-        r.workload_config.insert(format!("k{i}"), Value::String(s.to_string()));
+        r.workload_config
+            .insert(format!("k{i}"), Value::String(s.to_string()));
         nested.insert(s.to_string(), serde_json::json!(i));
     }
-    r.workload_config.insert("nested".into(), Value::Object(nested));
-    for (k, v) in [("f1", 0.1), ("f2", 1e-300), ("f3", 1.7976931348623157e308), ("f4", -2.0), ("f5", 123456789.125), ("f6", 5e-324)] {
+    r.workload_config
+        .insert("nested".into(), Value::Object(nested));
+    for (k, v) in [
+        ("f1", 0.1),
+        ("f2", 1e-300),
+        ("f3", 1.7976931348623157e308),
+        ("f4", -2.0),
+        ("f5", 123456789.125),
+        ("f6", 5e-324),
+    ] {
         r.workload_config.insert(k.into(), serde_json::json!(v));
     }
-    r.workload_config.insert("ints".into(), serde_json::json!([0, -1, i64::MAX, i64::MIN + 1]));
-    r.workload_config.insert("empty".into(), serde_json::json!({"list": [], "map": {}, "deep": [[], [{}], [[1]]]}));
-    r.cells[0].extra_env.insert("WEIRD".into(), "a: b # c".into());
-    r.cells[0].resolved_env.insert("WEIRD".into(), "a: b # c".into());
-    r.cells[0].env_origin.insert("WEIRD".into(), "extra_env".into());
+    r.workload_config.insert(
+        "ints".into(),
+        serde_json::json!([0, -1, i64::MAX, i64::MIN + 1]),
+    );
+    r.workload_config.insert(
+        "empty".into(),
+        serde_json::json!({"list": [], "map": {}, "deep": [[], [{}], [[1]]]}),
+    );
+    r.cells[0]
+        .extra_env
+        .insert("WEIRD".into(), "a: b # c".into());
+    r.cells[0]
+        .resolved_env
+        .insert("WEIRD".into(), "a: b # c".into());
+    r.cells[0]
+        .env_origin
+        .insert("WEIRD".into(), "extra_env".into());
     assert_round_trip(&r, &Registry::builtin());
 }

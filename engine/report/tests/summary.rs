@@ -5,13 +5,22 @@ use aorta_report::{CellStats, SummaryOptions};
 use common::*;
 use serde_json::json;
 
-const OPTS: SummaryOptions = SummaryOptions { run_dir: "out/T/training/TS", verbose: false };
+const OPTS: SummaryOptions = SummaryOptions {
+    run_dir: "out/T/training/TS",
+    verbose: false,
+};
 
 #[test]
 fn all_clean() {
     let r = recipe("schema_version: 1\nworkload: training\ntrials: 2\nsteps: 1\ncells:\n  - {name: baseline-local, mitigations: [none], environment: local}\n");
-    let m = matrix(&r, vec![agg(&r, "baseline-local", &trials(&[P, P], &[1.0]))]);
-    assert_eq!(m.summary(OPTS), "Sweep summary: all 1 cell(s) passed.\nTrials: 2 executed, 0 reused from cache.\n");
+    let m = matrix(
+        &r,
+        vec![agg(&r, "baseline-local", &trials(&[P, P], &[1.0]))],
+    );
+    assert_eq!(
+        m.summary(OPTS),
+        "Sweep summary: all 1 cell(s) passed.\nTrials: 2 executed, 0 reused from cache.\n"
+    );
 }
 
 #[test]
@@ -25,7 +34,11 @@ fn failing_error_only_and_mixed_cells() {
         agg(&r, "baseline-local", &trials(&[P, P], &[1.0])),
         agg(&r, "tf32-local", &[steps(0, P, &[1.0]), hinted]),
         agg(&r, "err-local", &[rec(0, E), rec(1, E)]),
-        agg(&r, "mixed-local", &[steps(0, F, &[1.0]), rec(1, E), steps(2, P, &[1.0])]),
+        agg(
+            &r,
+            "mixed-local",
+            &[steps(0, F, &[1.0]), rec(1, E), steps(2, P, &[1.0])],
+        ),
     ];
     let s = matrix(&r, cells).summary(OPTS);
     let lines: Vec<&str> = s.lines().collect();
@@ -48,11 +61,25 @@ fn whole_cell_error_on_one_line_and_verbose_has_no_tip() {
     let r = triage();
     let cells = vec![
         agg(&r, "baseline-local", &trials(&[P], &[1.0])),
-        CellStats::aggregate(&r.cells[1], &r, &[], Some("UnknownMitigationError: unknown mitigation 'x'\nknown: none, tf32_off".into()), 0),
+        CellStats::aggregate(
+            &r.cells[1],
+            &r,
+            &[],
+            Some("UnknownMitigationError: unknown mitigation 'x'\nknown: none, tf32_off".into()),
+            0,
+        ),
     ];
-    let s = matrix(&r, cells).summary(SummaryOptions { run_dir: "run/", verbose: true });
+    let s = matrix(&r, cells).summary(SummaryOptions {
+        run_dir: "run/",
+        verbose: true,
+    });
     assert!(s.contains("  [error] tf32-local: cell did not run (UnknownMitigationError: unknown mitigation 'x' known: none, tf32_off) -> cells/tf32-local/\n"), "{s}");
-    assert!(s.starts_with("Sweep summary: 2 cell(s) -- 1 clean, 0 with failing trials, 1 with errors.\n"), "{s}");
+    assert!(
+        s.starts_with(
+            "Sweep summary: 2 cell(s) -- 1 clean, 0 with failing trials, 1 with errors.\n"
+        ),
+        "{s}"
+    );
     assert!(s.ends_with("Full matrix: run/matrix.md\n"), "{s}");
     assert!(!s.contains("Tip:"));
 }
@@ -64,13 +91,26 @@ fn resumed_cells_are_tagged_and_counted() {
         let c = r.cells.iter().find(|c| c.name == name).unwrap();
         CellStats::aggregate(c, &r, &trials(vs, &[1.0]), None, vs.len())
     };
-    let clean = matrix(&r, vec![cached("baseline-local", &[P, P]), cached("tf32-local", &[P, P])]).summary(OPTS);
+    let clean = matrix(
+        &r,
+        vec![
+            cached("baseline-local", &[P, P]),
+            cached("tf32-local", &[P, P]),
+        ],
+    )
+    .summary(OPTS);
     assert_eq!(clean, "Sweep summary: all 2 cell(s) passed. 2 resumed from a prior run (no trials re-executed).\nTrials: 0 executed, 4 reused from cache.\n");
     let partly = CellStats::aggregate(&r.cells[0], &r, &trials(&[P, P], &[1.0]), None, 1);
     let s = matrix(&r, vec![partly, cached("tf32-local", &[P, F])]).summary(OPTS);
     assert!(s.starts_with("Sweep summary: 2 cell(s) -- 1 clean, 1 with failing trials, 0 with errors. 1 resumed from a prior run (no trials re-executed).\n"), "{s}");
-    assert!(s.contains("  [fail] tf32-local: 1 failed of 2 trial(s) [resumed] -> cells/tf32-local/\n"), "{s}");
-    assert!(s.contains("Trials: 1 executed, 3 reused from cache.\n"), "{s}");
+    assert!(
+        s.contains("  [fail] tf32-local: 1 failed of 2 trial(s) [resumed] -> cells/tf32-local/\n"),
+        "{s}"
+    );
+    assert!(
+        s.contains("Trials: 1 executed, 3 reused from cache.\n"),
+        "{s}"
+    );
 }
 
 #[test]
@@ -78,7 +118,15 @@ fn degraded_runs_still_summarise() {
     let r = recipe(
         "schema_version: 1\nworkload: training\ntrials: 2\nsteps: 1\nconfound: {baseline_cell: baseline-local}\ncells:\n  - {name: baseline-local, mitigations: [none], environment: local}\n  - {name: tf32-local, mitigations: [tf32_off], environment: local}\n",
     );
-    let m = matrix(&r, vec![agg(&r, "baseline-local", &[rec(0, E), rec(1, E)]), agg(&r, "tf32-local", &trials(&[P, P], &[1.0]))]);
+    let m = matrix(
+        &r,
+        vec![
+            agg(&r, "baseline-local", &[rec(0, E), rec(1, E)]),
+            agg(&r, "tf32-local", &trials(&[P, P], &[1.0])),
+        ],
+    );
     assert!(m.incomplete_reason().is_some());
-    assert!(m.summary(OPTS).starts_with("Sweep summary: 2 cell(s) -- 1 clean, 0 with failing trials, 1 with errors.\n"));
+    assert!(m.summary(OPTS).starts_with(
+        "Sweep summary: 2 cell(s) -- 1 clean, 0 with failing trials, 1 with errors.\n"
+    ));
 }

@@ -11,7 +11,12 @@ use aorta_trial::{ExitStatus, TrialRecord, Verdict, WorkloadResult, TRIAL_RECORD
 pub use aorta_trial::Verdict::{Error as E, Fail as F, Pass as P};
 
 pub fn recipe(yaml: &str) -> Recipe {
-    parse_recipe(&SourceFile::new("test.yaml", yaml), Syntax::Yaml, &Registry::builtin()).unwrap_or_else(|d| panic!("{d:?}"))
+    parse_recipe(
+        &SourceFile::new("test.yaml", yaml),
+        Syntax::Yaml,
+        &Registry::builtin(),
+    )
+    .unwrap_or_else(|d| panic!("{d:?}"))
 }
 
 /// Two triage cells: `baseline-local` ([none]) and `tf32-local` ([tf32_off] + extra_env).
@@ -52,7 +57,10 @@ pub fn rec(idx: u32, verdict: Verdict) -> TrialRecord {
         capture: Default::default(),
         tier_durations_ms: Default::default(),
         env: Default::default(),
-        result: WorkloadResult { passed: verdict == Verdict::Pass, ..Default::default() },
+        result: WorkloadResult {
+            passed: verdict == Verdict::Pass,
+            ..Default::default()
+        },
         outputs: Vec::new(),
     }
 }
@@ -66,16 +74,27 @@ pub fn steps(idx: u32, verdict: Verdict, ms: &[f64]) -> TrialRecord {
 
 /// Trials with the given verdicts and per-step times, indices 0..n.
 pub fn trials(verdicts: &[Verdict], ms: &[f64]) -> Vec<TrialRecord> {
-    verdicts.iter().enumerate().map(|(i, v)| steps(i as u32, *v, ms)).collect()
+    verdicts
+        .iter()
+        .enumerate()
+        .map(|(i, v)| steps(i as u32, *v, ms))
+        .collect()
 }
 
 pub fn agg(recipe: &Recipe, cell: &str, trials: &[TrialRecord]) -> CellStats {
-    let c = recipe.cells.iter().find(|c| c.name == cell).unwrap_or_else(|| panic!("no cell {cell}"));
+    let c = recipe
+        .cells
+        .iter()
+        .find(|c| c.name == cell)
+        .unwrap_or_else(|| panic!("no cell {cell}"));
     CellStats::aggregate(c, recipe, trials, None, 0)
 }
 
 pub fn run(ts: &str) -> RunInfo {
-    RunInfo { run_timestamp: ts.into(), warnings: Vec::new() }
+    RunInfo {
+        run_timestamp: ts.into(),
+        warnings: Vec::new(),
+    }
 }
 
 pub fn matrix(recipe: &Recipe, cells: Vec<CellStats>) -> Matrix<'_> {
