@@ -5,8 +5,8 @@
 //! - [`confound`] is AORTA's speed-confound rule ([`confound::aorta_compat`]) and aorta's
 //!   interval-aware version ([`confound::classify`], seeded [`bootstrap`]).
 //! - [`Matrix`] resolves the baseline after the run and renders matrix.json
-//!   ([`Matrix::to_json`]), matrix.md ([`Matrix::to_markdown`]) and the end-of-run summary
-//!   ([`Matrix::summary`]).
+//!   ([`Matrix::write_json`] streams the typed [`MatrixJson`]), matrix.md
+//!   ([`Matrix::to_markdown`]) and the end-of-run summary ([`Matrix::summary`]).
 //! - [`resolved_recipe_yaml`] writes recipe.resolved.yaml for both modes, reloadable by
 //!   `aorta_recipe::parse_recipe`.
 //!
@@ -15,6 +15,7 @@
 mod aggregate;
 pub mod bootstrap;
 pub mod confound;
+pub mod json;
 mod layout;
 mod markdown;
 mod matrix;
@@ -25,6 +26,7 @@ mod yaml;
 
 pub use aggregate::{CellStats, Outcome, StepStats, StepTimeSource, LOGITS_DISAGREE_HINT};
 pub use confound::{Baseline, Tag};
+pub use json::{CellJson, MatrixJson};
 pub use layout::{cell_dir, trial_path};
 pub use matrix::{Matrix, Row, RunInfo};
 pub use resolved::resolved_recipe_yaml;

@@ -142,7 +142,7 @@ fn hints_are_counted_per_trial_in_first_seen_order() {
     let none = agg(&r, "baseline-local", &[with(0, &[json!({"error": "x"})])]);
     assert!(none.failure_hints.is_empty());
     let m = matrix(&r, vec![none]);
-    assert_eq!(m.to_json()["cells"][0]["failure_hints"], json!([]));
+    assert_eq!(json(&m)["cells"][0]["failure_hints"], json!([]));
     let s = agg(
         &r,
         "baseline-local",
@@ -369,7 +369,7 @@ fn executed_and_reused_are_reported_per_cell() {
     let all = CellStats::aggregate(&r.cells[0], &r, &trials(&[P, P], &[1.0]), None, 5);
     assert_eq!((all.executed, all.reused, all.resumed()), (0, 2, true));
     let m = matrix(&r, vec![s, all]);
-    let j = m.to_json();
+    let j = json(&m);
     assert_eq!(j["cache"], json!({"executed": 1, "reused": 4}));
     assert_eq!(j["cells"][0]["executed"], json!(1));
     assert_eq!(j["cells"][0]["reused"], json!(2));
@@ -420,7 +420,7 @@ fn logits_checksums_are_compared_across_trials() {
     );
     let m = matrix(&r, vec![moved]);
     assert_eq!(
-        m.to_json()["cells"][0]["logits_checksums"],
+        json(&m)["cells"][0]["logits_checksums"],
         json!([["0xaa", 2], ["0xbb", 1]])
     );
 }

@@ -206,7 +206,7 @@ fn run_baseline_skips_cells_that_did_not_run() {
     assert_eq!(m.baseline.name, "baseline-a");
     assert!(m.incomplete_reason().is_some());
     assert_eq!(m.warnings.len(), 1, "{:?}", m.warnings);
-    let j = m.to_json();
+    let j = json(&m);
     assert_eq!(j["baseline_cell"], "baseline-a");
     assert_eq!(j["cells"][2]["confound"], "n/a");
     // an explicit baseline that did not run degrades the run too.
@@ -349,7 +349,7 @@ fn noisy_overlap_straddles_and_is_uncertain() {
         "{md}"
     );
     assert!(md.contains(&format!("1.25 ({lo:.2}–{hi:.2})")), "{md}");
-    let j = m.to_json();
+    let j = json(&m);
     assert_eq!(j["cells"][1]["confound"], "speed? (+25%)");
     assert_eq!(j["cells"][1]["confound_aorta"], "speed (+25%)");
     assert_eq!(

@@ -176,21 +176,7 @@ fn triage_matrix_md() {
             verbose: true
         })
     );
-    insta::assert_snapshot!(
-        "triage_matrix_json",
-        serde_json::to_string_pretty(&m.to_json()).unwrap()
-    );
-    assert_eq!(
-        written_json(&m),
-        serde_json::to_string_pretty(&m.to_json()).unwrap()
-    );
-}
-
-/// matrix.json exactly as the build writes it (streamed by `write_json`).
-fn written_json(m: &Matrix) -> String {
-    let mut out = Vec::new();
-    m.write_json(&mut out).unwrap();
-    String::from_utf8(out).unwrap()
+    insta::assert_snapshot!("triage_matrix_json", json_text(&m));
 }
 
 /// The probe recipe with a stop rule, one trial's logits checksum differing from the others'.
@@ -232,7 +218,7 @@ fn probe_matrix_json() {
             warnings: vec!["host_env.json: amd-smi not found".into()],
         },
     );
-    insta::assert_snapshot!("probe_matrix_json", written_json(&m));
+    insta::assert_snapshot!("probe_matrix_json", json_text(&m));
 }
 
 /// Non-finite numbers (a workload reporting NaN step times) are written as null, not as an
@@ -244,7 +230,7 @@ fn non_finite_numbers_are_null() {
         agg(&r, "baseline-local", &trials(&[P], &[1.0, f64::NAN])),
         agg(&r, "tf32-local", &trials(&[P], &[f64::INFINITY])),
     ];
-    let text = written_json(&matrix(&r, cells));
+    let text = json_text(&matrix(&r, cells));
     let j: serde_json::Value = serde_json::from_str(&text).unwrap();
     let c = &j["cells"][0];
     assert_eq!(c["step_times_ms"], json!([1.0, null]));
@@ -307,11 +293,11 @@ fn a_fully_cached_rerun_renders_the_same_matrix() {
     }
     let (r, p) = (triage_recipe(), probe_recipe());
     assert_eq!(
-        normalise_json(triage_matrix(&r, false).to_json()),
-        normalise_json(triage_matrix(&r, true).to_json())
+        normalise_json(json(&triage_matrix(&r, false))),
+        normalise_json(json(&triage_matrix(&r, true)))
     );
     assert_eq!(
-        normalise_json(probe_matrix(&p, false).to_json()),
-        normalise_json(probe_matrix(&p, true).to_json())
+        normalise_json(json(&probe_matrix(&p, false))),
+        normalise_json(json(&probe_matrix(&p, true)))
     );
 }

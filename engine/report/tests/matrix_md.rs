@@ -206,7 +206,7 @@ fn matrix_json_shape() {
         .iter()
         .map(|c| CellStats::aggregate(c, &r, &[rec(0, P), rec(1, F)], None, 1))
         .collect();
-    let j = matrix(&r, cells).to_json();
+    let j = json(&matrix(&r, cells));
     let keys: Vec<&str> = j.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(
         keys,

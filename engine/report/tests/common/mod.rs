@@ -100,3 +100,15 @@ pub fn run(ts: &str) -> RunInfo {
 pub fn matrix(recipe: &Recipe, cells: Vec<CellStats>) -> Matrix<'_> {
     Matrix::new(recipe, cells, run("2026-01-02T03-04-05"))
 }
+
+/// matrix.json exactly as `write_json` streams it.
+pub fn json_text(m: &Matrix) -> String {
+    let mut out = Vec::new();
+    m.write_json(&mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// matrix.json as `write_json` writes it, parsed back for indexing in assertions.
+pub fn json(m: &Matrix) -> serde_json::Value {
+    serde_json::from_str(&json_text(m)).unwrap()
+}
