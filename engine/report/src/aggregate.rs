@@ -1,6 +1,7 @@
 //! One row of the matrix: a cell's trial records folded into counts, step-time statistics,
-//! outcomes, hints and top detectors, exactly as AORTA's `CellStats` (§3.5), plus how many
-//! trials ran in this invocation and how many the cache served.
+//! outcomes, hints and top detectors, exactly as AORTA's `CellStats` (§3.5). Nothing here says how
+//! a run obtained the records (executed or served by the cache): a cell aggregate is a pure
+//! function of the cell, the recipe and its records, so a cached rerun aggregates the same.
 
 use crate::layout;
 use crate::stats::{mean, percentile_sorted, population_std, sorted};
@@ -85,9 +86,8 @@ impl StepStats {
     }
 }
 
-/// A cell's aggregate. Every field is a pure function of the cell, the recipe and the trial
-/// records, except `executed`/`reused`, which say how this invocation obtained them; that is
-/// what lets a fully cached rerun render the same matrix.
+/// A cell's aggregate: every field is a pure function of the cell, the recipe and the trial
+/// records (in any order), so a fully cached rerun renders the same matrix.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CellStats {
     pub name: String,
@@ -104,10 +104,6 @@ pub struct CellStats {
     /// `trials − passed − errored`.
     pub failed_count: usize,
     pub error_count: usize,
-    /// Trials run by this invocation.
-    pub executed: usize,
-    /// Trials served from the cache.
-    pub reused: usize,
     pub step: StepStats,
     pub mean_wall_clock_sec: f64,
     /// All samples, trials in index order.
@@ -147,18 +143,16 @@ const EM_DASH: &str = "—";
 
 impl CellStats {
     /// Folds `trials` (any order; sorted by index here) for `cell`. `cell_error` marks a cell
-    /// that could not run; `reused` is how many of `trials` came from the cache.
+    /// that could not run.
     pub fn aggregate(
         cell: &Cell,
         recipe: &Recipe,
         trials: &[TrialRecord],
         cell_error: Option<String>,
-        reused: usize,
     ) -> CellStats {
         let mut ts: Vec<&TrialRecord> = trials.iter().collect();
         ts.sort_by_key(|t| t.trial_index);
         let n = ts.len();
-        let reused = reused.min(n);
         let steps = cell.effective_steps(recipe);
         let trial_paths = ts
             .iter()
@@ -188,8 +182,6 @@ impl CellStats {
             passed_count: 0,
             failed_count: n,
             error_count: 0,
-            executed: n - reused,
-            reused,
             step: StepStats::default(),
             mean_wall_clock_sec: 0.0,
             step_times_ms: Vec::new(),
@@ -287,11 +279,6 @@ impl CellStats {
     pub fn did_not_run(&self) -> bool {
         self.outcome_counts.len() == 1
             && self.outcome_counts.get(&Outcome::DidNotRun) == Some(&self.trials)
-    }
-
-    /// AORTA's `resumed`: nothing was executed, everything came from a previous run (the cache).
-    pub fn resumed(&self) -> bool {
-        self.executed == 0 && self.reused > 0
     }
 
     /// No cell error, no failing and no erroring trial.

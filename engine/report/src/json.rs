@@ -34,7 +34,7 @@ pub struct MatrixJson<'a> {
     /// `stop_after.max_trials` under a stop rule, else the recipe's `trials`.
     pub trials_per_cell: u32,
     pub steps_per_trial: u32,
-    /// `YYYY-MM-DDTHH-MM-SS` (UTC).
+    /// `YYYY-MM-DDTHH-MM-SS` (UTC): when this matrix was rendered.
     pub run_timestamp: &'a str,
     /// The baseline as resolved after the run (kept even when the run is degraded).
     pub baseline_cell: &'a str,
@@ -47,7 +47,6 @@ pub struct MatrixJson<'a> {
     pub mode: &'static str,
     /// Why the run cannot be trusted as a comparison, if it cannot.
     pub incomplete_reason: Option<&'a str>,
-    pub cache: CacheJson,
     pub cells: CellsJson<'a>,
 }
 
@@ -86,13 +85,6 @@ pub struct RecipeSourceJson<'a> {
     pub path: Option<Cow<'a, str>>,
     /// The recipe file's BLAKE3 (AORTA wrote `sha256`).
     pub blake3: Option<&'a str>,
-}
-
-/// `cache` (aorta): how this invocation obtained its trials, over all cells.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct CacheJson {
-    pub executed: usize,
-    pub reused: usize,
 }
 
 /// `cells`: the rows in recipe order, each serialised as a [`CellJson`] when it is reached.
@@ -163,6 +155,8 @@ pub struct CellJson<'a> {
     pub top_warn_detector_id: Option<&'a str>,
     pub stop_after_note: Option<&'a str>,
     pub error_count: usize,
+    /// Always false: aorta never resumes a cell as AORTA's `flat_resume` did (it reuses
+    /// trials through the cache, and matrix.json does not say how a run obtained them).
     pub resumed: bool,
     #[serde(serialize_with = "finite")]
     pub failure_rate: f64,
@@ -175,8 +169,6 @@ pub struct CellJson<'a> {
     pub step_time_ratio: Option<f64>,
     pub resolved_environment: EnvironmentJson<'a>,
     // aorta's additions.
-    pub executed: usize,
-    pub reused: usize,
     #[serde(serialize_with = "finite_pair_opt")]
     pub step_time_ratio_ci95: Option<(f64, f64)>,
     /// The tag AORTA 0.2.1's point rule gives.
@@ -233,7 +225,7 @@ impl<'a> From<&'a Row> for CellJson<'a> {
             top_warn_detector_id: s.top_warn_detector_id.as_deref(),
             stop_after_note: s.stop_after_note.as_deref(),
             error_count: s.error_count,
-            resumed: s.resumed(),
+            resumed: false,
             failure_rate: s.failure_rate(),
             error_rate: s.error_rate(),
             unreliable: s.unreliable(),
@@ -246,8 +238,6 @@ impl<'a> From<&'a Row> for CellJson<'a> {
                 buck_target: env.buck_target.as_deref(),
                 inline: env.inline,
             },
-            executed: s.executed,
-            reused: s.reused,
             step_time_ratio_ci95: c.ci95,
             confound_aorta: c.aorta_tag,
             logits_checksums: &s.logits_checksums,
@@ -258,7 +248,6 @@ impl<'a> From<&'a Row> for CellJson<'a> {
 impl<'a> From<&'a Matrix<'a>> for MatrixJson<'a> {
     fn from(m: &'a Matrix<'a>) -> MatrixJson<'a> {
         let r = m.recipe;
-        let (executed, reused) = m.cache_totals();
         MatrixJson {
             schema_version: MATRIX_SCHEMA_VERSION,
             workload: &r.workload,
@@ -289,7 +278,6 @@ impl<'a> From<&'a Matrix<'a>> for MatrixJson<'a> {
             },
             mode: mode_str(r.mode),
             incomplete_reason: m.baseline.incomplete_reason.as_deref(),
-            cache: CacheJson { executed, reused },
             cells: CellsJson(&m.rows),
         }
     }

@@ -1,7 +1,7 @@
 //! What a run reports, as pure functions of the recipe and the trial records.
 //!
 //! - [`CellStats::aggregate`] folds one cell's [`aorta_trial::TrialRecord`]s into AORTA's
-//!   `CellStats` (§3.5) plus how many trials ran now and how many the cache served.
+//!   `CellStats` (§3.5), a pure function of the cell, the recipe and the records.
 //! - [`confound`] is AORTA's speed-confound rule ([`confound::aorta_compat`]) and aorta's
 //!   interval-aware version ([`confound::classify`], seeded [`bootstrap`]).
 //! - [`Matrix`] resolves the baseline after the run and renders matrix.json

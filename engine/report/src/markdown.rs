@@ -1,6 +1,8 @@
 //! matrix.md (AORTA §3.7): header, the Reproduction Summary table with its conditional
-//! columns, failure hints and notes. Only the timestamp and the `Ran / reused` column depend
-//! on how this invocation got its trials; everything else is a function of the records.
+//! columns, failure hints and notes: a function of the recipe, the trial records and the
+//! [`RunInfo`](crate::RunInfo) (when it was rendered, and the run's warnings). Nothing says
+//! which trials this invocation executed and which the cache served, so a fully cached rerun
+//! has nothing new to render.
 
 use crate::aggregate::CellStats;
 use crate::confound::{one_line, Tag};
@@ -164,7 +166,6 @@ impl Matrix<'_> {
         if self.recipe.mode == Mode::Probe {
             n.push("- **Mean step (ms)**: probe cells time the whole command (wall clock per trial), so their confound is `n/a`.".into());
         }
-        n.push("- **Ran / reused**: trials executed by this invocation / trials served from the cache. Every other column is computed from the trial records alone.".into());
         out.push_str("\n## Notes\n\n");
         for l in n {
             out.push_str(&l);
@@ -222,7 +223,6 @@ impl Columns {
         if self.ratio {
             h.push("Ratio (95% CI)");
         }
-        h.push("Ran / reused");
         if self.probe {
             h.push("Directory");
         }
@@ -302,7 +302,6 @@ impl Columns {
                 _ => DASH.into(),
             });
         }
-        c.push(format!("{} / {}", s.executed, s.reused));
         if self.probe {
             c.push(m.cell_dir(&s.name));
         }

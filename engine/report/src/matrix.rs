@@ -7,10 +7,12 @@ use crate::json::MatrixJson;
 use crate::layout;
 use aorta_recipe::Recipe;
 
-/// What the caller knows about this invocation that the records do not say.
+/// What matrix.json and matrix.md say beyond the recipe and the trial records. Both are
+/// artifacts keyed by their inputs, so whatever goes in here must be part of that key (the
+/// warnings) or be allowed to go stale with a cached artifact (the timestamp).
 #[derive(Debug, Clone, Default)]
 pub struct RunInfo {
-    /// `YYYY-MM-DDTHH-MM-SS` (UTC), as in the run directory name.
+    /// `YYYY-MM-DDTHH-MM-SS` (UTC): when this matrix was rendered.
     pub run_timestamp: String,
     /// Warnings gathered during the run (partial env probes, placeholders, …), in order.
     pub warnings: Vec<String>,
@@ -74,13 +76,6 @@ impl<'r> Matrix<'r> {
         self.recipe
             .stop_after
             .map_or(self.recipe.trials, |s| s.max_trials)
-    }
-
-    /// Trials run by this invocation and trials served from the cache, over all cells.
-    pub fn cache_totals(&self) -> (usize, usize) {
-        self.rows.iter().fold((0, 0), |(e, r), row| {
-            (e + row.stats.executed, r + row.stats.reused)
-        })
     }
 
     pub fn cell_dir(&self, cell: &str) -> String {

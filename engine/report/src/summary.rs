@@ -1,15 +1,30 @@
-//! The end-of-run summary printed to stdout (AORTA §3.8), with aorta's cache line.
+//! The end-of-run summary printed to stdout (AORTA §3.8), with aorta's cache line. Unlike
+//! matrix.json and matrix.md it is printed by every invocation, so it may say how this one
+//! obtained its trials; the caller supplies those counts.
 
 use crate::confound::one_line;
-use crate::matrix::Matrix;
+use crate::matrix::{Matrix, Row};
 
-/// How the summary is printed.
+/// How the summary is printed, and what this invocation did.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SummaryOptions<'a> {
     /// The run directory as the user should see it (used in `Full matrix: <dir>/matrix.md`).
     pub run_dir: &'a str,
     /// `-v` was given: per-cell progress was already streamed, so no tip.
     pub verbose: bool,
+    /// Trials this invocation executed, over all cells.
+    pub executed: usize,
+    /// Trials this invocation took from the cache, over all cells.
+    pub reused: usize,
+}
+
+impl SummaryOptions<'_> {
+    /// AORTA's `resumed`, for a cell: nothing was executed and the cache served every trial.
+    /// Known only for the whole invocation, so in a run that executed any trial no cell
+    /// counts as resumed.
+    fn resumed(&self, row: &Row) -> bool {
+        self.executed == 0 && self.reused > 0 && row.stats.trials > 0
+    }
 }
 
 impl Matrix<'_> {
@@ -20,14 +35,16 @@ impl Matrix<'_> {
     /// line, `Full matrix: …` and, without `-v`, the tip.
     pub fn summary(&self, opts: SummaryOptions) -> String {
         let n = self.rows.len();
-        let resumed = self.rows.iter().filter(|r| r.stats.resumed()).count();
+        let resumed = self.rows.iter().filter(|r| opts.resumed(r)).count();
         let suffix = if resumed > 0 {
             format!(" {resumed} resumed from a prior run (no trials re-executed).")
         } else {
             String::new()
         };
-        let (executed, reused) = self.cache_totals();
-        let cache = format!("Trials: {executed} executed, {reused} reused from cache.");
+        let cache = format!(
+            "Trials: {} executed, {} reused from cache.",
+            opts.executed, opts.reused
+        );
         let clean = self.rows.iter().filter(|r| r.stats.is_clean()).count();
         let mut out = Vec::new();
         if clean == n {
@@ -64,7 +81,7 @@ impl Matrix<'_> {
                 .first()
                 .map(|(h, _)| format!(" ({})", one_line(h)))
                 .unwrap_or_default();
-            let tag = if s.resumed() { " [resumed]" } else { "" };
+            let tag = if opts.resumed(row) { " [resumed]" } else { "" };
             out.push(format!(
                 "  [{bucket}] {}: {detail}{hint}{tag} -> {}",
                 s.name,

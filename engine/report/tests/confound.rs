@@ -72,9 +72,9 @@ fn percent_uses_bankers_rounding() {
 fn error_baseline_and_not_applicable() {
     let (r, _, _) = cells();
     let ok = agg(&r, "cell", &trials(&[P, P], &[100.0]));
-    let errored = CellStats::aggregate(&r.cells[1], &r, &[], Some("boom".into()), 0);
+    let errored = CellStats::aggregate(&r.cells[1], &r, &[], Some("boom".into()));
     assert_eq!(classify(&errored, Some(&ok), T).tag, Tag::Error);
-    let base_err = CellStats::aggregate(&r.cells[0], &r, &[], Some("boom".into()), 0);
+    let base_err = CellStats::aggregate(&r.cells[0], &r, &[], Some("boom".into()));
     let v = classify(&ok, Some(&base_err), T);
     assert_eq!((v.tag, v.ratio), (Tag::NotApplicable, None));
     assert_ne!(v.tag.to_string(), "-");
@@ -138,7 +138,7 @@ fn did_not_run_rules() {
     let mixed = agg(&r, "cell", &[rec(0, E), steps(1, P, &[10.0])]);
     assert!(!mixed.did_not_run());
     // an error cell's empty histogram is never did_not_run.
-    let err = CellStats::aggregate(&r.cells[1], &r, &[], Some("x".into()), 0);
+    let err = CellStats::aggregate(&r.cells[1], &r, &[], Some("x".into()));
     assert!(!err.did_not_run());
     // a histogram that does not cover every trial is not did_not_run.
     let mut partial = dnr.clone();
@@ -157,7 +157,7 @@ fn baseline_resolution_rules() {
     let all: Vec<CellStats> = r
         .cells
         .iter()
-        .map(|c| CellStats::aggregate(c, &r, &[], None, 0))
+        .map(|c| CellStats::aggregate(c, &r, &[], None))
         .collect();
     assert_eq!(resolve_baseline(&all, Some("a"), &[]).unwrap(), "a");
     assert!(resolve_baseline(&all, Some("zzz"), &[]).is_err());
@@ -229,7 +229,7 @@ fn run_baseline_skips_cells_that_did_not_run() {
         &p,
         p.cells
             .iter()
-            .map(|c| CellStats::aggregate(c, &p, &[rec(0, E)], None, 0))
+            .map(|c| CellStats::aggregate(c, &p, &[rec(0, E)], None))
             .collect(),
     );
     assert!(m.incomplete_reason().is_some());
@@ -241,7 +241,7 @@ fn errored_baseline_warns() {
     let m = matrix(
         &r,
         vec![
-            CellStats::aggregate(&r.cells[0], &r, &[], Some("KeyError: 'x'".into()), 0),
+            CellStats::aggregate(&r.cells[0], &r, &[], Some("KeyError: 'x'".into())),
             agg(&r, "cell", &trials(&[P], &[1.0])),
         ],
     );

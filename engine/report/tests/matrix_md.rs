@@ -57,7 +57,7 @@ fn config_column_shows_only_varying_keys() {
         &same,
         same.cells
             .iter()
-            .map(|c| CellStats::aggregate(c, &same, &[rec(0, P)], None, 0))
+            .map(|c| CellStats::aggregate(c, &same, &[rec(0, P)], None))
             .collect(),
     )
     .to_markdown();
@@ -70,7 +70,7 @@ fn config_column_shows_only_varying_keys() {
         varying
             .cells
             .iter()
-            .map(|c| CellStats::aggregate(c, &varying, &[rec(0, P)], None, 0))
+            .map(|c| CellStats::aggregate(c, &varying, &[rec(0, P)], None))
             .collect(),
     )
     .to_markdown();
@@ -93,7 +93,7 @@ fn config_cell_is_a_dash_when_the_cell_lacks_every_varying_key() {
         &r,
         r.cells
             .iter()
-            .map(|c| CellStats::aggregate(c, &r, &[rec(0, P)], None, 0))
+            .map(|c| CellStats::aggregate(c, &r, &[rec(0, P)], None))
             .collect(),
     )
     .to_markdown();
@@ -122,7 +122,7 @@ fn stop_after_column_even_when_every_cell_errored() {
     let r = recipe(
         "schema_version: 1\nworkload: training\ntrials: 1\nsteps: 1\nstop_after: {events: 1, max_trials: 5}\ncells:\n  - {name: baseline-local, mitigations: [none], environment: local}\n",
     );
-    let s = CellStats::aggregate(&r.cells[0], &r, &[], Some("RuntimeError: x".into()), 0);
+    let s = CellStats::aggregate(&r.cells[0], &r, &[], Some("RuntimeError: x".into()));
     let md = matrix(&r, vec![s]).to_markdown();
     assert!(header_row(&md).contains("| Stop after "), "{md}");
     assert!(md.contains("**Trials per cell**: up to 5  \n"), "{md}");
@@ -156,7 +156,7 @@ fn probe_tables_split_axes_and_show_directories() {
     let cells: Vec<_> = r
         .cells
         .iter()
-        .map(|c| CellStats::aggregate(c, &r, &[rec(0, P)], None, 0))
+        .map(|c| CellStats::aggregate(c, &r, &[rec(0, P)], None))
         .collect();
     let md = matrix(&r, cells).to_markdown();
     let h = header_row(&md);
@@ -164,10 +164,7 @@ fn probe_tables_split_axes_and_show_directories() {
         h.starts_with("| Mitigation | Diagnostic | Environment |"),
         "{h}"
     );
-    assert!(
-        h.contains("| Confound ") && h.contains("| Ran / reused | Directory "),
-        "{h}"
-    );
+    assert!(h.contains("| Confound   | Directory "), "{h}");
     assert!(
         md.contains("| tf32_off   | none       | local       |"),
         "{md}"
@@ -204,7 +201,7 @@ fn matrix_json_shape() {
     let cells: Vec<_> = r
         .cells
         .iter()
-        .map(|c| CellStats::aggregate(c, &r, &[rec(0, P), rec(1, F)], None, 1))
+        .map(|c| CellStats::aggregate(c, &r, &[rec(0, P), rec(1, F)], None))
         .collect();
     let j = json(&matrix(&r, cells));
     let keys: Vec<&str> = j.as_object().unwrap().keys().map(String::as_str).collect();
@@ -224,7 +221,6 @@ fn matrix_json_shape() {
             "recipe_source",
             "mode",
             "incomplete_reason",
-            "cache",
             "cells"
         ]
     );
@@ -249,12 +245,9 @@ fn matrix_json_shape() {
         json!({"name": "local", "docker": null, "venv": null, "buck_target": null, "inline": false})
     );
     assert_eq!(c["failure_rate"], json!(0.5));
-    assert_eq!(
-        (c["executed"].clone(), c["reused"].clone()),
-        (json!(1), json!(1))
-    );
+    assert_eq!(c["resumed"], json!(false));
     let ckeys: Vec<&str> = c.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(ckeys.first(), Some(&"name"));
     assert_eq!(ckeys.last(), Some(&"logits_checksums"));
-    assert_eq!(ckeys.len(), 44);
+    assert_eq!(ckeys.len(), 42);
 }

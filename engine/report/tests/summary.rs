@@ -1,4 +1,5 @@
-//! AORTA §11.6: end-of-run summary strings, plus aorta's cache line.
+//! AORTA §11.6: end-of-run summary strings, plus aorta's cache line (whose counts the
+//! caller supplies: the matrix does not know them).
 
 mod common;
 use aorta_report::{CellStats, SummaryOptions};
@@ -8,6 +9,8 @@ use serde_json::json;
 const OPTS: SummaryOptions = SummaryOptions {
     run_dir: "out/T/training/TS",
     verbose: false,
+    executed: 2,
+    reused: 0,
 };
 
 #[test]
@@ -40,7 +43,10 @@ fn failing_error_only_and_mixed_cells() {
             &[steps(0, F, &[1.0]), rec(1, E), steps(2, P, &[1.0])],
         ),
     ];
-    let s = matrix(&r, cells).summary(OPTS);
+    let s = matrix(&r, cells).summary(SummaryOptions {
+        executed: 9,
+        ..OPTS
+    });
     let lines: Vec<&str> = s.lines().collect();
     assert_eq!(
         lines,
@@ -66,12 +72,13 @@ fn whole_cell_error_on_one_line_and_verbose_has_no_tip() {
             &r,
             &[],
             Some("UnknownMitigationError: unknown mitigation 'x'\nknown: none, tf32_off".into()),
-            0,
         ),
     ];
     let s = matrix(&r, cells).summary(SummaryOptions {
         run_dir: "run/",
         verbose: true,
+        executed: 1,
+        reused: 0,
     });
     assert!(s.contains("  [error] tf32-local: cell did not run (UnknownMitigationError: unknown mitigation 'x' known: none, tf32_off) -> cells/tf32-local/\n"), "{s}");
     assert!(
@@ -84,31 +91,62 @@ fn whole_cell_error_on_one_line_and_verbose_has_no_tip() {
     assert!(!s.contains("Tip:"));
 }
 
+/// AORTA's `resumed`: a cell whose trials all came from a prior run. The caller knows only
+/// this invocation's totals, so cells count as resumed when nothing was executed at all.
 #[test]
 fn resumed_cells_are_tagged_and_counted() {
     let r = triage();
-    let cached = |name: &str, vs: &[aorta_trial::Verdict]| {
-        let c = r.cells.iter().find(|c| c.name == name).unwrap();
-        CellStats::aggregate(c, &r, &trials(vs, &[1.0]), None, vs.len())
-    };
-    let clean = matrix(
-        &r,
+    let cells = |tf32: &[aorta_trial::Verdict]| {
         vec![
-            cached("baseline-local", &[P, P]),
-            cached("tf32-local", &[P, P]),
-        ],
-    )
-    .summary(OPTS);
+            agg(&r, "baseline-local", &trials(&[P, P], &[1.0])),
+            agg(&r, "tf32-local", &trials(tf32, &[1.0])),
+        ]
+    };
+    let cached = SummaryOptions {
+        executed: 0,
+        reused: 4,
+        ..OPTS
+    };
+    let clean = matrix(&r, cells(&[P, P])).summary(cached);
     assert_eq!(clean, "Sweep summary: all 2 cell(s) passed. 2 resumed from a prior run (no trials re-executed).\nTrials: 0 executed, 4 reused from cache.\n");
-    let partly = CellStats::aggregate(&r.cells[0], &r, &trials(&[P, P], &[1.0]), None, 1);
-    let s = matrix(&r, vec![partly, cached("tf32-local", &[P, F])]).summary(OPTS);
-    assert!(s.starts_with("Sweep summary: 2 cell(s) -- 1 clean, 1 with failing trials, 0 with errors. 1 resumed from a prior run (no trials re-executed).\n"), "{s}");
+    let s = matrix(&r, cells(&[P, F])).summary(cached);
+    assert!(s.starts_with("Sweep summary: 2 cell(s) -- 1 clean, 1 with failing trials, 0 with errors. 2 resumed from a prior run (no trials re-executed).\n"), "{s}");
     assert!(
         s.contains("  [fail] tf32-local: 1 failed of 2 trial(s) [resumed] -> cells/tf32-local/\n"),
         "{s}"
     );
+    // One trial executed: no cell is known to be resumed.
+    let s = matrix(&r, cells(&[P, F])).summary(SummaryOptions {
+        executed: 1,
+        reused: 3,
+        ..OPTS
+    });
+    assert!(
+        s.starts_with(
+            "Sweep summary: 2 cell(s) -- 1 clean, 1 with failing trials, 0 with errors.\n"
+        ),
+        "{s}"
+    );
+    assert!(
+        s.contains("  [fail] tf32-local: 1 failed of 2 trial(s) -> cells/tf32-local/\n"),
+        "{s}"
+    );
     assert!(
         s.contains("Trials: 1 executed, 3 reused from cache.\n"),
+        "{s}"
+    );
+    // A cell that could not run has no trials to have reused.
+    let errored = vec![
+        agg(&r, "baseline-local", &trials(&[P, P], &[1.0])),
+        CellStats::aggregate(&r.cells[1], &r, &[], Some("boom".into())),
+    ];
+    let s = matrix(&r, errored).summary(SummaryOptions {
+        reused: 2,
+        ..cached
+    });
+    assert!(s.starts_with("Sweep summary: 2 cell(s) -- 1 clean, 0 with failing trials, 1 with errors. 1 resumed from a prior run (no trials re-executed).\n"), "{s}");
+    assert!(
+        s.contains("  [error] tf32-local: cell did not run (boom) -> cells/tf32-local/\n"),
         "{s}"
     );
 }

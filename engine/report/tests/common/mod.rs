@@ -87,7 +87,7 @@ pub fn agg(recipe: &Recipe, cell: &str, trials: &[TrialRecord]) -> CellStats {
         .iter()
         .find(|c| c.name == cell)
         .unwrap_or_else(|| panic!("no cell {cell}"));
-    CellStats::aggregate(c, recipe, trials, None, 0)
+    CellStats::aggregate(c, recipe, trials, None)
 }
 
 pub fn run(ts: &str) -> RunInfo {
