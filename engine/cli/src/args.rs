@@ -10,6 +10,9 @@ use std::path::PathBuf;
     about = "Declarative, incremental triage of GPU/PyTorch workloads",
     long_about = "aorta runs a matrix of mitigations × environments × trials over a workload or your own launch command, \
 and reports which cells fail, how often, and at what speed cost.",
+    after_help = "Exit codes: 0 the build finished (failing trials are results); 1 incomplete (no usable baseline, a trial \
+could not run, or under --strict a cell errored or ran no trial); 2 bad input (recipe, flag, sidecar, label); \
+3 infrastructure (store I/O, environment snapshot, a workload that cannot start); 130 interrupted.",
     propagate_version = true
 )]
 pub struct Cli {
@@ -19,7 +22,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Plan (and, once execution lands, run) recipes named by label: //recipes:x, //recipes/..., or a file.
+    /// Build recipes named by label (//recipes:x, //recipes/..., or a file): every trial not
+    /// in the cache runs, then matrix.json/md; `--dry-run` prints the plan instead.
     Build(BuildArgs),
     /// AORTA's unified matrix runner: a recipe, flag mode, or `-- COMMAND`.
     #[command(subcommand)]
@@ -32,7 +36,7 @@ pub enum Command {
     Environments(RegistryListCommand),
     /// Run one workload for N trials, without a matrix.
     Run(RunArgs),
-    /// Print a trial's key and every input that fed it.
+    /// Why a node would (not) run: a trial's key and inputs, a cell, or an artifact.
     Explain(ExplainArgs),
     /// The local content-addressed store.
     #[command(subcommand)]
@@ -151,8 +155,55 @@ pub struct ExecArgs {
     /// $VIRTUAL_ENV's, $CONDA_PREFIX's, then python3 on PATH) [env: AORTA_PYTHON].
     #[arg(long, value_name = "PATH")]
     pub python: Option<PathBuf>,
+    /// Exit 1 when any cell errored (or every trial of it did) or ran no trial (AORTA 0.3's
+    /// --strict); without it failing cells are results and the exit code is 0.
+    #[arg(long)]
+    pub strict: bool,
     #[command(flatten)]
-    pub remote: crate::cmd_remote::RemoteArgs,
+    pub remote: RemoteArgs,
+}
+
+impl ExecArgs {
+    /// The engine session these flags describe.
+    pub fn session(&self) -> Result<aorta_engine::Session, crate::exit::CliError> {
+        let r = &self.remote;
+        let opts = aorta_engine::SessionOptions {
+            store: self.store.clone(),
+            env_snapshot: self.env_snapshot.clone(),
+            python: self.python.clone(),
+            remote: aorta_engine::RemoteSettings { url: r.remote_cache.clone(), mode: r.remote_cache_mode.clone(), namespace: r.remote_cache_namespace.clone(), timeout: r.remote_cache_timeout.clone(), retries: None },
+            jobs: self.jobs,
+            gpus: self.gpus.clone(),
+            kill_on_hang: self.kill_on_hang,
+            trial_timeout: self.trial_timeout,
+            output: self.output.clone(),
+        };
+        Ok(aorta_engine::Session::open(opts)?)
+    }
+}
+
+/// `--remote-cache URL` and friends: which remote tier a build reads (and writes); the
+/// environment (`$AORTA_REMOTE_CACHE*`) and the `[aorta]` section of `.buckconfig` fill in
+/// what the flags leave unset.
+#[derive(Debug, Args, Clone, Default)]
+pub struct RemoteArgs {
+    /// Remote cache: file:///dir, http(s)://host/prefix (GET/PUT/HEAD), s3://bucket/prefix,
+    /// gs://bucket/prefix; `off` disables one set in the environment or project config
+    /// [env: AORTA_REMOTE_CACHE].
+    #[arg(long, value_name = "URL")]
+    pub remote_cache: Option<String>,
+    /// `read` (default): use remote hits only; `readwrite`: also upload what this build executed
+    /// [env: AORTA_REMOTE_CACHE_MODE].
+    #[arg(long, value_name = "MODE", value_parser = ["read", "readwrite"])]
+    pub remote_cache_mode: Option<String>,
+    /// Namespace (salt) under the URL; change it to disown a poisoned set (default `default`)
+    /// [env: AORTA_REMOTE_CACHE_NAMESPACE].
+    #[arg(long, value_name = "NAME")]
+    pub remote_cache_namespace: Option<String>,
+    /// Per-request timeout (seconds, or e.g. 500ms; default 10); an unreachable cache is
+    /// switched off after one [env: AORTA_REMOTE_CACHE_TIMEOUT].
+    #[arg(long, value_name = "SECONDS")]
+    pub remote_cache_timeout: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -224,12 +275,19 @@ pub enum BenchCommand {
 pub struct ExplainArgs {
     /// A label (`//recipes:quickstart`) or recipe file.
     pub target: String,
-    /// The cell to explain.
-    #[arg(long)]
-    pub cell: String,
-    /// The trial index.
-    #[arg(long, default_value_t = 0)]
-    pub trial: u32,
+    /// The cell to explain (with --trial: that trial).
+    #[arg(long, required_unless_present = "artifact")]
+    pub cell: Option<String>,
+    /// The trial index (needs --cell).
+    #[arg(long, requires = "cell")]
+    pub trial: Option<u32>,
+    /// An artifact of the run directory: matrix.json, matrix.md, recipe.resolved.yaml,
+    /// environments/<name>/env.json.
+    #[arg(long, value_name = "PATH", conflicts_with = "cell")]
+    pub artifact: Option<String>,
+    /// Store, environment snapshot, Python: as for `aorta build`.
+    #[command(flatten)]
+    pub exec: ExecArgs,
     /// Extra sidecar registry files (JSON).
     #[arg(long = "mitigations-file", value_name = "PATH")]
     pub mitigations_files: Vec<PathBuf>,

@@ -1,7 +1,7 @@
 //! `aorta bench hw-queue …`: forwards to the `aorta-hw-queue` executable, which links the CUDA
 //! driver API (loaded at run time) so that `aorta` itself never does.
 
-use crate::cmd_sweep::usage;
+use crate::exit::usage;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -11,7 +11,7 @@ fn find_tool(name: &str) -> Option<PathBuf> {
     beside.into_iter().chain(path_dirs).find(|p| p.is_file())
 }
 
-pub fn hw_queue(args: &[String]) -> miette::Result<ExitCode> {
+pub fn hw_queue(args: &[String]) -> crate::exit::CliResult {
     let Some(tool) = find_tool("aorta-hw-queue") else {
         return Err(usage(
             "aorta-hw-queue was not found next to aorta or on PATH",
@@ -21,6 +21,6 @@ pub fn hw_queue(args: &[String]) -> miette::Result<ExitCode> {
     let status = std::process::Command::new(&tool).args(args).status().map_err(|e| usage(format!("cannot run {}: {e}", tool.display()), "check the file's permissions"))?;
     Ok(match status.code() {
         Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
-        None => ExitCode::from(crate::EXIT_FAILURE),
+        None => ExitCode::from(crate::exit::INCOMPLETE),
     })
 }

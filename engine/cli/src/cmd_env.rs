@@ -1,36 +1,28 @@
 //! `aorta env probe|diff|key`: the environment snapshot (engine/probe) from the command line.
 
 use crate::args::EnvCommand;
-use crate::cmd_sweep::usage;
-use aorta_probe::{diff, probe, KeyRules, ProbeCache, ProbeOptions, Snapshot};
-use aorta_registry::Registry;
+use crate::exit::{usage, CliError, CliResult};
+use aorta_engine::environment::{default_probe_cache_dir, diff, load_snapshot, probe_machine};
+use aorta_engine::{KeyRules, Snapshot};
 use std::process::ExitCode;
 
-fn load(path: &std::path::Path) -> miette::Result<Snapshot> {
-    let text = std::fs::read_to_string(path).map_err(|e| usage(format!("cannot read {}: {e}", path.display()), "pass an env.json written by `aorta env probe`"))?;
-    Snapshot::from_json(&text).map_err(|e| usage(format!("{}: {e}", path.display()), "pass an env.json written by `aorta env probe`"))
+fn load(path: &std::path::Path) -> Result<Snapshot, CliError> {
+    Ok(load_snapshot(path)?)
 }
 
-fn rules(include: &[String], exclude: &[String]) -> miette::Result<KeyRules> {
+fn rules(include: &[String], exclude: &[String]) -> Result<KeyRules, CliError> {
     let r = KeyRules::new(include.to_vec(), exclude.to_vec());
     r.validate().map_err(|e| usage(format!("--key-include/--key-exclude: {e}"), "dotted field paths with * globs, e.g. env_vars.NCCL_*"))?;
     Ok(r)
 }
 
-pub fn env(cmd: &EnvCommand) -> miette::Result<ExitCode> {
+pub fn env(cmd: &EnvCommand) -> CliResult {
     match cmd {
         EnvCommand::Probe { output, summary, field, python, no_cache, deep } => {
             if *summary && field.is_some() {
                 return Err(usage("--summary and --field cannot be combined", "use one of them"));
             }
-            let mut opts = ProbeOptions::current();
-            opts.python = python.clone();
-            opts.extra_env_vars = Registry::builtin().mitigation_env_vars();
-            opts.deep = *deep;
-            if !no_cache {
-                opts.cache = Some(ProbeCache::new(crate::cmd_cache::probe_cache_dir(None)?));
-            }
-            let snap = probe(&opts);
+            let snap = probe_machine(python.clone(), (!no_cache).then(default_probe_cache_dir), *deep);
             if let Some(f) = field {
                 let v = snap.field(f).map_err(|e| usage(e.to_string(), "fields are dotted paths such as gpu.devices"))?;
                 println!("{}", serde_json::to_string(&v).unwrap_or_default());
@@ -42,7 +34,7 @@ pub fn env(cmd: &EnvCommand) -> miette::Result<ExitCode> {
             }
             let out = output.clone().unwrap_or_else(|| "env.json".into());
             let abs = std::path::absolute(&out).unwrap_or(out);
-            aorta_build::write_atomic(&abs, (snap.to_json_pretty() + "\n").as_bytes())
+            aorta_engine::write_atomic(&abs, (snap.to_json_pretty() + "\n").as_bytes())
                 .map_err(|e| usage(format!("cannot write {}: {e}", abs.display()), "check the directory exists and is writable"))?;
             println!("Wrote env probe to {} (schema_version={}){}", abs.display(), snap.schema_version, if snap.partial { " [PARTIAL]" } else { "" });
             print!("{}", snap.summary());
@@ -57,19 +49,13 @@ pub fn env(cmd: &EnvCommand) -> miette::Result<ExitCode> {
             } else {
                 print!("{}", d.render(&a.display().to_string(), &b.display().to_string()));
             }
-            Ok(if d.key_changed() { ExitCode::from(crate::EXIT_FAILURE) } else { ExitCode::SUCCESS })
+            Ok(if d.key_changed() { ExitCode::from(crate::exit::INCOMPLETE) } else { ExitCode::SUCCESS })
         }
         EnvCommand::Key { file, deep, key_include, key_exclude } => {
             let rules = rules(key_include, key_exclude)?;
             let snap = match file {
                 Some(f) => load(f)?,
-                None => {
-                    let mut opts = ProbeOptions::current();
-                    opts.extra_env_vars = Registry::builtin().mitigation_env_vars();
-                    opts.cache = Some(ProbeCache::new(crate::cmd_cache::probe_cache_dir(None)?));
-                    opts.deep = *deep || rules.needs_deep();
-                    probe(&opts)
-                }
+                None => probe_machine(None, Some(default_probe_cache_dir()), *deep || rules.needs_deep()),
             };
             let k = snap.key(&rules);
             println!("{}", k.hash);

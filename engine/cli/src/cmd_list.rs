@@ -9,13 +9,13 @@ fn registry(files: &[PathBuf]) -> miette::Result<Registry> {
     Registry::load(None, files).map_err(|d| miette::Report::new(*d))
 }
 
-fn print_json<T: serde::Serialize>(value: &T) -> miette::Result<ExitCode> {
+fn print_json<T: serde::Serialize>(value: &T) -> crate::exit::CliResult {
     let text = serde_json::to_string_pretty(value).map_err(|e| miette::miette!("cannot serialise: {e}"))?;
     println!("{text}");
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn mitigations(files: &[PathBuf], json: bool) -> miette::Result<ExitCode> {
+pub fn mitigations(files: &[PathBuf], json: bool) -> crate::exit::CliResult {
     let reg = registry(files)?;
     if json {
         return print_json(&reg.mitigations().collect::<Vec<_>>());
@@ -24,7 +24,7 @@ pub fn mitigations(files: &[PathBuf], json: bool) -> miette::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn environments(files: &[PathBuf], json: bool) -> miette::Result<ExitCode> {
+pub fn environments(files: &[PathBuf], json: bool) -> crate::exit::CliResult {
     let reg = registry(files)?;
     if json {
         return print_json(&reg.environments().collect::<Vec<_>>());
@@ -53,7 +53,7 @@ struct PatternJson<'a> {
 
 /// AORTA's catalogue layout, Tier 4 first (what `list-patterns` always showed), then Tier 3's
 /// kernel-log patterns.
-pub fn patterns(version_only: bool, json: bool, banner: &str) -> miette::Result<ExitCode> {
+pub fn patterns(version_only: bool, json: bool, banner: &str) -> crate::exit::CliResult {
     if version_only {
         println!("{banner} pattern library v{PATTERN_LIBRARY_VERSION} (aorta {})", env!("CARGO_PKG_VERSION"));
         return Ok(ExitCode::SUCCESS);

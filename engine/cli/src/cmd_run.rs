@@ -2,13 +2,15 @@
 //! The cell is built as a JSON recipe and goes through the same loader, so every rule applies.
 
 use crate::args::RunArgs;
-use crate::cmd_sweep::usage;
+use crate::exit::{usage, CliResult};
+use aorta_engine::{RecipeOrigin, TargetSpec};
 use aorta_registry::Registry;
 use aorta_source::{SourceFile, Syntax};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
-pub fn run(a: &RunArgs) -> miette::Result<ExitCode> {
+pub fn run(a: &RunArgs) -> CliResult {
     let mitigations: Vec<&str> = a.mitigations.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
     let mitigations = if mitigations.is_empty() { vec!["none"] } else { mitigations };
     let mut extra_env = serde_json::Map::new();
@@ -31,31 +33,33 @@ pub fn run(a: &RunArgs) -> miette::Result<ExitCode> {
         "workload_config": config,
         "cells": [{"name": "run", "mitigations": mitigations, "environment": a.environment, "extra_env": extra_env}],
     });
-    let file = SourceFile::new("<aorta run flags>", serde_json::to_string_pretty(&recipe_json).unwrap_or_default());
-    let registry = Registry::load(None, &a.mitigations_files).map_err(|d| miette::Report::new(*d))?;
-    let recipe = aorta_recipe::parse_recipe(&file, Syntax::Json, &registry).map_err(|d| miette::Report::new(*d))?;
+    let text = serde_json::to_string_pretty(&recipe_json).map_err(|e| crate::exit::infra(format!("cannot encode the recipe: {e}")))?;
+    let file = SourceFile::new("<aorta run flags>", text);
+    let registry = Registry::load(None, &a.mitigations_files)?;
+    let recipe = aorta_recipe::parse_recipe(&file, Syntax::Json, &registry)?;
     let mut exec = a.exec.clone();
     if exec.output.is_none() {
         exec.output = Some(a.results_dir.clone().unwrap_or_else(|| PathBuf::from("results")));
     }
-    let out = crate::cmd_exec::execute(&recipe, None, &exec, a.verbose)?;
+    let session = exec.session()?;
+    let id = session.add_target(TargetSpec { label: None, origin: RecipeOrigin::Given(Arc::new(recipe)), argv: None });
+    let c = session.compile(id)?;
+    if let Some(Err(e)) = &c.workload {
+        return Err(crate::exit::CliError { code: crate::exit::INFRASTRUCTURE, ..usage(format!("the workload could not run: {e}"), "see docs/workload-protocol.md for where workloads are looked up; `aorta run --workload example` runs the one shipped next to aorta") });
+    }
+    let out = crate::execute::build(&session, &c, a.verbose)?;
     if out.cancelled {
-        return Ok(crate::cmd_exec::report(&out, recipe.mode));
+        return Ok(crate::execute::report(&out, c.recipe.mode, exec.strict));
     }
-    let records = std::fs::read_to_string(out.run_dir.join("matrix.json")).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
-    let cell = records.as_ref().and_then(|m| m["cells"].get(0).cloned()).unwrap_or_default();
-    if let Some(err) = cell["error"].as_str() {
-        return Err(usage(format!("the workload could not run: {err}"), "see docs/workload-protocol.md for where workloads are looked up"));
-    }
-    let passed = cell["passed_count"].as_u64().unwrap_or(0);
-    let total = cell["trials"].as_u64().unwrap_or(0);
+    let (passed, total) = out.cells.first().map_or((0, 0), |cell| (cell.passed, cell.trials));
+    let cached = format!("({} executed, {} reused from the cache)", out.executed, out.reused);
     if passed == total && total > 0 {
         println!("All {total} trial(s) passed. Results in: {}", out.run_dir.display());
-        println!("({} executed, {} reused from the cache)", out.executed, out.reused);
+        println!("{cached}");
         Ok(ExitCode::SUCCESS)
     } else {
         println!("{}/{total} trials failed. Results in: {}", total - passed, out.run_dir.display());
-        println!("({} executed, {} reused from the cache)", out.executed, out.reused);
-        Ok(ExitCode::from(crate::EXIT_FAILURE))
+        println!("{cached}");
+        Ok(ExitCode::from(crate::exit::INCOMPLETE))
     }
 }

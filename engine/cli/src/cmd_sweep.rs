@@ -1,20 +1,12 @@
-//! `aorta sweep run` (and the deprecated `probe` / `triage run`): AORTA's flow selection,
-//! its flag-conflict rules, then the plan. Execution arrives with the store and executor.
+//! `aorta sweep run` (and the deprecated `probe` / `triage run`): AORTA's flow selection and
+//! its flag-conflict rules build the recipe; the engine plans or builds it.
 
 use crate::args::{ProbeArgs, SweepRunArgs, TriageRunArgs};
+use crate::exit::{usage, CliResult};
+use aorta_engine::{RecipeOrigin, TargetSpec};
 use aorta_recipe::{load_recipe, override_collect, peek_mode, FlagRecipe, Mode, PassthroughMode, PeekedMode, ProbeOverlays, Recipe};
 use aorta_registry::Registry;
-use aorta_source::{Diag, DiagKind};
-use std::process::ExitCode;
-
-pub fn usage(message: impl Into<String>, help: impl Into<String>) -> miette::Report {
-    miette::Report::new(Diag::new(DiagKind::Usage, message).with_help(help))
-}
-
-#[allow(clippy::boxed_local)] // `map_err` hands over the Box the loaders return
-fn boxed(d: Box<Diag>) -> miette::Report {
-    miette::Report::new(*d)
-}
+use std::sync::Arc;
 
 /// The triage-only flags that are set, by their CLI spelling.
 fn flag_mode_flags(a: &SweepRunArgs) -> Vec<&'static str> {
@@ -32,7 +24,7 @@ fn flag_mode_flags(a: &SweepRunArgs) -> Vec<&'static str> {
     .collect()
 }
 
-pub fn sweep_run(a: &SweepRunArgs, name: &str) -> miette::Result<ExitCode> {
+pub fn sweep_run(a: &SweepRunArgs, name: &str) -> CliResult {
     let peeked = a.recipe.as_deref().map(peek_mode);
     let has_command = !a.command.is_empty();
     if peeked == Some(PeekedMode::Known(Mode::Probe)) && !has_command {
@@ -51,7 +43,7 @@ pub fn sweep_run(a: &SweepRunArgs, name: &str) -> miette::Result<ExitCode> {
     }
 }
 
-fn subprocess_flow(a: &SweepRunArgs, name: &str) -> miette::Result<ExitCode> {
+fn subprocess_flow(a: &SweepRunArgs, name: &str) -> CliResult {
     if a.collect.as_deref().is_some_and(|c| c.split(',').any(|s| !s.trim().is_empty())) {
         return Err(usage(format!("{name}: --collect applies to the workload flow only"), "collectors run inside workloads; drop --collect with -- COMMAND"));
     }
@@ -62,7 +54,7 @@ fn subprocess_flow(a: &SweepRunArgs, name: &str) -> miette::Result<ExitCode> {
     let Some(path) = &a.recipe else {
         return Err(usage(format!("{name}: the subprocess flow needs --recipe"), "write a probe recipe (mode: probe), e.g. recipes/probe-template-bash.yaml"));
     };
-    let mut recipe = load_recipe(path, &a.mitigations_files).map_err(boxed)?.recipe;
+    let mut recipe = load_recipe(path, &a.mitigations_files)?.recipe;
     if recipe.mode != Mode::Probe {
         return Err(usage(format!("{}: is not a probe-mode recipe; set 'mode: probe' to wrap a command", path.display()), "or drop the command after -- to run the recipe's workload"));
     }
@@ -73,11 +65,11 @@ fn subprocess_flow(a: &SweepRunArgs, name: &str) -> miette::Result<ExitCode> {
         max_trials: a.max_trials,
         disable_detector: a.disable_detector.clone(),
     };
-    overlays.apply(&mut recipe).map_err(boxed)?;
-    finish(a, &recipe, Some(&a.command))
+    overlays.apply(&mut recipe)?;
+    finish(a, recipe, Some(&a.command))
 }
 
-fn workload_flow(a: &SweepRunArgs, name: &str) -> miette::Result<ExitCode> {
+fn workload_flow(a: &SweepRunArgs, name: &str) -> CliResult {
     if a.env_passthrough_mode.is_some() {
         return Err(usage(format!("{name}: --env-passthrough-mode applies to the subprocess flow only"), "it needs a probe recipe and a command after --"));
     }
@@ -101,14 +93,14 @@ fn workload_flow(a: &SweepRunArgs, name: &str) -> miette::Result<ExitCode> {
             if !conflicts.is_empty() {
                 return Err(usage(format!("{name}: --recipe conflicts with {}", conflicts.join(", ")), "put those settings in the recipe, or drop --recipe to use flag mode"));
             }
-            let mut recipe = load_recipe(path, &a.mitigations_files).map_err(boxed)?.recipe;
+            let mut recipe = load_recipe(path, &a.mitigations_files)?.recipe;
             if let Some(c) = &a.collect {
-                override_collect(&mut recipe, c).map_err(boxed)?;
+                override_collect(&mut recipe, c)?;
             }
             recipe
         }
         None => {
-            let registry = Registry::load(None, &a.mitigations_files).map_err(boxed)?;
+            let registry = Registry::load(None, &a.mitigations_files)?;
             let flags = FlagRecipe {
                 workload: a.workload.clone(),
                 mitigation_axis: a.mitigation_axis.clone(),
@@ -120,28 +112,30 @@ fn workload_flow(a: &SweepRunArgs, name: &str) -> miette::Result<ExitCode> {
                 confound_threshold: a.confound_threshold,
                 collect: a.collect.clone(),
             };
-            flags.build(&registry).map_err(boxed)?
+            flags.build(&registry)?
         }
     };
-    finish(a, &recipe, None)
+    finish(a, recipe, None)
 }
 
-fn finish(a: &SweepRunArgs, recipe: &Recipe, argv: Option<&[String]>) -> miette::Result<ExitCode> {
+fn finish(a: &SweepRunArgs, recipe: Recipe, argv: Option<&[String]>) -> CliResult {
+    let session = a.exec.session()?;
+    let id = session.add_target(TargetSpec { label: None, origin: RecipeOrigin::Given(Arc::new(recipe)), argv: argv.map(<[String]>::to_vec) });
+    let c = session.compile(id)?;
     if a.dry_run {
-        let plan = aorta_plan::plan(recipe, None, &crate::context::key_context(argv, recipe, &crate::context::EnvSource::from_args(&a.exec))?);
-        return crate::cmd_build::print_plans(&[plan], a.json);
+        return crate::output::print_plans(&[session.plan(&c)], a.json);
     }
-    let out = crate::cmd_exec::execute(recipe, argv, &a.exec, a.verbose)?;
-    Ok(crate::cmd_exec::report(&out, recipe.mode))
+    let out = crate::execute::build(&session, &c, a.verbose)?;
+    Ok(crate::execute::report(&out, c.recipe.mode, a.exec.strict))
 }
 
 /// `aorta probe [opts] -- COMMAND` → the subprocess flow of `sweep run`.
-pub fn deprecated_probe(a: ProbeArgs) -> miette::Result<ExitCode> {
+pub fn deprecated_probe(a: ProbeArgs) -> CliResult {
     if a.list_patterns {
-        crate::deprecation("aorta probe --list-patterns", "aorta sweep list-patterns");
+        crate::output::deprecation("aorta probe --list-patterns", "aorta sweep list-patterns");
         return crate::cmd_list::patterns(a.version, false, "aorta probe");
     }
-    crate::deprecation("aorta probe", "aorta sweep run");
+    crate::output::deprecation("aorta probe", "aorta sweep run");
     if a.version {
         return Err(usage("aorta probe: --version only works with --list-patterns", "use `aorta --version` for the tool's version"));
     }

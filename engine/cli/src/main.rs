@@ -1,31 +1,30 @@
-//! `aorta`: a thin front door over the engine crates. Parsing is clap's; every bad input
-//! becomes a miette report on stderr and exit code 2; nothing here panics on user input.
+//! `aorta`: a thin front door over the engine. Parsing is clap's; each command opens one
+//! engine session, calls it and prints. Every failure becomes a miette report on stderr and its
+//! category's exit code (`exit`); nothing here panics on user input.
+//!
+//! Module layering (no loops): `main` → `cmd_*` → {`execute`, `output`, `targets`, `args`, `exit`}.
 
 mod args;
 mod cmd_bench;
 mod cmd_build;
 mod cmd_cache;
 mod cmd_env;
-mod cmd_exec;
-mod cmd_remote;
-mod cmd_run;
 mod cmd_list;
+mod cmd_run;
 mod cmd_sweep;
 mod cmd_trial;
 mod cmd_watch;
-mod context;
+mod execute;
+mod exit;
+mod output;
 mod separator;
+mod targets;
 
 use args::{Cli, Command, RegistryListCommand, SweepCommand, TriageCommand};
 use clap::{CommandFactory, Parser};
+use exit::CliResult;
 use std::io::IsTerminal;
 use std::process::ExitCode;
-
-/// Exit code for bad input (recipes, flags, registries), as the project's standard says.
-pub const EXIT_BAD_INPUT: u8 = 2;
-/// Exit code for a run that could not produce what was asked.
-pub const EXIT_FAILURE: u8 = 1;
-
 
 fn main() -> ExitCode {
     restore_sigpipe();
@@ -34,20 +33,21 @@ fn main() -> ExitCode {
     let raw: Vec<String> = std::env::args().collect();
     if let Err(report) = separator::check(&raw) {
         eprintln!("{report:?}");
-        return ExitCode::from(EXIT_BAD_INPUT);
+        return ExitCode::from(exit::BAD_INPUT);
     }
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
-        Err(report) => {
-            eprintln!("{report:?}");
-            ExitCode::from(EXIT_BAD_INPUT)
+        Err(e) => {
+            eprintln!("{:?}", e.report);
+            ExitCode::from(e.code)
         }
     }
 }
 
-fn run(cli: Cli) -> miette::Result<ExitCode> {
+fn run(cli: Cli) -> CliResult {
     match cli.command {
+        Command::Build(a) if a.watch => cmd_watch::watch(&a),
         Command::Build(a) => cmd_build::build(&a),
         Command::Sweep(SweepCommand::Run(a)) => cmd_sweep::sweep_run(&a, "aorta sweep run"),
         Command::Sweep(SweepCommand::ListMitigations(a)) => cmd_list::mitigations(&a.mitigations_files, a.json),
@@ -72,7 +72,7 @@ fn run(cli: Cli) -> miette::Result<ExitCode> {
                 TriageCommand::ListMitigations(_) => ("aorta triage list-mitigations", "aorta sweep list-mitigations"),
                 TriageCommand::ListEnvironments(_) => ("aorta triage list-environments", "aorta sweep list-environments"),
             };
-            deprecation(old, new);
+            output::deprecation(old, new);
             match t {
                 TriageCommand::Run(a) => cmd_sweep::sweep_run(&(*a).into(), "aorta triage run"),
                 TriageCommand::ListMitigations(a) => cmd_list::mitigations(&a.mitigations_files, a.json),
@@ -82,10 +82,6 @@ fn run(cli: Cli) -> miette::Result<ExitCode> {
     }
 }
 
-/// AORTA's exact one-line notice, so scripts that grep for it keep working.
-pub fn deprecation(old: &str, new: &str) {
-    eprintln!("warning: '{old}' is deprecated and will be removed in a future release; use '{new}' instead.");
-}
 
 /// `aorta … | head` must end quietly like any Unix tool, not panic on EPIPE inside println!.
 fn restore_sigpipe() {

@@ -1,16 +1,18 @@
-//! The incremental compile layer on salsa: inputs are file texts and machine facts; tracked
-//! queries go parse → resolved recipe → trial keys → DAG. A change that leaves the keys equal
-//! (a comment, a reordered mapping) stops there: salsa's early cutoff skips the DAG rebuild.
+//! The incremental compile layer on salsa: inputs are file texts (or a recipe built from
+//! flags) and machine facts; tracked queries go parse → resolved recipe → trial keys → DAG. A
+//! change that leaves the keys equal (a comment, a reordered mapping) stops there: salsa's early
+//! cutoff skips the DAG rebuild. One database serves one-shot builds and watch mode alike.
 
 use crate::dag::Dag;
-use crate::key::{KeyInputs, TrialKey};
+use crate::key::KeyInputs;
 use crate::plan_keys::{trial_inputs, KeyContext};
 use aorta_recipe::Recipe;
 use aorta_registry::Registry;
 use aorta_source::{Diag, SourceFile, Syntax};
+use aorta_store::Key;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// One file's text as the compile layer saw it.
 #[salsa::input]
@@ -21,6 +23,19 @@ pub struct SourceText {
     pub text: String,
 }
 
+/// A recipe that does not come from one file as it is: flag mode, `aorta run`, or a file with
+/// command-line overlays applied. Compared by identity: setting a new one recompiles.
+#[derive(Debug, Clone)]
+pub struct GivenRecipe(pub Arc<Recipe>);
+
+impl PartialEq for GivenRecipe {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for GivenRecipe {}
+
 /// Everything a build of one recipe depends on besides file texts.
 #[salsa::input]
 pub struct BuildInputs {
@@ -28,18 +43,51 @@ pub struct BuildInputs {
     pub project_registry: Option<SourceText>,
     #[returns(ref)]
     pub sidecars: Vec<SourceText>,
+    /// Takes the place of parsing `recipe` when set.
+    #[returns(ref)]
+    pub given: Option<GivenRecipe>,
     #[returns(ref)]
     pub context: KeyContext,
 }
 
+/// The database. [`CompileDb::logging`] records which queries executed, so watch mode can say
+/// which recipes were re-parsed (and tests can assert it).
 #[salsa::db]
 #[derive(Clone, Default)]
 pub struct CompileDb {
     storage: salsa::Storage<Self>,
+    executed: Arc<Mutex<Vec<salsa::DatabaseKeyIndex>>>,
 }
 
 #[salsa::db]
 impl salsa::Database for CompileDb {}
+
+impl CompileDb {
+    /// A database that logs every query execution (see [`Self::take_executed`]).
+    pub fn logging() -> Self {
+        let executed: Arc<Mutex<Vec<salsa::DatabaseKeyIndex>>> = Arc::default();
+        let log = executed.clone();
+        let callback: Box<dyn Fn(salsa::Event) + Send + Sync + 'static> = Box::new(move |event: salsa::Event| {
+            if let salsa::EventKind::WillExecute { database_key } = event.kind {
+                if let Ok(mut v) = log.lock() {
+                    v.push(database_key);
+                }
+            }
+        });
+        CompileDb { storage: salsa::Storage::new(Some(callback)), executed }
+    }
+
+    /// The inputs whose `query` executed since the last call (empty unless [`Self::logging`]).
+    pub fn take_executed(&self, query: &str) -> Vec<BuildInputs> {
+        use salsa::plumbing::FromId;
+        let events = std::mem::take(&mut *self.executed.lock().unwrap_or_else(|p| p.into_inner()));
+        events
+            .into_iter()
+            .filter(|k| salsa::Database::ingredient_debug_name(self, k.ingredient_index()) == query)
+            .map(|k| BuildInputs::from_id(k.key_index()))
+            .collect()
+    }
+}
 
 /// Shared so salsa can memoize it (a Diag holds file texts, so cloning it is not free).
 pub type Shared<T> = Arc<Result<T, Box<Diag>>>;
@@ -49,7 +97,7 @@ pub type Shared<T> = Arc<Result<T, Box<Diag>>>;
 pub struct PlannedTrial {
     pub cell: usize,
     pub index: u32,
-    pub key: TrialKey,
+    pub key: Key,
     pub inputs: KeyInputs,
 }
 
@@ -66,6 +114,9 @@ pub fn registry(db: &dyn salsa::Database, build: BuildInputs) -> Shared<Registry
 
 #[salsa::tracked(returns(ref), no_eq)]
 pub fn recipe(db: &dyn salsa::Database, build: BuildInputs) -> Shared<Recipe> {
+    if let Some(given) = build.given(db) {
+        return Arc::new(Ok((*given.0).clone()));
+    }
     let registry = match registry(db, build).as_ref() {
         Ok(r) => r,
         Err(e) => return Arc::new(Err(e.clone())),
@@ -85,29 +136,36 @@ pub fn recipe(db: &dyn salsa::Database, build: BuildInputs) -> Shared<Recipe> {
 #[salsa::tracked(returns(ref))]
 pub fn trials(db: &dyn salsa::Database, build: BuildInputs) -> Arc<Result<Vec<PlannedTrial>, String>> {
     match recipe(db, build).as_ref() {
-        Ok(r) => Arc::new(Ok(trial_inputs(r, build.context(db)))),
+        Ok(r) => Arc::new(trial_inputs(r, build.context(db)).map_err(|e| e.to_string())),
         Err(e) => Arc::new(Err(e.to_string())),
     }
 }
 
-/// Cell names in order: a small, comparable view of the recipe for queries that must not
-/// re-run when only the recipe's text (not its meaning) changed.
+/// The shape of the recipe the DAG needs (cell count, environment slugs): a small, comparable
+/// view, so a text edit that keeps the meaning does not rebuild the DAG.
 #[salsa::tracked(returns(ref))]
-pub fn cell_names(db: &dyn salsa::Database, build: BuildInputs) -> Arc<Vec<String>> {
-    Arc::new(recipe(db, build).as_ref().as_ref().map(|r| r.cells.iter().map(|c| c.name.clone()).collect()).unwrap_or_default())
+pub fn shape(db: &dyn salsa::Database, build: BuildInputs) -> Arc<(usize, Vec<String>)> {
+    let Ok(r) = recipe(db, build).as_ref() else { return Arc::new((0, Vec::new())) };
+    let mut envs: Vec<String> = r.cells.iter().map(|c| aorta_recipe::safe_slug(&c.environment.name)).collect();
+    envs.sort_unstable();
+    envs.dedup();
+    Arc::new((r.cells.len(), envs))
 }
 
 #[salsa::tracked(returns(ref))]
 pub fn dag(db: &dyn salsa::Database, build: BuildInputs) -> Arc<Option<Dag>> {
     match trials(db, build).as_ref() {
-        Ok(t) => Arc::new(Some(Dag::build(cell_names(db, build).len(), t, &build.context(db).env_snapshot))),
+        Ok(t) => {
+            let (cells, envs) = shape(db, build).as_ref();
+            Arc::new(Some(Dag::build(*cells, t, &build.context(db).env_snapshot, envs)))
+        }
         Err(_) => Arc::new(None),
     }
 }
 
 /// Keys of a cell's trials, in index order (for tests and `explain`).
-pub fn keys_by_cell(trials: &[PlannedTrial]) -> BTreeMap<usize, Vec<TrialKey>> {
-    let mut out: BTreeMap<usize, Vec<TrialKey>> = BTreeMap::new();
+pub fn keys_by_cell(trials: &[PlannedTrial]) -> BTreeMap<usize, Vec<Key>> {
+    let mut out: BTreeMap<usize, Vec<Key>> = BTreeMap::new();
     for t in trials {
         out.entry(t.cell).or_default().push(t.key.clone());
     }

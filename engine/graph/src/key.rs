@@ -2,9 +2,9 @@
 //! trial's result. The encoding is JSON with sorted keys behind a domain tag, so
 //! `aorta explain` can print the very bytes that were hashed.
 
+use aorta_store::Key;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::sync::Arc;
 
 /// Bump when the meaning of any key input changes: every cached result becomes a miss.
@@ -12,14 +12,23 @@ pub const KEY_SCHEMA_VERSION: u32 = 1;
 
 const DOMAIN: &[u8] = b"aorta.trial-key\0";
 
-/// A trial key: 64 lowercase hex chars of blake3.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub struct TrialKey(pub String);
+/// A value that could not be encoded for hashing. Key inputs are strings, numbers and
+/// string-keyed maps, so this never happens in practice; it is still an error, never the hash
+/// of an empty string.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot encode {what} for hashing: {source}")]
+pub struct HashError {
+    pub what: &'static str,
+    #[source]
+    pub source: serde_json::Error,
+}
 
-impl fmt::Display for TrialKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+/// blake3 over `domain` then the canonical JSON of `value`, streamed into the hasher.
+pub fn hash_json(domain: &[u8], what: &'static str, value: &impl Serialize) -> Result<Key, HashError> {
+    let mut h = blake3::Hasher::new();
+    h.update(domain);
+    serde_json::to_writer(&mut h, value).map_err(|source| HashError { what, source })?;
+    Ok(Key::from_hash(h.finalize()))
 }
 
 /// What a trial runs. Names of cells and mitigations are deliberately absent: two cells that
@@ -61,21 +70,18 @@ pub struct KeyInputs {
 }
 
 impl KeyInputs {
-    /// The exact bytes hashed (after the domain tag).
-    pub fn canonical_json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
+    /// The exact bytes hashed (after the domain tag), for `aorta explain`.
+    pub fn canonical_json(&self) -> Result<String, HashError> {
+        serde_json::to_string(self).map_err(|source| HashError { what: "trial key inputs", source })
     }
 
-    pub fn key(&self) -> TrialKey {
-        let mut h = blake3::Hasher::new();
-        h.update(DOMAIN);
-        h.update(self.canonical_json().as_bytes());
-        TrialKey(h.finalize().to_hex().to_string())
+    pub fn key(&self) -> Result<Key, HashError> {
+        hash_json(DOMAIN, "trial key inputs", self)
     }
 }
 
 /// JSON with object keys sorted at every level, so equal configs hash equally.
-pub fn canonical_json(v: &serde_json::Value) -> String {
+pub fn canonical_json(v: &serde_json::Value) -> Result<String, HashError> {
     fn sort(v: &serde_json::Value) -> serde_json::Value {
         match v {
             serde_json::Value::Object(m) => {
@@ -91,7 +97,7 @@ pub fn canonical_json(v: &serde_json::Value) -> String {
             other => other.clone(),
         }
     }
-    serde_json::to_string(&sort(v)).unwrap_or_default()
+    serde_json::to_string(&sort(v)).map_err(|source| HashError { what: "a workload config", source })
 }
 
 #[cfg(test)]
@@ -112,35 +118,35 @@ mod tests {
 
     #[test]
     fn every_input_changes_the_key() {
-        let base = inputs().key();
-        assert_eq!(base, inputs().key(), "deterministic");
-        assert_eq!(base.0.len(), 64);
+        let base = inputs().key().unwrap();
+        assert_eq!(base, inputs().key().unwrap(), "deterministic");
+        assert_eq!(base.as_str().len(), 64);
         let mut i = inputs();
         i.trial_index = 1;
-        assert_ne!(i.key(), base);
+        assert_ne!(i.key().unwrap(), base);
         let mut i = inputs();
         Arc::make_mut(&mut i.env).insert("A".into(), "2".into());
-        assert_ne!(i.key(), base);
+        assert_ne!(i.key().unwrap(), base);
         let mut i = inputs();
         i.config = "{\"x\":1}".into();
-        assert_ne!(i.key(), base);
+        assert_ne!(i.key().unwrap(), base);
         let mut i = inputs();
         i.env_snapshot = "other".into();
-        assert_ne!(i.key(), base);
+        assert_ne!(i.key().unwrap(), base);
         let mut i = inputs();
         Arc::make_mut(&mut i.environment).docker = Some("img".into());
-        assert_ne!(i.key(), base);
+        assert_ne!(i.key().unwrap(), base);
         let mut i = inputs();
         i.workload = WorkloadIdentity::Command { argv: vec!["false".into()], inputs: BTreeMap::new() }.into();
-        assert_ne!(i.key(), base);
+        assert_ne!(i.key().unwrap(), base);
         let mut i = inputs();
         i.key_schema = 2;
-        assert_ne!(i.key(), base);
+        assert_ne!(i.key().unwrap(), base);
     }
 
     #[test]
     fn canonical_json_sorts_keys() {
-        let a = canonical_json(&serde_json::json!({"b": {"y": 1, "x": 2}, "a": 1}));
+        let a = canonical_json(&serde_json::json!({"b": {"y": 1, "x": 2}, "a": 1})).unwrap();
         assert_eq!(a, r#"{"a":1,"b":{"x":2,"y":1}}"#);
     }
 }

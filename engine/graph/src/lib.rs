@@ -10,9 +10,10 @@ pub mod inputs;
 pub mod key;
 mod plan_keys;
 
-pub use dag::{Dag, Node};
-pub use db::{BuildInputs, CompileDb, PlannedTrial, SourceText};
+pub use dag::{Artifact, Dag, Node, PlanIndex};
+pub use db::{BuildInputs, CompileDb, GivenRecipe, PlannedTrial, SourceText};
 pub use host::HostBasics;
 pub use inputs::{hash_file, hash_inputs};
-pub use key::{canonical_json, EnvironmentDescriptor, KeyInputs, TrialKey, WorkloadIdentity, KEY_SCHEMA_VERSION};
+pub use aorta_store::Key;
+pub use key::{canonical_json, hash_json, EnvironmentDescriptor, HashError, KeyInputs, WorkloadIdentity, KEY_SCHEMA_VERSION};
 pub use plan_keys::{trial_count, trial_inputs, KeyContext};

@@ -1,7 +1,7 @@
 //! From a resolved recipe to every trial's key inputs.
 
 use crate::db::PlannedTrial;
-use crate::key::{canonical_json, EnvironmentDescriptor, KeyInputs, WorkloadIdentity, KEY_SCHEMA_VERSION};
+use crate::key::{canonical_json, EnvironmentDescriptor, HashError, KeyInputs, WorkloadIdentity, KEY_SCHEMA_VERSION};
 use aorta_recipe::{Cell, Mode, Recipe};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -38,6 +38,9 @@ fn probe_config(recipe: &Recipe) -> serde_json::Value {
     })
 }
 
+/// The workload's identity. A workload recipe whose workload was not resolved keys as
+/// `"unresolved"`: such a cell cannot run (its error is reported), and every entry point gets
+/// its context from the engine's one resolver, so plan, explain and build agree.
 fn workload_identity(recipe: &Recipe, ctx: &KeyContext) -> WorkloadIdentity {
     match recipe.mode {
         Mode::Probe => WorkloadIdentity::Command { argv: ctx.argv.clone().unwrap_or_default(), inputs: ctx.input_hashes.clone() },
@@ -48,7 +51,7 @@ fn workload_identity(recipe: &Recipe, ctx: &KeyContext) -> WorkloadIdentity {
     }
 }
 
-fn cell_config(recipe: &Recipe, cell: &Cell) -> String {
+fn cell_config(recipe: &Recipe, cell: &Cell) -> Result<String, HashError> {
     match recipe.mode {
         Mode::Probe => canonical_json(&probe_config(recipe)),
         Mode::Triage => {
@@ -69,12 +72,12 @@ pub fn trial_count(recipe: &Recipe, cell: &Cell) -> u32 {
     recipe.stop_after.map_or_else(|| cell.effective_trials(recipe), |s| s.max_trials)
 }
 
-pub fn trial_inputs(recipe: &Recipe, ctx: &KeyContext) -> Vec<PlannedTrial> {
+pub fn trial_inputs(recipe: &Recipe, ctx: &KeyContext) -> Result<Vec<PlannedTrial>, HashError> {
     let workload = Arc::new(workload_identity(recipe, ctx));
     let env_snapshot: Arc<str> = ctx.env_snapshot.as_str().into();
     let mut out = Vec::new();
     for (ci, cell) in recipe.cells.iter().enumerate() {
-        let config: Arc<str> = cell_config(recipe, cell).into();
+        let config: Arc<str> = cell_config(recipe, cell)?.into();
         let env = Arc::new(cell.resolved_env.clone());
         let environment = Arc::new(EnvironmentDescriptor {
             docker: cell.environment.docker.clone(),
@@ -91,8 +94,8 @@ pub fn trial_inputs(recipe: &Recipe, ctx: &KeyContext) -> Vec<PlannedTrial> {
                 env_snapshot: env_snapshot.clone(),
                 trial_index: index,
             };
-            out.push(PlannedTrial { cell: ci, index, key: inputs.key(), inputs });
+            out.push(PlannedTrial { cell: ci, index, key: inputs.key()?, inputs });
         }
     }
-    out
+    Ok(out)
 }

@@ -15,14 +15,14 @@ fn ctx() -> KeyContext {
 fn setup(text: &str) -> (CompileDb, BuildInputs, SourceText) {
     let db = CompileDb::default();
     let src = SourceText::new(&db, PathBuf::from("r.yaml"), text.to_string());
-    let build = BuildInputs::new(&db, src, None, Vec::new(), ctx());
+    let build = BuildInputs::new(&db, src, None, Vec::new(), None, ctx());
     (db, build, src)
 }
 
 fn keys(db: &CompileDb, build: BuildInputs) -> BTreeMap<(String, u32), String> {
     let r = recipe(db, build).as_ref().clone().unwrap();
     let t: Vec<PlannedTrial> = trials(db, build).as_ref().clone().unwrap();
-    t.into_iter().map(|p| ((r.cells[p.cell].name.clone(), p.index), p.key.0)).collect()
+    t.into_iter().map(|p| ((r.cells[p.cell].name.clone(), p.index), p.key.to_string())).collect()
 }
 
 #[test]
@@ -75,7 +75,7 @@ fn registry_value_change_invalidates_users_of_that_mitigation() {
     let mut db = db0;
     let src = SourceText::new(&db, PathBuf::from("r.yaml"), RECIPE.replace("cuda_launch_blocking", "my_knob"));
     let sidecar = SourceText::new(&db, PathBuf::from("side.json"), side.to_string());
-    let build = BuildInputs::new(&db, src, None, vec![sidecar], ctx());
+    let build = BuildInputs::new(&db, src, None, vec![sidecar], None, ctx());
     let before = keys(&db, build);
     sidecar.set_text(&mut db).to(side.replace("\"1\"", "\"2\""));
     let after = keys(&db, build);
@@ -91,7 +91,16 @@ fn equal_envs_share_trials_in_the_dag() {
     let (db, build, _) = setup(text);
     let d = dag(&db, build).as_ref().clone().unwrap();
     assert_eq!(d.unique_trials(), 4);
-    assert_eq!(d.trial_order().len(), 4);
+    // Every node is ordered after what it depends on: env → trials → cells → artifacts.
+    let order = d.topological();
+    assert_eq!(order.len(), d.graph.node_count());
+    let pos = |n| order.iter().position(|x| *x == n).unwrap();
+    for e in d.graph.raw_edges() {
+        assert!(pos(e.source()) < pos(e.target()));
+    }
+    assert_eq!(d.cell_trials(0).len(), 2);
+    assert_eq!(d.artifact_cells(&aorta_graph::Artifact::MatrixJson), [0, 1]);
+    assert!(d.artifact_cells(&aorta_graph::Artifact::ResolvedRecipe).is_empty());
 }
 
 #[test]

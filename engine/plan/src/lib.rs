@@ -5,7 +5,7 @@
 
 mod render;
 
-use aorta_graph::{KeyContext, PlannedTrial};
+use aorta_graph::PlannedTrial;
 use aorta_recipe::{Cell, EnvironmentRef, JsonMap, Mode, PassthroughMode, Recipe, StopAfter};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -95,11 +95,16 @@ fn describe_environment(e: &EnvironmentRef) -> String {
     parts.join(" ")
 }
 
-/// Builds the plan with the real trial keys; `ctx` carries the command and machine facts.
-pub fn plan(recipe: &Recipe, label: Option<&str>, ctx: &KeyContext) -> Plan {
-    let argv = ctx.argv.as_deref();
-    let planned = aorta_graph::trial_inputs(recipe, ctx);
-    let cells: Vec<CellPlan> = recipe.cells.iter().enumerate().map(|(i, c)| cell_plan(recipe, c, argv, &planned, i)).collect();
+/// Builds the plan from the trials the engine compiled (the very keys a build stores);
+/// `argv` is the wrapped command of a probe recipe.
+pub fn plan(recipe: &Recipe, label: Option<&str>, argv: Option<&[String]>, planned: &[PlannedTrial]) -> Plan {
+    let mut by_cell: Vec<Vec<&PlannedTrial>> = vec![Vec::new(); recipe.cells.len()];
+    for p in planned {
+        if let Some(v) = by_cell.get_mut(p.cell) {
+            v.push(p);
+        }
+    }
+    let cells: Vec<CellPlan> = recipe.cells.iter().zip(&by_cell).map(|(c, mine)| cell_plan(recipe, c, argv, mine)).collect();
     let total_trials = cells.iter().map(|c| u64::from(c.trials)).sum();
     let probe = recipe.probe.as_ref();
     Plan {
@@ -126,7 +131,7 @@ pub fn plan(recipe: &Recipe, label: Option<&str>, ctx: &KeyContext) -> Plan {
     }
 }
 
-fn cell_plan(recipe: &Recipe, cell: &Cell, argv: Option<&[String]>, planned: &[PlannedTrial], index: usize) -> CellPlan {
+fn cell_plan(recipe: &Recipe, cell: &Cell, argv: Option<&[String]>, mine: &[&PlannedTrial]) -> CellPlan {
     let trials = match recipe.stop_after {
         Some(s) => s.max_trials,
         None => cell.effective_trials(recipe),
@@ -138,12 +143,12 @@ fn cell_plan(recipe: &Recipe, cell: &Cell, argv: Option<&[String]>, planned: &[P
         .map(|(k, v)| EnvVar { key: k.clone(), value: v.clone(), origin: cell.env_origin.get(k).cloned().unwrap_or_default() })
         .collect();
     let env_lines: String = env.iter().map(|e| format!("{}={}\n", e.key, e.value)).collect();
-    let mine: Vec<&PlannedTrial> = planned.iter().filter(|p| p.cell == index).collect();
     let config_json = mine.first().map(|p| p.inputs.config.to_string()).unwrap_or_default();
     let env_snapshot = mine.first().map(|p| p.inputs.env_snapshot.to_string()).unwrap_or_default();
     let workload_identity = match (recipe.mode, argv) {
         (Mode::Probe, Some(a)) => format!("argv:{}", serde_json::to_string(a).unwrap_or_default()),
         (Mode::Probe, None) => "argv:(given after --)".to_string(),
+        // The version and executable hash are in the trial keys; the name is what reads well.
         (Mode::Triage, _) => format!("workload:{}", recipe.workload),
     };
     let collect = cell.effective_collect(recipe).names().into_iter().map(str::to_string).collect();
@@ -166,7 +171,7 @@ fn cell_plan(recipe: &Recipe, cell: &Cell, argv: Option<&[String]>, planned: &[P
             env_blake3: short_hash(env_lines.as_bytes()),
             environment: describe_environment(&cell.environment),
             env_snapshot,
-            trial_keys: mine.iter().map(|p| p.key.0.clone()).collect(),
+            trial_keys: mine.iter().map(|p| p.key.to_string()).collect(),
         },
     }
 }

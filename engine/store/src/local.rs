@@ -460,7 +460,7 @@ impl LocalStore {
     /// Validates `m`, checks its blobs are present, and writes the entry atomically. The caller
     /// holds the shared store lock (a [`Claim`](crate::Claim) or [`BuildLock`](crate::BuildLock)),
     /// so gc cannot delete those blobs between the check and the rename.
-    pub(crate) fn write_manifest_locked(&self, m: &Manifest) -> Result<()> {
+    pub(crate) fn write_manifest_locked<T: serde::Serialize>(&self, m: &Manifest<T>) -> Result<()> {
         let invalid = |reason: String| StoreError::InvalidManifest {
             key: m.key.to_string(),
             reason,
@@ -485,7 +485,7 @@ impl LocalStore {
     }
 
     /// Writes an AC entry (taking the shared store lock for the duration).
-    pub fn put_manifest(&self, m: &Manifest) -> Result<()> {
+    pub fn put_manifest<T: serde::Serialize>(&self, m: &Manifest<T>) -> Result<()> {
         let _build = self.build_lock()?;
         self.write_manifest_locked(m)
     }
@@ -506,7 +506,7 @@ impl LocalStore {
     /// Copies every output of `m` to `dest_dir/<relpath>`, each file atomically and
     /// hash-verified. Output paths are validated first, and no directory on the way may be a
     /// symlink, so a hostile manifest cannot write outside `dest_dir`.
-    pub fn materialize(&self, m: &Manifest, dest_dir: &Path) -> Result<()> {
+    pub fn materialize<T>(&self, m: &Manifest<T>, dest_dir: &Path) -> Result<()> {
         m.validate().map_err(|reason| StoreError::InvalidManifest {
             key: m.key.to_string(),
             reason,

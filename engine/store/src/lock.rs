@@ -90,7 +90,7 @@ impl<'s> Claim<'s> {
     }
 
     /// Writes the manifest atomically (verifying its blobs exist) and releases the claim.
-    pub fn commit(self, manifest: &Manifest) -> Result<()> {
+    pub fn commit<T: serde::Serialize>(self, manifest: &Manifest<T>) -> Result<()> {
         if manifest.key != self.key {
             return Err(StoreError::InvalidManifest {
                 key: manifest.key.to_string(),

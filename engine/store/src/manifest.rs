@@ -40,9 +40,9 @@ pub struct Manifest<T = serde_json::Value> {
     pub aorta_version: String,
 }
 
-impl Manifest {
+impl<T> Manifest<T> {
     /// A manifest stamped now, with no outputs; the executor fills in the rest.
-    pub fn new(key: Key, trial: serde_json::Value) -> Self {
+    pub fn new(key: Key, trial: T) -> Self {
         Manifest {
             key,
             created_at: rfc3339_utc(SystemTime::now()),
@@ -53,9 +53,7 @@ impl Manifest {
         }
     }
 
-}
 
-impl<T> Manifest<T> {
     /// Checks what the store relies on: safe output paths and a finite duration (JSON has no
     /// NaN, so a NaN would make the entry unreadable).
     pub fn validate(&self) -> Result<(), String> {
@@ -116,7 +114,7 @@ struct EnvelopeIn {
 }
 
 /// Serialises `m` into the checksummed envelope.
-pub(crate) fn encode_entry(m: &Manifest) -> serde_json::Result<Vec<u8>> {
+pub(crate) fn encode_entry<T: Serialize>(m: &Manifest<T>) -> serde_json::Result<Vec<u8>> {
     let body = serde_json::to_string(m)?;
     let raw = RawValue::from_string(body)?;
     let env = EnvelopeOut {

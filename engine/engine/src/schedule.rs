@@ -1,15 +1,15 @@
-//! The build: look every trial key up in the store, execute the misses in parallel child
-//! processes (one claim per key, so concurrent builds never run a key twice), honour
-//! stop_after per cell, then materialise outputs and write the report.
+//! Walking the DAG's trial nodes: look every trial key up in the store, execute the misses in
+//! parallel child processes under the slots (one claim per key, so concurrent builds never run
+//! a key twice; a key shared by several cells runs once for all of them), honour stop_after
+//! per cell. Cells and artifacts follow in `build` once their trials are done.
 
 use crate::fsutil::list_files;
 use crate::trial::{run_trial, TrialRun, TrialSpec};
 use aorta_exec::{CancelToken, Pool, SlotRequest, Slots};
-use aorta_graph::PlannedTrial;
+use aorta_graph::{Dag, PlannedTrial};
 use aorta_recipe::Recipe;
 use aorta_store::{Key, LocalStore, Lookup, Manifest};
 use aorta_trial::TrialRecord;
-use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -53,7 +53,7 @@ pub enum Event<'a> {
 }
 
 enum JobOut {
-    Done(Box<Manifest>, Source, Option<PathBuf>),
+    Done(Box<Manifest<TrialRecord>>, Source, Option<PathBuf>),
     Cancelled,
     Failed(String),
 }
@@ -64,6 +64,8 @@ pub type MakeSpec = Arc<dyn Fn(&PlannedTrial) -> TrialSpec + Send + Sync>;
 pub struct Schedule<'a> {
     pub recipe: &'a Recipe,
     pub planned: &'a [PlannedTrial],
+    /// The compiled graph: which planned trials each cell has, which keys cells share.
+    pub dag: &'a Dag,
     /// Body settings per cell (`None`: the cell cannot run, e.g. unknown workload; its error).
     pub bodies: Vec<Result<MakeSpec, String>>,
     pub store: Arc<LocalStore>,
@@ -80,9 +82,8 @@ pub struct Executed {
     pub cancelled: bool,
 }
 
-fn resolve(m: Manifest, staged: Option<PathBuf>) -> Result<Arc<Resolved>, String> {
-    let record = TrialRecord::deserialize(&m.trial).map_err(|e| format!("cached record for {} is not a trial record: {e}", m.key))?;
-    Ok(Arc::new(Resolved { key: m.key, exec_seconds: m.exec_seconds, record: Arc::new(record), staged }))
+fn resolve(m: Manifest<TrialRecord>, staged: Option<PathBuf>) -> Arc<Resolved> {
+    Arc::new(Resolved { key: m.key, exec_seconds: m.exec_seconds, record: Arc::new(m.trial), staged })
 }
 
 /// Per-cell progress through its trial list.
@@ -95,7 +96,7 @@ struct CellState {
 
 impl Schedule<'_> {
     pub fn run(self, on_event: &mut dyn FnMut(Event)) -> Executed {
-        let by_cell: Vec<Vec<&PlannedTrial>> = (0..self.recipe.cells.len()).map(|c| self.planned.iter().filter(|p| p.cell == c).collect()).collect();
+        let by_cell: Vec<Vec<&PlannedTrial>> = (0..self.recipe.cells.len()).map(|c| self.dag.cell_trials(c).into_iter().map(|i| &self.planned[i]).collect()).collect();
         let stop = self.recipe.stop_after;
         let mut states: Vec<CellState> = by_cell.iter().map(|_| CellState { next: 0, events: 0, done: false, in_flight: 0 }).collect();
         let mut cell_errors = BTreeMap::new();
@@ -108,12 +109,9 @@ impl Schedule<'_> {
         let pool: Pool<(usize, u32), JobOut> = Pool::new(self.slots.clone());
         let mut results: Vec<TrialResult> = Vec::new();
         // Results by key, kept only for keys planned more than once (cells sharing a trial).
-        let mut known: HashMap<String, Arc<Resolved>> = HashMap::new();
-        let shared_keys = {
-            let mut seen = std::collections::HashSet::new();
-            self.planned.iter().filter(|p| !seen.insert(p.key.0.as_str())).map(|p| p.key.0.as_str()).collect::<std::collections::HashSet<&str>>()
-        };
-        let mut waiting_on: HashMap<String, Vec<(usize, u32)>> = HashMap::new();
+        let mut known: HashMap<Key, Arc<Resolved>> = HashMap::new();
+        let shared = |k: &Key| self.dag.users(k) > 1;
+        let mut waiting_on: HashMap<Key, Vec<(usize, u32)>> = HashMap::new();
         let mut failures = Vec::new();
         let mut cancelled = false;
         let mut pending = 0usize;
@@ -132,7 +130,7 @@ impl Schedule<'_> {
                     }
                     let p = by_cell[c][st.next];
                     states[c].next += 1;
-                    let key = p.key.0.clone();
+                    let key = p.key.clone();
                     if let Some(r) = known.get(&key).cloned() {
                         self.accept(c, p.index, &r, Source::Reused, &mut states, &mut results, on_event);
                         continue;
@@ -142,13 +140,13 @@ impl Schedule<'_> {
                         states[c].in_flight += 1;
                         continue;
                     }
-                    let looked = match prefetched.remove(key.as_str()) {
+                    let looked = match prefetched.remove(&key) {
                         Some(r) => r,
                         None => self.lookup(&key),
                     };
                     match looked {
                         Ok(Some(r)) => {
-                            if shared_keys.contains(key.as_str()) {
+                            if shared(&key) {
                                 known.insert(key, r.clone());
                             }
                             self.accept(c, p.index, &r, Source::Reused, &mut states, &mut results, on_event);
@@ -187,27 +185,20 @@ impl Schedule<'_> {
             }
             let Some(((c, index), out)) = pool.next_completed() else { break };
             pending -= 1;
-            let key = by_cell[c].iter().find(|p| p.index == index).map(|p| p.key.0.clone()).unwrap_or_default();
+            let Some(key) = by_cell[c].iter().find(|p| p.index == index).map(|p| p.key.clone()) else { continue };
             let waiters = waiting_on.remove(&key).unwrap_or_default();
             match out {
-                JobOut::Done(m, source, staged) => match resolve(*m, staged) {
-                    Ok(r) => {
-                        if shared_keys.contains(key.as_str()) {
-                            known.insert(key, r.clone());
-                        }
-                        for (i, (wc, wi)) in waiters.into_iter().enumerate() {
-                            states[wc].in_flight -= 1;
-                            let src = if i == 0 { source } else { Source::Reused };
-                            self.accept(wc, wi, &r, src, &mut states, &mut results, on_event);
-                        }
+                JobOut::Done(m, source, staged) => {
+                    let r = resolve(*m, staged);
+                    if shared(&key) {
+                        known.insert(key, r.clone());
                     }
-                    Err(e) => {
-                        for (wc, _) in waiters {
-                            states[wc].in_flight -= 1;
-                        }
-                        failures.push(e);
+                    for (i, (wc, wi)) in waiters.into_iter().enumerate() {
+                        states[wc].in_flight -= 1;
+                        let src = if i == 0 { source } else { Source::Reused };
+                        self.accept(wc, wi, &r, src, &mut states, &mut results, on_event);
                     }
-                },
+                }
                 JobOut::Cancelled => {
                     cancelled = true;
                     for (wc, _) in waiters {
@@ -232,17 +223,15 @@ impl Schedule<'_> {
 
     /// Looks every key up once, on all cores: a cached rerun of 10,000 trials is mostly
     /// this. Misses are re-checked under the claim before executing, so racing is harmless.
-    fn prefetch(&self) -> HashMap<&str, Result<Option<Arc<Resolved>>, String>> {
-        let mut keys: Vec<&str> = self.planned.iter().map(|p| p.key.0.as_str()).collect();
-        keys.sort_unstable();
-        keys.dedup();
+    fn prefetch(&self) -> HashMap<Key, Result<Option<Arc<Resolved>>, String>> {
+        let keys: Vec<&Key> = self.dag.trial_nodes.keys().collect();
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 16);
         let chunk = keys.len().div_ceil(threads).max(1);
         std::thread::scope(|s| {
             let handles: Vec<_> = keys
                 .chunks(chunk)
                 .map(|part| {
-                    s.spawn(move || part.iter().map(|&k| (k, self.lookup(k))).collect::<Vec<_>>())
+                    s.spawn(move || part.iter().map(|&k| (k.clone(), self.lookup(k))).collect::<Vec<_>>())
                 })
                 .collect();
             handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
@@ -251,9 +240,8 @@ impl Schedule<'_> {
 
     /// The store entry for `key` with its record read straight into a [`TrialRecord`] (no JSON
     /// tree: this is most of a cached rerun).
-    fn lookup(&self, key: &str) -> Result<Option<Arc<Resolved>>, String> {
-        let k = Key::parse(key).map_err(|e| e.to_string())?;
-        match self.store.lookup_as::<TrialRecord>(&k) {
+    fn lookup(&self, key: &Key) -> Result<Option<Arc<Resolved>>, String> {
+        match self.store.lookup_as::<TrialRecord>(key) {
             Ok(Lookup::Hit(m)) => Ok(Some(Arc::new(Resolved { key: m.key, exec_seconds: m.exec_seconds, record: Arc::new(m.trial), staged: None }))),
             Ok(Lookup::Miss) => Ok(None),
             Ok(Lookup::Corrupt { reason }) => {
@@ -298,18 +286,15 @@ impl Schedule<'_> {
 /// Claims the key (waiting for another aorta running it), re-checks the store, executes into a
 /// staging directory, uploads the outputs and commits the manifest.
 fn execute_one(store: &LocalStore, staging: &Path, spec: &TrialSpec, lease: &aorta_exec::Lease, cancel: &CancelToken) -> JobOut {
-    let key = match Key::parse(&spec.key) {
-        Ok(k) => k,
-        Err(e) => return JobOut::Failed(e.to_string()),
-    };
-    let claim = match store.claim_reporting(&key, std::time::Duration::from_secs(5), |w, _| eprintln!("aorta: {}", w.message(&key))) {
+    let key = &spec.key;
+    let claim = match store.claim_reporting(key, std::time::Duration::from_secs(5), |w, _| eprintln!("aorta: {}", w.message(key))) {
         Ok(c) => c,
         Err(e) => return JobOut::Failed(format!("cannot claim trial {key}: {e}")),
     };
-    if let Ok(Lookup::Hit(m)) = claim.lookup() {
+    if let Ok(Lookup::Hit(m)) = claim.lookup_as::<TrialRecord>() {
         return JobOut::Done(Box::new(m), Source::Reused, None);
     }
-    let dir = staging.join(format!("{}-{}", &spec.key[..16], std::process::id()));
+    let dir = staging.join(format!("{}-{}", &key.as_str()[..16], std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     if let Err(e) = std::fs::create_dir_all(&dir) {
         return JobOut::Failed(format!("cannot create {}: {e}", dir.display()));
@@ -330,15 +315,15 @@ fn execute_one(store: &LocalStore, staging: &Path, spec: &TrialSpec, lease: &aor
     }
 }
 
-fn commit(store: &LocalStore, claim: aorta_store::Claim<'_>, dir: &Path, record: &mut TrialRecord, secs: f64) -> Result<Manifest, String> {
+fn commit(store: &LocalStore, claim: aorta_store::Claim<'_>, dir: &Path, record: &mut TrialRecord, secs: f64) -> Result<Manifest<TrialRecord>, String> {
     let mut files = list_files(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
     files.retain(|f| f != "result.json");
     files.push("result.json".into());
     files.sort();
     record.outputs = files.clone();
-    let json = serde_json::to_value(&*record).map_err(|e| e.to_string())?;
-    std::fs::write(dir.join("result.json"), serde_json::to_vec_pretty(&json).unwrap_or_default()).map_err(|e| format!("cannot write result.json: {e}"))?;
-    let mut m = Manifest::new(claim.key().clone(), json);
+    let json = serde_json::to_vec_pretty(&*record).map_err(|e| format!("cannot encode result.json: {e}"))?;
+    crate::fsutil::write_atomic(&dir.join("result.json"), &json).map_err(|e| format!("cannot write result.json: {e}"))?;
+    let mut m = Manifest::new(claim.key().clone(), record.clone());
     // result.json is the record itself, which the entry holds already: materialising writes it
     // from there, so it costs no blob.
     for f in files.iter().filter(|f| *f != "result.json") {

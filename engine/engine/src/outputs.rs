@@ -1,9 +1,8 @@
 //! The run directory (AORTA's layouts, §3.3): materialised trial outputs and the report files.
 
-use crate::engine::{Executed, TrialResult};
+use crate::schedule::TrialResult;
 use crate::fsutil::{replace_dir, write_atomic};
 use aorta_recipe::{safe_slug, Mode, Recipe};
-use aorta_report::{CellStats, Matrix, RunInfo, SummaryOptions};
 use aorta_store::LocalStore;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -79,18 +78,49 @@ impl RunPaths {
 
 const MATERIALIZED_INDEX: &str = ".aorta-materialized.json";
 
+/// Which key each trial directory and artifact of a run directory holds, so a rerun leaves
+/// what is already in place alone.
+pub(crate) struct RunIndex {
+    path: PathBuf,
+    entries: BTreeMap<String, String>,
+    changed: bool,
+}
+
+impl RunIndex {
+    pub(crate) fn load(run_dir: &Path) -> RunIndex {
+        let path = run_dir.join(MATERIALIZED_INDEX);
+        let entries = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+        RunIndex { path, entries, changed: false }
+    }
+
+    /// Whether `rel` holds `key` (and the file it names exists).
+    pub(crate) fn holds(&self, rel: &str, key: &str, file: &Path) -> bool {
+        self.entries.get(rel).is_some_and(|k| k == key) && file.is_file()
+    }
+
+    pub(crate) fn set(&mut self, rel: String, key: String) {
+        self.entries.insert(rel, key);
+        self.changed = true;
+    }
+
+    pub(crate) fn save(&self) -> std::io::Result<()> {
+        if !self.changed {
+            return Ok(());
+        }
+        let bytes = serde_json::to_vec(&self.entries).map_err(std::io::Error::other)?;
+        write_atomic(&self.path, &bytes)
+    }
+}
+
 /// Copies each trial's outputs from the store into `<cell dir>/trial_<N>/`. A trial directory
-/// that already holds the same key (per the index file) is left alone, so a cached rerun of a
-/// flat probe run touches no trial files.
-pub fn materialize(store: &LocalStore, recipe: &Recipe, paths: &RunPaths, results: &[TrialResult]) -> Result<(), String> {
-    let index_path = paths.run_dir.join(MATERIALIZED_INDEX);
-    let mut index: BTreeMap<String, String> = std::fs::read(&index_path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
-    let mut changed = false;
+/// that already holds the same key (per the index) is left alone, so a cached rerun of a flat
+/// probe run touches no trial files.
+pub fn materialize(store: &LocalStore, recipe: &Recipe, paths: &RunPaths, results: &[TrialResult], index: &mut RunIndex) -> Result<(), String> {
     for r in results {
         let cell = &recipe.cells[r.cell].name;
         let rel = format!("{}trial_{}", aorta_report::cell_dir(recipe.mode, cell), r.index);
         let dest = paths.run_dir.join(&rel);
-        if index.get(&rel) == Some(&r.key.to_string()) && dest.join("result.json").is_file() {
+        if index.holds(&rel, r.key.as_str(), &dest.join("result.json")) {
             continue;
         }
         let staged = match r.staged.as_ref().filter(|d| d.is_dir()) {
@@ -99,14 +129,14 @@ pub fn materialize(store: &LocalStore, recipe: &Recipe, paths: &RunPaths, result
             None => {
                 let staged = paths.staging.join(format!("m-{}-{}", r.cell, r.index));
                 let _ = std::fs::remove_dir_all(&staged);
-                let manifest = match store.lookup(&r.key) {
+                let manifest = match store.lookup_as::<serde::de::IgnoredAny>(&r.key) {
                     Ok(aorta_store::Lookup::Hit(m)) => m,
                     Ok(_) => return Err(format!("cannot materialise {rel}: its store entry {} vanished or went bad during the build; run the build again", r.key)),
                     Err(e) => return Err(format!("cannot materialise {rel}: {e}")),
                 };
                 store.materialize(&manifest, &staged).map_err(|e| format!("cannot materialise {rel}: {e}"))?;
                 // The record as this cell sees it (a shared key reports under each cell's name).
-                let json = serde_json::to_vec_pretty(&*r.record).unwrap_or_default();
+                let json = serde_json::to_vec_pretty(&*r.record).map_err(|e| format!("cannot encode {rel}/result.json: {e}"))?;
                 write_atomic(&staged.join("result.json"), &json).map_err(|e| format!("cannot write {rel}/result.json: {e}"))?;
                 staged
             }
@@ -117,56 +147,12 @@ pub fn materialize(store: &LocalStore, recipe: &Recipe, paths: &RunPaths, result
                 // Stamp the outcome into this directory's record, as AORTA does.
                 let mut record = (*r.record).clone();
                 record.capture.insert("retention".into(), serde_json::json!({"level": level, "deleted": deleted, "freed_bytes": freed}));
-                let json = serde_json::to_vec_pretty(&record).unwrap_or_default();
+                let json = serde_json::to_vec_pretty(&record).map_err(|e| format!("cannot encode {rel}/result.json: {e}"))?;
                 write_atomic(&staged.join("result.json"), &json).map_err(|e| format!("cannot write {rel}/result.json: {e}"))?;
             }
         }
         replace_dir(&staged, &dest).map_err(|e| format!("cannot place {rel}: {e}"))?;
-        index.insert(rel, r.key.to_string());
-        changed = true;
-    }
-    if changed {
-        write_atomic(&index_path, &serde_json::to_vec(&index).unwrap_or_default()).map_err(|e| e.to_string())?;
+        index.set(rel, r.key.to_string());
     }
     Ok(())
-}
-
-/// Aggregates and writes matrix.json, matrix.md, recipe.resolved.yaml and env.json.
-/// Returns the end-of-run summary and the matrix's incomplete reason, if any.
-pub fn write_report(recipe: &Recipe, paths: &RunPaths, ex: &Executed, argv: Option<&[String]>, env_record: Option<&serde_json::Value>) -> Result<(String, Option<String>), String> {
-    let mut cells = Vec::new();
-    for (c, cell) in recipe.cells.iter().enumerate() {
-        let mine: Vec<&TrialResult> = ex.results.iter().filter(|r| r.cell == c).collect();
-        let records: Vec<aorta_trial::TrialRecord> = mine.iter().map(|r| (*r.record).clone()).collect();
-        let reused = mine.iter().filter(|r| r.source == crate::Source::Reused).count();
-        cells.push(CellStats::aggregate(cell, recipe, &records, ex.cell_errors.get(&c).cloned(), reused));
-    }
-    let mut warnings: Vec<String> = ex.failures.iter().map(|f| format!("trial could not run: {f}")).collect();
-    if recipe.mode == Mode::Probe && argv.is_none() {
-        warnings.push("no command given".into());
-    }
-    let matrix = Matrix::new(recipe, cells, RunInfo { run_timestamp: paths.timestamp.clone(), warnings });
-    let dir = &paths.run_dir;
-    let w = |name: &str, bytes: &[u8]| write_atomic(&dir.join(name), bytes).map_err(|e| format!("cannot write {name}: {e}"));
-    let mut json = Vec::new();
-    matrix.write_json(&mut json).map_err(|e| format!("cannot render matrix.json: {e}"))?;
-    json.push(b'\n');
-    w("matrix.json", &json)?;
-    w("matrix.md", matrix.to_markdown().as_bytes())?;
-    w("recipe.resolved.yaml", aorta_report::resolved_recipe_yaml(recipe).as_bytes())?;
-    let env = env_record.cloned().unwrap_or_else(|| {
-        let host = aorta_graph::HostBasics::current();
-        serde_json::json!({"schema_version": host.schema, "key": host.key(), "host": host, "note": "host basics only: no environment snapshot was given"})
-    });
-    let mut env_bytes = serde_json::to_vec_pretty(&env).unwrap_or_default();
-    env_bytes.push(b'\n');
-    let mut envs: Vec<&str> = recipe.cells.iter().map(|c| c.environment.name.as_str()).collect();
-    envs.sort_unstable();
-    envs.dedup();
-    for e in envs {
-        w(&format!("environments/{}/env.json", safe_slug(e)), &env_bytes)?;
-    }
-    let run_dir = dir.display().to_string();
-    let summary = matrix.summary(SummaryOptions { run_dir: &run_dir, verbose: false });
-    Ok((summary, matrix.incomplete_reason().map(str::to_string)))
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// What every trial of a cell shares.
 pub struct TrialSpec {
-    pub key: String,
+    pub key: aorta_store::Key,
     pub cell: String,
     pub index: u32,
     pub env: BTreeMap<String, String>,
@@ -56,7 +56,7 @@ pub enum TrialRun {
 fn base_record(spec: &TrialSpec, workload: &str, argv: Option<Vec<String>>) -> TrialRecord {
     TrialRecord {
         schema_version: TRIAL_RECORD_SCHEMA.into(),
-        key: spec.key.clone(),
+        key: spec.key.to_string(),
         cell_name: spec.cell.clone(),
         trial_index: spec.index,
         workload: workload.into(),

@@ -1,0 +1,99 @@
+//! Running a compiled target and printing what happened: the shared tail of `aorta build`,
+//! `aorta sweep run`, `aorta run` and watch rounds.
+
+use crate::exit::{self, CliError};
+use aorta_engine::{BuildOutcome, Compiled, Event, Session};
+use aorta_recipe::Mode;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+/// Builds `c` with a progress bar (a terminal) or per-trial lines (`-v`).
+pub fn build(session: &Session, c: &Compiled, verbose: u8) -> Result<BuildOutcome, CliError> {
+    let bar = progress_bar(c.planned().len() as u64, verbose);
+    let (mut executed, mut reused, mut failed) = (0u64, 0u64, 0u64);
+    let mut on_event = |e: Event| {
+        match &e {
+            Event::Executed(r) => {
+                executed += 1;
+                failed += u64::from(r.record.verdict != aorta_trial::Verdict::Pass);
+            }
+            Event::Reused(r) => {
+                reused += 1;
+                failed += u64::from(r.record.verdict != aorta_trial::Verdict::Pass);
+            }
+            Event::Failed { .. } => failed += 1,
+        }
+        if verbose > 0 {
+            let line = match &e {
+                Event::Executed(r) => format!("[ran]    {} trial {}: {} in {:.2}s", r.record.cell_name, r.index, r.record.verdict.as_str(), r.exec_seconds),
+                Event::Reused(r) => format!("[cached] {} trial {}: {}", r.record.cell_name, r.index, r.record.verdict.as_str()),
+                Event::Failed { cell, index, error } => format!("[error]  {cell} trial {index}: {error}"),
+            };
+            bar.suspend(|| eprintln!("{line}"));
+        }
+        bar.set_message(format!("executed {executed} · cached {reused} · not passing {failed}"));
+        bar.inc(1);
+    };
+    let out = session.build(c, &mut on_event);
+    bar.finish_and_clear();
+    if let Some(line) = session.remote_report() {
+        eprintln!("{line}");
+    }
+    Ok(out?)
+}
+
+fn progress_bar(len: u64, verbose: u8) -> ProgressBar {
+    if verbose > 0 || !std::io::stderr().is_terminal() {
+        return ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden());
+    }
+    let bar = ProgressBar::new(len);
+    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} trials  {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    bar
+}
+
+/// Prints the end-of-run lines and picks the exit code: AORTA's 0 even with failing cells;
+/// 1 when the matrix is incomplete (or, with `strict`, a cell errored or never ran); 3 when a
+/// cell's workload could not start; 130 after Ctrl-C.
+pub fn report(o: &BuildOutcome, mode: Mode, strict: bool) -> ExitCode {
+    if o.cancelled {
+        eprintln!("aorta: interrupted; {} trial(s) finished and are kept in the store; rerun to continue.", o.executed + o.reused);
+        return ExitCode::from(exit::INTERRUPTED);
+    }
+    print!("{}", o.summary);
+    if !o.summary.ends_with('\n') {
+        println!();
+    }
+    for f in &o.failed_to_run {
+        eprintln!("aorta: {f}");
+    }
+    match mode {
+        Mode::Probe => println!("Wrote probe artifacts to {}", o.run_dir.display()),
+        Mode::Triage => println!("Wrote matrix to {}", o.run_dir.display()),
+    }
+    if std::env::var_os("AORTA_TIMING").is_some() {
+        eprintln!("aorta timing: artifacts: {} rendered, {} restored from the store, {} unchanged", o.rendered, o.restored, o.unchanged);
+    }
+    if o.cells.iter().any(|c| c.error.is_some()) {
+        for c in o.cells.iter().filter(|c| c.error.is_some()) {
+            eprintln!("aorta: cell {} could not run: {}", c.name, c.error.as_deref().unwrap_or_default());
+        }
+        return ExitCode::from(exit::INFRASTRUCTURE);
+    }
+    if let Some(reason) = &o.incomplete {
+        eprintln!("aorta: the matrix is incomplete: {reason}");
+        return ExitCode::from(exit::INCOMPLETE);
+    }
+    if !o.failed_to_run.is_empty() {
+        return ExitCode::from(exit::INCOMPLETE);
+    }
+    if strict {
+        let unfinished = o.unfinished_cells();
+        if !unfinished.is_empty() {
+            let names: Vec<&str> = unfinished.iter().map(|c| c.name.as_str()).collect();
+            eprintln!("aorta: --strict: {} cell(s) errored or ran no trial: {}", names.len(), names.join(", "));
+            return ExitCode::from(exit::INCOMPLETE);
+        }
+    }
+    ExitCode::SUCCESS
+}

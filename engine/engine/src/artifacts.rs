@@ -1,0 +1,175 @@
+//! Cells and artifacts: the DAG's nodes after the trials. Each cell folds its trials' records;
+//! each artifact (matrix.json, matrix.md, recipe.resolved.yaml, env.json) has a key that hashes
+//! its inputs' keys and the renderer's version. An artifact already in the run directory under
+//! its key is left alone; one the store holds is restored from it; only the rest is rendered
+//! (and stored). So a rerun whose trials all hit renders nothing, and a renderer change
+//! re-renders without re-running a trial.
+
+use crate::build::{BuildOutcome, CellOutcome};
+use crate::compile::Compiled;
+use crate::error::{EngineError, Result};
+use crate::outputs::{RunIndex, RunPaths};
+use crate::schedule::{Executed, TrialResult};
+use aorta_graph::{hash_json, Artifact, HashError, Key};
+use aorta_report::{CellStats, Matrix, RunInfo, SummaryOptions};
+use aorta_store::{LocalStore, Lookup, Manifest};
+use serde::{Deserialize, Serialize};
+
+/// Bump when any renderer's output changes for the same inputs: every cached artifact is
+/// rendered again (trials are not re-run).
+pub const RENDERER_VERSION: u32 = 1;
+
+const CELL_DOMAIN: &[u8] = b"aorta.cell\0";
+const ARTIFACT_DOMAIN: &[u8] = b"aorta.artifact\0";
+const RECIPE_DOMAIN: &[u8] = b"aorta.recipe\0";
+const ENV_DOMAIN: &[u8] = b"aorta.env-record\0";
+
+/// What the store records for an artifact (its bytes are the entry's one output).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ArtifactRecord {
+    pub artifact: String,
+    pub renderer: u32,
+}
+
+/// What a cell's key is made of: the results it folds, in trial order.
+#[derive(Serialize)]
+struct CellKeyInputs<'a> {
+    cell: usize,
+    name: &'a str,
+    trials: Vec<(u32, &'a str)>,
+    error: Option<&'a str>,
+}
+
+/// What an artifact's key is made of.
+#[derive(Serialize)]
+pub(crate) struct ArtifactKeyInputs<'a> {
+    pub artifact: String,
+    pub renderer: u32,
+    pub aorta: &'static str,
+    /// The resolved recipe's key.
+    pub recipe: Option<&'a Key>,
+    /// The cells' keys, in cell order.
+    pub cells: Vec<&'a Key>,
+    /// The run's warnings (trials that could not run).
+    pub warnings: &'a [String],
+    /// The environment record's key (env.json only).
+    pub env: Option<&'a Key>,
+}
+
+pub(crate) fn recipe_key(c: &Compiled) -> std::result::Result<Key, HashError> {
+    hash_json(RECIPE_DOMAIN, "the resolved recipe", &*c.recipe)
+}
+
+pub(crate) fn env_key(c: &Compiled) -> std::result::Result<Key, HashError> {
+    hash_json(ENV_DOMAIN, "the environment record", &*c.env)
+}
+
+/// A cell's key from the results it folds: `(trial index, trial key)` in index order.
+pub(crate) fn cell_key(cell: usize, name: &str, trials: Vec<(u32, &str)>, error: Option<&str>) -> std::result::Result<Key, HashError> {
+    hash_json(CELL_DOMAIN, "a cell's results", &CellKeyInputs { cell, name, trials, error })
+}
+
+/// An artifact's key; its inputs are chosen by what the DAG says it depends on.
+pub(crate) fn artifact_key(artifact: &Artifact, recipe: &Key, cells: &[Key], warnings: &[String], env: &Key) -> std::result::Result<Key, HashError> {
+    let depends_on_cells = matches!(artifact, Artifact::MatrixJson | Artifact::MatrixMd);
+    let inputs = ArtifactKeyInputs {
+        artifact: artifact.path(),
+        renderer: RENDERER_VERSION,
+        aorta: env!("CARGO_PKG_VERSION"),
+        recipe: (!matches!(artifact, Artifact::EnvJson(_))).then_some(recipe),
+        cells: if depends_on_cells { cells.iter().collect() } else { Vec::new() },
+        warnings: if depends_on_cells { warnings } else { &[] },
+        env: matches!(artifact, Artifact::EnvJson(_)).then_some(env),
+    };
+    hash_json(ARTIFACT_DOMAIN, "an artifact's inputs", &inputs)
+}
+
+fn hashing(e: HashError) -> EngineError {
+    EngineError::infra(e.to_string())
+}
+
+fn render(artifact: &Artifact, c: &Compiled, matrix: &Matrix) -> Result<Vec<u8>> {
+    let bytes = match artifact {
+        Artifact::MatrixJson => {
+            let mut json = Vec::new();
+            matrix.write_json(&mut json).map_err(|e| EngineError::infra(format!("cannot render matrix.json: {e}")))?;
+            json.push(b'\n');
+            json
+        }
+        Artifact::MatrixMd => matrix.to_markdown().into_bytes(),
+        Artifact::ResolvedRecipe => aorta_report::resolved_recipe_yaml(&c.recipe).into_bytes(),
+        Artifact::EnvJson(_) => {
+            let mut b = serde_json::to_vec_pretty(&*c.env).map_err(|e| EngineError::infra(format!("cannot render env.json: {e}")))?;
+            b.push(b'\n');
+            b
+        }
+    };
+    Ok(bytes)
+}
+
+enum Placed {
+    Unchanged,
+    Restored,
+    Rendered,
+}
+
+/// Puts one artifact in place: left alone, restored from the store, or rendered and stored.
+fn place(store: &LocalStore, run_dir: &std::path::Path, index: &mut RunIndex, artifact: &Artifact, key: &Key, render: impl FnOnce() -> Result<Vec<u8>>) -> Result<Placed> {
+    let rel = artifact.path();
+    let dest = run_dir.join(&rel);
+    if index.holds(&rel, key.as_str(), &dest) {
+        return Ok(Placed::Unchanged);
+    }
+    let io = |what: &str, e: &dyn std::fmt::Display| EngineError::infra(format!("cannot {what} {rel}: {e}"));
+    if let Ok(Lookup::Hit(m)) = store.lookup_as::<ArtifactRecord>(key) {
+        if store.materialize(&m, run_dir).is_ok() {
+            index.set(rel, key.to_string());
+            return Ok(Placed::Restored);
+        }
+    }
+    let bytes = render()?;
+    let blob = store.put_blob_bytes(&bytes).map_err(|e| io("store", &e))?;
+    let mut m = Manifest::new(key.clone(), ArtifactRecord { artifact: rel.clone(), renderer: RENDERER_VERSION });
+    m.outputs.insert(rel.clone(), blob);
+    store.put_manifest(&m).map_err(|e| io("store", &e))?;
+    crate::fsutil::write_atomic(&dest, &bytes).map_err(|e| io("write", &e))?;
+    index.set(rel, key.to_string());
+    Ok(Placed::Rendered)
+}
+
+/// Folds the cells, places every artifact and fills the outcome's summary and counts.
+pub(crate) fn finish(store: &LocalStore, c: &Compiled, paths: &RunPaths, ex: &Executed, index: &mut RunIndex, outcome: &mut BuildOutcome) -> Result<()> {
+    let recipe = &c.recipe;
+    let mut by_cell: Vec<Vec<&TrialResult>> = vec![Vec::new(); recipe.cells.len()];
+    for r in &ex.results {
+        by_cell[r.cell].push(r);
+    }
+    let mut cells = Vec::with_capacity(recipe.cells.len());
+    let mut cell_keys = Vec::with_capacity(recipe.cells.len());
+    for (i, cell) in recipe.cells.iter().enumerate() {
+        let error = ex.cell_errors.get(&i).cloned();
+        let trials = by_cell[i].iter().map(|r| (r.index, r.key.as_str())).collect();
+        cell_keys.push(cell_key(i, &cell.name, trials, error.as_deref()).map_err(hashing)?);
+        let records: Vec<aorta_trial::TrialRecord> = by_cell[i].iter().map(|r| (*r.record).clone()).collect();
+        let stats = CellStats::aggregate(cell, recipe, &records, error.clone());
+        outcome.cells.push(CellOutcome { name: cell.name.clone(), trials: stats.trials, passed: stats.passed_count, errored: stats.error_count, error });
+        cells.push(stats);
+    }
+    let warnings: Vec<String> = ex.failures.iter().map(|f| format!("trial could not run: {f}")).collect();
+    let matrix = Matrix::new(recipe, cells, RunInfo { run_timestamp: paths.timestamp.clone(), warnings: warnings.clone() });
+    let recipe_key = recipe_key(c).map_err(hashing)?;
+    let env_key = env_key(c).map_err(hashing)?;
+    for artifact in c.dag.artifacts() {
+        let key = artifact_key(artifact, &recipe_key, &cell_keys, &warnings, &env_key).map_err(hashing)?;
+        match place(store, &paths.run_dir, index, artifact, &key, || render(artifact, c, &matrix))? {
+            Placed::Unchanged => outcome.unchanged += 1,
+            Placed::Restored => outcome.restored += 1,
+            Placed::Rendered => outcome.rendered += 1,
+        }
+    }
+    index.save().map_err(|e| EngineError::infra(format!("cannot write the run directory's index: {e}")))?;
+    let run_dir = paths.run_dir.display().to_string();
+    outcome.summary = matrix.summary(SummaryOptions { run_dir: &run_dir, verbose: false, executed: outcome.executed, reused: outcome.reused });
+    outcome.incomplete = matrix.incomplete_reason().map(str::to_string);
+    Ok(())
+}

@@ -1,0 +1,217 @@
+//! A whole build of a compiled target: remote pull, the trial nodes under the slots, remote
+//! push, then the cells and the artifacts (rendered only when their keys are not cached).
+
+use crate::compile::Compiled;
+use crate::error::{EngineError, Result};
+use crate::schedule::{Event, MakeSpec, Schedule, Source};
+use crate::session::Session;
+use crate::trial::{Body, CommandSettings, TrialSpec, WorkloadSettings};
+use aorta_classify::{ClassifierConfig, CustomDetector};
+use aorta_exec::{HangConfig, Slots};
+use aorta_graph::PlannedTrial;
+use aorta_recipe::{Mode, Recipe};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a build did.
+#[derive(Debug, Clone)]
+pub struct BuildOutcome {
+    pub run_dir: PathBuf,
+    /// Trials executed by this build, and trials served from the store or the remote.
+    pub executed: usize,
+    pub reused: usize,
+    /// Artifacts rendered, restored from the store, and already in place.
+    pub rendered: usize,
+    pub restored: usize,
+    pub unchanged: usize,
+    /// Trials that could not run (the store refused them, a claim failed).
+    pub failed_to_run: Vec<String>,
+    pub cancelled: bool,
+    /// The end-of-run summary (AORTA's lines).
+    pub summary: String,
+    /// Set when the matrix could not name a usable baseline.
+    pub incomplete: Option<String>,
+    pub cells: Vec<CellOutcome>,
+}
+
+/// One cell's outcome, for exit codes and one-line reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellOutcome {
+    pub name: String,
+    pub trials: usize,
+    pub passed: usize,
+    /// Trials whose verdict is `error` (they could not say pass or fail).
+    pub errored: usize,
+    /// Why the cell could not run at all (an unknown workload, a workload that cannot start).
+    pub error: Option<String>,
+}
+
+impl BuildOutcome {
+    /// Cells that errored (a cell error, or every trial's verdict `error`) or never ran a
+    /// trial: `--strict` fails the build on them.
+    pub fn unfinished_cells(&self) -> Vec<&CellOutcome> {
+        self.cells.iter().filter(|c| c.error.is_some() || c.trials == 0 || c.errored == c.trials).collect()
+    }
+}
+
+fn command_settings(recipe: &Recipe, argv: &[String], kill_on_hang: bool) -> std::result::Result<CommandSettings, String> {
+    let p = recipe.probe.as_ref().ok_or("not a probe recipe")?;
+    let mut custom = Vec::new();
+    for c in &p.custom_patterns {
+        let on = match c.on_match {
+            aorta_recipe::OnMatch::Fail => aorta_classify::OnMatch::Fail,
+            aorta_recipe::OnMatch::Warn => aorta_classify::OnMatch::Warn,
+            aorta_recipe::OnMatch::Info => aorta_classify::OnMatch::Info,
+        };
+        custom.push(CustomDetector::new(c.id.clone(), &c.regex, c.condition.as_deref(), on, c.required_for_pass)?);
+    }
+    let hang = (!p.disables.tier_disabled(aorta_classify::Tier::Tier2) && !p.disables.detector_disabled("tier2:hang")).then(|| HangConfig {
+        window: Duration::from_secs_f64(p.hang_window_sec),
+        grace: Duration::from_secs_f64(p.hang_grace_period_at_start),
+        kill_on_hang,
+        ..HangConfig::default()
+    });
+    Ok(CommandSettings {
+        argv: argv.to_vec(),
+        timeout: p.timeout_per_trial.map(Duration::from_secs_f64),
+        passthrough: p.env_passthrough_mode,
+        hang,
+        classifier: ClassifierConfig { custom, tier3_vram_growth: p.tier3_vram_growth, disables: p.disables.clone() },
+        dmesg_unavailable: Default::default(),
+        // One reader of /dev/kmsg per build; where it cannot be opened, dmesg per trial.
+        kernel_log: if p.disables.tier_disabled(aorta_classify::Tier::Tier3) { None } else { aorta_classify::KernelLog::open().ok() },
+        step_time_regex: p.step_time_regex.as_deref().map(aorta_recipe::compile_regex).transpose().map_err(|e| format!("step_time_regex: {e}"))?,
+    })
+}
+
+/// Per cell, how to turn a planned trial into the spec the executor runs.
+fn spec_maker(cell: &aorta_recipe::Cell, body: impl Fn() -> Body + Send + Sync + 'static) -> MakeSpec {
+    let env = cell.resolved_env.clone();
+    let name = cell.name.clone();
+    Arc::new(move |p: &PlannedTrial| TrialSpec { key: p.key.clone(), cell: name.clone(), index: p.index, env: env.clone(), body: body() })
+}
+
+/// The trial bodies per cell; a cell whose workload cannot run gets its error instead.
+pub(crate) fn bodies(session: &Session, c: &Compiled) -> Result<Vec<std::result::Result<MakeSpec, String>>> {
+    let recipe = &c.recipe;
+    let mut out = Vec::new();
+    match recipe.mode {
+        Mode::Probe => {
+            let argv = c.argv.as_deref().filter(|a| !a.is_empty()).ok_or_else(|| {
+                EngineError::usage(format!("{}: a probe recipe needs a command: give it after -- or as the target's `command` in BUCK", c.label), format!("aorta build {} -- bash launch.sh", c.label))
+            })?;
+            let settings = Arc::new(command_settings(recipe, argv, session.opts.kill_on_hang).map_err(|e| EngineError::usage(format!("{}: {e}", c.label), "see docs/recipes.md for custom patterns and step_time_regex"))?);
+            for cell in &recipe.cells {
+                let settings = settings.clone();
+                out.push(Ok(spec_maker(cell, move || Body::Command(settings.clone()))));
+            }
+        }
+        Mode::Triage => {
+            for cell in &recipe.cells {
+                let w = match &c.workload {
+                    Some(Ok(w)) => w.clone(),
+                    Some(Err(e)) => {
+                        out.push(Err(e.clone()));
+                        continue;
+                    }
+                    None => {
+                        out.push(Err(format!("workload '{}' was not resolved", recipe.workload)));
+                        continue;
+                    }
+                };
+                let settings = Arc::new(WorkloadSettings { workload: w, steps: cell.effective_steps(recipe), config: cell.effective_workload_config(recipe), timeout: session.workload_timeout() });
+                out.push(Ok(spec_maker(cell, move || Body::Workload(settings.clone()))));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// AORTA's default output directory for each flow.
+pub(crate) fn default_output(recipe: &Recipe) -> PathBuf {
+    PathBuf::from(match recipe.mode {
+        Mode::Probe => "probe_results",
+        Mode::Triage => "triage_results",
+    })
+}
+
+impl Session {
+    pub(crate) fn slots(&self, jobs: Option<usize>) -> Slots {
+        let gpus = self.opts.gpus.clone();
+        let jobs = jobs.or(self.opts.jobs).unwrap_or(if gpus.is_empty() { 1 } else { gpus.len() });
+        Slots::new(jobs.max(1), gpus)
+    }
+
+    /// Builds a compiled target: every trial (reused or executed), then its cells and
+    /// artifacts into the run directory.
+    pub fn build(&self, c: &Compiled, on_event: &mut dyn FnMut(Event)) -> Result<BuildOutcome> {
+        let bodies = bodies(self, c)?;
+        let store = self.store()?;
+        let cancel = self.cancel_token()?;
+        // Shared lock for the whole build: gc waits until no build holds it.
+        let _build_lock = store.build_lock().map_err(|e| EngineError::infra(format!("cannot lock the store: {e}")))?;
+        if let Some(remote) = &self.remote {
+            crate::remote::pull(&store, remote, c.dag.trial_nodes.keys());
+        }
+        let output = self.opts.output.clone().unwrap_or_else(|| default_output(&c.recipe));
+        let paths = crate::outputs::RunPaths::create(&c.recipe, &output).map_err(|e| EngineError::infra(format!("cannot create the run directory under {}: {e}", output.display())))?;
+        let schedule = Schedule {
+            recipe: &c.recipe,
+            planned: c.planned(),
+            dag: &c.dag,
+            bodies,
+            store: store.clone(),
+            staging: paths.staging.clone(),
+            slots: self.slots(None),
+            gpus_per_trial: usize::from(!self.opts.gpus.is_empty()),
+            cancel,
+        };
+        let t_run = std::time::Instant::now();
+        let executed = schedule.run(on_event);
+        crate::timing("schedule (lookups + execution)", t_run);
+        let count = |s: Source| executed.results.iter().filter(|r| r.source == s).count();
+        let (n_executed, n_reused) = (count(Source::Executed), count(Source::Reused));
+        // Write-back (readwrite mode) of what ran here; after Ctrl-C, exit first.
+        if let Some(remote) = self.remote.as_ref().filter(|_| !executed.cancelled) {
+            crate::remote::push(&store, remote, executed.results.iter().filter(|r| r.source == Source::Executed).map(|r| &r.key));
+        }
+        let mut outcome = BuildOutcome {
+            run_dir: paths.run_dir.clone(),
+            executed: n_executed,
+            reused: n_reused,
+            rendered: 0,
+            restored: 0,
+            unchanged: 0,
+            failed_to_run: executed.failures.clone(),
+            cancelled: executed.cancelled,
+            summary: String::new(),
+            incomplete: None,
+            cells: Vec::new(),
+        };
+        if executed.cancelled {
+            let _ = std::fs::remove_dir_all(&paths.staging);
+            return Ok(outcome);
+        }
+        let t_mat = std::time::Instant::now();
+        let mut index = crate::outputs::RunIndex::load(&paths.run_dir);
+        let placed = crate::outputs::materialize(&store, &c.recipe, &paths, &executed.results, &mut index);
+        crate::timing("materialise", t_mat);
+        let _ = std::fs::remove_dir_all(&paths.staging);
+        placed.map_err(EngineError::infra)?;
+        let t_rep = std::time::Instant::now();
+        crate::artifacts::finish(&store, c, &paths, &executed, &mut index, &mut outcome)?;
+        crate::timing("cells and artifacts", t_rep);
+        // Durable directory entries for the store and the run directory, once for the whole build.
+        let t_sync = std::time::Instant::now();
+        store.sync().map_err(|e| EngineError::infra(e.to_string()))?;
+        aorta_store::sync_filesystem(&paths.run_dir).map_err(|e| EngineError::infra(format!("cannot sync {}: {e}", paths.run_dir.display())))?;
+        crate::timing("sync", t_sync);
+        Ok(outcome)
+    }
+
+    /// The plan a dry run prints: the compiled keys, nothing executed, no store opened.
+    pub fn plan(&self, c: &Compiled) -> aorta_plan::Plan {
+        aorta_plan::plan(&c.recipe, c.target_label.as_deref(), c.argv.as_deref(), c.planned())
+    }
+}

@@ -1,0 +1,203 @@
+//! Compiling targets on the session's one salsa database: every file that feeds a recipe
+//! (the recipe, the project registry beside it, sidecars) is a `SourceText` input; a
+//! change sets only that input, so salsa re-runs only the queries that read it. One-shot builds
+//! compile each target once; watch mode keeps the same database across rebuilds.
+
+use crate::environment::EnvRecord;
+use crate::error::{EngineError, Result};
+use crate::session::Session;
+use crate::workloads::Workload;
+use aorta_graph::db::{dag, recipe, trials, PlannedTrial};
+use aorta_graph::{hash_inputs, BuildInputs, CompileDb, Dag, GivenRecipe, KeyContext, SourceText};
+use aorta_recipe::{Mode, Recipe};
+use salsa::Setter;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What to compile.
+#[derive(Debug, Clone)]
+pub struct TargetSpec {
+    /// The Buck-style label the user named (`//recipes:x`), shown in plans; None for a
+    /// recipe given by path or built from flags.
+    pub label: Option<String>,
+    pub origin: RecipeOrigin,
+    /// The command a probe recipe wraps (ignored for workload recipes).
+    pub argv: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone)]
+pub enum RecipeOrigin {
+    /// A recipe file and its sidecar registries, parsed (and re-parsed on change) by the
+    /// database. The project registry beside the recipe is found automatically.
+    File { path: PathBuf, sidecars: Vec<PathBuf> },
+    /// A recipe already built: flag mode, `aorta run`, or a file with command-line overlays.
+    Given(Arc<Recipe>),
+}
+
+/// A target in the compile database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TargetId(pub(crate) usize);
+
+pub(crate) struct Target {
+    pub(crate) spec: TargetSpec,
+    pub(crate) build: BuildInputs,
+}
+
+/// The compile database and its targets.
+pub(crate) struct Compiler {
+    pub(crate) db: CompileDb,
+    pub(crate) files: BTreeMap<PathBuf, SourceText>,
+    pub(crate) targets: Vec<Target>,
+}
+
+/// A compiled target: everything a plan, a build or an explanation needs.
+#[derive(Clone)]
+pub struct Compiled {
+    pub id: TargetId,
+    /// The label, else the recipe's path, else `<flags>`: how messages name the target.
+    pub label: String,
+    /// The Buck-style label, if the target was named by one.
+    pub target_label: Option<String>,
+    pub recipe: Arc<Recipe>,
+    /// The wrapped command (probe recipes only).
+    pub argv: Option<Vec<String>>,
+    planned: Arc<Result<Vec<PlannedTrial>, String>>,
+    pub dag: Arc<Dag>,
+    pub env: Arc<EnvRecord>,
+    /// The workload recipe's executable, or why it cannot run (the cell's error).
+    pub workload: Option<std::result::Result<Workload, String>>,
+    /// Files whose content feeds the keys besides the recipe's (a command's input files).
+    pub input_files: Vec<PathBuf>,
+}
+
+impl Compiled {
+    /// Every planned trial with its key, cells in order, trials by index.
+    pub fn planned(&self) -> &[PlannedTrial] {
+        self.planned.as_ref().as_ref().map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// The cell index by name, or a usage error listing the cells.
+    pub fn cell_index(&self, name: &str) -> Result<usize> {
+        self.recipe.cells.iter().position(|c| c.name == name).ok_or_else(|| {
+            let names: Vec<&str> = self.recipe.cells.iter().map(|c| c.name.as_str()).collect();
+            EngineError::usage(format!("{}: no cell named {name:?}", self.label), format!("cells: {}", names.join(", ")))
+        })
+    }
+
+    /// The planned trial `index` of cell `cell`, or a usage error naming the valid range.
+    pub fn trial(&self, cell: usize, index: u32) -> Result<&PlannedTrial> {
+        let mine = self.dag.cell_trials(cell);
+        mine.iter().map(|&i| &self.planned()[i]).find(|p| p.index == index).ok_or_else(|| {
+            EngineError::usage(
+                format!("cell {:?} has {} trial(s); there is no trial {index}", self.recipe.cells[cell].name, mine.len()),
+                format!("use --trial 0..{}", mine.len().saturating_sub(1)),
+            )
+        })
+    }
+}
+
+/// Absolute, symlinks resolved where possible: the form file watchers report paths in.
+pub fn normalize(path: &Path) -> PathBuf {
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    match (abs.parent(), abs.file_name()) {
+        (Some(dir), Some(name)) => dir.canonicalize().map(|d| d.join(name)).unwrap_or(abs),
+        _ => abs,
+    }
+}
+
+fn read(path: &Path) -> String {
+    // A file that vanished mid-save reads as empty: the recipe then fails to parse and watch
+    // mode reports it, until the editor writes it back.
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+impl Compiler {
+    pub(crate) fn new() -> Self {
+        Compiler { db: CompileDb::logging(), files: BTreeMap::new(), targets: Vec::new() }
+    }
+
+    fn source(&mut self, path: &Path) -> SourceText {
+        let key = normalize(path);
+        if let Some(s) = self.files.get(&key) {
+            return *s;
+        }
+        // Diagnostics show the path as the user wrote it.
+        let s = SourceText::new(&self.db, path.to_path_buf(), read(&key));
+        self.files.insert(key, s);
+        s
+    }
+
+    pub(crate) fn add(&mut self, spec: TargetSpec) -> TargetId {
+        let build = match &spec.origin {
+            RecipeOrigin::File { path, sidecars } => {
+                let recipe_src = self.source(path);
+                let project = aorta_registry::project_registry_for(path).map(|p| self.source(&p));
+                let sidecars: Vec<SourceText> = sidecars.iter().map(|p| self.source(p)).collect();
+                BuildInputs::new(&self.db, recipe_src, project, sidecars, None, KeyContext::default())
+            }
+            RecipeOrigin::Given(r) => {
+                let placeholder = SourceText::new(&self.db, PathBuf::from("<flags>"), String::new());
+                BuildInputs::new(&self.db, placeholder, None, Vec::new(), Some(GivenRecipe(r.clone())), KeyContext::default())
+            }
+        };
+        self.targets.push(Target { spec, build });
+        TargetId(self.targets.len() - 1)
+    }
+
+    /// Re-reads `changed` (any paths; unknown ones are ignored) and updates the inputs whose
+    /// text differs. Returns the watched files that really changed.
+    pub(crate) fn refresh(&mut self, changed: &[PathBuf]) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for p in changed {
+            let p = normalize(p);
+            let Some(src) = self.files.get(&p).copied() else { continue };
+            let text = read(&p);
+            if *src.text(&self.db) != text {
+                src.set_text(&mut self.db).to(text);
+                out.push(p);
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+/// See [`Session::compile`].
+pub(crate) fn compile(session: &Session, id: TargetId) -> Result<Compiled> {
+    let t0 = std::time::Instant::now();
+    let (build, spec, recipe) = {
+        let c = session.compiler.lock().unwrap_or_else(|e| e.into_inner());
+        let t = &c.targets[id.0];
+        let r = recipe(&c.db, t.build).as_ref().clone().map_err(EngineError::Input)?;
+        (t.build, t.spec.clone(), r)
+    };
+    let label = spec.label.clone().or_else(|| recipe.source.as_ref().map(|s| s.path.display().to_string())).unwrap_or_else(|| "<flags>".into());
+    let argv = if recipe.mode == Mode::Probe { spec.argv.clone() } else { None };
+    let env = session.environment(&recipe)?;
+    let input_hashes = match &argv {
+        Some(a) => hash_inputs(&session.cwd, a, &[]).map_err(|e| EngineError::usage(e, "check the command's input paths"))?,
+        None => BTreeMap::new(),
+    };
+    let input_files = input_hashes.keys().map(|p| normalize(&session.cwd.join(p))).collect();
+    let workload = (recipe.mode == Mode::Triage).then(|| session.workload(&recipe.workload, env.snapshot.pytorch.torch_dir.as_deref().map(Path::new)));
+    let mut workloads = BTreeMap::new();
+    if let Some(Ok(w)) = &workload {
+        workloads.insert(w.name.clone(), (w.version.clone(), Some(w.blake3.clone())));
+    }
+    let ctx = KeyContext { env_snapshot: env.key.clone(), argv: argv.clone(), input_hashes, workloads };
+    let mut c = session.compiler.lock().unwrap_or_else(|e| e.into_inner());
+    if *build.context(&c.db) != ctx {
+        build.set_context(&mut c.db).to(ctx);
+    }
+    let planned = trials(&c.db, build).clone();
+    if let Err(e) = planned.as_ref() {
+        return Err(EngineError::infra(format!("{label}: cannot compute trial keys: {e}")));
+    }
+    let Some(graph) = dag(&c.db, build).as_ref().clone() else {
+        return Err(EngineError::infra(format!("{label}: the build graph could not be made")));
+    };
+    crate::timing("compile (recipe, environment, keys, DAG)", t0);
+    Ok(Compiled { id, label, target_label: spec.label, recipe: Arc::new(recipe), argv, planned, dag: Arc::new(graph), env: Arc::new(env), workload, input_files })
+}

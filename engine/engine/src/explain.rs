@@ -1,0 +1,184 @@
+//! `aorta explain`: for any node of a compiled target (a trial, a cell, an artifact), its key,
+//! what the key is made of, and whether the next build would run (or render) it and why.
+
+use crate::artifacts::{artifact_key, cell_key, env_key, recipe_key, ArtifactRecord};
+use crate::compile::Compiled;
+use crate::error::{EngineError, Result};
+use crate::session::Session;
+use aorta_graph::{Artifact, Key};
+use aorta_store::{LocalStore, Lookup};
+use aorta_trial::TrialRecord;
+use std::fmt::Write;
+
+/// Which node to explain.
+#[derive(Debug, Clone)]
+pub enum NodeQuery {
+    Trial { cell: String, index: u32 },
+    Cell { cell: String },
+    Artifact(Artifact),
+}
+
+/// Whether the next build would do the node's work.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Status {
+    /// In the store: reused (a trial) or restored without rendering (an artifact).
+    Cached(String),
+    /// Not in the store: the next build executes or renders it, for this reason.
+    WillRun(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Explanation {
+    pub target: String,
+    pub node: String,
+    /// None when it depends on trials that have not run yet (an artifact, a stop_after cell).
+    pub key: Option<Key>,
+    pub status: Status,
+    /// Further lines: a cell's trials, an artifact's inputs.
+    pub details: Vec<String>,
+    /// A trial's key inputs: the canonical JSON hashed after the domain tag, pretty-printed.
+    pub key_inputs: Option<String>,
+}
+
+impl std::fmt::Display for Explanation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = String::new();
+        let _ = writeln!(out, "target:  {}", self.target);
+        let _ = writeln!(out, "node:    {}", self.node);
+        let _ = writeln!(out, "key:     {}", self.key.as_ref().map_or_else(|| "(known once its inputs have run)".to_string(), Key::to_string));
+        let _ = match &self.status {
+            Status::Cached(why) => writeln!(out, "store:   cached ({why})"),
+            Status::WillRun(why) => writeln!(out, "store:   not cached: {why}"),
+        };
+        for d in &self.details {
+            let _ = writeln!(out, "  {d}");
+        }
+        if let Some(j) = &self.key_inputs {
+            let _ = writeln!(out, "inputs (the canonical JSON hashed after the domain tag \"aorta.trial-key\\0\"):");
+            let _ = writeln!(out, "{j}");
+        }
+        f.write_str(&out)
+    }
+}
+
+/// A trial's record in the store, or why there is none.
+fn trial_status(store: Option<&LocalStore>, key: &Key) -> (Option<TrialRecord>, Status) {
+    let Some(store) = store else { return (None, Status::WillRun("no store yet: the next build executes it".into())) };
+    match store.lookup_as::<TrialRecord>(key) {
+        Ok(Lookup::Hit(m)) => {
+            let why = format!("executed {}, {:.2} s, verdict {}", m.created_at, m.exec_seconds, m.trial.verdict.as_str());
+            (Some(m.trial), Status::Cached(why))
+        }
+        Ok(Lookup::Miss) => (None, Status::WillRun("the next build executes it".into())),
+        Ok(Lookup::Corrupt { reason }) => (None, Status::WillRun(format!("the entry is corrupt ({reason}); the next build re-executes it"))),
+        Err(e) => (None, Status::WillRun(format!("the store cannot be read ({e})"))),
+    }
+}
+
+/// The trials a build would fold into cell `ci`, from the store: `Ok((index, key))` in order,
+/// or `Err` naming the first trial that must run first. stop_after is applied to the cached
+/// verdicts exactly as the scheduler applies it.
+fn cell_results<'a>(c: &'a Compiled, store: Option<&LocalStore>, ci: usize) -> std::result::Result<Vec<(u32, &'a Key)>, String> {
+    let mut out = Vec::new();
+    let mut events = 0;
+    for i in c.dag.cell_trials(ci) {
+        let p = &c.planned()[i];
+        let (record, _) = trial_status(store, &p.key);
+        let Some(record) = record else { return Err(format!("trial {} of cell {} must run first", p.index, c.recipe.cells[ci].name)) };
+        out.push((p.index, &p.key));
+        if let Some(s) = c.recipe.stop_after {
+            if record.verdict == s.event_verdict {
+                events += 1;
+                if events >= s.events {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn cell_error(c: &Compiled) -> Option<String> {
+    match &c.workload {
+        Some(Err(e)) => Some(e.clone()),
+        _ => None,
+    }
+}
+
+impl Session {
+    pub fn explain(&self, c: &Compiled, query: &NodeQuery) -> Result<Explanation> {
+        let store = self.existing_store()?;
+        let store = store.as_deref();
+        let hashing = |e: aorta_graph::HashError| EngineError::infra(e.to_string());
+        match query {
+            NodeQuery::Trial { cell, index } => {
+                let ci = c.cell_index(cell)?;
+                let p = c.trial(ci, *index)?;
+                let (_, status) = trial_status(store, &p.key);
+                let json = p.inputs.canonical_json().map_err(hashing)?;
+                let pretty = serde_json::from_str::<serde_json::Value>(&json).and_then(|v| serde_json::to_string_pretty(&v)).unwrap_or(json);
+                let mut details = Vec::new();
+                if c.dag.users(&p.key) > 1 {
+                    details.push(format!("shared by {} cells with the same resolved env: it runs once for all of them", c.dag.users(&p.key)));
+                }
+                Ok(Explanation { target: c.label.clone(), node: format!("cell {cell} trial {index}"), key: Some(p.key.clone()), status, details, key_inputs: Some(pretty) })
+            }
+            NodeQuery::Cell { cell } => {
+                let ci = c.cell_index(cell)?;
+                let mut details = Vec::new();
+                let mut missing = 0;
+                for i in c.dag.cell_trials(ci) {
+                    let p = &c.planned()[i];
+                    let (_, st) = trial_status(store, &p.key);
+                    if matches!(st, Status::WillRun(_)) {
+                        missing += 1;
+                    }
+                    details.push(format!("trial {}: {} {}", p.index, p.key, if matches!(st, Status::Cached(_)) { "cached" } else { "not cached" }));
+                }
+                let error = cell_error(c);
+                if let Some(e) = &error {
+                    details.insert(0, format!("the cell cannot run: {e}"));
+                }
+                let (key, status) = match cell_results(c, store, ci) {
+                    Ok(results) => {
+                        let key = cell_key(ci, cell, results.iter().map(|(i, k)| (*i, k.as_str())).collect(), error.as_deref()).map_err(hashing)?;
+                        (Some(key), Status::Cached(format!("all {} trial(s) it folds are cached; the next build executes none", results.len())))
+                    }
+                    Err(first) => (None, Status::WillRun(format!("{missing} trial(s) not cached ({first}); the next build executes them and folds the cell again"))),
+                };
+                Ok(Explanation { target: c.label.clone(), node: format!("cell {cell}"), key, status, details, key_inputs: None })
+            }
+            NodeQuery::Artifact(a) => {
+                if !c.dag.artifacts().any(|x| x == a) {
+                    let names: Vec<String> = c.dag.artifacts().map(Artifact::path).collect();
+                    return Err(EngineError::usage(format!("{} has no artifact {}", c.label, a.path()), format!("artifacts: {}", names.join(", "))));
+                }
+                let error = cell_error(c);
+                let mut cell_keys = Vec::new();
+                let mut blocked = None;
+                for ci in c.dag.artifact_cells(a) {
+                    match cell_results(c, store, ci) {
+                        Ok(results) => cell_keys.push(cell_key(ci, &c.recipe.cells[ci].name, results.iter().map(|(i, k)| (*i, k.as_str())).collect(), error.as_deref()).map_err(hashing)?),
+                        Err(first) => {
+                            blocked = Some(first);
+                            break;
+                        }
+                    }
+                }
+                let mut details = vec![format!("renderer version {} (aorta {})", crate::RENDERER_VERSION, env!("CARGO_PKG_VERSION"))];
+                let deps = c.dag.artifact_cells(a).len();
+                details.push(if deps > 0 { format!("rendered from the recipe and {deps} cell(s)") } else if matches!(a, Artifact::EnvJson(_)) { "rendered from the environment snapshot".into() } else { "rendered from the recipe".into() });
+                if let Some(first) = blocked {
+                    let status = Status::WillRun(format!("its inputs change when trials run ({first}); the next build renders it"));
+                    return Ok(Explanation { target: c.label.clone(), node: format!("artifact {}", a.path()), key: None, status, details, key_inputs: None });
+                }
+                let key = artifact_key(a, &recipe_key(c).map_err(hashing)?, &cell_keys, &[], &env_key(c).map_err(hashing)?).map_err(hashing)?;
+                let status = match store.map(|s| s.lookup_as::<ArtifactRecord>(&key)) {
+                    Some(Ok(Lookup::Hit(m))) => Status::Cached(format!("rendered {}; the next build restores it without rendering", m.created_at)),
+                    _ => Status::WillRun("the next build renders it".into()),
+                };
+                Ok(Explanation { target: c.label.clone(), node: format!("artifact {}", a.path()), key: Some(key), status, details, key_inputs: None })
+            }
+        }
+    }
+}

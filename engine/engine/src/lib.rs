@@ -1,0 +1,56 @@
+//! The engine: one layer that every entry point of `aorta` goes through.
+//!
+//! A [`Session`] is opened once per invocation and owns what the invocation touches: the local
+//! store, the remote tier, the environment snapshot, resolved workloads and the salsa compile
+//! database. [`Session::compile`] turns a target into a [`Compiled`]: its recipe, the trial
+//! keys and the DAG (environment snapshot → trials → cells → artifacts). The same compiled
+//! target is then planned ([`Session::plan`]), built ([`Session::build`]: trials in parallel
+//! under the slots, cells and artifacts when their inputs are done, artifacts content-addressed
+//! and cached like trials), built one trial at a time ([`Session::build_one`], for Buck2),
+//! explained ([`Session::explain`]) or watched ([`watch::Watch`]). Nothing here prints except
+//! through the event callback and explicit warnings on stderr, so the CLI owns the terminal.
+
+mod artifacts;
+mod build;
+mod compile;
+pub mod environment;
+mod error;
+mod explain;
+mod fsutil;
+mod gpu;
+mod one;
+mod outputs;
+mod remote;
+mod retention;
+mod schedule;
+mod session;
+mod step_times;
+pub mod trial;
+pub mod watch;
+pub mod workloads;
+
+pub use artifacts::{ArtifactRecord, RENDERER_VERSION};
+pub use build::{BuildOutcome, CellOutcome};
+pub use compile::{normalize, Compiled, RecipeOrigin, TargetId, TargetSpec};
+pub use environment::EnvRecord;
+pub use error::{Category, EngineError, Result};
+pub use explain::{Explanation, NodeQuery};
+pub use fsutil::write_atomic;
+pub use one::OneOutcome;
+pub use outputs::{run_dir_for, RunPaths};
+pub use schedule::{Event, Source, TrialResult};
+pub use session::{Session, SessionOptions};
+
+/// Types the CLI names in flags and output, re-exported so it depends on the engine alone.
+pub use aorta_exec::CancelToken;
+pub use aorta_graph::{Artifact, Key};
+pub use aorta_probe::{KeyRules, Snapshot};
+pub use aorta_remote::Settings as RemoteSettings;
+pub use aorta_store::{GcPolicy, GcReport, StoreStats, VerifyReport};
+
+/// `AORTA_TIMING=1` prints how long each phase took, for profiling big matrices.
+pub fn timing(phase: &str, since: std::time::Instant) {
+    if std::env::var_os("AORTA_TIMING").is_some() {
+        eprintln!("aorta timing: {phase}: {:.3} s", since.elapsed().as_secs_f64());
+    }
+}

@@ -1,0 +1,183 @@
+//! One session per invocation: it opens the store, the remote tier and the environment
+//! snapshot, resolves workloads and holds the compile database. Every entry point (`build`,
+//! `sweep run`, `run`, `trial exec`, `explain`, `--dry-run`, `--watch`) compiles through
+//! [`Session::compile`], so a trial's key cannot be computed any other way.
+
+use crate::compile::{Compiled, Compiler, TargetId, TargetSpec};
+use crate::environment::{self, EnvSource, SnapshotSlot};
+use crate::error::{EngineError, Result};
+use crate::workloads::Workload;
+use aorta_exec::CancelToken;
+use aorta_remote::{RemoteCache, RemoteStats, Settings};
+use aorta_store::LocalStore;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// What an invocation's flags say about where things are and how trials run.
+#[derive(Debug, Clone, Default)]
+pub struct SessionOptions {
+    /// `--store`; else `$AORTA_STORE`, else `.aorta/` at the workspace root.
+    pub store: Option<PathBuf>,
+    /// `--env-snapshot`; else `$AORTA_ENV_SNAPSHOT`.
+    pub env_snapshot: Option<PathBuf>,
+    /// `--python`; else `$AORTA_PYTHON`.
+    pub python: Option<PathBuf>,
+    /// The remote-cache flags; the environment and `.buckconfig` fill what they leave unset.
+    pub remote: Settings,
+    pub jobs: Option<usize>,
+    pub gpus: Vec<String>,
+    pub kill_on_hang: bool,
+    /// Timeout for workload-protocol trials (probe recipes carry their own).
+    pub trial_timeout: Option<f64>,
+    /// `--output`: the run directory's parent (AORTA's default per flow when None).
+    pub output: Option<PathBuf>,
+}
+
+pub struct Session {
+    pub(crate) opts: SessionOptions,
+    pub(crate) cwd: PathBuf,
+    workspace_root: PathBuf,
+    store_root: PathBuf,
+    store: OnceLock<Arc<LocalStore>>,
+    pub(crate) remote: Option<Arc<RemoteCache>>,
+    remote_reported: Mutex<RemoteStats>,
+    env_source: EnvSource,
+    snapshot: SnapshotSlot,
+    workloads: Mutex<HashMap<String, std::result::Result<Workload, String>>>,
+    cancel: OnceLock<CancelToken>,
+    pub(crate) compiler: Mutex<Compiler>,
+}
+
+impl Session {
+    /// Resolves the settings. Nothing is opened yet except the remote tier's configuration: a
+    /// bad remote setting is an input error now, an unreachable cache is found out (and
+    /// skipped) during the build.
+    pub fn open(opts: SessionOptions) -> Result<Session> {
+        let cwd = std::env::current_dir().map_err(|e| EngineError::infra(format!("cannot read the current directory: {e}")))?;
+        let workspace_root = aorta_labels::find_workspace_root(&cwd);
+        let store_root = match &opts.store {
+            Some(p) => p.clone(),
+            None => aorta_store::default_store_root(&workspace_root),
+        };
+        let settings = opts.remote.clone().or(Settings::from_env()).or(Settings::from_project(&workspace_root));
+        let bad = |e: aorta_remote::ConfigError| EngineError::usage(e.message, e.help);
+        let remote = match settings.resolve().map_err(bad)? {
+            Some(cfg) => Some(Arc::new(aorta_remote::open(&cfg).map_err(bad)?)),
+            None => None,
+        };
+        let env_source = EnvSource::resolve(opts.env_snapshot.clone(), opts.python.clone());
+        Ok(Session {
+            opts,
+            cwd,
+            workspace_root,
+            store_root,
+            store: OnceLock::new(),
+            remote,
+            remote_reported: Mutex::default(),
+            env_source,
+            snapshot: SnapshotSlot::default(),
+            workloads: Mutex::default(),
+            cancel: OnceLock::new(),
+            compiler: Mutex::new(Compiler::new()),
+        })
+    }
+
+    pub fn workspace_root(&self) -> &Path {
+        &self.workspace_root
+    }
+
+    pub fn store_root(&self) -> &Path {
+        &self.store_root
+    }
+
+    pub fn options(&self) -> &SessionOptions {
+        &self.opts
+    }
+
+    /// The local store, opened (and created) on first use; dry runs never create one.
+    pub fn store(&self) -> Result<Arc<LocalStore>> {
+        if let Some(s) = self.store.get() {
+            return Ok(s.clone());
+        }
+        let s = LocalStore::open(&self.store_root).map_err(|e| EngineError::infra_with_help(format!("cannot open the store at {}: {e}", self.store_root.display()), "check --store / AORTA_STORE and the disk"))?;
+        Ok(self.store.get_or_init(|| Arc::new(s)).clone())
+    }
+
+    /// The store if one exists at the root already (explain must not create one).
+    pub fn existing_store(&self) -> Result<Option<Arc<LocalStore>>> {
+        if self.store.get().is_none() && !self.store_root.join("VERSION").exists() {
+            return Ok(None);
+        }
+        self.store().map(Some)
+    }
+
+    /// Ctrl-C: installed on first use; the first press cancels running trials.
+    pub fn cancel_token(&self) -> Result<CancelToken> {
+        if let Some(c) = self.cancel.get() {
+            return Ok(c.clone());
+        }
+        let c = aorta_exec::install_interrupt_handler().map_err(|e| EngineError::infra(format!("cannot install the Ctrl-C handler: {e}")))?;
+        Ok(self.cancel.get_or_init(|| c).clone())
+    }
+
+    pub(crate) fn probe_cache_dir(&self) -> PathBuf {
+        environment::probe_cache_dir(&self.store_root)
+    }
+
+    pub(crate) fn environment(&self, recipe: &aorta_recipe::Recipe) -> Result<environment::EnvRecord> {
+        environment::environment(&self.snapshot, &self.env_source, self.probe_cache_dir(), recipe)
+    }
+
+    /// The workload executable by name, resolved (and asked `describe`) once per session.
+    /// `torch_dir`: where the environment snapshot found torch (libtorch is looked for there).
+    pub(crate) fn workload(&self, name: &str, torch_dir: Option<&Path>) -> std::result::Result<Workload, String> {
+        let mut cache = self.workloads.lock().unwrap_or_else(|e| e.into_inner());
+        cache.entry(name.to_string()).or_insert_with(|| crate::workloads::resolve(name, torch_dir)).clone()
+    }
+
+    /// Forgets resolved workloads (watch mode: an executable may have been rebuilt).
+    pub fn forget_workloads(&self) {
+        self.workloads.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
+    /// Adds a target to the compile database (once; a second call returns the same id).
+    pub fn add_target(&self, spec: TargetSpec) -> TargetId {
+        self.compiler.lock().unwrap_or_else(|e| e.into_inner()).add(spec)
+    }
+
+    /// Compiles a target: its recipe (memoized), the environment key, the command's input
+    /// hashes and the workload's identity, then the trial keys and the DAG.
+    pub fn compile(&self, target: TargetId) -> Result<Compiled> {
+        crate::compile::compile(self, target)
+    }
+
+    /// One line about the remote cache's work since the last call (after each build), or None
+    /// when no remote tier is configured.
+    pub fn remote_report(&self) -> Option<String> {
+        let r = self.remote.as_ref()?;
+        let total = r.stats();
+        let mut reported = self.remote_reported.lock().unwrap_or_else(|p| p.into_inner());
+        let before = std::mem::replace(&mut *reported, total.clone());
+        let (downloaded, uploaded) = (total.downloaded - before.downloaded, total.uploaded - before.uploaded);
+        let (present, rejected, errors) = (total.already_present - before.already_present, total.rejected - before.rejected, total.errors - before.errors);
+        let mut line = format!("aorta: remote cache {} ({}, namespace {}): {downloaded} downloaded, {uploaded} uploaded", r.config().url, r.mode().as_str(), r.config().namespace);
+        if present > 0 {
+            line += &format!(", {present} already there");
+        }
+        if rejected > 0 {
+            line += &format!(", {rejected} rejected (did not verify)");
+        }
+        if total.disabled.is_some() {
+            line += ", unreachable (skipped)";
+        } else if errors > 0 {
+            line += &format!(", {errors} errors (skipped)");
+        }
+        Some(line)
+    }
+
+    pub(crate) fn workload_timeout(&self) -> Option<Duration> {
+        self.opts.trial_timeout.map(Duration::from_secs_f64)
+    }
+}
