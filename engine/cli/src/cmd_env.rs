@@ -7,7 +7,7 @@ use aorta_engine::{KeyRules, Snapshot};
 use std::process::ExitCode;
 
 fn load(path: &std::path::Path) -> Result<Snapshot, CliError> {
-    Ok(load_snapshot(path)?)
+    load_snapshot(path).map_err(|e| usage(e, "pass an env.json written by `aorta env probe`"))
 }
 
 fn rules(include: &[String], exclude: &[String]) -> Result<KeyRules, CliError> {

@@ -81,11 +81,10 @@ pub fn probe_machine(python: Option<PathBuf>, cache: Option<PathBuf>, deep: bool
     probe(&probe_options(python, cache, deep))
 }
 
-/// Reads a recorded snapshot; an unreadable or invalid file is an input error.
-pub fn load_snapshot(path: &Path) -> Result<Snapshot> {
-    let hint = "pass an env.json written by `aorta env probe`, or unset AORTA_ENV_SNAPSHOT to probe this machine";
-    let text = std::fs::read_to_string(path).map_err(|e| EngineError::usage(format!("cannot read the env snapshot {}: {e}", path.display()), hint))?;
-    Snapshot::from_json(&text).map_err(|e| EngineError::usage(format!("{}: {e}", path.display()), hint))
+/// Reads a recorded snapshot; the error says what is wrong with the file.
+pub fn load_snapshot(path: &Path) -> std::result::Result<Snapshot, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read the env snapshot {}: {e}", path.display()))?;
+    Snapshot::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// One snapshot per session. The flag says whether it serves rules that key import-only
@@ -105,7 +104,8 @@ impl SnapshotSlot {
         }
         let t0 = std::time::Instant::now();
         let snap = match &src.snapshot_file {
-            Some(f) => load_snapshot(f)?,
+            // The snapshot keys every trial: without it nothing can be looked up or run.
+            Some(f) => load_snapshot(f).map_err(|e| EngineError::infra_with_help(e, "pass an env.json written by `aorta env probe`, or unset AORTA_ENV_SNAPSHOT to probe this machine"))?,
             None => probe_machine(src.python.clone(), Some(probe_cache), deep),
         };
         crate::timing(if deep { "env snapshot (deep)" } else { "env snapshot" }, t0);
