@@ -2,12 +2,17 @@
 """Engine benchmarks for docs/benchmarks.md, measured side by side in one run.
 
 1. probe-200: a probe recipe of 20 cells × 10 trials of `true`, first (cold) run, against
-   AORTA 0.2.1 (`pip install amd-aorta==0.2.1`), each tool writing into a fresh directory.
+   AORTA 0.2.1 (`pip install amd-aorta==0.2.1`), each tool writing into a fresh directory,
+   and beside them two floors: 200 bare `posix_spawn`s of `true` from Python (the spawn
+   floor), and the same spawns each followed by the five file creations a trial costs (the
+   file floor: stdout.log, stderr.log, result.json, the store's blob and entry). All four are
+   interleaved in one loop so machine noise hits them alike.
 2. cached-10k: 1,000 cells × 10 trials of `true`: build once, then time the fully cached
-   rerun and its peak RSS.
+   rerun (artifacts included: it renders nothing) and its peak RSS.
 
-Usage: bench_engine.py AORTA_RS_BIN AORTA_PY_BIN [--runs N]
-Prints a markdown table of medians (and min/max) and the machine it ran on.
+Usage: bench_engine.py AORTA_RS_BIN AORTA_PY_BIN [--runs N] [--work DIR]
+`--work` picks the filesystem (e.g. /dev/shm for tmpfs). Prints a markdown table of medians
+(and min/max) and the machine it ran on.
 """
 import argparse
 import json
@@ -71,6 +76,23 @@ def rss_of(cmd, env=None, cwd=None):
     return None
 
 
+def spawn_floor(n: int, files_dir: Path | None = None) -> float:
+    """n bare spawns of `true` (and, with `files_dir`, five small files created per spawn)."""
+    true = shutil.which("true")
+    t0 = time.perf_counter()
+    for i in range(n):
+        pid = os.posix_spawn(true, [true], os.environ)
+        os.waitpid(pid, 0)
+        if files_dir is not None:
+            d = files_dir / f"t{i}"
+            d.mkdir(parents=True)
+            for name in ("stdout.log", "stderr.log", "result.json", "blob", "entry"):
+                with open(d / name, "wb") as f:
+                    f.write(b"x")
+                    os.fdatasync(f.fileno())
+    return time.perf_counter() - t0
+
+
 def summary(xs):
     return f"{statistics.median(xs):.3f} s (min {min(xs):.3f}, max {max(xs):.3f}, n={len(xs)})"
 
@@ -80,9 +102,10 @@ def main():
     ap.add_argument("aorta_rs")
     ap.add_argument("aorta_py")
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--work", default=None, help="where the stores and outputs go (default: $TMPDIR)")
     a = ap.parse_args()
     rs, py = os.path.abspath(a.aorta_rs), os.path.abspath(a.aorta_py)
-    work = Path(tempfile.mkdtemp(prefix="aorta-bench-"))
+    work = Path(tempfile.mkdtemp(prefix="aorta-bench-", dir=a.work))
     env = dict(os.environ, NO_COLOR="1")
     variants = {
         "default": write_probe_200(work),
@@ -90,7 +113,10 @@ def main():
         "tier 3 off": write_probe_200(work, "disable_detector_tiers: [tier3]\n", "probe-200-no-tier3.yaml"),
     }
     times = {v: ([], []) for v in variants}
+    floors = ([], [])
     for i in range(a.runs):
+        floors[0].append(spawn_floor(200))
+        floors[1].append(spawn_floor(200, work / f"floor-{i}"))
         for v, probe in variants.items():
             # Alternate the tools so machine noise hits both alike.
             store = work / f"store-{v}-{i}"
@@ -111,6 +137,9 @@ def main():
     for v, (rs_times, py_times) in times.items():
         rs_med, py_med = statistics.median(rs_times), statistics.median(py_times)
         print(f"| probe 20 cells × 10 trials of `true`, first run, {v} | {summary(rs_times)} | {summary(py_times)} | {py_med / rs_med:.2f}× (AORTA time / aorta time) |")
+        print(f"| … aorta against the spawn floor / the file floor | {rs_med / statistics.median(floors[0]):.2f}× / {rs_med / statistics.median(floors[1]):.2f}× | — | — |")
+    print(f"| spawn floor: 200 `posix_spawn`s of `true` from Python | {summary(floors[0])} | — | — |")
+    print(f"| file floor: the same plus 5 file creations (fdatasync) each | {summary(floors[1])} | — | — |")
     print(f"| 1,000 cells × 10 trials, first run (`--jobs {os.cpu_count()}`) | {first:.3f} s | — | — |")
     print(f"| 1,000 cells × 10 trials, fully cached rerun | {summary(cached)} | — | — |")
     print(f"| peak RSS of the cached rerun | {rss / 1024:.1f} MiB | — | — |" if rss else "| peak RSS | n/a | — | — |")

@@ -245,6 +245,13 @@ fn the_cli_reaches_store_remote_and_probe_only_through_the_engine() {
     for forbidden in ["aorta-store", "aorta-remote", "aorta-probe", "aorta-graph", "aorta-exec"] {
         assert!(!deps.contains(forbidden), "engine/cli depends on {forbidden}: open it through aorta-engine's Session instead");
     }
+    // …and neither it nor the engine links libtorch or CUDA: GPU code lives in workload executables.
+    for crate_dir in ["engine/cli", "engine/engine"] {
+        let m = std::fs::read_to_string(repo_root().join(crate_dir).join("Cargo.toml")).unwrap();
+        for gpu in ["tch", "torch-sys", "cudarc", "aorta-torch-workloads", "aorta-race", "aorta-hw-queue"] {
+            assert!(!m.lines().any(|l| l.trim_start().starts_with(&format!("{gpu} ")) || l.trim_start().starts_with(&format!("{gpu}."))), "{crate_dir} depends on {gpu}");
+        }
+    }
     let mut stack = vec![repo_root().join("engine/cli/src")];
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).unwrap().flatten() {
