@@ -37,7 +37,7 @@ mod kmsg;
 mod verdict;
 
 pub use aorta_trial::Verdict;
-pub use catalogue::{detector_ids, Pattern, PatternFlags, Tier, PATTERN_LIBRARY_VERSION, TIER3_LOG_PATTERNS, TIER4_PATTERNS};
+pub use catalogue::{detector_ids, Pattern, PatternFlags, Tier, Trigger, PATTERN_LIBRARY_VERSION, TIER3_LOG_PATTERNS, TIER4_PATTERNS};
 pub use classify::classify;
 pub use disables::{DisableError, Disables};
 pub use dmesg::{collect_dmesg, DMESG_TIMEOUT};
