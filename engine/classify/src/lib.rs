@@ -12,7 +12,7 @@
 //! | 1 | exit status, signal, timeout, exec failure, `core` files | `tier1:*` |
 //! | 2 | the executor's hang flag, dropped on a clean exit | `tier2:hang` |
 //! | 3 | dmesg text ([`collect_dmesg`]), GPU counters before/after | `tier3:*` |
-//! | 4 | [`TIER4_PATTERNS`] over the whole stdout and stderr | `tier4:*` |
+//! | 4 | [`TIER4_PATTERNS`] over the whole stdout and stderr, prefiltered by literals | `tier4:*` |
 //! | 5 | the recipe's [`CustomDetector`]s over the same streams | `custom:<id>` |
 //!
 //! Unlike AORTA, logs are streamed whole (AORTA scanned only their first 10 MiB); the exact
@@ -30,6 +30,7 @@ mod disables;
 mod dmesg;
 mod model;
 mod patterns;
+mod scan;
 mod stream;
 mod tier1;
 mod tier3;
