@@ -12,7 +12,7 @@
 //! | 1 | exit status, signal, timeout, exec failure, `core` files | `tier1:*` |
 //! | 2 | the executor's hang flag, dropped on a clean exit | `tier2:hang` |
 //! | 3 | dmesg text ([`collect_dmesg`]), GPU counters before/after | `tier3:*` |
-//! | 4 | [`TIER4_PATTERNS`] over the whole stdout and stderr | `tier4:*` |
+//! | 4 | [`TIER4_PATTERNS`] over the whole stdout and stderr, prefiltered by literals | `tier4:*` |
 //! | 5 | the recipe's [`CustomDetector`]s over the same streams | `custom:<id>` |
 //!
 //! Unlike AORTA, logs are streamed whole (AORTA scanned only their first 10 MiB); the exact
@@ -30,6 +30,7 @@ mod disables;
 mod dmesg;
 mod model;
 mod patterns;
+mod scan;
 mod stream;
 mod tier1;
 mod tier3;
@@ -37,7 +38,7 @@ mod kmsg;
 mod verdict;
 
 pub use aorta_trial::Verdict;
-pub use catalogue::{detector_ids, Pattern, PatternFlags, Tier, PATTERN_LIBRARY_VERSION, TIER3_LOG_PATTERNS, TIER4_PATTERNS};
+pub use catalogue::{detector_ids, Pattern, PatternFlags, Tier, Trigger, PATTERN_LIBRARY_VERSION, TIER3_LOG_PATTERNS, TIER4_PATTERNS};
 pub use classify::classify;
 pub use disables::{DisableError, Disables};
 pub use dmesg::{collect_dmesg, DMESG_TIMEOUT};

@@ -8,13 +8,12 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::ops::ControlFlow;
 use std::path::Path;
-use std::sync::LazyLock;
 
 use aorta_condition::Vars;
 use serde_json::{Map, Value};
 
-use crate::catalogue::TIER4_PATTERNS;
 use crate::model::{CustomDetector, Observation, OnMatch};
+use crate::scan::TIER4;
 use crate::stream::{scan_windows, WindowParams};
 
 /// How many times one custom pattern's condition may be evaluated without firing before the
@@ -22,9 +21,6 @@ use crate::stream::{scan_windows, WindowParams};
 /// match (a condition like `float(capture['loss']) > 9` must see the 1000th loss line too),
 /// and this budget keeps a pattern matching everywhere with an always-false condition cheap.
 pub const CONDITION_EVAL_BUDGET: u32 = 100_000;
-
-static TIER4_REGEXES: LazyLock<Vec<(&'static str, Result<fancy_regex::Regex, String>)>> =
-    LazyLock::new(|| TIER4_PATTERNS.iter().map(|p| (p.id, p.compile().map_err(|e| e.to_string()))).collect());
 
 /// Runs `visit` over every window of the stdout then the stderr log, until it breaks.
 /// A log that cannot be read is reported in `errors`; what was scanned before the error counts.
@@ -52,29 +48,15 @@ fn io_error(stream: &str, path: &Path, e: &std::io::Error) -> String {
     format!("IoError: reading {stream} log {}: {e}", path.display())
 }
 
-/// Tier 4: built-in pattern ids that matched, in catalogue order.
+/// Tier 4: built-in pattern ids that matched, in catalogue order (prefiltered: `scan.rs`).
 pub(crate) fn tier4(obs: &Observation, params: WindowParams, errors: &mut Vec<String>) -> Vec<String> {
-    let regexes = &*TIER4_REGEXES;
-    let mut fired = vec![false; regexes.len()];
-    for (id, re) in regexes {
-        if let Err(e) = re {
-            errors.push(format!("PatternError: {id}: {e}"));
-        }
+    let lib = &*TIER4;
+    for (id, e) in lib.errors() {
+        errors.push(format!("PatternError: {id}: {e}"));
     }
-    scan_logs(obs, params, errors, |w, s| {
-        for ((_, re), hit) in regexes.iter().zip(fired.iter_mut()) {
-            if let (Ok(re), false) = (re, *hit) {
-                // A runtime error (backtrack limit) is a no-match; built-ins do not backtrack.
-                *hit = matches!(re.find_from_pos(w, s), Ok(Some(_)));
-            }
-        }
-        if fired.iter().all(|h| *h) {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        }
-    });
-    regexes.iter().zip(fired).filter(|(_, hit)| *hit).map(|((id, _), _)| (*id).to_string()).collect()
+    let mut scan = lib.scan();
+    scan_logs(obs, params, errors, |w, s| scan.window(w, s));
+    lib.ids().iter().zip(scan.fired()).filter(|(_, hit)| **hit).map(|(id, _)| (*id).to_string()).collect()
 }
 
 /// What Tier 5 found. `capture` holds the merged named groups (later firings overwrite).

@@ -122,9 +122,9 @@ fn tier4_disables() {
     let t = Trial::new();
     let obs = t.logs("", fixture("traceback_hip.log"));
     assert!(classify(&obs, &cfg_with(vec![], &["tier4"])).failure_detectors_fired.is_empty());
-    let c = classify(&obs, &cfg_with(vec![], &["tier4:python_traceback"]));
+    let c = classify(&obs, &cfg_with(vec![], &["tier4:python_traceback", "tier4:illegal_memory_access"]));
     assert_eq!(c.failure_detectors_fired, ["tier4:hip_error"]);
-    assert_eq!(c.capture["disabled_detectors"], serde_json::json!(["tier4:python_traceback"]));
+    assert_eq!(c.capture["disabled_detectors"], serde_json::json!(["tier4:illegal_memory_access", "tier4:python_traceback"]));
     assert_eq!(c.capture["disabled_detector_tiers"], serde_json::json!([]));
     assert!(c.tier_durations_ms["tier4"] >= 0.0);
     assert_eq!(classify(&obs, &cfg_with(vec![], &["tier4"])).tier_durations_ms["tier4"], 0.0);

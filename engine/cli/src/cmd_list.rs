@@ -49,6 +49,7 @@ struct PatternJson<'a> {
     multiline: bool,
     ignore_case: bool,
     sample: &'a str,
+    negative: &'a str,
 }
 
 /// AORTA's catalogue layout, Tier 4 first (what `list-patterns` always showed), then Tier 3's
@@ -71,6 +72,7 @@ pub fn patterns(version_only: bool, json: bool, banner: &str) -> crate::exit::Cl
                     multiline: p.flags.multiline,
                     ignore_case: p.flags.ignore_case,
                     sample: p.sample,
+                    negative: p.negative,
                 })
             })
             .collect();
@@ -99,6 +101,7 @@ pub fn patterns(version_only: bool, json: bool, banner: &str) -> crate::exit::Cl
                 println!("      regex     : {}  ({})", p.regex, flags.join(", "));
             }
             println!("      sample    : {}", p.sample);
+            println!("      negative  : {}", p.negative);
             println!();
         }
     }

@@ -110,12 +110,14 @@ fn list_commands_as_tables_and_json() {
 fn list_patterns_catalogue_and_version() {
     let out = aorta(&["sweep", "list-patterns"]);
     let s = stdout(&out);
-    assert!(s.starts_with("aorta sweep built-in pattern library (v2)\n\n  tier4:python_traceback\n      description: Python traceback header\n"), "{s}");
+    assert!(s.starts_with("aorta sweep built-in pattern library (v3)\n\n  tier4:python_traceback\n      description: Python traceback header"), "{s}");
+    assert!(s.contains("      negative  : note: Traceback (most recent call last): is printed by the handler below\n"), "{s}");
     assert!(s.contains("  tier3:nvidia_xid"));
     let v = stdout(&aorta(&["sweep", "list-patterns", "--version"]));
-    assert_eq!(v, format!("aorta sweep pattern library v2 (aorta {})\n", env!("CARGO_PKG_VERSION")));
+    assert_eq!(v, format!("aorta sweep pattern library v3 (aorta {})\n", env!("CARGO_PKG_VERSION")));
     let json: serde_json::Value = serde_json::from_slice(&aorta(&["sweep", "list-patterns", "--json"]).stdout).unwrap();
     assert!(json["patterns"].as_array().unwrap().iter().all(|p| !p["sample"].as_str().unwrap().is_empty()));
+    assert!(json["patterns"].as_array().unwrap().iter().all(|p| !p["negative"].as_str().unwrap().is_empty()));
 }
 
 #[test]
