@@ -2,6 +2,7 @@
 
 use crate::blocks;
 use crate::check::{Ctx, Res};
+use crate::limits::MAX_CELLS;
 use crate::load::{check_explicit_baseline, common};
 use crate::model::*;
 use crate::names::{inline_environment_name, valid_cell_name, RESERVED_CELL_NAMES};
@@ -36,13 +37,17 @@ pub(crate) fn triage(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> 
     if items.is_empty() {
         return Err(cx.schema(cells_node, &cp, "must be a non-empty list of cells", CELL_EXAMPLE));
     }
+    if items.len() as u64 > MAX_CELLS {
+        return Err(cx.err(DiagKind::Limit, cells_node, &cp, format!("{} cells; a recipe may have at most {MAX_CELLS}", items.len()), "split the sweep into several recipes; see \"Limits\" in docs/recipes.md"));
+    }
     let mut cells: Vec<Cell> = Vec::new();
     let mut name_nodes: Vec<&Node> = Vec::new();
+    let mut by_name: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let mut inline: Vec<InlineEnvironment> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let p = cp.index(i);
         let (cell, name_node) = cell(cx, item, &p, registry, &mut inline)?;
-        if let Some(j) = cells.iter().position(|c| c.name == cell.name) {
+        if let Some(&j) = by_name.get(&cell.name) {
             return Err(Box::new(
                 aorta_source::Diag::new(DiagKind::Cell, format!("duplicate cell name '{}'", cell.name))
                     .with_path(&p.key("name"))
@@ -56,6 +61,7 @@ pub(crate) fn triage(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> 
             return Err(cx.schema(t, &p.key("trials"), "a per-cell 'trials' override conflicts with stop_after", "stop_after.max_trials caps every cell; remove the cell's trials"));
         }
         name_nodes.push(name_node);
+        by_name.insert(cell.name.clone(), cells.len());
         cells.push(cell);
     }
     let resolved_baseline = match &common.baseline_cell {
@@ -228,8 +234,15 @@ fn environment(cx: &Ctx, node: &Node, path: &FieldPath, registry: &Registry, inl
 /// Env var maps: string values, POSIX names (`[A-Za-z_][A-Za-z0-9_]*`), no NUL bytes.
 pub(crate) fn env_map(cx: &Ctx, node: &Node, path: &FieldPath) -> Res<BTreeMap<String, String>> {
     let map = cx.string_map(node, path, "env vars as strings, e.g. {NCCL_DEBUG: \"INFO\"}")?;
+    // Each key's first entry, found once (a per-key search is quadratic in a wide map).
+    let mut first: std::collections::HashMap<&str, (&Node, &Node)> = std::collections::HashMap::new();
+    for (kn, vn) in node.as_map().unwrap_or_default() {
+        if let Some(k) = kn.as_str() {
+            first.entry(k).or_insert((kn, vn));
+        }
+    }
     for (k, v) in &map {
-        let key_node = node.as_map().and_then(|m| m.iter().find(|(kn, _)| kn.as_str() == Some(k.as_str())).map(|(kn, vn)| (kn, vn)));
+        let key_node = first.get(k.as_str()).copied();
         if !aorta_registry::is_posix_env_name(k) {
             let n = key_node.map_or(node, |(kn, _)| kn);
             return Err(cx.schema(n, &path.key(k), format!("'{k}' is not a valid environment variable name"), "names are letters, digits and '_', not starting with a digit"));

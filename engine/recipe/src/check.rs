@@ -135,8 +135,12 @@ impl Ctx<'_> {
 
 /// The closest candidate by edit distance, if it is close enough to be a likely typo.
 pub fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let len = word.chars().count();
     candidates
         .iter()
+        // The distance is at least the difference in length: a 20 MB key is scored against
+        // nothing rather than costing a 20 MB × candidate table.
+        .filter(|c| len.abs_diff(c.chars().count()) <= 2.max(c.len() / 4))
         .map(|c| (edit_distance(word, c), *c))
         .filter(|(d, c)| *d <= 2.max(c.len() / 4))
         .min_by_key(|(d, _)| *d)

@@ -2,6 +2,7 @@
 
 use crate::blocks::COLLECTORS;
 use crate::cells::auto_baseline;
+use crate::limits::{too_many_trials, MAX_CELLS};
 use crate::model::*;
 use crate::names::{inline_environment_name, valid_cell_name};
 use aorta_registry::Registry;
@@ -107,6 +108,10 @@ impl FlagRecipe {
                 env_refs.push(EnvironmentRef { name: env.name.clone(), docker: env.docker.clone(), venv: env.venv.clone(), buck_target: env.buck_target.clone(), inline: false });
             }
         }
+        let n_cells = mitigations.len() as u64 * envs.len() as u64;
+        if n_cells > MAX_CELLS {
+            return Err(usage("--mitigation-axis", format!("the axes make {} × {} = {n_cells} cells; at most {MAX_CELLS} are allowed", mitigations.len(), envs.len()), "shorten an axis; see \"Limits\" in docs/recipes.md"));
+        }
         let mut cells: Vec<Cell> = Vec::new();
         for m in &mitigations {
             let mit = registry.mitigation(m).ok_or_else(|| usage("--mitigation-axis", format!("unknown mitigation '{m}'"), registry.unknown_mitigation_hint(m)))?;
@@ -145,7 +150,7 @@ impl FlagRecipe {
             Some(c) => parse_collect_flag(c)?,
             None => Collect::default(),
         };
-        Ok(Recipe {
+        let recipe = Recipe {
             source: None,
             mode: Mode::Triage,
             ticket: self.ticket.clone(),
@@ -162,7 +167,11 @@ impl FlagRecipe {
             inline_environments: inline,
             probe: None,
             registry_files: registry.sidecars().to_vec(),
-        })
+        };
+        if let Some(message) = too_many_trials(&recipe) {
+            return Err(usage("--trials", message, "pass a smaller --trials or shorter axes; see \"Limits\" in docs/recipes.md"));
+        }
+        Ok(recipe)
     }
 }
 
@@ -221,6 +230,9 @@ impl ProbeOverlays {
             }
             let event_verdict = recipe_rule.map_or(Verdict::Fail, |r| r.event_verdict);
             recipe.stop_after = Some(StopAfter { events, max_trials: cap, event_verdict });
+            if let Some(message) = too_many_trials(recipe) {
+                return Err(usage("--max-trials", message, "pass a smaller --max-trials; see \"Limits\" in docs/recipes.md"));
+            }
         }
         if let Some(probe) = &mut recipe.probe {
             if let Some(m) = self.env_passthrough_mode {

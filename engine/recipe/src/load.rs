@@ -4,6 +4,7 @@
 use crate::blocks;
 use crate::cells;
 use crate::check::{closest, Ctx, Res};
+use crate::limits::{too_many_trials, MAX_RECIPE_BYTES, TRIALS_HELP};
 use crate::model::*;
 use crate::probe;
 use aorta_registry::Registry;
@@ -33,7 +34,7 @@ pub struct Loaded {
 /// Reads, parses and validates a recipe file. The project registry (`aorta-registry.json`
 /// next to the recipe) and `sidecars` extend the built-in registries.
 pub fn load_recipe(path: &Path, sidecars: &[PathBuf]) -> Result<Loaded, Box<Diag>> {
-    let file = SourceFile::read(path)?;
+    let file = SourceFile::read_limited(path, MAX_RECIPE_BYTES, "recipe")?;
     let project = aorta_registry::project_registry_for(path);
     let registry = Registry::load(project.as_deref(), sidecars)?;
     let mut recipe = parse_recipe(&file, Syntax::for_path(path), &registry)?;
@@ -44,13 +45,43 @@ pub fn load_recipe(path: &Path, sidecars: &[PathBuf]) -> Result<Loaded, Box<Diag
 
 /// Validates an already-read recipe text against `registry`.
 pub fn parse_recipe(file: &SourceFile, syntax: Syntax, registry: &Registry) -> Result<Recipe, Box<Diag>> {
+    if file.text().len() as u64 > MAX_RECIPE_BYTES {
+        // load_recipe refuses it before reading it all; this covers texts read elsewhere (watch).
+        return Err(Box::new(
+            Diag::new(DiagKind::Limit, format!("{} is larger than {MAX_RECIPE_BYTES} bytes, the limit for a recipe", file.name()))
+                .with_help("aorta refuses a recipe this large before parsing it; is it the right file?"),
+        ));
+    }
     let root = parse_document(file, syntax)?;
     let cx = Ctx { file };
     let mode = top_level(&cx, &root)?;
-    match mode {
+    let recipe = match mode {
         Mode::Triage => cells::triage(&cx, &root, registry),
         Mode::Probe => probe::probe(&cx, &root, registry),
+    }?;
+    if let Some(message) = too_many_trials(&recipe) {
+        let (node, path) = trials_node(&root, &recipe);
+        return Err(cx.err(DiagKind::Limit, node, &path, message, TRIALS_HELP));
     }
+    Ok(recipe)
+}
+
+/// The value that decides a cell's trial count, for the planned-trials limit: the stop rule's
+/// cap, the largest cell-level override, or the recipe's `trials`.
+fn trials_node<'n>(root: &'n Node, recipe: &Recipe) -> (&'n Node, FieldPath) {
+    let top = FieldPath::root();
+    if let Some(n) = root.get("stop_after").and_then(|s| s.get("max_trials")) {
+        return (n, top.key("stop_after").key("max_trials"));
+    }
+    let biggest = recipe.cells.iter().enumerate().filter_map(|(i, c)| c.trials.map(|t| (t, i))).max();
+    if let Some((t, i)) = biggest {
+        if t > recipe.trials {
+            if let Some(n) = root.get("cells").and_then(Node::as_seq).and_then(|cells| cells.get(i)).and_then(|c| c.get("trials")) {
+                return (n, top.key("cells").index(i).key("trials"));
+            }
+        }
+    }
+    (root.get("trials").unwrap_or(root), top.key("trials"))
 }
 
 /// What `aorta sweep run` needs before validation: the recipe's `mode`, read leniently.
@@ -62,7 +93,7 @@ pub enum PeekedMode {
 }
 
 pub fn peek_mode(path: &Path) -> PeekedMode {
-    let Ok(file) = SourceFile::read(path) else { return PeekedMode::Unknown };
+    let Ok(file) = SourceFile::read_limited(path, MAX_RECIPE_BYTES, "recipe") else { return PeekedMode::Unknown };
     let Ok(root) = parse_document(&file, Syntax::for_path(path)) else { return PeekedMode::Unknown };
     if root.as_map().is_none() {
         return PeekedMode::Unknown;

@@ -4,6 +4,7 @@
 use crate::blocks;
 use crate::cells::resolve_bundles;
 use crate::check::{Ctx, Res};
+use crate::limits::MAX_CELLS;
 use crate::load::{check_explicit_baseline, common};
 use crate::model::*;
 use crate::names::segment;
@@ -15,8 +16,20 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
     let common = common(cx, root)?;
     let m_axis = axis(cx, root, "mitigation_axis")?;
     let d_axis = axis(cx, root, "diagnostic_axis")?;
+    let n_cells = m_axis.len() as u64 * d_axis.len() as u64;
+    if n_cells > MAX_CELLS {
+        let p = top.key("mitigation_axis");
+        return Err(cx.err(
+            DiagKind::Limit,
+            root.get("mitigation_axis").unwrap_or(root),
+            &p,
+            format!("mitigation_axis × diagnostic_axis makes {} × {} = {n_cells} cells; a recipe may have at most {MAX_CELLS}", m_axis.len(), d_axis.len()),
+            "shorten an axis, or split the sweep into several recipes; see \"Limits\" in docs/recipes.md",
+        ));
+    }
     let mut cells: Vec<Cell> = Vec::new();
     let mut origins: Vec<(String, String)> = Vec::new();
+    let mut by_name: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for (m_node, m_path) in &m_axis {
         for (d_node, d_path) in &d_axis {
             let m = cx.string(m_node, m_path, "a mitigation name")?;
@@ -24,7 +37,7 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
             let name = format!("{}-{}", segment(m), segment(d));
             let pairs = [(*m_node, m_path.clone()), (*d_node, d_path.clone())];
             let (mitigations, resolved_env, env_origin) = resolve_bundles(cx, &name, &pairs, registry)?;
-            if let Some((pm, pd)) = cells.iter().position(|c| c.name == name).map(|j| origins[j].clone()) {
+            if let Some((pm, pd)) = by_name.get(&name).map(|&j| origins[j].clone()) {
                 return Err(Box::new(
                     Diag::new(DiagKind::Cell, format!("axis values ({m}, {d}) and ({pm}, {pd}) both make the cell name '{name}'"))
                         .with_path(m_path)
@@ -33,6 +46,7 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
                 ));
             }
             origins.push((m.to_string(), d.to_string()));
+            by_name.insert(name.clone(), cells.len());
             cells.push(Cell {
                 name,
                 mitigations,

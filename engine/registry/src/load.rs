@@ -26,6 +26,7 @@ pub(crate) fn load(project: Option<&Path>, sidecars: &[PathBuf]) -> Result<Regis
     check_basenames(sidecars)?;
     if let Some(project) = project {
         check_project_not_sidecar(project, sidecars)?;
+        check_project_symlink(project)?; // before reading it
     }
     let project_file = project.map(|p| SourceFile::read(p).map(|f| (p, f))).transpose()?;
     let mut files = Vec::with_capacity(sidecars.len());
@@ -40,6 +41,9 @@ pub(crate) fn load(project: Option<&Path>, sidecars: &[PathBuf]) -> Result<Regis
 pub(crate) fn from_sources(project: Option<(&Path, SourceFile)>, sidecars: &[(PathBuf, SourceFile)]) -> Result<Registry, Box<Diag>> {
     let paths: Vec<PathBuf> = sidecars.iter().map(|(p, _)| p.clone()).collect();
     check_basenames(&paths)?;
+    if let Some((path, _)) = &project {
+        check_project_symlink(path)?; // again: watch mode reads the files itself
+    }
     let mut merger = Merger { registry: Registry::builtin(), origins: HashMap::new() };
     let project_path = project.as_ref().map(|(p, _)| p.to_path_buf());
     if let Some((path, file)) = project {
@@ -84,6 +88,40 @@ fn check_basenames(sidecars: &[PathBuf]) -> Result<(), Box<Diag>> {
         }
     }
     Ok(())
+}
+
+/// Files that mark a project's root (as `aorta-labels` finds the workspace: `.buckconfig`,
+/// `.aorta-root`), and `.git`.
+const PROJECT_ROOT_MARKERS: &[&str] = &[".buckconfig", ".aorta-root", ".git"];
+
+/// The project a directory belongs to: its nearest ancestor holding a root marker, else itself.
+fn project_root(dir: &Path) -> PathBuf {
+    dir.ancestors().find(|d| PROJECT_ROOT_MARKERS.iter().any(|m| d.join(m).exists())).unwrap_or(dir).to_path_buf()
+}
+
+/// The project registry is picked up by being next to a recipe, without being named on the
+/// command line; a symlink from there to a file outside the project is refused (an error
+/// would otherwise quote the first lines of, say, a system file).
+fn check_project_symlink(project: &Path) -> Result<(), Box<Diag>> {
+    let is_link = std::fs::symlink_metadata(project).is_ok_and(|m| m.file_type().is_symlink());
+    if !is_link {
+        return Ok(());
+    }
+    let dir = project.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let (Ok(target), Ok(dir)) = (project.canonicalize(), dir.canonicalize()) else {
+        return Ok(()); // a dangling link: reading it reports the error
+    };
+    let root = project_root(&dir);
+    if target.starts_with(&root) {
+        return Ok(());
+    }
+    Err(Box::new(
+        Diag::new(
+            DiagKind::Registry,
+            format!("{} is a symbolic link to {}, outside the project ({})", project.display(), target.display(), root.display()),
+        )
+        .with_help(format!("a project registry must live in the project; copy the file next to the recipe, or pass it explicitly as a sidecar (--mitigations-file); the project root is the nearest directory holding one of {}", PROJECT_ROOT_MARKERS.join(", "))),
+    ))
 }
 
 /// Passing the project registry again as a sidecar would collide on every name; say why.

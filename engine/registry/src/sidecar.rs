@@ -35,7 +35,7 @@ pub(crate) struct Parsed {
 
 /// Validates `file` (already read) as a registry file whose entries come from `source`.
 pub(crate) fn parse(file: SourceFile, source: &Source) -> Result<Parsed, Box<Diag>> {
-    let root = parse_document(&file, Syntax::Json)?;
+    let root = parse_document(&file, Syntax::Json).map_err(|e| unquoted_unless_registry_shaped(&file, e))?;
     let cx = Cx { file: &file };
     let top = cx.object(&root, &FieldPath::root(), "the top level", "a sidecar is a JSON object: {\"version\": 1, \"mitigations\": {...}}")?;
     for (key, _) in top {
@@ -70,6 +70,21 @@ pub(crate) fn parse(file: SourceFile, source: &Source) -> Result<Parsed, Box<Dia
     Ok(Parsed { file, mitigations, environments })
 }
 
+/// A file that is not JSON and does not even start like a registry (`{`) is most likely not
+/// one at all: a path mix-up, or a project registry symlinked to a system file. Its syntax
+/// error would quote its first lines, so say where and what instead, without the text.
+fn unquoted_unless_registry_shaped(file: &SourceFile, e: Box<Diag>) -> Box<Diag> {
+    let first = file.text().trim_start_matches('\u{feff}').trim_start();
+    if first.is_empty() || first.starts_with('{') {
+        return e;
+    }
+    let at = e.line_col().map(|(l, c)| format!(" (at {l}:{c})")).unwrap_or_default();
+    Box::new(
+        Diag::new(DiagKind::Registry, format!("{} is not a registry file: it is not JSON{at} and does not start with '{{'; its contents are not shown", file.name()))
+            .with_help("a registry is a JSON object: {\"version\": 1, \"mitigations\": {...}}; check the path (and where a symlink points)"),
+    )
+}
+
 struct Cx<'a> {
     file: &'a SourceFile,
 }
@@ -90,8 +105,13 @@ impl Cx<'_> {
             let msg = format!("{what} must be a JSON object, got {}", node.type_name());
             return Err(self.err(path, value_span(node), msg, "expected an object here", help));
         };
+        let mut seen: std::collections::HashMap<&str, &Node> = std::collections::HashMap::new();
         for (i, (key, _)) in entries.iter().enumerate() {
-            if let Some((first, _)) = entries[..i].iter().find(|(k, _)| k.value == key.value) {
+            let earlier = match key.as_str() {
+                Some(k) => seen.insert(k, key).map(|first| (first, ())),
+                None => entries[..i].iter().find(|(k, _)| k.value == key.value).map(|(k, _)| (k, ())),
+            };
+            if let Some((first, _)) = earlier {
                 let shown = key.as_str().map_or_else(|| key.repr(), str::to_string);
                 let e = self.err(&path.key(&shown), key.span.clone(), format!("key \"{shown}\" appears twice"), "repeated here", "JSON would silently keep only the last one; remove or rename one of them");
                 return Err(Box::new(e.also_at(first.span.clone(), "first defined here")));

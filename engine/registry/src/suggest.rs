@@ -29,9 +29,13 @@ pub(crate) fn did_you_mean<'a>(name: &str, candidates: impl Iterator<Item = &'a 
 /// Candidates within a typo's reach of `name`, closest first (ties by name).
 fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     let wanted = name.to_lowercase();
-    let limit = (wanted.chars().count() / 3).max(1);
+    let len = wanted.chars().count();
+    let limit = (len / 3).max(1);
     let mut scored: Vec<(usize, &str)> = candidates
         .filter(|c| *c != name)
+        // The distance is at least the difference in length: skip hopeless pairs unscored, so
+        // a 20 MB "name" costs one pass, not a 20 MB × candidate table.
+        .filter(|c| len.abs_diff(c.chars().count()) <= limit)
         .map(|c| (levenshtein(&wanted, &c.to_lowercase()), c))
         .filter(|(d, _)| *d <= limit)
         .collect();
@@ -72,6 +76,10 @@ mod tests {
         assert_eq!(did_you_mean("tf32_of", names.iter().copied()), "did you mean 'tf32_off'? ");
         assert_eq!(did_you_mean("TF32_OFF", names.iter().copied()), "did you mean 'tf32_off'? ");
         assert_eq!(did_you_mean("completely_different", names.iter().copied()), "");
+        let huge = "x".repeat(20 << 20);
+        let t0 = std::time::Instant::now();
+        assert_eq!(did_you_mean(&huge, names.iter().copied()), "");
+        assert!(t0.elapsed() < std::time::Duration::from_secs(2), "{:?}", t0.elapsed());
         let h = hint("xnak", names.iter().copied());
         assert!(h.starts_with("did you mean 'xnack'? available: hsa_no_sdma, none, tf32_off, xnack;"), "{h}");
     }

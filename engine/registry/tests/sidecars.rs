@@ -176,3 +176,65 @@ fn project_registry_is_found_next_to_the_recipe_and_loaded_first() {
     let e = Registry::load(Some(&project), std::slice::from_ref(&project)).err().unwrap();
     assert!(e.message.contains("also given as a sidecar"), "{e}");
 }
+
+/// What the CLI prints for a diagnostic.
+fn rendered(d: &Diag) -> String {
+    let mut out = String::new();
+    miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor()).render_report(&mut out, d).unwrap();
+    out
+}
+
+/// A project (marked by .buckconfig) with a recipe directory; returns (project, recipes dir).
+fn project() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".buckconfig"), "[aorta]\n").unwrap();
+    let recipes = dir.path().join("recipes");
+    std::fs::create_dir(&recipes).unwrap();
+    (dir, recipes)
+}
+
+#[test]
+fn a_project_registry_symlinked_out_of_the_project_is_refused_unread() {
+    // The issue's reproduction: aorta-registry.json -> a system file printed its first lines.
+    let (proj, recipes) = project();
+    let outside = tempfile::tempdir().unwrap();
+    let system = outside.path().join("passwd");
+    std::fs::write(&system, "root:x:0:0:SECRET-LINE:/root:/bin/bash\n").unwrap();
+    let link = recipes.join(PROJECT_REGISTRY_FILE);
+    std::os::unix::fs::symlink(&system, &link).unwrap();
+    let found = project_registry_for(&recipes.join("r.yaml")).unwrap();
+    let e = Registry::load(Some(&found), &[]).expect_err("refused");
+    let out = rendered(&e);
+    assert!(out.contains("symbolic link") && out.contains("outside the project"), "{out}");
+    assert!(!out.contains("SECRET-LINE"), "{out}");
+    // Same through the path watch mode takes (files read first).
+    let file = aorta_source::SourceFile::read(&found).unwrap();
+    assert!(Registry::from_sources(Some((&found, file)), &[]).is_err());
+    drop(proj);
+}
+
+#[test]
+fn a_project_registry_symlinked_within_the_project_loads() {
+    let (proj, recipes) = project();
+    let shared = proj.path().join("shared.json");
+    std::fs::write(&shared, r#"{"version": 1, "mitigations": {"from_link": {"X": "1"}}}"#).unwrap();
+    std::os::unix::fs::symlink(&shared, recipes.join(PROJECT_REGISTRY_FILE)).unwrap();
+    let found = project_registry_for(&recipes.join("r.yaml")).unwrap();
+    let r = Registry::load(Some(&found), &[]).unwrap();
+    assert!(r.mitigation("from_link").is_some());
+}
+
+#[test]
+fn a_file_that_is_not_registry_shaped_is_not_quoted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("oops.json");
+    std::fs::write(&path, "root:x:0:0:SECRET-LINE:/root:/bin/bash\ndaemon:x:1:1\n").unwrap();
+    let e = Registry::load(None, std::slice::from_ref(&path)).expect_err("refused");
+    let out = rendered(&e);
+    assert!(out.contains("is not a registry file") && out.contains("(at 1:"), "{out}");
+    assert!(!out.contains("SECRET-LINE") && !out.contains("daemon"), "{out}");
+    // A registry with a syntax error is still shown, to be fixed.
+    std::fs::write(&path, "{\"version\": 1,,}\n").unwrap();
+    let out = rendered(&Registry::load(None, std::slice::from_ref(&path)).err().unwrap());
+    assert!(out.contains("not valid JSON") && out.contains("{\"version\": 1,,}"), "{out}");
+}

@@ -5,7 +5,8 @@
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
 
 /// How an operation failed, which decides what the tier does next.
 #[derive(Debug)]
@@ -41,15 +42,60 @@ pub trait Backend: Send + Sync {
 
 // ------------------------------------------------------------------ file://
 
+/// A `put-*` file in `<root>/tmp/` not written to for this long is an upload whose writer died
+/// (killed mid-push): a live upload writes continuously and renames its file right after the
+/// last write, so an hour without a write cannot be one, even across clock skew on NFS.
+pub const TMP_MAX_AGE: Duration = Duration::from_secs(3600);
+/// A writer sweeps `<root>/tmp/` on its first upload, then at most this often.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(600);
+/// The prefix of upload temp files: the only names the sweep removes.
+const PUT_PREFIX: &str = "put-";
+
 /// A directory, typically shared (NFS, a CI cache directory). Writes are atomic: a temp file in
-/// `<root>/tmp/`, fsync, rename; readers never see a partial object.
+/// `<root>/tmp/`, fsync, rename; readers never see a partial object. Temp files of uploads that
+/// never finished are removed by the next writer once they are [`TMP_MAX_AGE`] old.
 pub struct FileBackend {
     root: PathBuf,
+    tmp_max_age: Duration,
+    last_sweep: Mutex<Option<Instant>>,
 }
 
 impl FileBackend {
     pub fn new(root: PathBuf) -> Self {
-        FileBackend { root }
+        FileBackend { root, tmp_max_age: TMP_MAX_AGE, last_sweep: Mutex::new(None) }
+    }
+
+    /// A different age bound for abandoned uploads (tests).
+    pub fn with_tmp_max_age(mut self, age: Duration) -> Self {
+        self.tmp_max_age = age;
+        self
+    }
+
+    /// Removes abandoned upload temp files (`tmp/put-*` older than the age bound); returns how
+    /// many. At most once per [`SWEEP_INTERVAL`] per process; never fails an upload.
+    pub fn sweep_tmp(&self) -> usize {
+        {
+            let Ok(mut last) = self.last_sweep.lock() else { return 0 };
+            if last.is_some_and(|t| t.elapsed() < SWEEP_INTERVAL) {
+                return 0;
+            }
+            *last = Some(Instant::now());
+        }
+        let Ok(entries) = fs::read_dir(self.root.join("tmp")) else { return 0 };
+        let now = SystemTime::now();
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            if !entry.file_name().to_string_lossy().starts_with(PUT_PREFIX) {
+                continue;
+            }
+            // DirEntry::metadata does not follow symlinks: only plain files are removed.
+            let Ok(md) = entry.metadata() else { continue };
+            let idle = md.modified().ok().and_then(|m| now.duration_since(m).ok());
+            if md.is_file() && idle.is_some_and(|age| age > self.tmp_max_age) && fs::remove_file(entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
     }
 
     fn io(op: &str, path: &Path, e: &io::Error) -> Failure {
@@ -104,7 +150,8 @@ impl Backend for FileBackend {
         for d in [&tmp_dir, &parent.to_path_buf()] {
             fs::create_dir_all(d).map_err(|e| Self::io("create", d, &e))?;
         }
-        let mut tmp = tempfile::Builder::new().prefix("put-").tempfile_in(&tmp_dir).map_err(|e| Self::io("create temp file in", &tmp_dir, &e))?;
+        self.sweep_tmp();
+        let mut tmp = tempfile::Builder::new().prefix(PUT_PREFIX).tempfile_in(&tmp_dir).map_err(|e| Self::io("create temp file in", &tmp_dir, &e))?;
         let mut input = File::open(src).map_err(|e| Self::io("open", src, &e))?;
         io::copy(&mut input, tmp.as_file_mut()).map_err(|e| Self::io("write", tmp.path(), &e))?;
         tmp.as_file().sync_all().map_err(|e| Self::io("fsync", tmp.path(), &e))?;

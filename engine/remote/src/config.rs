@@ -2,6 +2,7 @@
 //! the project config (the `[aorta]` section of the workspace's `.buckconfig`, which Buck2's
 //! `read_root_config("aorta", …)` reads too).
 
+use crate::sign::SigningKey;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -124,6 +125,9 @@ pub struct RemoteConfig {
     pub retries: u32,
     /// Sent as `Authorization: Bearer …` to http(s) caches (`$AORTA_REMOTE_CACHE_TOKEN`).
     pub bearer_token: Option<String>,
+    /// Signs uploaded records and refuses unsigned or mis-signed ones
+    /// (`$AORTA_REMOTE_CACHE_HMAC_KEY` or `$AORTA_REMOTE_CACHE_HMAC_KEY_FILE`).
+    pub signing: Option<SigningKey>,
 }
 
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -215,7 +219,26 @@ impl Settings {
             None => DEFAULT_RETRIES,
         };
         let bearer_token = std::env::var("AORTA_REMOTE_CACHE_TOKEN").ok().filter(|t| !t.is_empty());
-        Ok(Some(RemoteConfig { url: url.trim().to_owned(), location, mode, namespace, timeout, retries, bearer_token }))
+        let signing = signing_from(std::env::var_os("AORTA_REMOTE_CACHE_HMAC_KEY"), std::env::var_os("AORTA_REMOTE_CACHE_HMAC_KEY_FILE"))?;
+        Ok(Some(RemoteConfig { url: url.trim().to_owned(), location, mode, namespace, timeout, retries, bearer_token, signing }))
+    }
+}
+
+/// The signing key from the secret itself or from a file holding it; not both.
+fn signing_from(secret: Option<std::ffi::OsString>, file: Option<std::ffi::OsString>) -> Result<Option<SigningKey>, ConfigError> {
+    let secret = secret.filter(|s| !s.is_empty());
+    let file = file.filter(|f| !f.is_empty());
+    match (secret, file) {
+        (Some(_), Some(_)) => Err(ConfigError::new(
+            "both AORTA_REMOTE_CACHE_HMAC_KEY and AORTA_REMOTE_CACHE_HMAC_KEY_FILE are set",
+            "set one of them: the secret itself, or the path of a file holding it",
+        )),
+        (Some(s), None) => {
+            use std::os::unix::ffi::OsStrExt;
+            SigningKey::from_secret(s.as_bytes()).map(Some)
+        }
+        (None, Some(f)) => SigningKey::from_file(Path::new(&f)).map(Some),
+        (None, None) => Ok(None),
     }
 }
 
@@ -275,6 +298,22 @@ mod tests {
         assert_eq!(parse_seconds("500ms").unwrap(), Duration::from_millis(500));
         assert_eq!(parse_seconds("2.5").unwrap(), Duration::from_millis(2500));
         assert!(parse_seconds("0").is_err() && parse_seconds("x").is_err() && parse_seconds("1e9").is_err());
+    }
+
+    #[test]
+    fn signing_key_sources() {
+        let os = |s: &str| Some(std::ffi::OsString::from(s));
+        assert_eq!(signing_from(None, None).unwrap(), None);
+        assert_eq!(signing_from(os(""), os("")).unwrap(), None);
+        let k = signing_from(os("0123456789abcdef0123"), None).unwrap().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("key");
+        std::fs::write(&file, "0123456789abcdef0123\n").unwrap();
+        assert_eq!(signing_from(None, Some(file.clone().into())).unwrap(), Some(k));
+        assert!(signing_from(os("0123456789abcdef0123"), Some(file.into())).unwrap_err().message.contains("both"));
+        assert!(signing_from(os("short"), None).is_err());
+        let e = signing_from(None, Some(dir.path().join("missing").into())).unwrap_err();
+        assert!(e.message.contains("cannot read"), "{e}");
     }
 
     #[test]

@@ -8,8 +8,9 @@
 //! ```
 //!
 //! Rules, as `docs/store.md` asks of any tier:
-//! * every download is verified before use: AC envelopes by checksum, key and output paths;
-//!   blobs by re-hashing while they stream into a temp file, renamed only on a match;
+//! * every download is verified before use: AC envelopes by checksum, key and output paths
+//!   (and, with a signing key configured, by their signature: `sign.rs`); blobs by re-hashing
+//!   while they stream into a temp file, renamed only on a match;
 //! * `Hit` only when every blob the entry names is present remotely;
 //! * uploads only of entries the local store has just verified, blobs first, manifest last;
 //! * never a build failure: the [`Tiered`] layer turns every remote problem into "no remote
@@ -20,10 +21,12 @@ mod backend;
 #[cfg(feature = "cloud")]
 mod cloud;
 mod config;
+mod sign;
 mod tier;
 
-pub use backend::{Backend, Failure, FileBackend, HttpBackend};
+pub use backend::{Backend, Failure, FileBackend, HttpBackend, TMP_MAX_AGE};
 pub use config::{parse_location, parse_seconds, validate_namespace, ConfigError, Location, Mode, RemoteConfig, Settings, DEFAULT_NAMESPACE, DEFAULT_RETRIES, DEFAULT_TIMEOUT};
+pub use sign::{SigningKey, MIN_SECRET_BYTES};
 pub use tier::{Pulled, RemoteCache, RemoteStats, Tiered};
 
 /// Whether this build of aorta can talk to `s3://` / `gs://` caches.

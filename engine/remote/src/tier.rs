@@ -4,6 +4,7 @@
 
 use crate::backend::{Backend, Failure, Outcome};
 use crate::config::{Mode, RemoteConfig};
+use crate::sign::verified_envelope;
 use aorta_store::{decode_ac_entry, encode_ac_entry, BlobRef, CacheTier, Digest, Key, LocalStore, Lookup, Manifest, StoreError};
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -186,6 +187,22 @@ impl RemoteCache {
         }
     }
 
+    /// Whether the remote holds an entry for `key` that readers can use. Without a signing key
+    /// any entry counts (HEAD); with one, only an entry signed with it, so that a writer replaces
+    /// a forged or unsigned entry instead of leaving it for every reader to refuse.
+    fn has_usable_entry(&self, key: &Key) -> Result<bool, StoreError> {
+        let ac = self.ac_object(key);
+        let Some(signing) = &self.cfg.signing else {
+            return Ok(self.attempt(|| self.backend.head(&ac))?.is_some());
+        };
+        let found = self.attempt(|| {
+            let mut buf = Vec::new();
+            let there = self.backend.get(&ac, &mut buf, MAX_AC_BYTES)?;
+            Ok(there.then_some(buf))
+        })?;
+        Ok(found.is_some_and(|bytes| verified_envelope(Some(signing), key, &bytes).is_ok_and(|env| decode_ac_entry(env, key).is_ok())))
+    }
+
     fn head_blob(&self, d: &Digest) -> Result<Option<u64>, StoreError> {
         let path = self.cas_object(d);
         self.attempt(|| self.backend.head(&path))
@@ -207,7 +224,11 @@ impl CacheTier for RemoteCache {
             Ok(there.then_some(buf))
         })?;
         let Some(bytes) = found else { return Ok(Lookup::Miss) };
-        let m = match decode_ac_entry(&bytes, key) {
+        let envelope = match verified_envelope(self.cfg.signing.as_ref(), key, &bytes) {
+            Ok(e) => e,
+            Err(reason) => return Ok(Lookup::Corrupt { reason: format!("remote entry: {reason}") }),
+        };
+        let m = match decode_ac_entry(envelope, key) {
             Ok(m) => m,
             Err(reason) => return Ok(Lookup::Corrupt { reason: format!("remote entry: {reason}") }),
         };
@@ -233,7 +254,10 @@ impl CacheTier for RemoteCache {
                 _ => return Err(self.err(format!("refusing to upload the entry for {key}: blob {} is not in the remote cache (upload blobs first)", blob.digest))),
             }
         }
-        let bytes = encode_ac_entry(m).map_err(|e| StoreError::InvalidManifest { key: key.to_string(), reason: e.to_string() })?;
+        let mut bytes = encode_ac_entry(m).map_err(|e| StoreError::InvalidManifest { key: key.to_string(), reason: e.to_string() })?;
+        if let Some(signing) = &self.cfg.signing {
+            bytes = signing.sign(key, &bytes);
+        }
         self.put_object_from_bytes(&self.ac_object(key), &bytes)
     }
 
@@ -401,8 +425,7 @@ impl Tiered {
             Lookup::Hit(m) => m,
             _ => return Ok(false), // only verified local entries travel
         };
-        let ac = self.remote.ac_object(key);
-        if self.remote.attempt(|| self.remote.backend.head(&ac))?.is_some() {
+        if self.remote.has_usable_entry(key)? {
             self.remote.counters.already_present.fetch_add(1, Ordering::Relaxed);
             return Ok(false);
         }

@@ -1,17 +1,33 @@
 //! The remote tier against real directories (file://) and a closed loopback port (http://).
 //! The nginx round trip lives in engine/cli/tests/remote_cache.rs.
 
-use aorta_remote::{open, Location, Mode, Pulled, RemoteConfig, Tiered};
-use aorta_store::{CacheTier, Key, LocalStore, Lookup, Manifest};
+mod common;
+
+use aorta_remote::{open, FileBackend, Location, Mode, Pulled, RemoteConfig, SigningKey, Tiered};
+use aorta_store::{encode_ac_entry, CacheTier, Key, LocalStore, Lookup, Manifest};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 fn config(location: Location, url: &str, mode: Mode, ns: &str) -> RemoteConfig {
-    RemoteConfig { url: url.into(), location, mode, namespace: ns.into(), timeout: Duration::from_secs(2), retries: 1, bearer_token: None }
+    RemoteConfig { url: url.into(), location, mode, namespace: ns.into(), timeout: Duration::from_secs(2), retries: 1, bearer_token: None, signing: None }
+}
+
+fn signed(mut cfg: RemoteConfig, secret: &str) -> RemoteConfig {
+    cfg.signing = Some(SigningKey::from_secret(secret.as_bytes()).unwrap());
+    cfg
 }
 
 fn file_remote(dir: &std::path::Path, mode: Mode, ns: &str) -> Tiered {
     let cfg = config(Location::File(dir.to_owned()), &format!("file://{}", dir.display()), mode, ns);
+    Tiered::new(Arc::new(open(&cfg).unwrap()))
+}
+
+fn http_remote(base: &str, mode: Mode, secret: Option<&str>) -> Tiered {
+    let url = format!("{base}/cache");
+    let mut cfg = config(Location::Http(url.clone()), &url, mode, "default");
+    if let Some(s) = secret {
+        cfg = signed(cfg, s);
+    }
     Tiered::new(Arc::new(open(&cfg).unwrap()))
 }
 
@@ -138,4 +154,110 @@ fn cloud_urls_need_the_cloud_feature_or_work() {
     if let Err(e) = opened {
         assert!(e.message.contains("without s3://") && e.help.contains("`cloud` feature"), "{e}");
     }
+}
+
+const SECRET: &str = "ci-writers-share-this-secret-0123";
+
+/// A record rewritten by someone with write access but without the secret: the verdict flipped
+/// and the envelope's checksum recomputed, so it passes every check but the signature.
+fn forged_record(m: &Manifest) -> Vec<u8> {
+    let mut forged = m.clone();
+    forged.trial = serde_json::json!({"verdict": "fail", "forged": true});
+    encode_ac_entry(&forged).unwrap()
+}
+
+#[test]
+fn signed_records_over_http_refuse_forgeries_and_writers_replace_them() {
+    let (base, objects) = common::object_server();
+    let tmp = tempfile::tempdir().unwrap();
+    let a = LocalStore::open(tmp.path().join("a")).unwrap();
+    let key = commit(&a, "signed");
+    let m = a.lookup(&key).unwrap().hit().unwrap();
+    let writer = http_remote(&base, Mode::ReadWrite, Some(SECRET));
+    assert!(writer.push(&a, &key));
+    let ac_path = format!("/cache/default/ac/{}/{key}", key.shard());
+    let uploaded = objects.lock().unwrap()[&ac_path].clone();
+    assert!(String::from_utf8_lossy(&uploaded).contains("\naorta-signature v1 blake3-keyed "));
+
+    // A reader with the secret gets the entry; so does one without (it does not check).
+    let b = LocalStore::open(tmp.path().join("b")).unwrap();
+    assert_eq!(http_remote(&base, Mode::Read, Some(SECRET)).pull(&b, &key), Pulled::Remote);
+    assert_eq!(b.lookup(&key).unwrap().hit().unwrap(), m);
+    let b2 = LocalStore::open(tmp.path().join("b2")).unwrap();
+    assert_eq!(http_remote(&base, Mode::Read, None).pull(&b2, &key), Pulled::Remote);
+
+    // Forged (valid checksum, no signature), then forged and signed with the wrong key.
+    let wrong = SigningKey::from_secret(b"an attacker's own secret, long").unwrap();
+    for (what, record) in [("unsigned", forged_record(&m)), ("wrong key", wrong.sign(&key, &forged_record(&m)))] {
+        objects.lock().unwrap().insert(ac_path.clone(), record);
+        let reader = http_remote(&base, Mode::Read, Some(SECRET));
+        let Lookup::Corrupt { reason } = reader.remote.get_manifest(&key).unwrap() else { panic!("{what}: accepted") };
+        assert!(reason.contains("signature") || reason.contains("not signed"), "{what}: {reason}");
+        let c = LocalStore::open(tmp.path().join(format!("c-{}", what.replace(' ', "-")))).unwrap();
+        assert_eq!(reader.pull(&c, &key), Pulled::Miss, "{what}: the trial must run");
+        assert_eq!(c.lookup(&key).unwrap(), Lookup::Miss);
+        assert_eq!(reader.remote.stats().rejected, 1, "{what}");
+        // The writer that ran the trial sees an entry readers cannot use, and replaces it.
+        let writer = http_remote(&base, Mode::ReadWrite, Some(SECRET));
+        assert!(writer.push(&a, &key), "{what}: not replaced");
+        assert_eq!(objects.lock().unwrap()[&ac_path], uploaded, "{what}");
+        assert!(!writer.push(&a, &key), "{what}: a good entry is left alone");
+    }
+}
+
+#[test]
+fn a_signing_reader_refuses_entries_written_without_a_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let remote_dir = tmp.path().join("remote");
+    std::fs::create_dir(&remote_dir).unwrap();
+    let a = LocalStore::open(tmp.path().join("a")).unwrap();
+    let key = commit(&a, "unsigned-writer");
+    assert!(file_remote(&remote_dir, Mode::ReadWrite, "default").push(&a, &key));
+    let url = format!("file://{}", remote_dir.display());
+    let cfg = signed(config(Location::File(remote_dir.clone()), &url, Mode::Read, "default"), SECRET);
+    let reader = Tiered::new(Arc::new(open(&cfg).unwrap()));
+    let b = LocalStore::open(tmp.path().join("b")).unwrap();
+    assert_eq!(reader.pull(&b, &key), Pulled::Miss);
+    assert_eq!(reader.remote.stats().rejected, 1);
+}
+
+fn age(path: &std::path::Path, secs: u64) {
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(SystemTime::now() - Duration::from_secs(secs)).unwrap();
+}
+
+#[test]
+fn abandoned_uploads_in_tmp_are_swept_by_the_next_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let remote_dir = tmp.path().join("remote");
+    let tmp_dir = remote_dir.join("tmp");
+    std::fs::create_dir_all(&tmp_dir).unwrap();
+    // What a push killed mid-copy leaves: a partial `put-*` file nobody will rename.
+    let abandoned = tmp_dir.join("put-abandoned");
+    std::fs::write(&abandoned, vec![7u8; 4096]).unwrap();
+    age(&abandoned, 2 * 3600);
+    // An upload still being written (recent), and a file that is not an upload's.
+    let live = tmp_dir.join("put-live");
+    std::fs::write(&live, b"partial").unwrap();
+    let other = tmp_dir.join("notes.txt");
+    std::fs::write(&other, b"kept").unwrap();
+    age(&other, 2 * 3600);
+
+    let a = LocalStore::open(tmp.path().join("a")).unwrap();
+    let key = commit(&a, "sweep");
+    assert!(file_remote(&remote_dir, Mode::ReadWrite, "default").push(&a, &key));
+    assert!(!abandoned.exists(), "the abandoned upload is still there");
+    assert!(live.exists() && other.exists());
+    // Nothing of the push itself stays behind.
+    let left: Vec<_> = std::fs::read_dir(&tmp_dir).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(left.len(), 2, "{left:?}");
+
+    // The age bound is the backend's; a sweep runs once per interval.
+    let b = FileBackend::new(remote_dir.clone()).with_tmp_max_age(Duration::from_secs(1));
+    age(&live, 10);
+    assert_eq!(b.sweep_tmp(), 1);
+    assert!(!live.exists());
+    std::fs::write(&live, b"x").unwrap();
+    age(&live, 10);
+    assert_eq!(b.sweep_tmp(), 0, "swept again within the interval");
 }

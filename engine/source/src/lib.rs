@@ -6,14 +6,16 @@
 //! every key and value, and the typed layers validate that tree by hand.
 
 mod diag;
+mod excerpt;
 mod path;
 mod scalar;
 mod tree;
 mod yaml;
 
-pub use diag::{Diag, DiagKind};
+pub use diag::{shorten, Diag, DiagKind, MAX_MESSAGE_CHARS};
+pub use excerpt::MAX_LINE_CHARS;
 pub use path::FieldPath;
-pub use tree::{Node, Value};
+pub use tree::{Node, Value, MAX_REPR_CHARS};
 pub use yaml::{parse_document, Syntax};
 
 use std::path::Path;
@@ -33,13 +35,28 @@ impl SourceFile {
 
     /// Reads a file as UTF-8. Errors are diagnostics naming the file.
     pub fn read(path: &Path) -> Result<Self, Box<Diag>> {
+        Self::read_limited(path, u64::MAX, "")
+    }
+
+    /// [`read`](Self::read), refusing a file of more than `max_bytes` (checked while reading,
+    /// so a growing file or a device cannot get past it either). `what` names the kind of
+    /// file in the message ("recipe").
+    pub fn read_limited(path: &Path, max_bytes: u64, what: &str) -> Result<Self, Box<Diag>> {
+        use std::io::Read;
         let name = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| {
-            Box::new(
-                Diag::new(DiagKind::Io, format!("cannot read {name}: {e}"))
-                    .with_help("check the path and its permissions"),
-            )
-        })?;
+        let io_error = |e: std::io::Error| {
+            Box::new(Diag::new(DiagKind::Io, format!("cannot read {name}: {e}")).with_help("check the path and its permissions"))
+        };
+        let file = std::fs::File::open(path).map_err(io_error)?;
+        let mut bytes = Vec::new();
+        file.take(max_bytes.saturating_add(1)).read_to_end(&mut bytes).map_err(io_error)?;
+        if bytes.len() as u64 > max_bytes {
+            let what = if what.is_empty() { "file" } else { what };
+            return Err(Box::new(
+                Diag::new(DiagKind::Limit, format!("{name} is larger than {max_bytes} bytes, the limit for a {what}"))
+                    .with_help(format!("aorta refuses a {what} this large before parsing it; is it the right file?")),
+            ));
+        }
         let text = String::from_utf8(bytes).map_err(|e| {
             let offset = e.utf8_error().valid_up_to();
             let lossy = String::from_utf8_lossy(e.as_bytes()).into_owned();
@@ -68,10 +85,6 @@ impl SourceFile {
         let line = before.matches('\n').count() + 1;
         let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
         (line, col)
-    }
-
-    pub(crate) fn named_source(&self) -> miette::NamedSource<Arc<str>> {
-        miette::NamedSource::new(&self.name, self.text.clone())
     }
 }
 

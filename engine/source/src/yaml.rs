@@ -12,7 +12,8 @@ use std::path::Path;
 
 /// Nesting beyond this is refused, so hostile input cannot exhaust the stack downstream.
 const MAX_DEPTH: usize = 200;
-/// Alias expansion beyond this many nodes is refused ("billion laughs").
+/// Alias expansion beyond this many nodes is refused ("billion laughs"). A string counts as
+/// one node per 64 bytes, so aliases of one long string cannot fill memory either.
 const MAX_NODES: usize = 1_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,7 +183,7 @@ impl Builder<'_> {
                 Some(Frame::Map { entries, start, anchor, .. }) => {
                     let start = entries.first().map_or(start, |(k, _)| k.span.start.min(start.max(k.span.start)));
                     let end = entries.last().map_or(range.end, |(_, v)| v.span.end.max(start));
-                    let entries = apply_merge_keys(entries, &self.merge_keys)?;
+                    let entries = apply_merge_keys(self.file, entries, &self.merge_keys)?;
                     self.push(Node::new(Value::Map(entries), start..end), anchor)
                 }
                 _ => Err(self.error(range, "unbalanced mapping".into(), "check the braces")),
@@ -263,6 +264,7 @@ fn is_collection_tag(tag: &Tag) -> bool {
 
 fn count_nodes(node: &Node) -> usize {
     1 + match &node.value {
+        Value::Str(s) => s.len() / 64,
         Value::Seq(items) => items.iter().map(count_nodes).sum(),
         Value::Map(entries) => entries.iter().map(|(k, v)| count_nodes(k) + count_nodes(v)).sum(),
         _ => 0,
@@ -271,7 +273,7 @@ fn count_nodes(node: &Node) -> usize {
 
 /// YAML 1.1 merge keys: `<<: *base` (or a list of them) adds entries not already present.
 /// A merge value that is not a mapping (or list of mappings) is an error, as in PyYAML.
-fn apply_merge_keys(entries: Vec<(Node, Node)>, merge_keys: &std::collections::HashSet<usize>) -> Result<Vec<(Node, Node)>, Box<Diag>> {
+fn apply_merge_keys(file: &SourceFile, entries: Vec<(Node, Node)>, merge_keys: &std::collections::HashSet<usize>) -> Result<Vec<(Node, Node)>, Box<Diag>> {
     let is_merge = |k: &Node| k.as_str() == Some("<<") && merge_keys.contains(&k.span.start);
     if !entries.iter().any(|(k, _)| is_merge(k)) {
         return Ok(entries);
@@ -293,6 +295,8 @@ fn apply_merge_keys(entries: Vec<(Node, Node)>, merge_keys: &std::collections::H
                 None => {
                     return Err(Box::new(
                         Diag::new(DiagKind::Syntax, format!("a merge key (<<) needs a mapping or a list of mappings, got {}", src.type_name()))
+                            .at(file, src.span.clone(), "not a mapping")
+                            .also_at(k.span.clone(), "merge key")
                             .with_help("write <<: *anchor where the anchor names a mapping"),
                     ))
                 }
@@ -341,6 +345,29 @@ mod tests {
         let n = parse("a:\n  '<<': x\n");
         assert_eq!(n.get("a").unwrap().get("<<").unwrap().value, Value::Str("x".into()));
         assert!(parse_document(&SourceFile::new("t.yaml", "a:\n  <<: 3\n"), Syntax::Yaml).is_err());
+    }
+
+    #[test]
+    fn merge_key_errors_are_located() {
+        // The reproduction: `confound: {<<: 1}` had no location.
+        let text = "schema_version: 1\nconfound: {<<: 1}\n";
+        let e = parse_document(&SourceFile::new("t.yaml", text), Syntax::Yaml).unwrap_err();
+        let span = e.primary_span().expect("located");
+        assert_eq!(&text[span], "1");
+        assert_eq!(e.line_col(), Some((2, 16)));
+        let text = "a:\n  <<: [{x: 1}, oops]\n";
+        let e = parse_document(&SourceFile::new("t.yaml", text), Syntax::Yaml).unwrap_err();
+        assert_eq!(&text[e.primary_span().unwrap()], "oops");
+    }
+
+    #[test]
+    fn aliases_of_long_strings_count_against_the_node_budget() {
+        let big = "x".repeat(1 << 20);
+        let mut text = format!("a: &a '{big}'\nb: [");
+        text.push_str(&"*a, ".repeat(100));
+        text.push_str("]\n");
+        let e = parse_document(&SourceFile::new("t.yaml", text), Syntax::Yaml).unwrap_err();
+        assert!(e.to_string().contains("too many nodes"), "{e}");
     }
 
     #[test]
