@@ -199,6 +199,29 @@ fn explain_answers_for_a_trial_a_cell_and_an_artifact() {
 }
 
 #[test]
+fn a_rebuild_on_a_freshly_probed_machine_renders_nothing() {
+    // A fresh probe differs in its capture time; env.json is keyed by what the keys used.
+    let env = Env::new();
+    let r = write(env.dir.path(), "r.yaml", PROBE);
+    let (store, out) = (env.store(), env.dir.path().join("out"));
+    let build = || {
+        let o = assert_cmd::Command::cargo_bin("aorta")
+            .unwrap()
+            .env("AORTA_TIMING", "1")
+            .env_remove("AORTA_ENV_SNAPSHOT")
+            .env("AORTA_PROBE_CACHE", env.dir.path().join("probe-cache"))
+            .args(["build", r.to_str().unwrap(), "--store", store.to_str().unwrap(), "--output", out.to_str().unwrap(), "--", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    assert!(build().contains("artifacts: 4 rendered"));
+    let second = build();
+    assert!(second.contains("artifacts: 0 rendered, 0 restored from the store, 4 unchanged"), "{second}");
+}
+
+#[test]
 fn exit_codes_follow_the_error_category() {
     let env = Env::new();
     let d = env.dir.path();

@@ -60,8 +60,11 @@ pub(crate) fn recipe_key(c: &Compiled) -> std::result::Result<Key, HashError> {
     hash_json(RECIPE_DOMAIN, "the resolved recipe", &*c.recipe)
 }
 
+/// The environment record's key: the snapshot's key and the fields that fed it. Not the whole
+/// record: a fresh probe differs in `captured_at` and timings, and env.json documents the
+/// snapshot that determined the trial keys, which those fields identify.
 pub(crate) fn env_key(c: &Compiled) -> std::result::Result<Key, HashError> {
-    hash_json(ENV_DOMAIN, "the environment record", &*c.env)
+    hash_json(ENV_DOMAIN, "the environment record", &(&c.env.key, &c.env.keyed_fields))
 }
 
 /// A cell's key from the results it folds: `(trial index, trial key)` in index order.
@@ -150,8 +153,7 @@ pub(crate) fn finish(store: &LocalStore, c: &Compiled, paths: &RunPaths, ex: &Ex
         let error = ex.cell_errors.get(&i).cloned();
         let trials = by_cell[i].iter().map(|r| (r.index, r.key.as_str())).collect();
         cell_keys.push(cell_key(i, &cell.name, trials, error.as_deref()).map_err(hashing)?);
-        let records: Vec<aorta_trial::TrialRecord> = by_cell[i].iter().map(|r| (*r.record).clone()).collect();
-        let stats = CellStats::aggregate(cell, recipe, &records, error.clone());
+        let stats = CellStats::aggregate(cell, recipe, by_cell[i].iter().map(|r| &*r.record), error.clone());
         outcome.cells.push(CellOutcome { name: cell.name.clone(), trials: stats.trials, passed: stats.passed_count, errored: stats.error_count, error });
         cells.push(stats);
     }

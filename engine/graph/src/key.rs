@@ -64,7 +64,7 @@ pub struct KeyInputs {
     /// The cell's resolved env vars: values, not mitigation names.
     pub env: Arc<BTreeMap<String, String>>,
     pub environment: Arc<EnvironmentDescriptor>,
-    /// The environment snapshot's key (see [`crate::host`]).
+    /// The environment snapshot's key (aorta-probe's `EnvKey` under the recipe's rules).
     pub env_snapshot: Arc<str>,
     pub trial_index: u32,
 }

@@ -5,14 +5,12 @@
 
 pub mod dag;
 pub mod db;
-pub mod host;
 pub mod inputs;
 pub mod key;
 mod plan_keys;
 
 pub use dag::{Artifact, Dag, Node, PlanIndex};
 pub use db::{BuildInputs, CompileDb, GivenRecipe, PlannedTrial, SourceText};
-pub use host::HostBasics;
 pub use inputs::{hash_file, hash_inputs};
 pub use aorta_store::Key;
 pub use key::{canonical_json, hash_json, EnvironmentDescriptor, HashError, KeyInputs, WorkloadIdentity, KEY_SCHEMA_VERSION};

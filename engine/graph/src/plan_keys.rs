@@ -9,7 +9,7 @@ use std::sync::Arc;
 /// Facts from outside the recipe that keys depend on.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct KeyContext {
-    /// The environment snapshot key (host basics until the probe defines more).
+    /// The environment snapshot's key under the recipe's `env_key` rules (`aorta env key`).
     pub env_snapshot: String,
     /// The subprocess flow's command.
     pub argv: Option<Vec<String>>,

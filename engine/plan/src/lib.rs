@@ -75,7 +75,7 @@ pub struct KeyInputs {
     pub env_blake3: String,
     /// The environment descriptor (name, docker, venv, buck_target).
     pub environment: String,
-    /// The environment snapshot's key: the host-basics placeholder until the probe lands.
+    /// The environment snapshot's key under the recipe's `env_key` rules.
     pub env_snapshot: String,
     /// The trial keys, by trial index.
     pub trial_keys: Vec<String>,

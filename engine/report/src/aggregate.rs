@@ -144,13 +144,13 @@ const EM_DASH: &str = "—";
 impl CellStats {
     /// Folds `trials` (any order; sorted by index here) for `cell`. `cell_error` marks a cell
     /// that could not run.
-    pub fn aggregate(
+    pub fn aggregate<'t>(
         cell: &Cell,
         recipe: &Recipe,
-        trials: &[TrialRecord],
+        trials: impl IntoIterator<Item = &'t TrialRecord>,
         cell_error: Option<String>,
     ) -> CellStats {
-        let mut ts: Vec<&TrialRecord> = trials.iter().collect();
+        let mut ts: Vec<&TrialRecord> = trials.into_iter().collect();
         ts.sort_by_key(|t| t.trial_index);
         let n = ts.len();
         let steps = cell.effective_steps(recipe);
