@@ -29,6 +29,19 @@ const ENV_DOMAIN: &[u8] = b"aorta.env-record\0";
 pub struct ArtifactRecord {
     pub artifact: String,
     pub renderer: u32,
+    /// matrix.json only: what a fully cached rerun into the same run directory reports, so it
+    /// needs neither the trial records nor a fold of the cells.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun: Option<RerunFacts>,
+}
+
+/// The outcome of a rebuild that finds every trial and artifact in place.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RerunFacts {
+    pub run_dir: std::path::PathBuf,
+    pub summary: String,
+    pub incomplete: Option<String>,
+    pub cells: Vec<CellOutcome>,
 }
 
 /// What a cell's key is made of: the results it folds, in trial order.
@@ -117,7 +130,7 @@ enum Placed {
 }
 
 /// Puts one artifact in place: left alone, restored from the store, or rendered and stored.
-fn place(store: &LocalStore, run_dir: &std::path::Path, index: &mut RunIndex, artifact: &Artifact, key: &Key, render: impl FnOnce() -> Result<Vec<u8>>) -> Result<Placed> {
+fn place(store: &LocalStore, run_dir: &std::path::Path, index: &mut RunIndex, artifact: &Artifact, key: &Key, rerun: Option<RerunFacts>, render: impl FnOnce() -> Result<Vec<u8>>) -> Result<Placed> {
     let rel = artifact.path();
     let dest = run_dir.join(&rel);
     if index.holds(&rel, key.as_str(), &dest) {
@@ -132,7 +145,7 @@ fn place(store: &LocalStore, run_dir: &std::path::Path, index: &mut RunIndex, ar
     }
     let bytes = render()?;
     let blob = store.put_blob_bytes(&bytes).map_err(|e| io("store", &e))?;
-    let mut m = Manifest::new(key.clone(), ArtifactRecord { artifact: rel.clone(), renderer: RENDERER_VERSION });
+    let mut m = Manifest::new(key.clone(), ArtifactRecord { artifact: rel.clone(), renderer: RENDERER_VERSION, rerun });
     m.outputs.insert(rel.clone(), blob);
     store.put_manifest(&m).map_err(|e| io("store", &e))?;
     crate::fsutil::write_atomic(&dest, &bytes).map_err(|e| io("write", &e))?;
@@ -161,9 +174,17 @@ pub(crate) fn finish(store: &LocalStore, c: &Compiled, paths: &RunPaths, ex: &Ex
     let matrix = Matrix::new(recipe, cells, RunInfo { run_timestamp: paths.timestamp.clone(), warnings: warnings.clone() });
     let recipe_key = recipe_key(c).map_err(hashing)?;
     let env_key = env_key(c).map_err(hashing)?;
+    let trials = outcome.executed + outcome.reused;
+    let rerun = RerunFacts {
+        run_dir: paths.run_dir.clone(),
+        summary: matrix.summary(SummaryOptions { run_dir: &paths.run_dir.display().to_string(), verbose: false, executed: 0, reused: trials }),
+        incomplete: matrix.incomplete_reason().map(str::to_string),
+        cells: outcome.cells.clone(),
+    };
     for artifact in c.dag.artifacts() {
         let key = artifact_key(artifact, &recipe_key, &cell_keys, &warnings, &env_key).map_err(hashing)?;
-        match place(store, &paths.run_dir, index, artifact, &key, || render(artifact, c, &matrix))? {
+        let facts = (*artifact == Artifact::MatrixJson).then(|| rerun.clone());
+        match place(store, &paths.run_dir, index, artifact, &key, facts, || render(artifact, c, &matrix))? {
             Placed::Unchanged => outcome.unchanged += 1,
             Placed::Restored => outcome.restored += 1,
             Placed::Rendered => outcome.rendered += 1,
@@ -174,4 +195,60 @@ pub(crate) fn finish(store: &LocalStore, c: &Compiled, paths: &RunPaths, ex: &Ex
     outcome.summary = matrix.summary(SummaryOptions { run_dir: &run_dir, verbose: false, executed: outcome.executed, reused: outcome.reused });
     outcome.incomplete = matrix.incomplete_reason().map(str::to_string);
     Ok(())
+}
+
+/// The fast path of a fully cached rebuild, top-down as Buck2 checks an action's outputs: when
+/// no stop rule makes the cells depend on verdicts, every key is known before anything runs.
+/// If the run directory already holds every trial and artifact under its key and the store has
+/// matrix.json's entry with its rerun facts, the build is done: no trial lookup, no fold, no
+/// render. Returns None (take the full path) otherwise.
+pub(crate) fn cached_rebuild(store: &LocalStore, c: &Compiled, paths: &RunPaths) -> Option<BuildOutcome> {
+    if c.recipe.stop_after.is_some() || matches!(c.workload, Some(Err(_))) {
+        return None;
+    }
+    let index = RunIndex::load(&paths.run_dir);
+    let mut cell_keys = Vec::with_capacity(c.recipe.cells.len());
+    for (ci, cell) in c.recipe.cells.iter().enumerate() {
+        let dir = aorta_report::cell_dir(c.recipe.mode, &cell.name);
+        let mut trials = Vec::new();
+        for i in c.dag.cell_trials(ci) {
+            let p = &c.planned()[i];
+            let rel = format!("{dir}trial_{}", p.index);
+            if !index.holds(&rel, p.key.as_str(), &paths.run_dir.join(&rel).join("result.json")) {
+                return None;
+            }
+            trials.push((p.index, p.key.as_str()));
+        }
+        cell_keys.push(cell_key(ci, &cell.name, trials, None).ok()?);
+    }
+    let (recipe_key, env_key) = (recipe_key(c).ok()?, env_key(c).ok()?);
+    let mut facts = None;
+    for artifact in c.dag.artifacts() {
+        let key = artifact_key(artifact, &recipe_key, &cell_keys, &[], &env_key).ok()?;
+        let rel = artifact.path();
+        if !index.holds(&rel, key.as_str(), &paths.run_dir.join(&rel)) {
+            return None;
+        }
+        if *artifact == Artifact::MatrixJson {
+            match store.lookup_as::<ArtifactRecord>(&key) {
+                Ok(Lookup::Hit(m)) => facts = m.trial.rerun,
+                _ => return None,
+            }
+        }
+    }
+    let facts = facts.filter(|f| f.run_dir == paths.run_dir)?;
+    let artifacts = c.dag.artifacts().count();
+    Some(BuildOutcome {
+        run_dir: paths.run_dir.clone(),
+        executed: 0,
+        reused: c.planned().len(),
+        rendered: 0,
+        restored: 0,
+        unchanged: artifacts,
+        failed_to_run: Vec::new(),
+        cancelled: false,
+        summary: facts.summary,
+        incomplete: facts.incomplete,
+        cells: facts.cells,
+    })
 }

@@ -36,7 +36,7 @@ pub struct BuildOutcome {
 }
 
 /// One cell's outcome, for exit codes and one-line reports.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CellOutcome {
     pub name: String,
     pub trials: usize,
@@ -151,11 +151,17 @@ impl Session {
         let cancel = self.cancel_token()?;
         // Shared lock for the whole build: gc waits until no build holds it.
         let _build_lock = store.build_lock().map_err(|e| EngineError::infra(format!("cannot lock the store: {e}")))?;
+        let output = self.opts.output.clone().unwrap_or_else(|| default_output(&c.recipe));
+        let paths = crate::outputs::RunPaths::create(&c.recipe, &output).map_err(|e| EngineError::infra(format!("cannot create the run directory under {}: {e}", output.display())))?;
+        let t_fast = std::time::Instant::now();
+        if let Some(done) = crate::artifacts::cached_rebuild(&store, c, &paths) {
+            let _ = std::fs::remove_dir_all(&paths.staging);
+            crate::timing("cached rebuild (every trial and artifact in place)", t_fast);
+            return Ok(done);
+        }
         if let Some(remote) = &self.remote {
             crate::remote::pull(&store, remote, c.dag.trial_nodes.keys());
         }
-        let output = self.opts.output.clone().unwrap_or_else(|| default_output(&c.recipe));
-        let paths = crate::outputs::RunPaths::create(&c.recipe, &output).map_err(|e| EngineError::infra(format!("cannot create the run directory under {}: {e}", output.display())))?;
         let schedule = Schedule {
             recipe: &c.recipe,
             planned: c.planned(),
