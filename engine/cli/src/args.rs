@@ -49,7 +49,7 @@ pub enum Command {
     Bench(BenchCommand),
     /// One trial by itself: `aorta trial exec` (what each Buck2 trial action runs).
     #[command(subcommand)]
-    Trial(crate::cmd_trial::TrialCommand),
+    Trial(TrialCommand),
     /// Print shell completions.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -204,6 +204,41 @@ pub struct RemoteArgs {
     /// switched off after one [env: AORTA_REMOTE_CACHE_TIMEOUT].
     #[arg(long, value_name = "SECONDS")]
     pub remote_cache_timeout: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TrialCommand {
+    /// Execute one trial (cell + index) and write its outputs (result.json, logs) to --out.
+    Exec(TrialExecArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TrialExecArgs {
+    /// The recipe file.
+    #[arg(long)]
+    pub recipe: PathBuf,
+    /// Sidecar registry files, in order.
+    #[arg(long = "mitigations-file", value_name = "PATH")]
+    pub mitigations_files: Vec<PathBuf>,
+    /// The cell's name (as in matrix.md).
+    #[arg(long)]
+    pub cell: String,
+    /// The trial index (0-based).
+    #[arg(long)]
+    pub trial: u32,
+    /// Where the trial's outputs go (created; Buck2 passes its declared output).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Fail unless the trial's key is this one (Buck2 targets can pin it).
+    #[arg(long, value_name = "KEY")]
+    pub expect_key: Option<String>,
+    /// Store, GPUs, timeouts, `--env-snapshot` (under Buck2: the snapshot the result is valid
+    /// for, a declared input), `--remote-cache`: as for `aorta build`.
+    #[command(flatten)]
+    pub exec: ExecArgs,
+    /// The command a probe recipe wraps.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -3,48 +3,11 @@
 //! each Buck2 trial target runs (rules/aorta.bzl), so Buck2's action cache and remote execution
 //! see one action per trial, with the recipe, registries and environment snapshot as inputs.
 
-use crate::args::ExecArgs;
+use crate::args::TrialCommand;
 use crate::exit::{usage, CliResult};
 use aorta_engine::{RecipeOrigin, Source, TargetSpec};
 use aorta_recipe::Mode;
-use clap::{Args, Subcommand};
-use std::path::PathBuf;
 use std::process::ExitCode;
-
-#[derive(Debug, Subcommand)]
-pub enum TrialCommand {
-    /// Execute one trial (cell + index) and write its outputs (result.json, logs) to --out.
-    Exec(TrialExecArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct TrialExecArgs {
-    /// The recipe file.
-    #[arg(long)]
-    pub recipe: PathBuf,
-    /// Sidecar registry files, in order.
-    #[arg(long = "mitigations-file", value_name = "PATH")]
-    pub mitigations_files: Vec<PathBuf>,
-    /// The cell's name (as in matrix.md).
-    #[arg(long)]
-    pub cell: String,
-    /// The trial index (0-based).
-    #[arg(long)]
-    pub trial: u32,
-    /// Where the trial's outputs go (created; Buck2 passes its declared output).
-    #[arg(long, value_name = "DIR")]
-    pub out: PathBuf,
-    /// Fail unless the trial's key is this one (Buck2 targets can pin it).
-    #[arg(long, value_name = "KEY")]
-    pub expect_key: Option<String>,
-    /// Store, GPUs, timeouts, `--env-snapshot` (under Buck2: the snapshot the result is valid
-    /// for, a declared input), `--remote-cache`: as for `aorta build`.
-    #[command(flatten)]
-    pub exec: ExecArgs,
-    /// The command a probe recipe wraps.
-    #[arg(last = true, value_name = "COMMAND")]
-    pub command: Vec<String>,
-}
 
 pub fn trial(c: &TrialCommand) -> CliResult {
     let TrialCommand::Exec(a) = c;

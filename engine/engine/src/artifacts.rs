@@ -5,7 +5,7 @@
 //! (and stored). So a rerun whose trials all hit renders nothing, and a renderer change
 //! re-renders without re-running a trial.
 
-use crate::build::{BuildOutcome, CellOutcome};
+use crate::outcome::{BuildOutcome, CellOutcome};
 use crate::compile::Compiled;
 use crate::error::{EngineError, Result};
 use crate::outputs::{RunIndex, RunPaths};

@@ -19,6 +19,7 @@ mod explain;
 mod fsutil;
 mod gpu;
 mod one;
+mod outcome;
 mod outputs;
 mod remote;
 mod retention;
@@ -30,7 +31,7 @@ pub mod watch;
 pub mod workloads;
 
 pub use artifacts::{ArtifactRecord, RENDERER_VERSION};
-pub use build::{BuildOutcome, CellOutcome};
+pub use outcome::{BuildOutcome, CellOutcome};
 pub use compile::{normalize, Compiled, RecipeOrigin, TargetId, TargetSpec};
 pub use environment::EnvRecord;
 pub use error::{Category, EngineError, Result};

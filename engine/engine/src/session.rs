@@ -3,7 +3,12 @@
 //! `sweep run`, `run`, `trial exec`, `explain`, `--dry-run`, `--watch`) compiles through
 //! [`Session::compile`], so a trial's key cannot be computed any other way.
 
-use crate::compile::{Compiled, Compiler, TargetId, TargetSpec};
+use crate::compile::{normalize, Compiled, Compiler, TargetId, TargetSpec};
+use aorta_graph::db::{dag, recipe, trials};
+use aorta_graph::{hash_inputs, KeyContext};
+use aorta_recipe::Mode;
+use salsa::Setter;
+use std::collections::BTreeMap;
 use crate::environment::{self, EnvSource, SnapshotSlot};
 use crate::error::{EngineError, Result};
 use crate::workloads::Workload;
@@ -150,7 +155,7 @@ impl Session {
     /// Compiles a target: its recipe (memoized), the environment key, the command's input
     /// hashes and the workload's identity, then the trial keys and the DAG.
     pub fn compile(&self, target: TargetId) -> Result<Compiled> {
-        crate::compile::compile(self, target)
+        compile(self, target)
     }
 
     /// One line about the remote cache's work since the last call (after each build), or None
@@ -180,4 +185,42 @@ impl Session {
     pub(crate) fn workload_timeout(&self) -> Option<Duration> {
         self.opts.trial_timeout.map(Duration::from_secs_f64)
     }
+}
+
+/// See [`Session::compile`].
+fn compile(session: &Session, id: TargetId) -> Result<Compiled> {
+    let t0 = std::time::Instant::now();
+    let (build, spec, recipe) = {
+        let c = session.compiler.lock().unwrap_or_else(|e| e.into_inner());
+        let t = &c.targets[id.0];
+        let r = recipe(&c.db, t.build).as_ref().clone().map_err(EngineError::Input)?;
+        (t.build, t.spec.clone(), r)
+    };
+    let label = spec.label.clone().or_else(|| recipe.source.as_ref().map(|s| s.path.display().to_string())).unwrap_or_else(|| "<flags>".into());
+    let argv = if recipe.mode == Mode::Probe { spec.argv.clone() } else { None };
+    let env = session.environment(&recipe)?;
+    let input_hashes = match &argv {
+        Some(a) => hash_inputs(&session.cwd, a, &[]).map_err(|e| EngineError::usage(e, "check the command's input paths"))?,
+        None => BTreeMap::new(),
+    };
+    let input_files = input_hashes.keys().map(|p| normalize(&session.cwd.join(p))).collect();
+    let workload = (recipe.mode == Mode::Triage).then(|| session.workload(&recipe.workload, env.snapshot.pytorch.torch_dir.as_deref().map(Path::new)));
+    let mut workloads = BTreeMap::new();
+    if let Some(Ok(w)) = &workload {
+        workloads.insert(w.name.clone(), (w.version.clone(), Some(w.blake3.clone())));
+    }
+    let ctx = KeyContext { env_snapshot: env.key.clone(), argv: argv.clone(), input_hashes, workloads };
+    let mut c = session.compiler.lock().unwrap_or_else(|e| e.into_inner());
+    if *build.context(&c.db) != ctx {
+        build.set_context(&mut c.db).to(ctx);
+    }
+    let planned = trials(&c.db, build).clone();
+    if let Err(e) = planned.as_ref() {
+        return Err(EngineError::infra(format!("{label}: cannot compute trial keys: {e}")));
+    }
+    let Some(graph) = dag(&c.db, build).as_ref().clone() else {
+        return Err(EngineError::infra(format!("{label}: the build graph could not be made")));
+    };
+    crate::timing("compile (recipe, environment, keys, DAG)", t0);
+    Ok(Compiled { id, label, target_label: spec.label, recipe: Arc::new(recipe), argv, planned, dag: Arc::new(graph), env: Arc::new(env), workload, input_files })
 }

@@ -3,7 +3,7 @@
 //! same env run each trial once; the scheduler executes trial nodes under its slots, folds a
 //! cell when its trials are done, and renders an artifact when its cells are.
 
-use crate::db::PlannedTrial;
+use crate::plan_keys::PlannedTrial;
 use aorta_store::Key;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::Direction;

@@ -4,7 +4,7 @@
 //! cutoff skips the DAG rebuild. One database serves one-shot builds and watch mode alike.
 
 use crate::dag::Dag;
-use crate::key::KeyInputs;
+pub use crate::plan_keys::PlannedTrial;
 use crate::plan_keys::{trial_inputs, KeyContext};
 use aorta_recipe::Recipe;
 use aorta_registry::Registry;
@@ -91,15 +91,6 @@ impl CompileDb {
 
 /// Shared so salsa can memoize it (a Diag holds file texts, so cloning it is not free).
 pub type Shared<T> = Arc<Result<T, Box<Diag>>>;
-
-/// A planned trial: its cell, its index and its key inputs.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct PlannedTrial {
-    pub cell: usize,
-    pub index: u32,
-    pub key: Key,
-    pub inputs: KeyInputs,
-}
 
 fn file_of(db: &dyn salsa::Database, t: SourceText) -> SourceFile {
     SourceFile::new(t.path(db).display().to_string(), t.text(db).clone())

@@ -10,8 +10,8 @@ pub mod key;
 mod plan_keys;
 
 pub use dag::{Artifact, Dag, Node, PlanIndex};
-pub use db::{BuildInputs, CompileDb, GivenRecipe, PlannedTrial, SourceText};
+pub use db::{BuildInputs, CompileDb, GivenRecipe, SourceText};
 pub use inputs::{hash_file, hash_inputs};
 pub use aorta_store::Key;
 pub use key::{canonical_json, hash_json, EnvironmentDescriptor, HashError, KeyInputs, WorkloadIdentity, KEY_SCHEMA_VERSION};
-pub use plan_keys::{trial_count, trial_inputs, KeyContext};
+pub use plan_keys::{trial_count, trial_inputs, KeyContext, PlannedTrial};

@@ -1,10 +1,18 @@
 //! From a resolved recipe to every trial's key inputs.
 
-use crate::db::PlannedTrial;
 use crate::key::{canonical_json, EnvironmentDescriptor, HashError, KeyInputs, WorkloadIdentity, KEY_SCHEMA_VERSION};
 use aorta_recipe::{Cell, Mode, Recipe};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// A planned trial: its cell, its index and its key inputs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PlannedTrial {
+    pub cell: usize,
+    pub index: u32,
+    pub key: aorta_store::Key,
+    pub inputs: KeyInputs,
+}
 
 /// Facts from outside the recipe that keys depend on.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]

@@ -344,3 +344,17 @@ fn finite_pair_opt<S: Serializer>(x: &Option<(f64, f64)>, s: S) -> Result<S::Ok,
         None => s.serialize_none(),
     }
 }
+
+/// matrix.json lives here, beside its types, so the matrix does not import its own rendering.
+impl Matrix<'_> {
+    /// matrix.json as typed data (see [`MatrixJson`]), borrowing from this matrix.
+    pub fn json(&self) -> MatrixJson<'_> {
+        MatrixJson::from(self)
+    }
+
+    /// Writes matrix.json, pretty-printed, one cell at a time: a 1,000-cell matrix never
+    /// exists as one JSON tree in memory.
+    pub fn write_json(&self, w: impl std::io::Write) -> serde_json::Result<()> {
+        serde_json::to_writer_pretty(w, &self.json())
+    }
+}

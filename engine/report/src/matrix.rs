@@ -3,7 +3,6 @@
 
 use crate::aggregate::CellStats;
 use crate::confound::{self, Baseline, Verdict};
-use crate::json::MatrixJson;
 use crate::layout;
 use aorta_recipe::Recipe;
 
@@ -82,14 +81,4 @@ impl<'r> Matrix<'r> {
         layout::cell_dir(self.recipe.mode, cell)
     }
 
-    /// matrix.json as typed data (see [`MatrixJson`]), borrowing from this matrix.
-    pub fn json(&self) -> MatrixJson<'_> {
-        MatrixJson::from(self)
-    }
-
-    /// Writes matrix.json, pretty-printed, one cell at a time: a 1,000-cell matrix never
-    /// exists as one JSON tree in memory.
-    pub fn write_json(&self, w: impl std::io::Write) -> serde_json::Result<()> {
-        serde_json::to_writer_pretty(w, &self.json())
-    }
 }
