@@ -14,7 +14,6 @@ mod names;
 mod probe;
 
 pub use blocks::{compile_regex, COLLECTORS, REGEX_BACKTRACK_LIMIT};
-pub use check::closest;
 pub use flags::{override_collect, FlagRecipe, ProbeOverlays};
 pub use load::{load_recipe, parse_recipe, peek_mode, Loaded, PeekedMode, PROBE_KEYS, TRIAGE_KEYS};
 pub use model::*;

@@ -8,6 +8,7 @@
 mod diag;
 mod path;
 mod scalar;
+pub mod suggest;
 mod tree;
 mod yaml;
 
