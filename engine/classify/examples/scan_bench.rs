@@ -187,8 +187,9 @@ fn peak_rss_kib() -> i64 {
 }
 
 fn rusage() -> libc::rusage {
-    // SAFETY: getrusage only writes the struct it is given, which is plain data.
+    // SAFETY: rusage is plain data (integers and timevals), for which all zeroes is valid.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage only writes the struct it is given, which lives for the call.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
     usage
 }

@@ -2,22 +2,9 @@
 //! directory entries become durable with one `syncfs` at the end of the build
 //! (`aorta_store::sync_filesystem`), not with an fsync of the directory per file.
 
-use std::io::Write;
 use std::path::Path;
 
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_data()?;
-    }
-    std::fs::rename(&tmp, path)
-
-}
+pub use aorta_fsutil::write_atomic;
 
 /// Replaces directory `dest` with `staged` (both in the same parent): the old tree moves
 /// aside first, so readers see either the old or the new complete directory.

@@ -260,8 +260,8 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
     let kill_on_hang = spec.hang.as_ref().is_some_and(|h| h.kill_on_hang);
     let deadline = spec.timeout.map(|t| start + t);
 
-    // SAFETY: pidfd_open on the child we just spawned; a negative result means unsupported.
     let root_fd = {
+        // SAFETY: pidfd_open on the child we just spawned; a negative result means unsupported.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
         // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
         (fd >= 0).then(|| unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) })

@@ -87,7 +87,9 @@ pub(crate) fn spawn(program: &Path, argv: &[String], env: &[(OsString, OsString)
     // the child resets handlers to the default and unblocks before execve.
     // SAFETY: plain sigset manipulation on locals.
     let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
     let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above: fills `all` and swaps this thread's mask, saving the old one in `old`.
     unsafe {
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);

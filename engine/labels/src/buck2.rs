@@ -10,6 +10,7 @@ use std::fmt;
 use std::sync::OnceLock;
 
 use allocative::Allocative;
+use aorta_source::suggest;
 use serde_json::{Map, Value as Json};
 use starlark::environment::{Globals, GlobalsBuilder, LibraryExtension};
 use starlark::eval::{Arguments, Evaluator};
@@ -22,7 +23,6 @@ use starlark::{starlark_module, starlark_simple_value, PrintHandler};
 
 use crate::attrs::{attrs_namespace, coerce, AttrKind, AttrSpec};
 use crate::label::check_target_name;
-use crate::suggest::did_you_mean;
 
 /// Name of the rule whose targets are recipes (its export name in `rules/aorta.bzl`).
 pub const AORTA_RECIPE_RULE: &str = "aorta_recipe";
@@ -133,7 +133,7 @@ impl RuleValue {
                     .filter(|(n, s)| !is_private(n, s))
                     .map(|(n, _)| n.as_str())
                     .collect();
-                let hint = did_you_mean(key, &settable)
+                let hint = suggest::did_you_mean(key, settable.iter().copied())
                     .map(|c| format!("; did you mean `{c}`?"))
                     .unwrap_or_default();
                 return Err(format!(

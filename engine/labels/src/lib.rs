@@ -17,7 +17,6 @@ mod error;
 mod eval;
 mod label;
 mod resolve;
-mod suggest;
 
 use std::path::{Path, PathBuf};
 

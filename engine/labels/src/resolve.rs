@@ -4,13 +4,13 @@
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
+use aorta_source::suggest;
 use serde_json::Value as Json;
 
 use crate::buck2::{Target, AORTA_RECIPE_RULE};
 use crate::error::{LabelsError, LabelsErrorKind};
 use crate::eval::{BuildFile, Session};
 use crate::label::Label;
-use crate::suggest::{closest_first, did_you_mean};
 use crate::RecipeTarget;
 
 /// Extensions a recipe file may have, in fallback order.
@@ -176,7 +176,10 @@ pub(crate) fn resolve_one(
             available.push(stem(&f));
         }
     }
-    let available = closest_first(target, &available);
+    let available: Vec<String> = suggest::by_distance(target, available.iter().map(String::as_str))
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
 
     let what = match &declared {
         Some(names) if names.is_empty() => "BUCK declares no recipes".to_owned(),
@@ -192,7 +195,7 @@ pub(crate) fn resolve_one(
     let help = if available.is_empty() {
         format!("//{package} has no recipes: add aorta_recipe(name = \"{target}\", recipe = \"{target}.yaml\") to its BUCK file, or create {tried}")
     } else {
-        let guess = did_you_mean(target, &available)
+        let guess = suggest::did_you_mean(target, available.iter().map(String::as_str))
             .map(|g| format!("did you mean //{package}:{g}? "))
             .unwrap_or_default();
         format!(

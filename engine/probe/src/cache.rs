@@ -13,7 +13,6 @@
 use crate::python::PyReport;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -111,7 +110,7 @@ impl ProbeCache {
             report: report.clone(),
         };
         if let Ok(bytes) = serde_json::to_vec(&e) {
-            let _ = write_atomic(&self.entry_path(interp, env, deep), &bytes);
+            let _ = aorta_fsutil::write_atomic(&self.entry_path(interp, env, deep), &bytes);
         }
     }
 }
@@ -160,23 +159,6 @@ fn fingerprint(interp: &Path, report: &PyReport) -> Vec<Stamp> {
         paths.extend([t.join("version.py"), t.join("lib"), t]);
     }
     paths.iter().map(|p| stamp(p)).collect()
-}
-
-/// Temp file in the same directory, fsync, rename: readers see the old or the new file.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        path.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

@@ -160,6 +160,8 @@ impl Tools {
             }
         }
         // Reap anything the tool left in its group.
+        // SAFETY: as above: kill(2) on the child's own process group (its pgid is its pid, never
+        // ours); no memory is involved.
         unsafe { libc::kill(-pid, libc::SIGKILL) };
         Ok(Output {
             code: status.code(),

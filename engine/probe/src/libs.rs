@@ -326,7 +326,7 @@ impl FileHasher {
             // Forget files that are gone (an upgraded wheel), so the cache does not only grow.
             c.retain(|p, _| Path::new(p).exists());
             if let Ok(bytes) = serde_json::to_vec(&*c) {
-                let _ = crate::cache::write_atomic(path, &bytes);
+                let _ = aorta_fsutil::write_atomic(path, &bytes);
             }
         }
     }

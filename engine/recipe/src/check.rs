@@ -1,7 +1,7 @@
 //! Typed reads of the spanned tree. Each returns a located [`Diag`] on mismatch, so the
 //! schema code reads like the rules it enforces.
 
-use aorta_source::{Diag, DiagKind, FieldPath, Node, SourceFile, Value};
+use aorta_source::{suggest, Diag, DiagKind, FieldPath, Node, SourceFile, Value};
 use std::collections::BTreeMap;
 
 pub(crate) type Res<T> = Result<T, Box<Diag>>;
@@ -123,51 +123,12 @@ impl Ctx<'_> {
             if !ok {
                 let shown = k.as_str().map_or_else(|| k.repr(), |s| format!("'{s}'"));
                 let mut msg = format!("unknown key {shown} in {what}");
-                if let Some(s) = k.as_str().and_then(|s| closest(s, allowed)) {
+                if let Some(s) = k.as_str().and_then(|s| suggest::did_you_mean(s, allowed.iter().copied())) {
                     msg.push_str(&format!(" (did you mean '{s}'?)"));
                 }
                 return Err(self.schema(k, path, msg, format!("allowed keys: {}", allowed.join(", "))));
             }
         }
         Ok(())
-    }
-}
-
-/// The closest candidate by edit distance, if it is close enough to be a likely typo.
-pub fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    let len = word.chars().count();
-    candidates
-        .iter()
-        // The distance is at least the difference in length: a 20 MB key is scored against
-        // nothing rather than costing a 20 MB × candidate table.
-        .filter(|c| len.abs_diff(c.chars().count()) <= 2.max(c.len() / 4))
-        .map(|c| (edit_distance(word, c), *c))
-        .filter(|(d, c)| *d <= 2.max(c.len() / 4))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != *cb);
-            cur.push((prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1));
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn closest_finds_typos_only() {
-        assert_eq!(closest("baseline_cel", &["threshold", "baseline_cell"]), Some("baseline_cell"));
-        assert_eq!(closest("zzz", &["threshold", "baseline_cell"]), None);
     }
 }

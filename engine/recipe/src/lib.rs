@@ -15,7 +15,6 @@ mod names;
 mod probe;
 
 pub use blocks::{compile_regex, COLLECTORS, REGEX_BACKTRACK_LIMIT};
-pub use check::closest;
 pub use flags::{override_collect, FlagRecipe, ProbeOverlays};
 pub use limits::{planned_trials, MAX_CELLS, MAX_PLANNED_TRIALS, MAX_RECIPE_BYTES};
 pub use load::{load_recipe, parse_recipe, peek_mode, Loaded, PeekedMode, PROBE_KEYS, TRIAGE_KEYS};

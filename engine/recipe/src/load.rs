@@ -3,12 +3,12 @@
 
 use crate::blocks;
 use crate::cells;
-use crate::check::{closest, Ctx, Res};
+use crate::check::{Ctx, Res};
 use crate::limits::{too_many_trials, MAX_RECIPE_BYTES, TRIALS_HELP};
 use crate::model::*;
 use crate::probe;
 use aorta_registry::Registry;
-use aorta_source::{parse_document, Diag, DiagKind, FieldPath, Node, SourceFile, Syntax, Value};
+use aorta_source::{parse_document, suggest, Diag, DiagKind, FieldPath, Node, SourceFile, Syntax, Value};
 use std::path::{Path, PathBuf};
 
 pub const TRIAGE_KEYS: &[&str] = &[
@@ -136,7 +136,7 @@ fn top_level(cx: &Ctx, root: &Node) -> Res<Mode> {
         if !name.is_some_and(|n| union.contains(&n)) {
             let shown = name.map_or_else(|| k.repr(), |s| format!("'{s}'"));
             let mut msg = format!("unknown key {shown}");
-            if let Some(s) = name.and_then(|n| closest(n, &union)) {
+            if let Some(s) = name.and_then(|n| suggest::did_you_mean(n, union.iter().copied())) {
                 msg.push_str(&format!(" (did you mean '{s}'?)"));
             }
             return Err(cx.schema(k, &top, msg, format!("allowed keys: {}", union.join(", "))));
@@ -224,7 +224,7 @@ pub(crate) fn check_explicit_baseline(cx: &Ctx, cells: &[Cell], name: &str, node
     }
     let names: Vec<&str> = cells.iter().map(|c| c.name.as_str()).collect();
     let mut msg = format!("baseline_cell '{name}' does not name a cell");
-    if let Some(s) = closest(name, &names) {
+    if let Some(s) = suggest::did_you_mean(name, names.iter().copied()) {
         msg.push_str(&format!(" (did you mean '{s}'?)"));
     }
     Err(cx.err(DiagKind::Cell, node, &FieldPath::root().key("confound").key("baseline_cell"), msg, format!("cells: {}", names.join(", "))))

@@ -1,5 +1,8 @@
 //! "Did you mean" hints: a typo in a recipe should name the intended entry, not just dump
 //! the list (AORTA only listed every name; we keep the full list after the suggestion).
+//! Which names are close enough is [`aorta_source::suggest`]'s rule, shared with recipes and labels.
+
+use aorta_source::suggest;
 
 /// At most this many suggestions are offered.
 const MAX_SUGGESTIONS: usize = 3;
@@ -18,7 +21,8 @@ pub(crate) fn hint<'a>(name: &str, names: impl Iterator<Item = &'a str> + Clone)
 
 /// `did you mean 'a' or 'b'? ` (with a trailing space) or an empty string.
 pub(crate) fn did_you_mean<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> String {
-    let close = closest(name, candidates);
+    let close = suggest::close_matches(name, candidates);
+    let close = &close[..close.len().min(MAX_SUGGESTIONS)];
     if close.is_empty() {
         return String::new();
     }
@@ -26,49 +30,9 @@ pub(crate) fn did_you_mean<'a>(name: &str, candidates: impl Iterator<Item = &'a 
     format!("did you mean {}? ", quoted.join(" or "))
 }
 
-/// Candidates within a typo's reach of `name`, closest first (ties by name).
-fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
-    let wanted = name.to_lowercase();
-    let len = wanted.chars().count();
-    let limit = (len / 3).max(1);
-    let mut scored: Vec<(usize, &str)> = candidates
-        .filter(|c| *c != name)
-        // The distance is at least the difference in length: skip hopeless pairs unscored, so
-        // a 20 MB "name" costs one pass, not a 20 MB × candidate table.
-        .filter(|c| len.abs_diff(c.chars().count()) <= limit)
-        .map(|c| (levenshtein(&wanted, &c.to_lowercase()), c))
-        .filter(|(d, _)| *d <= limit)
-        .collect();
-    scored.sort_unstable();
-    scored.into_iter().take(MAX_SUGGESTIONS).map(|(_, c)| c).collect()
-}
-
-/// Edit distance (insertions, deletions, substitutions) over characters.
-fn levenshtein(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diag = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let next = (diag + usize::from(ca != *cb)).min(row[j] + 1).min(row[j + 1] + 1);
-            diag = row[j + 1];
-            row[j + 1] = next;
-        }
-    }
-    row[b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn distance() {
-        assert_eq!(levenshtein("tf32_of", "tf32_off"), 1);
-        assert_eq!(levenshtein("", "abc"), 3);
-        assert_eq!(levenshtein("kitten", "sitting"), 3);
-    }
 
     #[test]
     fn suggests_closest_first() {
@@ -80,6 +44,8 @@ mod tests {
         let t0 = std::time::Instant::now();
         assert_eq!(did_you_mean(&huge, names.iter().copied()), "");
         assert!(t0.elapsed() < std::time::Duration::from_secs(2), "{:?}", t0.elapsed());
+        let many = ["ab", "ac", "ad", "ae", "af"];
+        assert_eq!(did_you_mean("aa", many.iter().copied()), "did you mean 'ab' or 'ac' or 'ad'? ");
         let h = hint("xnak", names.iter().copied());
         assert!(h.starts_with("did you mean 'xnack'? available: hsa_no_sdma, none, tf32_off, xnack;"), "{h}");
     }

@@ -9,6 +9,7 @@ mod diag;
 mod excerpt;
 mod path;
 mod scalar;
+pub mod suggest;
 mod tree;
 mod yaml;
 

@@ -16,75 +16,41 @@
 use crate::error::{Result, StoreError};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Buffer size for streaming copies: large enough to amortise syscalls, small enough that
 /// zeroing it is nothing next to a short trial's few hundred bytes of output.
 const CHUNK: usize = 64 * 1024;
 
-static COUNTER: AtomicU64 = AtomicU64::new(0);
+pub(crate) use aorta_fsutil::unique_name;
 
-/// A name no other process or thread will pick: pid + time + per-process counter.
-pub(crate) fn unique_name(prefix: &str, suffix: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("{prefix}{}-{nanos}-{n}{suffix}", std::process::id())
-}
-
-/// A file being written under a temporary name; deleted on drop unless [`persist`](Self::persist)ed.
-pub(crate) struct TempFile {
-    path: PathBuf,
-    file: Option<File>,
-}
+/// A file being written under a temporary name ([`aorta_fsutil::TempFile`], the workspace's one
+/// temp-then-rename implementation), with the store's errors; deleted on drop unless
+/// [`persist`](Self::persist)ed.
+pub(crate) struct TempFile(aorta_fsutil::TempFile);
 
 impl TempFile {
     /// Creates `dir/<prefix><unique>.tmp` exclusively (never clobbers anything).
     pub(crate) fn new_in(dir: &Path, prefix: &str) -> Result<Self> {
-        let path = dir.join(unique_name(prefix, ".tmp"));
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(StoreError::io("create temp file", &path))?;
-        Ok(TempFile {
-            path,
-            file: Some(file),
-        })
+        aorta_fsutil::TempFile::new_in(dir, prefix)
+            .map(TempFile)
+            .map_err(StoreError::io("create a temp file in", dir))
     }
 
     pub(crate) fn path(&self) -> &Path {
-        &self.path
+        self.0.path()
     }
 
     pub(crate) fn file(&mut self) -> &mut File {
-        self.file.as_mut().expect("temp file used after persist")
+        self.0.file()
     }
 
     /// fsync, rename over `dest` (the directory entry becomes durable at [`sync_filesystem`]).
-    pub(crate) fn persist(mut self, dest: &Path) -> Result<()> {
-        let file = self.file.take().expect("temp file persisted twice");
-        // fdatasync: the data and the size, not the timestamps.
-        file.sync_data()
-            .map_err(StoreError::io("fsync temp file", &self.path))?;
-        drop(file);
-        fs::rename(&self.path, dest).map_err(StoreError::io("rename temp file to", dest))?;
-        // From here the temp name no longer exists; make Drop a no-op.
-        self.path = PathBuf::new();
-        Ok(())
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        self.file.take();
-        if !self.path.as_os_str().is_empty() {
-            let _ = fs::remove_file(&self.path);
-        }
+    pub(crate) fn persist(self, dest: &Path) -> Result<()> {
+        self.0
+            .persist(dest)
+            .map_err(StoreError::io("fsync and rename a temp file to", dest))
     }
 }
 

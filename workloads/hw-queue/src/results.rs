@@ -148,14 +148,4 @@ impl ResultFile {
 }
 
 /// Write via a temp file and rename, so a reader never sees half a file.
-pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(contents)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
-}
+pub use aorta_fsutil::write_atomic;

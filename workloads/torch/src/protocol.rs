@@ -157,12 +157,4 @@ pub fn result_json(o: &Outcome, elapsed_sec: f64) -> Value {
 }
 
 /// Temp file in the same folder, fsync, rename: a reader never sees half a result.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(".{}.tmp{}", path.file_name().and_then(|n| n.to_str()).unwrap_or("result"), std::process::id()));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
-}
+pub use aorta_fsutil::write_atomic;

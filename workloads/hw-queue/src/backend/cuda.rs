@@ -327,8 +327,8 @@ impl Gpu for CudaGpu {
         };
         let mut s = ptr::null_mut();
         let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
-        // SAFETY: valid out-pointer; current context set in new().
         ck(
+            // SAFETY: valid out-pointer; current context set in new().
             unsafe { sys::cuStreamCreateWithPriority(&mut s, flags, prio) },
             "cuStreamCreateWithPriority",
         )?;
@@ -449,8 +449,8 @@ impl Gpu for CudaGpu {
     fn reset_stamps(&mut self, slots: u32) -> Result<()> {
         if slots > self.stamp_cap {
             if self.stamps != 0 {
-                // SAFETY: allocated by us, nothing in flight uses it after sync.
                 self.sync()?;
+                // SAFETY: allocated by us, nothing in flight uses it after sync.
                 ck(unsafe { sys::cuMemFree_v2(self.stamps) }, "cuMemFree")?;
             }
             let cap = slots.next_power_of_two().max(1024);
@@ -470,8 +470,8 @@ impl Gpu for CudaGpu {
     fn read_stamps(&mut self, slots: u32) -> Result<Vec<(u64, u64)>> {
         let slots = slots.min(self.stamp_cap);
         let mut raw = vec![0u64; slots as usize * 2];
-        // SAFETY: raw holds exactly the copied bytes.
         ck(
+            // SAFETY: raw holds exactly the copied bytes.
             unsafe {
                 sys::cuMemcpyDtoH_v2(raw.as_mut_ptr() as *mut c_void, self.stamps, raw.len() * 8)
             },
@@ -500,8 +500,8 @@ impl Gpu for CudaGpu {
             }
             MemKind::PinnedHost => {
                 let mut host = ptr::null_mut();
-                // SAFETY: valid out-pointer.
                 ck(
+                    // SAFETY: valid out-pointer.
                     unsafe {
                         sys::cuMemHostAlloc(&mut host, bytes.max(1), sys::CU_MEMHOSTALLOC_PORTABLE)
                     },
@@ -613,8 +613,8 @@ impl Gpu for CudaGpu {
 
     fn spin_blocks_per_sm(&self, block: u32) -> Result<u32> {
         let mut n = 0;
-        // SAFETY: valid function and out-pointer.
         ck(
+            // SAFETY: valid function and out-pointer.
             unsafe {
                 sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
                     &mut n,

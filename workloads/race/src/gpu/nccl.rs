@@ -124,14 +124,16 @@ impl Nccl {
     }
 
     pub fn unique_id(&self) -> Result<[u8; 128], String> {
-        // SAFETY: ncclUniqueId is plain bytes; valid out-pointer.
+        // SAFETY: ncclUniqueId is a plain C array of bytes: all zeroes is a valid value.
         let mut id: ncclUniqueId = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid out-pointer to an ncclUniqueId.
         self.ck(unsafe { (self.get_unique_id)(&mut id) }, "ncclGetUniqueId")?;
         Ok(id.internal.map(|c| c as u8))
     }
 
     /// Collective: every rank calls it with the same id (a CUDA context must be current).
     pub fn init(&self, id: &[u8; 128], world: u32, rank: u32) -> Result<ncclComm_t, String> {
+        // SAFETY: ncclUniqueId is a plain C array of bytes: all zeroes is a valid value.
         let mut cid: ncclUniqueId = unsafe { std::mem::zeroed() };
         for (d, s) in cid.internal.iter_mut().zip(id) {
             *d = *s as std::ffi::c_char;
@@ -145,6 +147,7 @@ impl Nccl {
     /// # Safety
     /// `comm` comes from `init` and is not used afterwards.
     pub unsafe fn destroy(&self, comm: ncclComm_t) {
+        // SAFETY: the caller's contract above: `comm` is a live communicator from `init`.
         unsafe { (self.comm_destroy)(comm) };
     }
 
@@ -155,35 +158,44 @@ impl Nccl {
     /// See above.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn all_reduce(&self, s: Buf, r: MutBuf, n: usize, dt: ncclDataType_t, op: ncclRedOp_t, c: ncclComm_t, st: cudaStream_t) -> Result<(), String> {
+        // SAFETY: the caller upholds this function's contract (see "The collectives").
         self.ck(unsafe { (self.all_reduce)(s, r, n, dt, op, c, st) }, "ncclAllReduce")
     }
     /// # Safety
     /// See above.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn all_gather(&self, s: Buf, r: MutBuf, n: usize, dt: ncclDataType_t, c: ncclComm_t, st: cudaStream_t) -> Result<(), String> {
+        // SAFETY: the caller upholds this function's contract (see "The collectives").
         self.ck(unsafe { (self.all_gather)(s, r, n, dt, c, st) }, "ncclAllGather")
     }
     /// # Safety
     /// See above.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn reduce_scatter(&self, s: Buf, r: MutBuf, n: usize, dt: ncclDataType_t, c: ncclComm_t, st: cudaStream_t) -> Result<(), String> {
+        // SAFETY: the caller upholds this function's contract (see "The collectives").
         self.ck(unsafe { (self.reduce_scatter)(s, r, n, dt, ncclRedOp_t::ncclSum, c, st) }, "ncclReduceScatter")
     }
     /// all_to_all as grouped send/recv of `chunk` elements per peer (`bytes` per element).
     /// # Safety
-    /// See above.
+    /// See above; the counts are `world * chunk` elements in each of `s` and `r`.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn all_to_all(&self, s: u64, r: u64, chunk: usize, bytes: usize, world: u32, dt: ncclDataType_t, c: ncclComm_t, st: cudaStream_t) -> Result<(), String> {
+        // SAFETY: no arguments; it only opens a group for the calls below.
         self.ck(unsafe { (self.group_start)() }, "ncclGroupStart")?;
         for j in 0..world as usize {
             let off = (j * chunk * bytes) as u64;
+            // SAFETY: the caller's contract: `s` and `r` hold `world * chunk` elements of `bytes`
+            // bytes, so peer j's `chunk` elements at `off` are in bounds; live communicator, stream.
             let a = self.ck(unsafe { (self.send)((s + off) as Buf, chunk, dt, j as c_int, c, st) }, "ncclSend");
+            // SAFETY: as for the send just above.
             let b = self.ck(unsafe { (self.recv)((r + off) as MutBuf, chunk, dt, j as c_int, c, st) }, "ncclRecv");
             if let Err(e) = a.and(b) {
+                // SAFETY: no arguments; closes the group opened above before bailing out.
                 unsafe { (self.group_end)() };
                 return Err(e);
             }
         }
+        // SAFETY: no arguments; closes the group opened above.
         self.ck(unsafe { (self.group_end)() }, "ncclGroupEnd")
     }
 }

@@ -1,0 +1,160 @@
+//! Crash-safe file writes, the one implementation shared by the engine crates (the store, the
+//! probe cache, run directories) and the workload executables, which is why it depends on
+//! nothing but std: a workload must not pull in the store to write its result file.
+//!
+//! The protocol: create a uniquely named temp file in the destination's directory (so the rename
+//! stays on one filesystem), write it, `fsync` its data, `rename` it over the destination.
+//! Readers see the old file or the complete new one, never a torn one; a crash before the rename
+//! leaves at most a stray hidden temp file, and an error removes it. The rename itself becomes
+//! durable when the directory is synced; callers that need that sync the filesystem once at the
+//! end (`aorta_store::sync_filesystem`) rather than the directory after every file.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A name no other process or thread will pick: `<prefix><pid>-<nanos>-<counter><suffix>`.
+pub fn unique_name(prefix: &str, suffix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}{}-{nanos}-{n}{suffix}", std::process::id())
+}
+
+/// Writes `bytes` to `path` atomically: a hidden temp file beside it
+/// (`.<name>.<unique>.tmp`), `fsync` of its data, rename over `path`. Creates `path`'s directory
+/// if missing. On any error the temp file is removed and `path` is untouched.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut tmp = TempFile::new_in(dir, &format!(".{name}."))?;
+    tmp.file().write_all(bytes)?;
+    tmp.persist(path)
+}
+
+/// A file being written under a temporary name; deleted on drop unless
+/// [`persist`](Self::persist)ed. For streaming writes; [`write_atomic`] covers bytes in memory.
+#[derive(Debug)]
+pub struct TempFile {
+    path: PathBuf,
+    file: Option<File>,
+}
+
+impl TempFile {
+    /// Creates `dir/<prefix><unique>.tmp` exclusively (never clobbers anything).
+    pub fn new_in(dir: &Path, prefix: &str) -> io::Result<Self> {
+        let path = dir.join(unique_name(prefix, ".tmp"));
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)?;
+        Ok(TempFile {
+            path,
+            file: Some(file),
+        })
+    }
+
+    /// The temp file's current name.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The open file, for writing.
+    pub fn file(&mut self) -> &mut File {
+        self.file.as_mut().expect("temp file used after persist")
+    }
+
+    /// `fsync`s the data (`fdatasync`: data and size, not timestamps, which is all a new file
+    /// needs) and renames the file over `dest`. On an error the temp file is removed.
+    pub fn persist(mut self, dest: &Path) -> io::Result<()> {
+        let file = self.file.take().expect("temp file persisted twice");
+        file.sync_data()?;
+        drop(file);
+        fs::rename(&self.path, dest)?;
+        // The temp name no longer exists; make Drop a no-op.
+        self.path = PathBuf::new();
+        Ok(())
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        self.file.take();
+        if !self.path.as_os_str().is_empty() {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn writes_replaces_and_leaves_no_temp_file() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("sub").join("result.json");
+        write_atomic(&p, b"one").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"one");
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        assert_eq!(entries(&d.path().join("sub")), ["result.json"]);
+    }
+
+    #[test]
+    fn a_failed_rename_removes_the_temp_file_and_keeps_the_destination() {
+        let d = tempfile::tempdir().unwrap();
+        // A non-empty directory cannot be renamed over: the rename fails after the write.
+        let p = d.path().join("taken");
+        fs::create_dir(&p).unwrap();
+        fs::write(p.join("inside"), "x").unwrap();
+        assert!(write_atomic(&p, b"data").is_err());
+        assert_eq!(entries(d.path()), ["taken"]);
+        assert_eq!(entries(&p), ["inside"]);
+    }
+
+    #[test]
+    fn a_dropped_temp_file_is_removed() {
+        let d = tempfile::tempdir().unwrap();
+        let mut t = TempFile::new_in(d.path(), "blob-").unwrap();
+        t.file().write_all(b"partial").unwrap();
+        let name = t.path().file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.starts_with("blob-") && name.ends_with(".tmp"),
+            "{name}"
+        );
+        assert_eq!(entries(d.path()), [name]);
+        drop(t);
+        assert!(entries(d.path()).is_empty());
+    }
+
+    #[test]
+    fn names_are_unique_within_a_process() {
+        let a = unique_name("p-", ".tmp");
+        let b = unique_name("p-", ".tmp");
+        assert_ne!(a, b);
+        assert!(a.starts_with(&format!("p-{}-", std::process::id())) && a.ends_with(".tmp"));
+    }
+}
