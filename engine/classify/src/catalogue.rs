@@ -153,8 +153,8 @@ const fn p(
 
 /// Optional prefixes that launchers, loggers and progress bars put before a message, any
 /// number of them in any order: `[rank0]:`, `[default3]:`, `[1,0]<stderr>:`, `0: ` (srun -l),
-/// `worker-1: ` (pdsh), `trainer-1  | ` (compose), `(VllmWorker rank=0 pid=12)` (Ray, vLLM),
-/// timestamps, levels (`ERROR`, `[ERROR]`, `ERROR:root:`), glog/c10 headers
+/// `worker-1: ` (pdsh), `trainer-1  | ` (compose), `(pid=12)`, `(VllmWorker rank=0 pid=12)` (Ray,
+/// vLLM), a container runtime's `stderr F`, timestamps, levels (`ERROR`, `[ERROR]`, `ERROR:root:`), glog/c10 headers
 /// (`[E102 12:00:00.123456 7 ProcessGroupNCCL.cpp:616]`), source locations (`[engine.py:160]`),
 /// a tqdm bar, or anything redrawn before a carriage return.
 macro_rules! line_prefix {
@@ -162,7 +162,8 @@ macro_rules! line_prefix {
         concat!(
             r"(?:[ \t]*(?:",
             r"\[(?:rank|default|Rank )?\d+(?:,\d+)?\](?:<std(?:out|err)>)?:?",
-            r"|\([\w.-]+(?:[ ,]+\w+=[\w.:-]+)+\)",
+            r"|\((?:[\w.-]+ )?\w+=[\w.:-]+(?:,? \w+=[\w.:-]+)*\)",
+            r"|(?:stdout|stderr) [FP]",
             r"|\[?(?:\d{4}-)?\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?",
             r"|\[?(?:DEBUG|INFO|WARN(?:ING)?|ERROR|CRITICAL|FATAL)\]?:?",
             r"|\[?[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w./-]+:\d+\]",

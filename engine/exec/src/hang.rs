@@ -11,8 +11,14 @@
 //! Predicate ([`hang_predicate`]): inside the grace period, never; after it, at least two
 //! signals idle — unless the tree measurably burns CPU (`cpu_idle == Some(false)`) and
 //! `cpu_veto` is on (the default): a busy loop is not a hang.
+//!
+//! A spinning hang (CUDA's default synchronize, an NCCL collective that never completes) is
+//! silent but busy, so the veto rules it out. Then the stacks decide ([`crate::stacks`]): while
+//! the tree is silent and vetoed, its stacks are sampled a window apart, and the same thread
+//! waiting in the same frames in both samples latches the hang.
 
 use crate::procfs;
+use crate::stacks::{self, ProcessStacks};
 use crate::tree::{ProcId, Tree};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -44,6 +50,11 @@ pub struct HangConfig {
     pub cpu_veto: bool,
     /// Optional GPU idleness probe (e.g. NVML utilisation of the leased devices).
     pub gpu_idle: Option<GpuIdleFn>,
+    /// Sample stacks of a silent tree the CPU veto holds back, and keep stacks of a latched
+    /// hang (default true; a no-op where no sampler is installed).
+    pub stack_sampling: bool,
+    /// Directories searched for `py-spy` before `PATH` (e.g. the configured Python's `bin`).
+    pub py_spy_dirs: Vec<PathBuf>,
 }
 
 impl Default for HangConfig {
@@ -55,6 +66,8 @@ impl Default for HangConfig {
             kill_on_hang: false,
             cpu_veto: true,
             gpu_idle: None,
+            stack_sampling: true,
+            py_spy_dirs: Vec::new(),
         }
     }
 }
@@ -68,6 +81,8 @@ impl fmt::Debug for HangConfig {
             .field("kill_on_hang", &self.kill_on_hang)
             .field("cpu_veto", &self.cpu_veto)
             .field("gpu_idle", &self.gpu_idle.as_ref().map(|_| "<fn>"))
+            .field("stack_sampling", &self.stack_sampling)
+            .field("py_spy_dirs", &self.py_spy_dirs)
             .finish()
     }
 }
@@ -199,6 +214,102 @@ impl HangDetector {
     pub fn latched_at(&self) -> Option<Duration> {
         self.latched_at
     }
+
+    /// Latches now on outside evidence (the stacks), unless already latched.
+    pub fn latch(&mut self, elapsed: Duration) {
+        self.latched_at.get_or_insert(elapsed);
+    }
+
+    /// Since when neither the output nor the tree's I/O moved: where a hang began, as far as
+    /// the counters tell.
+    pub fn quiet_since(&self) -> Duration {
+        self.output_changed_at.max(self.io_changed_at)
+    }
+}
+
+/// What the monitor knows about a latched hang.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HangReport {
+    /// Since spawn: when the output and the tree's I/O last moved.
+    pub quiet_since: Duration,
+    /// Since spawn: when the hang latched (detection time is `latched_after - quiet_since`).
+    pub latched_after: Duration,
+    /// `idle vote`, or the waiting frame the stacks showed twice (`pid 12 thread 12: ncclGroupEnd`).
+    pub evidence: String,
+    /// The stack samples (what each sampler printed), when a sampler ran.
+    pub stacks: Option<String>,
+}
+
+/// The stack evidence's state: the earlier sample of a silent, busy tree.
+#[derive(Debug, Default)]
+pub(crate) struct StackWatch {
+    first: Option<(Duration, Vec<ProcessStacks>)>,
+}
+
+impl StackWatch {
+    /// Feeds one poll: `suspect` = silent for a window but held back by the CPU veto. Samples
+    /// (through `take`) at the start of a suspect stretch and a `window` later; returns the
+    /// evidence and both samples' text when the same thread waits in the same frames. A poll
+    /// that is not suspect forgets the earlier sample.
+    pub fn observe(
+        &mut self,
+        elapsed: Duration,
+        window: Duration,
+        suspect: bool,
+        take: impl FnOnce() -> Vec<ProcessStacks>,
+    ) -> Option<(String, String)> {
+        if !suspect {
+            self.first = None;
+            return None;
+        }
+        match self.first.take() {
+            None => {
+                let s = take();
+                self.first = (!s.is_empty()).then_some((elapsed, s));
+                None
+            }
+            Some((t, earlier)) if elapsed.saturating_sub(t) >= window => {
+                let later = take();
+                if let Some(ev) = stacks::evidence(&earlier, &later) {
+                    let text = stacks::render(&format!("sample 1 at {:.1} s", t.as_secs_f64()), &earlier)
+                        + &stacks::render(&format!("sample 2 at {:.1} s", elapsed.as_secs_f64()), &later);
+                    return Some((ev, text));
+                }
+                self.first = (!later.is_empty()).then_some((elapsed, later));
+                None
+            }
+            kept => {
+                self.first = kept;
+                None
+            }
+        }
+    }
+}
+
+/// Samples the live members of the tree, oldest first, at most [`MAX_SAMPLED`] of them and
+/// none started after [`SAMPLE_BUDGET`] has passed (gdb can take seconds per process).
+fn sample_tree(samplers: &[stacks::Sampler], tree: &Tree) -> Vec<ProcessStacks> {
+    let mut live = tree.live();
+    live.sort_by_key(|p| p.start_time);
+    let start = Instant::now();
+    live.into_iter().take(MAX_SAMPLED).take_while(|_| start.elapsed() < SAMPLE_BUDGET).filter_map(|p| stacks::sample(samplers, p)).collect()
+}
+
+/// A tree of hundreds of processes is sampled in part: the launcher and the first ranks
+/// are where a collective hang shows.
+const MAX_SAMPLED: usize = 16;
+/// Time after which no further process of the tree is sampled in one round.
+const SAMPLE_BUDGET: Duration = Duration::from_secs(30);
+
+/// Says once per aorta process that spinning hangs cannot be told from busy loops here.
+fn note_no_sampler() {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        eprintln!(
+            "aorta: hang monitor: no stack sampler (py-spy, eu-stack or gdb) found; a silent trial that spins the CPU \
+             (CUDA synchronize, NCCL collective) is not recognised as a hang"
+        );
+    }
 }
 
 /// Reads the tree's counters and keeps them monotone across processes coming and going:
@@ -249,6 +360,7 @@ impl Sampler {
 pub(crate) struct Monitor {
     stop: Arc<(Mutex<bool>, Condvar)>,
     latched: Arc<AtomicBool>,
+    report: Arc<Mutex<Option<HangReport>>>,
     done: mpsc::Receiver<()>,
     handle: Option<std::thread::JoinHandle<()>>,
     join_budget: Duration,
@@ -258,15 +370,18 @@ impl Monitor {
     pub fn start(cfg: &HangConfig, tree: Arc<Tree>, outputs: Vec<PathBuf>, spawned_at: Instant) -> Monitor {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let latched = Arc::new(AtomicBool::new(false));
+        let report = Arc::new(Mutex::new(None));
         let (tx, rx) = mpsc::channel();
         let cfg2 = cfg.clone();
-        let (stop2, latched2) = (Arc::clone(&stop), Arc::clone(&latched));
+        let (stop2, latched2, report2) = (Arc::clone(&stop), Arc::clone(&latched), Arc::clone(&report));
         let poll = cfg.poll.max(Duration::from_millis(10));
         let handle = std::thread::Builder::new()
             .name("aorta-hang".into())
             .spawn(move || {
                 let mut det = HangDetector::from_config(&cfg2);
                 let mut sampler = Sampler::new();
+                let mut watch = StackWatch::default();
+                let mut samplers: Option<Vec<stacks::Sampler>> = None;
                 // Nothing can latch before the grace period ends, and a signal needs one window
                 // of history: sleep until then, so short trials never pay for /proc scans.
                 let quiet = cfg2.grace.saturating_sub(cfg2.window);
@@ -281,8 +396,34 @@ impl Monitor {
                 }
                 loop {
                     let sample = sampler.sample(&tree, &outputs, cfg2.gpu_idle.as_ref());
-                    det.observe(spawned_at.elapsed(), &sample);
+                    let elapsed = spawned_at.elapsed();
+                    let signals = det.observe(elapsed, &sample);
+                    let mut found: Option<(String, Option<String>)> = None;
                     if det.latched_at().is_some() {
+                        // Keep what the hung tree was doing (one sample), when a sampler exists.
+                        let stacks = cfg2.stack_sampling.then(|| {
+                            let s = samplers.get_or_insert_with(|| stacks::discover(&cfg2.py_spy_dirs));
+                            sample_tree(s, &tree)
+                        });
+                        let text = stacks.filter(|s| !s.is_empty()).map(|s| stacks::render("at detection", &s));
+                        found = Some(("idle vote".into(), text));
+                    } else if cfg2.stack_sampling && elapsed >= cfg2.grace {
+                        let suspect =
+                            signals.output_silent && signals.io_idle == Some(true) && signals.cpu_idle == Some(false) && cfg2.cpu_veto;
+                        let s: &[stacks::Sampler] =
+                            if suspect { samplers.get_or_insert_with(|| stacks::discover(&cfg2.py_spy_dirs)) } else { &[] };
+                        if suspect && s.is_empty() {
+                            note_no_sampler();
+                        }
+                        if let Some((ev, text)) = watch.observe(elapsed, cfg2.window, suspect && !s.is_empty(), || sample_tree(s, &tree)) {
+                            det.latch(elapsed);
+                            found = Some((format!("stacks: {ev}"), Some(text)));
+                        }
+                    }
+                    if let Some((evidence, stacks)) = found {
+                        let latched_after = det.latched_at().unwrap_or(elapsed);
+                        *report2.lock().unwrap_or_else(|p| p.into_inner()) =
+                            Some(HangReport { quiet_since: det.quiet_since(), latched_after, evidence, stacks });
                         latched2.store(true, Ordering::SeqCst);
                         break;
                     }
@@ -296,16 +437,17 @@ impl Monitor {
                 let _ = tx.send(());
             })
             .ok();
-        Monitor { stop, latched, done: rx, handle, join_budget: poll + Duration::from_secs(1) }
+        Monitor { stop, latched, report, done: rx, handle, join_budget: poll + Duration::from_secs(1) }
     }
 
     pub fn latched(&self) -> bool {
         self.latched.load(Ordering::SeqCst)
     }
 
-    /// Stops the thread and returns whether a hang latched. A thread stuck in the GPU callback
-    /// is waited for at most one poll plus a second, then left to finish on its own.
-    pub fn stop(mut self) -> bool {
+    /// Stops the thread and returns the hang, if one latched. A thread stuck in the GPU
+    /// callback or a stack dump is waited for at most one poll plus a second, then left to
+    /// finish on its own (a hang it latches later is not reported).
+    pub fn stop(mut self) -> Option<HangReport> {
         {
             let (lock, cv) = &*self.stop;
             *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
@@ -316,7 +458,10 @@ impl Monitor {
                 let _ = h.join();
             }
         }
-        self.latched()
+        if !self.latched() {
+            return None;
+        }
+        self.report.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 
@@ -460,5 +605,67 @@ mod tests {
         d.observe(secs(0), &quiet(Duration::ZERO));
         let sig = d.observe(secs(10), &quiet(Duration::from_millis(100)));
         assert_eq!(sig.cpu_idle, Some(false));
+    }
+
+    fn waiting(pid: u32, frames: &[&str]) -> Vec<ProcessStacks> {
+        let threads = vec![stacks::ThreadStack { tid: u64::from(pid), frames: frames.iter().map(|f| f.to_string()).collect() }];
+        vec![ProcessStacks { proc: ProcId { pid, start_time: 1 }, sampler: stacks::SamplerKind::PySpy, text: frames.join("\n"), threads }]
+    }
+
+    #[test]
+    fn stack_watch_needs_two_samples_a_window_apart() {
+        let mut w = StackWatch::default();
+        let stuck = || waiting(7, &["all_reduce (train.py:3)", "<module> (train.py:9)"]);
+        let mut taken = 0;
+        let mut obs = |w: &mut StackWatch, t: u64, suspect: bool| {
+            w.observe(secs(t), secs(5), suspect, || {
+                taken += 1;
+                stuck()
+            })
+        };
+        assert_eq!(obs(&mut w, 10, true), None, "first sample");
+        assert_eq!(obs(&mut w, 12, true), None, "not a window later yet");
+        let (ev, text) = obs(&mut w, 15, true).unwrap();
+        assert_eq!(ev, "pid 7 thread 7: all_reduce (train.py:3)");
+        assert!(
+            text.starts_with("=== sample 1 at 10.0 s: pid 7 (py-spy) ===\nall_reduce") && text.contains("=== sample 2 at 15.0 s"),
+            "{text}"
+        );
+        assert_eq!(taken, 2, "sampled only at the start and a window later");
+    }
+
+    #[test]
+    fn stack_watch_restarts_on_activity_and_on_moving_stacks() {
+        let mut w = StackWatch::default();
+        let at = |l: u32| waiting(7, &[&format!("all_reduce (train.py:{l})")]);
+        assert_eq!(w.observe(secs(10), secs(5), true, || at(3)), None);
+        // Output moved: the earlier sample is forgotten, the stretch starts over.
+        assert_eq!(w.observe(secs(12), secs(5), false, || unreachable!()), None);
+        assert_eq!(w.observe(secs(13), secs(5), true, || at(3)), None);
+        // A window later the stack moved: no evidence, and the newer sample is the reference.
+        assert_eq!(w.observe(secs(18), secs(5), true, || at(4)), None);
+        assert!(w.observe(secs(23), secs(5), true, || at(4)).is_some());
+        // A busy loop's stacks (no wait frame) never make evidence.
+        let mut w = StackWatch::default();
+        let busy = || waiting(8, &["<module> (loop.py:2)"]);
+        for t in [10, 15, 20, 25] {
+            assert_eq!(w.observe(secs(t), secs(5), true, busy), None);
+        }
+        // Nothing sampled (a sampler that failed): no reference is kept.
+        let mut w = StackWatch::default();
+        assert_eq!(w.observe(secs(10), secs(5), true, Vec::new), None);
+        assert_eq!(w.observe(secs(15), secs(5), true, || at(3)), None, "this is the first usable sample");
+    }
+
+    #[test]
+    fn latch_from_outside_and_quiet_since() {
+        let mut d = HangDetector::new(secs(5), secs(0), true);
+        let mut s = quiet(Duration::ZERO);
+        s.output_bytes = 10;
+        d.observe(secs(3), &s);
+        assert_eq!(d.quiet_since(), secs(3));
+        d.latch(secs(9));
+        d.latch(secs(12));
+        assert_eq!(d.latched_at(), Some(secs(9)), "the first latch stays");
     }
 }

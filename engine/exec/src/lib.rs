@@ -8,7 +8,9 @@
 //!   strays behind: SIGTERM to group and members → `kill_grace` → SIGSTOP freeze, rescan,
 //!   SIGKILL; then reap. aorta's own group is never signalled.
 //! - A hang monitor ([`HangConfig`]) samples the whole tree: output files, `/proc/<pid>/io`,
-//!   CPU time, and an optional GPU probe; [`hang_predicate`] is the pure vote.
+//!   CPU time, and an optional GPU probe; [`hang_predicate`] is the pure vote. A silent tree
+//!   that burns CPU is judged by its stacks (py-spy, eu-stack or gdb): the same thread waiting
+//!   in a synchronize or collective a window apart is a hang ([`HangReport`]).
 //! - [`CancelToken`] and [`install_interrupt_handler`]: first Ctrl-C tears trials down
 //!   gracefully, the second SIGKILLs every live tree.
 //! - [`Pool`] / [`run_all`] run trials in parallel within [`Slots`], giving GPU trials
@@ -22,13 +24,15 @@ mod procfs;
 mod run;
 mod slots;
 mod spawn;
+mod stacks;
 mod tree;
 
 pub use cancel::{install_interrupt_handler, kill_all_trials, live_trials, CancelToken};
-pub use hang::{hang_predicate, GpuIdleFn, HangConfig, HangDetector, HangSample, HangSignals};
+pub use hang::{hang_predicate, GpuIdleFn, HangConfig, HangDetector, HangReport, HangSample, HangSignals};
+pub use stacks::{discover as discover_stack_samplers, is_wait_frame, Sampler as StackSampler, SamplerKind as StackSamplerKind};
 pub use run::{
     is_posix_name, run, validate_env, ProcessOutcome, ProcessSpec, SpawnError, DEFAULT_KILL_GRACE, EXIT_NOT_EXECUTABLE,
-    EXIT_NOT_FOUND, EXIT_TIMEOUT,
+    EXIT_NOT_FOUND, EXIT_TIMEOUT, HANG_STACKS_FILE,
 };
 pub use slots::{run_all, Lease, Pool, SlotError, SlotRequest, Slots};
 pub use tree::{ensure_subreaper, ProcId, TOKEN_VAR};

@@ -2,7 +2,7 @@
 //! whole tree, reap.
 
 use crate::cancel::CancelToken;
-use crate::hang::{HangConfig, Monitor};
+use crate::hang::{HangConfig, HangReport, Monitor};
 use crate::procfs;
 use crate::spawn;
 use crate::tree::{self, ProcId, Reap, Tree, TOKEN_VAR};
@@ -35,6 +35,8 @@ pub const EXIT_NOT_FOUND: i32 = 127;
 pub const EXIT_NOT_EXECUTABLE: i32 = 126;
 /// Exit code reported on timeout (AORTA's synthetic -1).
 pub const EXIT_TIMEOUT: i32 = -1;
+/// The stacks of a latched hang, beside the stdout file (in a trial's directory).
+pub const HANG_STACKS_FILE: &str = "hang-stacks.txt";
 
 /// What to run and how.
 #[derive(Debug, Clone)]
@@ -150,6 +152,9 @@ pub struct ProcessOutcome {
     /// The hang monitor latched (whether or not it killed: see `HangConfig::kill_on_hang`).
     /// Raw: reconciling a latched hang with a clean exit is the classifier's call.
     pub hang_detected: bool,
+    /// When and why the hang latched, and the stacks sampled (also written to
+    /// `hang-stacks.txt` beside the stdout file).
+    pub hang: Option<HangReport>,
     /// Spawn to the root's exit (or to the end of teardown when aorta killed it).
     pub walltime: Duration,
     pub pid: Option<u32>,
@@ -173,6 +178,7 @@ impl ProcessOutcome {
             timed_out: false,
             cancelled: false,
             hang_detected: false,
+            hang: None,
             walltime: Duration::ZERO,
             pid: None,
             peak_rss_kib: None,
@@ -299,7 +305,12 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
             }
         }
     };
-    let hang_detected = monitor.map(Monitor::stop).unwrap_or(false);
+    let hang = monitor.and_then(Monitor::stop);
+    if let Some(text) = hang.as_ref().and_then(|h| h.stacks.as_deref()) {
+        let header = hang.as_ref().map(|h| format!("# hang evidence: {}\n\n", h.evidence)).unwrap_or_default();
+        // Best effort: the report keeps the text either way.
+        let _ = fs::write(spec.stdout.with_file_name(HANG_STACKS_FILE), header + text);
+    }
 
     let mut strays_killed = 0;
     match end {
@@ -361,7 +372,8 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
         exit_code,
         timed_out,
         cancelled: end == End::Cancelled,
-        hang_detected,
+        hang_detected: hang.is_some(),
+        hang,
         walltime: ended_at - start,
         pid: Some(pid as u32),
         peak_rss_kib: (peak > 0).then_some(peak),
