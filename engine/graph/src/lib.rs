@@ -14,5 +14,5 @@ pub use dag::{Dag, Node};
 pub use db::{BuildInputs, CompileDb, PlannedTrial, SourceText};
 pub use host::HostBasics;
 pub use inputs::{hash_file, hash_inputs};
-pub use key::{canonical_json, EnvironmentDescriptor, KeyInputs, TrialKey, WorkloadIdentity, KEY_SCHEMA_VERSION};
+pub use key::{canonical_json, CellKeyer, EnvironmentDescriptor, KeyInputs, TrialKey, WorkloadIdentity, KEY_SCHEMA_VERSION};
 pub use plan_keys::{trial_count, trial_inputs, KeyContext};
