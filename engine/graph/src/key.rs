@@ -78,6 +78,49 @@ impl KeyInputs {
     pub fn key(&self) -> Result<Key, HashError> {
         hash_json(DOMAIN, "trial key inputs", self)
     }
+
+    /// A keyer for the trials of one cell: [`key`](Self::key) for any `trial_index`, with the
+    /// shared inputs serialised and hashed once. The encoding ends in `"trial_index":N}` (the
+    /// last field), so only that tail differs; the keys are byte-for-byte the same as `key`'s.
+    /// (Serialising a 900 KB config once per trial made planning 200 trials take seconds.)
+    pub fn keyer(&self) -> Result<CellKeyer, HashError> {
+        let json = self.canonical_json()?;
+        let tail = trial_index_tail(self.trial_index);
+        match json.strip_suffix(&tail) {
+            Some(prefix) => {
+                let mut h = blake3::Hasher::new();
+                h.update(DOMAIN);
+                h.update(prefix.as_bytes());
+                Ok(CellKeyer::Prefix(Box::new(h)))
+            }
+            None => Ok(CellKeyer::Whole(self.clone())),
+        }
+    }
+}
+
+fn trial_index_tail(index: u32) -> String {
+    format!("\"trial_index\":{index}}}")
+}
+
+/// See [`KeyInputs::keyer`].
+pub enum CellKeyer {
+    /// The hasher state after the domain tag and everything before the trial index.
+    Prefix(Box<blake3::Hasher>),
+    /// The encoding did not end as expected: serialise each trial in full.
+    Whole(KeyInputs),
+}
+
+impl CellKeyer {
+    pub fn key(&self, trial_index: u32) -> Result<Key, HashError> {
+        match self {
+            CellKeyer::Prefix(prefix) => {
+                let mut h = (**prefix).clone();
+                h.update(trial_index_tail(trial_index).as_bytes());
+                Ok(Key::from_hash(h.finalize()))
+            }
+            CellKeyer::Whole(inputs) => KeyInputs { trial_index, ..inputs.clone() }.key(),
+        }
+    }
 }
 
 /// JSON with object keys sorted at every level, so equal configs hash equally.
@@ -113,6 +156,18 @@ mod tests {
             environment: Arc::new(EnvironmentDescriptor { docker: None, venv: None, buck_target: None }),
             env_snapshot: "host".into(),
             trial_index: 0,
+        }
+    }
+
+    #[test]
+    fn the_cell_keyer_gives_the_same_keys() {
+        let mut i = inputs();
+        i.config = format!("{{\"blob\":\"{}\"}}", "x\"é".repeat(1000)).into();
+        let keyer = i.keyer().unwrap();
+        assert!(matches!(keyer, CellKeyer::Prefix(_)));
+        for index in [0, 1, 9, 10, 123_456, u32::MAX] {
+            i.trial_index = index;
+            assert_eq!(keyer.key(index).unwrap(), i.key().unwrap(), "{index}");
         }
     }
 

@@ -92,17 +92,19 @@ pub fn trial_inputs(recipe: &Recipe, ctx: &KeyContext) -> Result<Vec<PlannedTria
             venv: cell.environment.venv.clone(),
             buck_target: cell.environment.buck_target.clone(),
         });
+        let shared = KeyInputs {
+            key_schema: KEY_SCHEMA_VERSION,
+            workload: workload.clone(),
+            config: config.clone(),
+            env: env.clone(),
+            environment: environment.clone(),
+            env_snapshot: env_snapshot.clone(),
+            trial_index: 0,
+        };
+        let keyer = shared.keyer()?;
         for index in 0..trial_count(recipe, cell) {
-            let inputs = KeyInputs {
-                key_schema: KEY_SCHEMA_VERSION,
-                workload: workload.clone(),
-                config: config.clone(),
-                env: env.clone(),
-                environment: environment.clone(),
-                env_snapshot: env_snapshot.clone(),
-                trial_index: index,
-            };
-            out.push(PlannedTrial { cell: ci, index, key: inputs.key()?, inputs });
+            let inputs = KeyInputs { trial_index: index, ..shared.clone() };
+            out.push(PlannedTrial { cell: ci, index, key: keyer.key(index)?, inputs });
         }
     }
     Ok(out)

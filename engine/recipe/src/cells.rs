@@ -2,7 +2,7 @@
 
 use crate::blocks;
 use crate::check::{Ctx, Res};
-use crate::limits::MAX_CELLS;
+use crate::limits::{cell_settings_bytes, own_settings_past_limit, MAX_CELLS, SETTINGS_HELP};
 use crate::load::{check_explicit_baseline, common};
 use crate::model::*;
 use crate::names::{inline_environment_name, valid_cell_name, RESERVED_CELL_NAMES};
@@ -44,9 +44,14 @@ pub(crate) fn triage(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> 
     let mut name_nodes: Vec<&Node> = Vec::new();
     let mut by_name: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let mut inline: Vec<InlineEnvironment> = Vec::new();
+    let mut own_settings = 0u64;
     for (i, item) in items.iter().enumerate() {
         let p = cp.index(i);
         let (cell, name_node) = cell(cx, item, &p, registry, &mut inline)?;
+        own_settings += cell_settings_bytes(&cell);
+        if let Some(message) = own_settings_past_limit(own_settings, i + 1) {
+            return Err(cx.err(DiagKind::Limit, item, &p, message, SETTINGS_HELP));
+        }
         if let Some(&j) = by_name.get(&cell.name) {
             return Err(Box::new(
                 aorta_source::Diag::new(DiagKind::Cell, format!("duplicate cell name '{}'", cell.name))

@@ -2,7 +2,7 @@
 
 use crate::blocks::COLLECTORS;
 use crate::cells::auto_baseline;
-use crate::limits::{too_many_trials, MAX_CELLS};
+use crate::limits::{too_many_settings, too_many_trials, MAX_CELLS};
 use crate::model::*;
 use crate::names::{inline_environment_name, valid_cell_name};
 use aorta_registry::Registry;
@@ -168,7 +168,7 @@ impl FlagRecipe {
             probe: None,
             registry_files: registry.sidecars().to_vec(),
         };
-        if let Some(message) = too_many_trials(&recipe) {
+        if let Some(message) = too_many_trials(&recipe).or_else(|| too_many_settings(&recipe).map(|(m, _)| m)) {
             return Err(usage("--trials", message, "pass a smaller --trials or shorter axes; see \"Limits\" in docs/recipes.md"));
         }
         Ok(recipe)
@@ -230,7 +230,7 @@ impl ProbeOverlays {
             }
             let event_verdict = recipe_rule.map_or(Verdict::Fail, |r| r.event_verdict);
             recipe.stop_after = Some(StopAfter { events, max_trials: cap, event_verdict });
-            if let Some(message) = too_many_trials(recipe) {
+            if let Some(message) = too_many_trials(recipe).or_else(|| too_many_settings(recipe).map(|(m, _)| m)) {
                 return Err(usage("--max-trials", message, "pass a smaller --max-trials; see \"Limits\" in docs/recipes.md"));
             }
         }

@@ -4,7 +4,7 @@
 use crate::blocks;
 use crate::cells;
 use crate::check::{Ctx, Res};
-use crate::limits::{too_many_trials, MAX_RECIPE_BYTES, TRIALS_HELP};
+use crate::limits::{too_many_settings, too_many_trials, MAX_RECIPE_BYTES, SETTINGS_HELP, TRIALS_HELP};
 use crate::model::*;
 use crate::probe;
 use aorta_registry::Registry;
@@ -62,6 +62,18 @@ pub fn parse_recipe(file: &SourceFile, syntax: Syntax, registry: &Registry) -> R
     if let Some(message) = too_many_trials(&recipe) {
         let (node, path) = trials_node(&root, &recipe);
         return Err(cx.err(DiagKind::Limit, node, &path, message, TRIALS_HELP));
+    }
+    if let Some((message, heaviest)) = too_many_settings(&recipe) {
+        let top = FieldPath::root();
+        let shared_key = if recipe.probe.is_some() { "custom_patterns" } else { "workload_config" };
+        let (node, path) = match heaviest {
+            Some(i) => match root.get("cells").and_then(Node::as_seq).and_then(|c| c.get(i)) {
+                Some(n) => (n, top.key("cells").index(i)),
+                None => (root.get("mitigation_axis").unwrap_or(&root), top.key("mitigation_axis")),
+            },
+            None => (root.get(shared_key).unwrap_or(&root), top.key(shared_key)),
+        };
+        return Err(cx.err(DiagKind::Limit, node, &path, message, SETTINGS_HELP));
     }
     Ok(recipe)
 }

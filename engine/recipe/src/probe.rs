@@ -4,7 +4,7 @@
 use crate::blocks;
 use crate::cells::resolve_bundles;
 use crate::check::{Ctx, Res};
-use crate::limits::MAX_CELLS;
+use crate::limits::{cell_settings_bytes, own_settings_past_limit, MAX_CELLS, SETTINGS_HELP};
 use crate::load::{check_explicit_baseline, common};
 use crate::model::*;
 use crate::names::segment;
@@ -30,6 +30,7 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
     let mut cells: Vec<Cell> = Vec::new();
     let mut origins: Vec<(String, String)> = Vec::new();
     let mut by_name: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut own_settings = 0u64;
     for (m_node, m_path) in &m_axis {
         for (d_node, d_path) in &d_axis {
             let m = cx.string(m_node, m_path, "a mitigation name")?;
@@ -47,7 +48,7 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
             }
             origins.push((m.to_string(), d.to_string()));
             by_name.insert(name.clone(), cells.len());
-            cells.push(Cell {
+            let cell = Cell {
                 name,
                 mitigations,
                 environment: EnvironmentRef { name: "local".into(), docker: None, venv: None, buck_target: None, inline: false },
@@ -58,7 +59,12 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
                 collect: None,
                 resolved_env,
                 env_origin,
-            });
+            };
+            own_settings += cell_settings_bytes(&cell);
+            if let Some(message) = own_settings_past_limit(own_settings, cells.len() + 1) {
+                return Err(cx.err(DiagKind::Limit, m_node, m_path, message, SETTINGS_HELP));
+            }
+            cells.push(cell);
         }
     }
     let resolved_baseline = match &common.baseline_cell {

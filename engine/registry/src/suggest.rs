@@ -43,7 +43,7 @@ mod tests {
         let huge = "x".repeat(20 << 20);
         let t0 = std::time::Instant::now();
         assert_eq!(did_you_mean(&huge, names.iter().copied()), "");
-        assert!(t0.elapsed() < std::time::Duration::from_secs(2), "{:?}", t0.elapsed());
+        assert!(t0.elapsed() < std::time::Duration::from_secs(5), "{:?}", t0.elapsed());
         let many = ["ab", "ac", "ad", "ae", "af"];
         assert_eq!(did_you_mean("aa", many.iter().copied()), "did you mean 'ab' or 'ac' or 'ad'? ");
         let h = hint("xnak", names.iter().copied());

@@ -17,7 +17,7 @@ pub use diag::{shorten, Diag, DiagKind, MAX_MESSAGE_CHARS};
 pub use excerpt::MAX_LINE_CHARS;
 pub use path::FieldPath;
 pub use tree::{Node, Value, MAX_REPR_CHARS};
-pub use yaml::{parse_document, Syntax};
+pub use yaml::{parse_document, Syntax, MAX_NODES};
 
 use std::path::Path;
 use std::sync::Arc;

@@ -12,9 +12,11 @@ use std::path::Path;
 
 /// Nesting beyond this is refused, so hostile input cannot exhaust the stack downstream.
 const MAX_DEPTH: usize = 200;
-/// Alias expansion beyond this many nodes is refused ("billion laughs"). A string counts as
-/// one node per 64 bytes, so aliases of one long string cannot fill memory either.
-const MAX_NODES: usize = 1_000_000;
+/// A document of more nodes than this, aliases expanded, is refused ("billion laughs"). A
+/// string counts as one node per 64 bytes of an alias's expansion, so aliases of one long
+/// string cannot fill memory either. A 10,000-cell recipe has about 80,000 nodes; 810,000
+/// (four levels of 30 aliases) took 6 s to plan in a debug build.
+pub const MAX_NODES: usize = 250_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Syntax {
@@ -148,13 +150,15 @@ impl Builder<'_> {
                 self.push(Node::new(value, range), anchor)
             }
             Event::Alias(id) => {
-                let node = self.anchors.get(&id).cloned().ok_or_else(|| {
-                    self.error(range.clone(), "alias refers to an unknown anchor".into(), "define the `&anchor` before using `*anchor`")
-                })?;
-                self.nodes += count_nodes(&node);
+                let Some(anchored) = self.anchors.get(&id) else {
+                    return Err(self.error(range, "alias refers to an unknown anchor".into(), "define the `&anchor` before using `*anchor`"));
+                };
+                // Counted before it is copied: the copy is what must not happen.
+                self.nodes += count_nodes(anchored);
                 if self.nodes > MAX_NODES {
-                    return Err(self.error(range, "aliases expand to too many nodes".into(), "do not nest aliases of aliases"));
+                    return Err(self.error(range, format!("aliases expand to too many nodes (more than {MAX_NODES})"), "do not nest aliases of aliases"));
                 }
+                let node = anchored.clone();
                 self.push(Node { span: range, ..node }, 0)
             }
             Event::SequenceStart(anchor, tag) | Event::MappingStart(anchor, tag) if tag.as_deref().is_some_and(|t| !is_collection_tag(t)) => {
@@ -229,6 +233,9 @@ impl Builder<'_> {
 
     fn push(&mut self, node: Node, anchor: usize) -> Result<(), Box<Diag>> {
         self.nodes += 1;
+        if self.nodes > MAX_NODES {
+            return Err(self.error(node.span, format!("the document has too many values (more than {MAX_NODES})"), "a recipe or registry this large is not one aorta can plan; split it"));
+        }
         if anchor != 0 {
             self.anchors.insert(anchor, node.clone());
         }
@@ -368,6 +375,20 @@ mod tests {
         text.push_str("]\n");
         let e = parse_document(&SourceFile::new("t.yaml", text), Syntax::Yaml).unwrap_err();
         assert!(e.to_string().contains("too many nodes"), "{e}");
+    }
+
+    #[test]
+    fn documents_of_too_many_values_are_refused() {
+        let text = format!("a: [{}]\n", vec!["0"; MAX_NODES].join(","));
+        let e = parse_document(&SourceFile::new("t.yaml", text), Syntax::Yaml).unwrap_err();
+        assert!(e.to_string().contains("too many values"), "{e}");
+        // Four levels of 30 aliases (810,000 nodes) used to parse, then took seconds to plan.
+        let mut parts = vec![format!("&l0 [{}]", vec!["lol"; 30].join(", "))];
+        for i in 1..4 {
+            parts.push(format!("&l{i} [{}]", vec![format!("*l{}", i - 1); 30].join(", ")));
+        }
+        let e = parse_document(&SourceFile::new("t.yaml", format!("a: [{}]\n", parts.join(", "))), Syntax::Yaml).unwrap_err();
+        assert!(e.to_string().contains("aliases expand to too many nodes"), "{e}");
     }
 
     #[test]
