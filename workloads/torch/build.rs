@@ -9,11 +9,16 @@ use std::path::Path;
 fn main() {
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
     let Ok(lib) = std::env::var("DEP_TCH_LIBTORCH_LIB") else {
-        println!("cargo:warning=DEP_TCH_LIBTORCH_LIB unset: torch-sys did not report libtorch's lib dir");
+        println!(
+            "cargo:warning=DEP_TCH_LIBTORCH_LIB unset: torch-sys did not report libtorch's lib dir"
+        );
         return;
     };
     // The shim needs only ATen's headers, next to the lib folder.
-    let include = Path::new(&lib).parent().map(|p| p.join("include")).unwrap_or_default();
+    let include = Path::new(&lib)
+        .parent()
+        .map(|p| p.join("include"))
+        .unwrap_or_default();
     println!("cargo:rerun-if-changed=src/shim.cpp");
     cc::Build::new()
         .cpp(true)

@@ -17,13 +17,20 @@ fn main() {
     }
     for file in files {
         // The log as the trial's stdout of an exit-0 run: only the log tiers can fire.
-        let obs = Observation { stdout_log: Some(PathBuf::from(&file)), ..Default::default() };
+        let obs = Observation {
+            stdout_log: Some(PathBuf::from(&file)),
+            ..Default::default()
+        };
         let c = classify(&obs, &ClassifierConfig::default());
         if let Some(err) = c.capture.get("classifier_error") {
             eprintln!("{file}: {err}");
             std::process::exit(1);
         }
-        let fired: Vec<&String> = c.failure_detectors_fired.iter().filter(|id| id.starts_with("tier4:")).collect();
+        let fired: Vec<&String> = c
+            .failure_detectors_fired
+            .iter()
+            .filter(|id| id.starts_with("tier4:"))
+            .collect();
         println!("{}", serde_json::json!({ "file": file, "fired": fired }));
     }
 }

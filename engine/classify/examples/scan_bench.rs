@@ -24,7 +24,10 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("gen") if args.len() == 3 => generate(&args[1], args[2].parse().expect("SIZE in MiB")),
         Some("run") if args.len() >= 2 => {
-            let runs = args.iter().position(|a| a == "--runs").map_or(5, |i| args[i + 1].parse().expect("--runs N"));
+            let runs = args
+                .iter()
+                .position(|a| a == "--runs")
+                .map_or(5, |i| args[i + 1].parse().expect("--runs N"));
             run(&args[1], runs, args.iter().any(|a| a == "--unfiltered"));
         }
         _ => {
@@ -50,7 +53,10 @@ impl Rng {
 
 fn generate(path: &str, mib: usize) {
     let target = mib << 20;
-    let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::create(path).expect("create the log"));
+    let mut out = BufWriter::with_capacity(
+        1 << 20,
+        std::fs::File::create(path).expect("create the log"),
+    );
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let mut written = 0usize;
     let mut step = 0u64;
@@ -113,7 +119,11 @@ fn run(path: &str, runs: usize, unfiltered: bool) {
     let (mut wall, mut cpu) = (Vec::new(), Vec::new());
     for i in 0..runs {
         let (start, cpu_start) = (Instant::now(), cpu_secs());
-        let fired = if unfiltered { unfiltered_scan(path) } else { prefiltered_scan(path) };
+        let fired = if unfiltered {
+            unfiltered_scan(path)
+        } else {
+            prefiltered_scan(path)
+        };
         let (secs, cpu_used) = (start.elapsed().as_secs_f64(), cpu_secs() - cpu_start);
         println!(
             "run {}: wall {secs:.3} s ({:.0} MB/s), cpu {cpu_used:.3} s ({:.0} MB/s per core), fired {fired:?}",
@@ -153,15 +163,22 @@ fn cpu_secs() -> f64 {
 
 /// What `aorta` runs: `classify` with the built-in library, the log as the trial's stdout.
 fn prefiltered_scan(path: &str) -> Vec<String> {
-    let obs = Observation { stdout_log: Some(PathBuf::from(path)), ..Default::default() };
+    let obs = Observation {
+        stdout_log: Some(PathBuf::from(path)),
+        ..Default::default()
+    };
     classify(&obs, &ClassifierConfig::default()).failure_detectors_fired
 }
 
 /// The scan before the prefilter: each regex over each 1 MiB run of whole lines.
 fn unfiltered_scan(path: &str) -> Vec<String> {
-    let regexes: Vec<_> = TIER4_PATTERNS.iter().map(|p| (p.id, p.compile().expect("built-ins compile"))).collect();
+    let regexes: Vec<_> = TIER4_PATTERNS
+        .iter()
+        .map(|p| (p.id, p.compile().expect("built-ins compile")))
+        .collect();
     let mut fired = vec![false; regexes.len()];
-    let mut reader = BufReader::with_capacity(1 << 20, std::fs::File::open(path).expect("open the log"));
+    let mut reader =
+        BufReader::with_capacity(1 << 20, std::fs::File::open(path).expect("open the log"));
     let mut window = String::new();
     loop {
         window.clear();
@@ -179,7 +196,12 @@ fn unfiltered_scan(path: &str) -> Vec<String> {
             }
         }
     }
-    regexes.iter().zip(fired).filter(|(_, f)| *f).map(|((id, _), _)| id.to_string()).collect()
+    regexes
+        .iter()
+        .zip(fired)
+        .filter(|(_, f)| *f)
+        .map(|((id, _), _)| id.to_string())
+        .collect()
 }
 
 fn peak_rss_kib() -> i64 {

@@ -27,7 +27,13 @@ pub enum Tier {
 }
 
 impl Tier {
-    pub const ALL: [Tier; 5] = [Tier::Tier1, Tier::Tier2, Tier::Tier3, Tier::Tier4, Tier::Tier5];
+    pub const ALL: [Tier; 5] = [
+        Tier::Tier1,
+        Tier::Tier2,
+        Tier::Tier3,
+        Tier::Tier4,
+        Tier::Tier5,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -43,15 +49,21 @@ impl Tier {
     pub fn summary(self) -> &'static str {
         match self {
             Tier::Tier1 => "process exit: non-zero exit, signals, timeout, core dump, exec failure",
-            Tier::Tier2 => "hang monitor: output silence, idle I/O and idle GPU over the whole process tree",
-            Tier::Tier3 => "kernel and GPU: dmesg (amdgpu, NVRM Xid, ECC, AER), VRAM growth, throttling",
+            Tier::Tier2 => {
+                "hang monitor: output silence, idle I/O and idle GPU over the whole process tree"
+            }
+            Tier::Tier3 => {
+                "kernel and GPU: dmesg (amdgpu, NVRM Xid, ECC, AER), VRAM growth, throttling"
+            }
             Tier::Tier4 => "built-in log patterns (this catalogue)",
             Tier::Tier5 => "the recipe's custom_patterns",
         }
     }
 
     pub fn parse(token: &str) -> Option<Tier> {
-        Tier::ALL.into_iter().find(|t| t.name().eq_ignore_ascii_case(token.trim()))
+        Tier::ALL
+            .into_iter()
+            .find(|t| t.name().eq_ignore_ascii_case(token.trim()))
     }
 }
 
@@ -120,24 +132,48 @@ impl Pattern {
         }
         // `seek`: a look-around pattern first skips to where its look-around-free
         // approximation can match, instead of starting the backtracking VM at every position.
-        fancy_regex::RegexBuilder::new(&format!("{prefix}{}", self.regex)).seek(true).build().map_err(Box::new)
+        fancy_regex::RegexBuilder::new(&format!("{prefix}{}", self.regex))
+            .seek(true)
+            .build()
+            .map_err(Box::new)
     }
 }
 
-const NONE: PatternFlags = PatternFlags { multiline: false, ignore_case: false };
-const M: PatternFlags = PatternFlags { multiline: true, ignore_case: false };
-const MI: PatternFlags = PatternFlags { multiline: true, ignore_case: true };
+const NONE: PatternFlags = PatternFlags {
+    multiline: false,
+    ignore_case: false,
+};
+const M: PatternFlags = PatternFlags {
+    multiline: true,
+    ignore_case: false,
+};
+const MI: PatternFlags = PatternFlags {
+    multiline: true,
+    ignore_case: true,
+};
 
 const fn lit(literal: &'static str) -> Trigger {
-    Trigger { literal, word_before: false, word_after: false }
+    Trigger {
+        literal,
+        word_before: false,
+        word_after: false,
+    }
 }
 
 const fn word(literal: &'static str) -> Trigger {
-    Trigger { literal, word_before: true, word_after: true }
+    Trigger {
+        literal,
+        word_before: true,
+        word_after: true,
+    }
 }
 
 const fn word_end(literal: &'static str) -> Trigger {
-    Trigger { literal, word_before: false, word_after: true }
+    Trigger {
+        literal,
+        word_before: false,
+        word_after: true,
+    }
 }
 
 const fn p(
@@ -148,7 +184,15 @@ const fn p(
     examples: [&'static str; 2],
     triggers: &'static [Trigger],
 ) -> Pattern {
-    Pattern { id, description, regex, flags, sample: examples[0], negative: examples[1], triggers }
+    Pattern {
+        id,
+        description,
+        regex,
+        flags,
+        sample: examples[0],
+        negative: examples[1],
+        triggers,
+    }
 }
 
 /// Optional prefixes that launchers, loggers and progress bars put before a message, any
@@ -186,8 +230,17 @@ macro_rules! nonfinite {
 
 /// The triggers of [`nonfinite!`]: `Infinity` is found through `nfinity`, since `Inf` inside
 /// it is not a word.
-const NONFINITE_TRIGGERS: &[Trigger] =
-    &[word("nan"), word("NaN"), word("NAN"), word("Nan"), word("inf"), word("Inf"), word("INF"), word_end("nfinity"), word_end("NFINITY")];
+const NONFINITE_TRIGGERS: &[Trigger] = &[
+    word("nan"),
+    word("NaN"),
+    word("NAN"),
+    word("Nan"),
+    word("inf"),
+    word("Inf"),
+    word("INF"),
+    word_end("nfinity"),
+    word_end("NFINITY"),
+];
 
 /// Tier-4 log patterns in scan order (AORTA's seven first, under their AORTA ids).
 pub const TIER4_PATTERNS: &[Pattern] = &[
@@ -388,7 +441,10 @@ pub const TIER3_LOG_PATTERNS: &[Pattern] = &[
         "SDMA semaphore timeout or hang",
         r"SDMA semaphore timeout|SDMA hang",
         MI,
-        ["amdgpu: SDMA hang detected", "amdgpu: SDMA engine 0 initialized"],
+        [
+            "amdgpu: SDMA hang detected",
+            "amdgpu: SDMA engine 0 initialized",
+        ],
         &[],
     ),
     p(
@@ -396,7 +452,10 @@ pub const TIER3_LOG_PATTERNS: &[Pattern] = &[
         "GPU VM L2 protection fault",
         r"VM_L2_PROTECTION_FAULT",
         M,
-        ["amdgpu: VM_L2_PROTECTION_FAULT_STATUS:0x00301031", "amdgpu: VM size 262144 GB, 4 levels, block size 9-bit"],
+        [
+            "amdgpu: VM_L2_PROTECTION_FAULT_STATUS:0x00301031",
+            "amdgpu: VM size 262144 GB, 4 levels, block size 9-bit",
+        ],
         &[],
     ),
     p(
@@ -404,7 +463,10 @@ pub const TIER3_LOG_PATTERNS: &[Pattern] = &[
         "XGMI link error",
         r"XGMI.*(?:error|fail|link down)",
         MI,
-        ["amdgpu: XGMI link down on hive 0", "amdgpu: XGMI initialized"],
+        [
+            "amdgpu: XGMI link down on hive 0",
+            "amdgpu: XGMI initialized",
+        ],
         &[],
     ),
     p(
@@ -412,7 +474,10 @@ pub const TIER3_LOG_PATTERNS: &[Pattern] = &[
         "PCIe AER fatal error",
         r"AER:?\s+Fatal",
         M,
-        ["pcieport 0000:00:01.1: AER: Fatal error received", "pcieport 0000:00:01.1: AER: Corrected error received: 0000:01:00.0"],
+        [
+            "pcieport 0000:00:01.1: AER: Fatal error received",
+            "pcieport 0000:00:01.1: AER: Corrected error received: 0000:01:00.0",
+        ],
         &[],
     ),
     p(
@@ -431,7 +496,10 @@ pub const TIER3_LOG_PATTERNS: &[Pattern] = &[
         "NVIDIA ECC or row-remap event",
         r"uncorrectable (?:double bit )?ECC|double bit ECC|row remap(?:ping)? (?:failure|pending|event)",
         MI,
-        ["NVRM: Xid (PCI:0000:3b:00): 48, An uncorrectable double bit ECC error", "nvidia 0000:3b:00.0: enabling device (0000 -> 0003)"],
+        [
+            "NVRM: Xid (PCI:0000:3b:00): 48, An uncorrectable double bit ECC error",
+            "nvidia 0000:3b:00.0: enabling device (0000 -> 0003)",
+        ],
         &[],
     ),
 ];
@@ -467,31 +535,58 @@ mod tests {
     fn every_pattern_compiles_matches_its_sample_and_not_its_negative() {
         for pat in TIER4_PATTERNS.iter().chain(TIER3_LOG_PATTERNS) {
             let re = pat.compile().unwrap_or_else(|e| panic!("{}: {e}", pat.id));
-            assert!(re.is_match(pat.sample).unwrap(), "{} does not match its sample", pat.id);
-            assert!(!re.is_match(pat.negative).unwrap(), "{} matches its negative example", pat.id);
+            assert!(
+                re.is_match(pat.sample).unwrap(),
+                "{} does not match its sample",
+                pat.id
+            );
+            assert!(
+                !re.is_match(pat.negative).unwrap(),
+                "{} matches its negative example",
+                pat.id
+            );
         }
     }
 
     #[test]
     fn aorta_tier4_ids_come_first_in_aorta_order_and_aorta_samples_still_fire() {
         let aorta = [
-            ("tier4:python_traceback", "Traceback (most recent call last):"),
+            (
+                "tier4:python_traceback",
+                "Traceback (most recent call last):",
+            ),
             ("tier4:hip_error", "hipError_OutOfMemory"),
             ("tier4:cuda_error", "cudaErrorIllegalAddress"),
             ("tier4:rocm_error", "Error code: 1"),
-            ("tier4:nccl_rccl_error", "NCCL error: unhandled system error"),
-            ("tier4:collective_timeout", "Watchdog caught collective operation timeout: WorkNCCL ..."),
+            (
+                "tier4:nccl_rccl_error",
+                "NCCL error: unhandled system error",
+            ),
+            (
+                "tier4:collective_timeout",
+                "Watchdog caught collective operation timeout: WorkNCCL ...",
+            ),
             ("tier4:nan_signature", "loss is NaN"),
         ];
         for (pat, (id, sample)) in TIER4_PATTERNS.iter().zip(aorta) {
             assert_eq!(pat.id, id);
-            assert!(pat.compile().unwrap().is_match(sample).unwrap(), "{id} no longer matches AORTA's sample {sample:?}");
+            assert!(
+                pat.compile().unwrap().is_match(sample).unwrap(),
+                "{id} no longer matches AORTA's sample {sample:?}"
+            );
         }
     }
 
     #[test]
     fn success_statuses_and_look_alikes_do_not_fire() {
-        let find = |id: &str| TIER4_PATTERNS.iter().find(|p| p.id == id).unwrap().compile().unwrap();
+        let find = |id: &str| {
+            TIER4_PATTERNS
+                .iter()
+                .find(|p| p.id == id)
+                .unwrap()
+                .compile()
+                .unwrap()
+        };
         let quiet = [
             ("tier4:cublas_status", "CUBLAS_STATUS_SUCCESS HIPBLAS_STATUS_SUCCESS rocblas_status_success"),
             ("tier4:cudnn_error", "CUDNN_STATUS_SUCCESS miopenStatusSuccess"),
@@ -506,8 +601,15 @@ mod tests {
         for (id, line) in quiet {
             assert!(!find(id).is_match(line).unwrap(), "{id} fires on {line:?}");
         }
-        let xgmi = TIER3_LOG_PATTERNS.iter().find(|p| p.id == "tier3:xgmi_link_error").unwrap();
-        assert!(!xgmi.compile().unwrap().is_match("amdgpu: XGMI initialized").unwrap());
+        let xgmi = TIER3_LOG_PATTERNS
+            .iter()
+            .find(|p| p.id == "tier3:xgmi_link_error")
+            .unwrap();
+        assert!(!xgmi
+            .compile()
+            .unwrap()
+            .is_match("amdgpu: XGMI initialized")
+            .unwrap());
     }
 
     /// The scanner runs regexes line by line, so no built-in may match across a newline:
@@ -527,7 +629,11 @@ mod tests {
                     end += if b[end] == b'\\' { 2 } else { 1 };
                 }
                 let class = &r[i..=end];
-                assert!(class.contains(r"\n"), "{}: {class} can match a newline", pat.id);
+                assert!(
+                    class.contains(r"\n"),
+                    "{}: {class} can match a newline",
+                    pat.id
+                );
             }
         }
     }
@@ -538,17 +644,23 @@ mod tests {
         for pat in TIER4_PATTERNS {
             assert!(!pat.triggers.is_empty(), "{} has no trigger", pat.id);
             let s = pat.sample.as_bytes();
-            let found = pat
-                .triggers
-                .iter()
-                .any(|t| s.windows(t.literal.len()).enumerate().any(|(i, w)| w == t.literal.as_bytes() && t.holds_at(s, i, i + w.len())));
+            let found = pat.triggers.iter().any(|t| {
+                s.windows(t.literal.len())
+                    .enumerate()
+                    .any(|(i, w)| w == t.literal.as_bytes() && t.holds_at(s, i, i + w.len()))
+            });
             assert!(found, "{}: no trigger in its sample", pat.id);
         }
         // Two triggers can start at one position only if one is a prefix of the other; the
         // scan's leftmost-first search would then hide one of them.
         for a in &all {
             for b in &all {
-                assert!(std::ptr::eq(*a, *b) || !b.literal.starts_with(a.literal), "{:?} is a prefix of {:?}", a.literal, b.literal);
+                assert!(
+                    std::ptr::eq(*a, *b) || !b.literal.starts_with(a.literal),
+                    "{:?} is a prefix of {:?}",
+                    a.literal,
+                    b.literal
+                );
             }
         }
     }
@@ -556,7 +668,11 @@ mod tests {
     #[test]
     fn word_triggers_skip_words_that_merely_contain_them() {
         let nan = word("nan");
-        let at = |s: &str| s.find("nan").map(|i| nan.holds_at(s.as_bytes(), i, i + 3)).unwrap();
+        let at = |s: &str| {
+            s.find("nan")
+                .map(|i| nan.holds_at(s.as_bytes(), i, i + 3))
+                .unwrap()
+        };
         assert!(at("loss=nan"));
         assert!(at("nan"));
         assert!(at("(nan,"));

@@ -20,7 +20,11 @@ pub fn classify(obs: &Observation, cfg: &ClassifierConfig) -> Classification {
     classify_with(obs, cfg, DEFAULT_WINDOWS)
 }
 
-pub(crate) fn classify_with(obs: &Observation, cfg: &ClassifierConfig, params: WindowParams) -> Classification {
+pub(crate) fn classify_with(
+    obs: &Observation,
+    cfg: &ClassifierConfig,
+    params: WindowParams,
+) -> Classification {
     match catch_unwind(AssertUnwindSafe(|| run(obs, cfg, params))) {
         Ok(c) => c,
         Err(payload) => {
@@ -37,19 +41,42 @@ pub(crate) fn classify_with(obs: &Observation, cfg: &ClassifierConfig, params: W
 /// Tier 1 alone, with the same disables and precedence; every duration is 0.0.
 fn fallback(obs: &Observation, cfg: &ClassifierConfig, error: &str) -> Classification {
     let eff = Effective::new(&cfg.disables, obs.exec_failed);
-    let tier1 = if eff.tier_on(Tier::Tier1) { eff.filter(tier1::detect(obs)) } else { Vec::new() };
+    let tier1 = if eff.tier_on(Tier::Tier1) {
+        eff.filter(tier1::detect(obs))
+    } else {
+        Vec::new()
+    };
     let mut capture = Map::new();
     capture.insert("classifier_error".into(), Value::String(error.into()));
     eff.echo(&mut capture);
-    let durations = Tier::ALL.iter().map(|t| (t.name().to_string(), 0.0)).collect();
-    resolve(Fired { tier1, ..Default::default() }, capture, durations)
+    let durations = Tier::ALL
+        .iter()
+        .map(|t| (t.name().to_string(), 0.0))
+        .collect();
+    resolve(
+        Fired {
+            tier1,
+            ..Default::default()
+        },
+        capture,
+        durations,
+    )
 }
 
 /// Times one tier: runs `f` if the tier is on, records the milliseconds either way.
-fn timed<T: Default>(durations: &mut BTreeMap<String, f64>, tier: Tier, on: bool, f: impl FnOnce() -> T) -> T {
+fn timed<T: Default>(
+    durations: &mut BTreeMap<String, f64>,
+    tier: Tier,
+    on: bool,
+    f: impl FnOnce() -> T,
+) -> T {
     let start = Instant::now();
     let out = if on { f() } else { T::default() };
-    let ms = if on { start.elapsed().as_secs_f64() * 1000.0 } else { 0.0 };
+    let ms = if on {
+        start.elapsed().as_secs_f64() * 1000.0
+    } else {
+        0.0
+    };
     durations.insert(tier.name().to_string(), ms);
     out
 }
@@ -70,24 +97,40 @@ fn run(obs: &Observation, cfg: &ClassifierConfig, params: WindowParams) -> Class
     let mut errors: Vec<String> = Vec::new();
     let mut d = BTreeMap::new();
 
-    let t1 = timed(&mut d, Tier::Tier1, eff.tier_on(Tier::Tier1), || tier1::detect(obs));
+    let t1 = timed(&mut d, Tier::Tier1, eff.tier_on(Tier::Tier1), || {
+        tier1::detect(obs)
+    });
 
-    let (t2, reconciled) = timed(&mut d, Tier::Tier2, eff.tier_on(Tier::Tier2), || tier1::hang(obs));
+    let (t2, reconciled) = timed(&mut d, Tier::Tier2, eff.tier_on(Tier::Tier2), || {
+        tier1::hang(obs)
+    });
     if reconciled {
-        capture.insert("tier2_hang_latched_but_reconciled".into(), Value::Bool(true));
+        capture.insert(
+            "tier2_hang_latched_but_reconciled".into(),
+            Value::Bool(true),
+        );
     }
 
     // Nothing ran when the command never launched: kernel events and counters are not its own.
     let check_vram = cfg.tier3_vram_growth && !eff.detector_off("tier3:vram_growth");
-    let t3 = timed(&mut d, Tier::Tier3, eff.tier_on(Tier::Tier3) && !obs.exec_failed, || {
-        tier3::detect(obs, check_vram, &mut capture, &mut errors)
-    });
+    let t3 = timed(
+        &mut d,
+        Tier::Tier3,
+        eff.tier_on(Tier::Tier3) && !obs.exec_failed,
+        || tier3::detect(obs, check_vram, &mut capture, &mut errors),
+    );
 
-    let t4 = timed(&mut d, Tier::Tier4, eff.tier_on(Tier::Tier4), || patterns::tier4(obs, params, &mut errors));
+    let t4 = timed(&mut d, Tier::Tier4, eff.tier_on(Tier::Tier4), || {
+        patterns::tier4(obs, params, &mut errors)
+    });
 
     // Disabled custom patterns are removed before the scan: no condition, no capture, and
     // they cannot make a required signal go missing.
-    let custom: Vec<_> = cfg.custom.iter().filter(|c| !eff.detector_off(&c.detector_id())).collect();
+    let custom: Vec<_> = cfg
+        .custom
+        .iter()
+        .filter(|c| !eff.detector_off(&c.detector_id()))
+        .collect();
     let t5 = timed(&mut d, Tier::Tier5, eff.tier_on(Tier::Tier5), || {
         patterns::tier5(obs, &custom, params, &mut capture, &mut errors)
     });
@@ -123,7 +166,10 @@ mod tests {
 
     #[test]
     fn fallback_keeps_tier1_and_disables() {
-        let obs = Observation { exit_code: 1, ..Default::default() };
+        let obs = Observation {
+            exit_code: 1,
+            ..Default::default()
+        };
         let c = fallback(&obs, &ClassifierConfig::default(), "Panic: boom");
         assert_eq!(c.verdict, Verdict::Fail);
         assert_eq!(c.capture["classifier_error"], "Panic: boom");
@@ -133,45 +179,93 @@ mod tests {
         let mut cfg = ClassifierConfig::default();
         cfg.disables.add_tier(Tier::Tier1);
         assert_eq!(fallback(&obs, &cfg, "x").verdict, Verdict::Pass);
-        let unlaunched = Observation { exit_code: 127, exec_failed: true, ..Default::default() };
+        let unlaunched = Observation {
+            exit_code: 127,
+            exec_failed: true,
+            ..Default::default()
+        };
         assert_eq!(fallback(&unlaunched, &cfg, "x").verdict, Verdict::Error);
     }
 
     #[test]
     fn a_panic_inside_a_tier_is_contained() {
         INJECT_PANIC.set(true);
-        let obs = Observation { exit_code: -11, ..Default::default() };
+        let obs = Observation {
+            exit_code: -11,
+            ..Default::default()
+        };
         let c = classify(&obs, &ClassifierConfig::default());
         INJECT_PANIC.set(false);
         assert_eq!(c.verdict, Verdict::Fail);
         assert_eq!(c.failure_detectors_fired, ["tier1:sigsegv"]);
-        assert_eq!(c.capture["classifier_error"], "Panic: injected classifier bug");
+        assert_eq!(
+            c.capture["classifier_error"],
+            "Panic: injected classifier bug"
+        );
     }
 
     #[test]
     fn tiny_windows_give_the_same_classification() {
         let dir = tempfile::tempdir().unwrap();
-        let mut log: String = (0..300).map(|i| format!("step {i} loss={}.{}\n", i % 3, i % 7)).collect();
+        let mut log: String = (0..300)
+            .map(|i| format!("step {i} loss={}.{}\n", i % 3, i % 7))
+            .collect();
         log.push_str("Traceback (most recent call last):\nRuntimeError: CUDA error: device-side assert triggered\n");
         let path = dir.path().join("stdout.log");
         std::fs::write(&path, &log).unwrap();
-        let obs = Observation { stdout_log: Some(path), ..Default::default() };
-        let det = crate::CustomDetector::new("hi", r"loss=(?P<l>\d\.\d)", Some("float(capture['l']) > 2.5"), crate::OnMatch::Warn, false);
-        let cfg = ClassifierConfig { custom: vec![det.unwrap()], ..Default::default() };
-        let small = classify_with(&obs, &cfg, WindowParams { chunk: 64, overlap: 48 });
+        let obs = Observation {
+            stdout_log: Some(path),
+            ..Default::default()
+        };
+        let det = crate::CustomDetector::new(
+            "hi",
+            r"loss=(?P<l>\d\.\d)",
+            Some("float(capture['l']) > 2.5"),
+            crate::OnMatch::Warn,
+            false,
+        );
+        let cfg = ClassifierConfig {
+            custom: vec![det.unwrap()],
+            ..Default::default()
+        };
+        let small = classify_with(
+            &obs,
+            &cfg,
+            WindowParams {
+                chunk: 64,
+                overlap: 48,
+            },
+        );
         let mut big = classify(&obs, &cfg);
         big.tier_durations_ms = small.tier_durations_ms.clone();
         assert_eq!(small, big);
-        assert_eq!(small.failure_detectors_fired, ["tier4:python_traceback", "tier4:cuda_error", "tier4:device_side_assert"]);
-        assert_eq!((small.warn_detectors_fired[0].as_str(), &small.capture["l"]), ("custom:hi", &Value::from("2.6")));
+        assert_eq!(
+            small.failure_detectors_fired,
+            [
+                "tier4:python_traceback",
+                "tier4:cuda_error",
+                "tier4:device_side_assert"
+            ]
+        );
+        assert_eq!(
+            (small.warn_detectors_fired[0].as_str(), &small.capture["l"]),
+            ("custom:hi", &Value::from("2.6"))
+        );
     }
 
     #[test]
     fn an_unreadable_log_is_recorded_not_fatal() {
         // A directory cannot be read as a file.
-        let obs = Observation { exit_code: 0, stdout_log: Some(std::env::temp_dir()), ..Default::default() };
+        let obs = Observation {
+            exit_code: 0,
+            stdout_log: Some(std::env::temp_dir()),
+            ..Default::default()
+        };
         let c = classify(&obs, &ClassifierConfig::default());
         assert_eq!(c.verdict, Verdict::Pass);
-        assert!(c.capture["classifier_error"].as_str().unwrap().starts_with("IoError: reading stdout log"));
+        assert!(c.capture["classifier_error"]
+            .as_str()
+            .unwrap()
+            .starts_with("IoError: reading stdout log"));
     }
 }

@@ -47,7 +47,10 @@ impl Disables {
         let prefix = prefix.trim().to_ascii_lowercase();
         let id = id.trim();
         if id.is_empty() {
-            return Err(err(format!("detector '{token}' has an empty id"), "write '<tier>:<id>', e.g. tier2:hang".into()));
+            return Err(err(
+                format!("detector '{token}' has an empty id"),
+                "write '<tier>:<id>', e.g. tier2:hang".into(),
+            ));
         }
         if prefix == "custom" {
             return Ok(format!("custom:{id}"));
@@ -66,7 +69,10 @@ impl Disables {
         if known.contains(&full.as_str()) {
             Ok(full)
         } else {
-            Err(err(format!("unknown {prefix} detector '{full}'"), format!("valid {prefix} detectors: {}", known.join(", "))))
+            Err(err(
+                format!("unknown {prefix} detector '{full}'"),
+                format!("valid {prefix} detectors: {}", known.join(", ")),
+            ))
         }
     }
 
@@ -113,14 +119,23 @@ mod tests {
 
     #[test]
     fn detector_prefix_lowercased_id_kept() {
-        assert_eq!(Disables::parse_detector("TIER2: hang").unwrap(), "tier2:hang");
-        assert_eq!(Disables::parse_detector("custom:MyId").unwrap(), "custom:MyId");
+        assert_eq!(
+            Disables::parse_detector("TIER2: hang").unwrap(),
+            "tier2:hang"
+        );
+        assert_eq!(
+            Disables::parse_detector("custom:MyId").unwrap(),
+            "custom:MyId"
+        );
         let e = Disables::parse_detector("tier3:vram_growht").unwrap_err();
         assert!(e.hint.contains("tier3:vram_growth"), "{}", e.hint);
         assert!(Disables::parse_detector("tier2").is_err());
         assert!(Disables::parse_detector("tier2:").is_err());
         assert!(Disables::parse_detector("tier5:x").is_err());
-        assert!(Disables::parse_detector("tier2:Hang").is_err(), "ids keep their case");
+        assert!(
+            Disables::parse_detector("tier2:Hang").is_err(),
+            "ids keep their case"
+        );
     }
 
     #[test]

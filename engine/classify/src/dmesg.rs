@@ -49,7 +49,12 @@ fn read_tail(mut r: impl Read, cap: usize) -> Vec<u8> {
 
 /// `program` with `pre_args` before dmesg's own (tests run a fake through `/bin/sh`, which
 /// avoids ETXTBSY from executing a freshly written script while other threads fork).
-pub(crate) fn collect_with(program: &OsStr, pre_args: &[&OsStr], since_secs: u64, timeout: Duration) -> Result<String, String> {
+pub(crate) fn collect_with(
+    program: &OsStr,
+    pre_args: &[&OsStr],
+    since_secs: u64,
+    timeout: Duration,
+) -> Result<String, String> {
     let mut child = Command::new(program)
         .args(pre_args)
         .args(["--since", &format!("{since_secs} seconds ago")])
@@ -64,8 +69,14 @@ pub(crate) fn collect_with(program: &OsStr, pre_args: &[&OsStr], since_secs: u64
             _ => format!("cannot run dmesg: {e}"),
         })?;
     // Readers on threads, so a full pipe never blocks the child while we wait on it.
-    let stdout = child.stdout.take().map(|p| thread::spawn(move || read_tail(p, MAX_DMESG_BYTES)));
-    let stderr = child.stderr.take().map(|p| thread::spawn(move || read_tail(p, 4096)));
+    let stdout = child
+        .stdout
+        .take()
+        .map(|p| thread::spawn(move || read_tail(p, MAX_DMESG_BYTES)));
+    let stderr = child
+        .stderr
+        .take()
+        .map(|p| thread::spawn(move || read_tail(p, 4096)));
     let deadline = Instant::now() + timeout;
     let status = loop {
         match child.try_wait() {
@@ -87,16 +98,27 @@ pub(crate) fn collect_with(program: &OsStr, pre_args: &[&OsStr], since_secs: u64
         return Ok(String::from_utf8_lossy(&out).into_owned());
     }
     let err = String::from_utf8_lossy(&err);
-    let detail = err.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-    let code = status.code().map_or_else(|| "a signal".to_string(), |c| format!("status {c}"));
+    let detail = err
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    let code = status
+        .code()
+        .map_or_else(|| "a signal".to_string(), |c| format!("status {c}"));
     let lower = err.to_ascii_lowercase();
-    Err(if lower.contains("operation not permitted") || lower.contains("permission denied") {
-        format!("permission denied reading the kernel log (kernel.dmesg_restrict=1 without CAP_SYSLOG?): {detail}")
-    } else if lower.contains("unrecognized option") || lower.contains("invalid option") || lower.contains("unknown option") {
-        format!("dmesg does not support --since (busybox?): {detail}")
-    } else {
-        format!("dmesg exited with {code}: {detail}")
-    })
+    Err(
+        if lower.contains("operation not permitted") || lower.contains("permission denied") {
+            format!("permission denied reading the kernel log (kernel.dmesg_restrict=1 without CAP_SYSLOG?): {detail}")
+        } else if lower.contains("unrecognized option")
+            || lower.contains("invalid option")
+            || lower.contains("unknown option")
+        {
+            format!("dmesg does not support --since (busybox?): {detail}")
+        } else {
+            format!("dmesg exited with {code}: {detail}")
+        },
+    )
 }
 
 #[cfg(all(test, unix))]
@@ -123,14 +145,23 @@ mod tests {
 
     #[test]
     fn missing_binary() {
-        let e = collect_with(OsStr::new("/nonexistent/aorta-dmesg"), &[], 5, DMESG_TIMEOUT).unwrap_err();
+        let e = collect_with(
+            OsStr::new("/nonexistent/aorta-dmesg"),
+            &[],
+            5,
+            DMESG_TIMEOUT,
+        )
+        .unwrap_err();
         assert!(e.contains("not found"), "{e}");
     }
 
     #[test]
     fn permission_denied() {
         let dir = tempfile::tempdir().unwrap();
-        let p = script(&dir, "echo 'dmesg: read kernel buffer failed: Operation not permitted' >&2; exit 1");
+        let p = script(
+            &dir,
+            "echo 'dmesg: read kernel buffer failed: Operation not permitted' >&2; exit 1",
+        );
         let e = run(&p, DMESG_TIMEOUT).unwrap_err();
         assert!(e.starts_with("permission denied"), "{e}");
     }
@@ -142,7 +173,10 @@ mod tests {
         assert!(run(&p, DMESG_TIMEOUT).unwrap_err().contains("busybox"));
         let dir2 = tempfile::tempdir().unwrap();
         let p = script(&dir2, "echo boom >&2; exit 3");
-        assert_eq!(run(&p, DMESG_TIMEOUT).unwrap_err(), "dmesg exited with status 3: boom");
+        assert_eq!(
+            run(&p, DMESG_TIMEOUT).unwrap_err(),
+            "dmesg exited with status 3: boom"
+        );
     }
 
     #[test]

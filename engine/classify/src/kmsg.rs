@@ -45,7 +45,15 @@ fn parse_record(raw: &[u8]) -> Option<(u64, String)> {
     let seq: u64 = fields.next()?.parse().ok()?;
     let usec: u64 = fields.next()?.parse().ok()?;
     let message = rest.lines().next().unwrap_or("");
-    Some((seq, format!("[{:5}.{:06}] {}", usec / 1_000_000, usec % 1_000_000, unescape(message))))
+    Some((
+        seq,
+        format!(
+            "[{:5}.{:06}] {}",
+            usec / 1_000_000,
+            usec % 1_000_000,
+            unescape(message)
+        ),
+    ))
 }
 
 /// kmsg escapes non-printable bytes as `\xNN`; dmesg shows them decoded.
@@ -54,7 +62,9 @@ fn unescape(s: &str) -> String {
     let mut rest = s;
     while let Some(i) = rest.find("\\x") {
         out.push_str(&rest[..i]);
-        let hex = rest.get(i + 2..i + 4).and_then(|h| u8::from_str_radix(h, 16).ok());
+        let hex = rest
+            .get(i + 2..i + 4)
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
         match hex {
             Some(b) if b.is_ascii() => {
                 out.push(b as char);
@@ -82,14 +92,28 @@ impl KernelLog {
             .custom_flags(libc::O_NONBLOCK)
             .open(path)
             .map_err(|e| match e.kind() {
-                std::io::ErrorKind::PermissionDenied => format!("cannot read {} (kernel.dmesg_restrict=1 without CAP_SYSLOG?): {e}", path.display()),
+                std::io::ErrorKind::PermissionDenied => format!(
+                    "cannot read {} (kernel.dmesg_restrict=1 without CAP_SYSLOG?): {e}",
+                    path.display()
+                ),
                 _ => format!("cannot open {}: {e}", path.display()),
             })?;
         // SAFETY: lseek on an fd we own; SEEK_END on /dev/kmsg moves past every existing record.
         if unsafe { libc::lseek(std::os::fd::AsRawFd::as_raw_fd(&file), 0, libc::SEEK_END) } < 0 {
-            return Err(format!("cannot seek {}: {}", path.display(), std::io::Error::last_os_error()));
+            return Err(format!(
+                "cannot seek {}: {}",
+                path.display(),
+                std::io::Error::last_os_error()
+            ));
         }
-        let log = KernelLog { state: Mutex::new(State { file, records: VecDeque::new(), bytes: 0, last_seq: 0 }) };
+        let log = KernelLog {
+            state: Mutex::new(State {
+                file,
+                records: VecDeque::new(),
+                bytes: 0,
+                last_seq: 0,
+            }),
+        };
         log.lock().drain();
         Ok(log)
     }
@@ -156,10 +180,16 @@ mod tests {
 
     #[test]
     fn parses_records_like_dmesg_prints_them() {
-        let (seq, line) = parse_record(b"3,1234,5678901,-;NVRM: Xid (PCI:0000:18:00): 79, pid=1\n SUBSYSTEM=pci\n").unwrap();
+        let (seq, line) = parse_record(
+            b"3,1234,5678901,-;NVRM: Xid (PCI:0000:18:00): 79, pid=1\n SUBSYSTEM=pci\n",
+        )
+        .unwrap();
         assert_eq!(seq, 1234);
         assert_eq!(line, "[    5.678901] NVRM: Xid (PCI:0000:18:00): 79, pid=1");
-        assert_eq!(parse_record(b"6,7,1,-;tab\\x09here").unwrap().1, "[    0.000001] tab\there");
+        assert_eq!(
+            parse_record(b"6,7,1,-;tab\\x09here").unwrap().1,
+            "[    0.000001] tab\there"
+        );
         assert!(parse_record(b"garbage").is_none());
         assert!(parse_record(b"1,x,2,-;m").is_none());
     }

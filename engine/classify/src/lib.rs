@@ -28,27 +28,33 @@ mod catalogue;
 mod classify;
 mod disables;
 mod dmesg;
+mod kmsg;
 mod model;
 mod patterns;
 mod scan;
 mod stream;
 mod tier1;
 mod tier3;
-mod kmsg;
 mod verdict;
 
 pub use aorta_trial::Verdict;
-pub use catalogue::{detector_ids, Pattern, PatternFlags, Tier, Trigger, PATTERN_LIBRARY_VERSION, TIER3_LOG_PATTERNS, TIER4_PATTERNS};
+pub use catalogue::{
+    detector_ids, Pattern, PatternFlags, Tier, Trigger, PATTERN_LIBRARY_VERSION,
+    TIER3_LOG_PATTERNS, TIER4_PATTERNS,
+};
 pub use classify::classify;
 pub use disables::{DisableError, Disables};
 pub use dmesg::{collect_dmesg, DMESG_TIMEOUT};
 pub use kmsg::{KernelLog, Mark as KernelLogMark};
 pub use model::{
-    compile_custom_regex, Classification, ClassifierConfig, CustomDetector, GpuSnapshot, Observation, OnMatch, REGEX_BACKTRACK_LIMIT,
+    compile_custom_regex, Classification, ClassifierConfig, CustomDetector, GpuSnapshot,
+    Observation, OnMatch, REGEX_BACKTRACK_LIMIT,
 };
 pub use patterns::CONDITION_EVAL_BUDGET;
 pub use tier3::{MAX_DMESG_BYTES, VRAM_GROWTH_THRESHOLD_MIB};
-pub use verdict::{failure_type, ENV_FILE_VALIDATION_FAILED, ERROR_DETECTOR_IDS, MISSING_PASS_SIGNAL};
+pub use verdict::{
+    failure_type, ENV_FILE_VALIDATION_FAILED, ERROR_DETECTOR_IDS, MISSING_PASS_SIGNAL,
+};
 
 /// Bytes read (and, at least, newly scanned) per window when streaming a log.
 pub const LOG_CHUNK_BYTES: usize = stream::DEFAULT_WINDOWS.chunk;

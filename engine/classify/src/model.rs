@@ -94,9 +94,19 @@ impl CustomDetector {
         on_match: OnMatch,
         required_for_pass: bool,
     ) -> Result<CustomDetector, String> {
-        let regex = compile_custom_regex(regex).map_err(|e| format!("regex does not compile: {e}"))?;
-        let condition = condition.map(Condition::parse).transpose().map_err(|e| format!("condition: {e}"))?;
-        Ok(CustomDetector { id: id.into(), regex, condition, on_match, required_for_pass })
+        let regex =
+            compile_custom_regex(regex).map_err(|e| format!("regex does not compile: {e}"))?;
+        let condition = condition
+            .map(Condition::parse)
+            .transpose()
+            .map_err(|e| format!("condition: {e}"))?;
+        Ok(CustomDetector {
+            id: id.into(),
+            regex,
+            condition,
+            on_match,
+            required_for_pass,
+        })
     }
 
     /// The detector id used in verdict lists and disables: `custom:<id>`.
@@ -107,7 +117,10 @@ impl CustomDetector {
 
 /// Compiles a custom regex (Python `re` dialect via fancy-regex) with the backtracking budget.
 pub fn compile_custom_regex(pattern: &str) -> Result<fancy_regex::Regex, Box<fancy_regex::Error>> {
-    fancy_regex::RegexBuilder::new(pattern).backtrack_limit(REGEX_BACKTRACK_LIMIT).build().map_err(Box::new)
+    fancy_regex::RegexBuilder::new(pattern)
+        .backtrack_limit(REGEX_BACKTRACK_LIMIT)
+        .build()
+        .map_err(Box::new)
 }
 
 /// The recipe's classifier knobs.
@@ -122,7 +135,11 @@ pub struct ClassifierConfig {
 
 impl Default for ClassifierConfig {
     fn default() -> Self {
-        ClassifierConfig { custom: Vec::new(), tier3_vram_growth: true, disables: Disables::default() }
+        ClassifierConfig {
+            custom: Vec::new(),
+            tier3_vram_growth: true,
+            disables: Disables::default(),
+        }
     }
 }
 

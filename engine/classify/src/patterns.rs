@@ -24,7 +24,12 @@ pub const CONDITION_EVAL_BUDGET: u32 = 100_000;
 
 /// Runs `visit` over every window of the stdout then the stderr log, until it breaks.
 /// A log that cannot be read is reported in `errors`; what was scanned before the error counts.
-fn scan_logs(obs: &Observation, params: WindowParams, errors: &mut Vec<String>, mut visit: impl FnMut(&str, usize) -> ControlFlow<()>) {
+fn scan_logs(
+    obs: &Observation,
+    params: WindowParams,
+    errors: &mut Vec<String>,
+    mut visit: impl FnMut(&str, usize) -> ControlFlow<()>,
+) {
     let mut stopped = false;
     for (name, path) in [("stdout", &obs.stdout_log), ("stderr", &obs.stderr_log)] {
         let Some(path) = path else { continue };
@@ -49,14 +54,23 @@ fn io_error(stream: &str, path: &Path, e: &std::io::Error) -> String {
 }
 
 /// Tier 4: built-in pattern ids that matched, in catalogue order (prefiltered: `scan.rs`).
-pub(crate) fn tier4(obs: &Observation, params: WindowParams, errors: &mut Vec<String>) -> Vec<String> {
+pub(crate) fn tier4(
+    obs: &Observation,
+    params: WindowParams,
+    errors: &mut Vec<String>,
+) -> Vec<String> {
     let lib = &*TIER4;
     for (id, e) in lib.errors() {
         errors.push(format!("PatternError: {id}: {e}"));
     }
     let mut scan = lib.scan();
     scan_logs(obs, params, errors, |w, s| scan.window(w, s));
-    lib.ids().iter().zip(scan.fired()).filter(|(_, hit)| **hit).map(|(id, _)| (*id).to_string()).collect()
+    lib.ids()
+        .iter()
+        .zip(scan.fired())
+        .filter(|(_, hit)| **hit)
+        .map(|(id, _)| (*id).to_string())
+        .collect()
 }
 
 /// What Tier 5 found. `capture` holds the merged named groups (later firings overwrite).
@@ -87,7 +101,14 @@ pub(crate) fn tier5(
     if detectors.is_empty() {
         return out;
     }
-    let mut state: Vec<State> = detectors.iter().map(|_| State { fired: false, evals: 0, retired: false }).collect();
+    let mut state: Vec<State> = detectors
+        .iter()
+        .map(|_| State {
+            fired: false,
+            evals: 0,
+            retired: false,
+        })
+        .collect();
     let mut notes: Vec<String> = Vec::new();
     scan_logs(obs, params, errors, |w, s| {
         for (d, st) in detectors.iter().zip(state.iter_mut()) {
@@ -113,7 +134,10 @@ pub(crate) fn tier5(
         }
     });
     errors.extend(notes);
-    out.missing_required = detectors.iter().zip(&state).any(|(d, st)| d.required_for_pass && !st.fired);
+    out.missing_required = detectors
+        .iter()
+        .zip(&state)
+        .any(|(d, st)| d.required_for_pass && !st.fired);
     out
 }
 
@@ -140,9 +164,14 @@ fn first_firing(
             .regex
             .capture_names()
             .flatten()
-            .filter_map(|name| caps.name(name).map(|m| (name.to_string(), m.as_str().to_string())))
+            .filter_map(|name| {
+                caps.name(name)
+                    .map(|m| (name.to_string(), m.as_str().to_string()))
+            })
             .collect();
-        let Some(cond) = &d.condition else { return Some(groups) };
+        let Some(cond) = &d.condition else {
+            return Some(groups);
+        };
         let vars = Vars {
             capture: &groups,
             exit_code: i64::from(obs.exit_code),
@@ -163,7 +192,14 @@ fn first_firing(
         }
         // Next match: after this one, or one character on for an empty match.
         let m = caps.get(0)?;
-        pos = if m.end() > m.start() { m.end() } else { w[m.start()..].chars().next().map_or(w.len() + 1, |c| m.start() + c.len_utf8()) };
+        pos = if m.end() > m.start() {
+            m.end()
+        } else {
+            w[m.start()..]
+                .chars()
+                .next()
+                .map_or(w.len() + 1, |c| m.start() + c.len_utf8())
+        };
     }
     None
 }

@@ -46,7 +46,9 @@ struct Finder {
 impl Finder {
     /// The leftmost-first automaton over the triggers of the patterns marked `live`.
     fn new(triggers: &[(usize, Trigger)], live: &[bool]) -> Finder {
-        let map: Vec<usize> = (0..triggers.len()).filter(|&i| live[triggers[i].0]).collect();
+        let map: Vec<usize> = (0..triggers.len())
+            .filter(|&i| live[triggers[i].0])
+            .collect();
         let ac = AhoCorasick::builder()
             .match_kind(MatchKind::LeftmostFirst)
             .build(map.iter().map(|&i| triggers[i].1.literal))
@@ -61,12 +63,23 @@ pub(crate) static TIER4: LazyLock<Library> = LazyLock::new(|| Library::new(TIER4
 impl Library {
     pub(crate) fn new(patterns: &[Pattern]) -> Library {
         assert!(patterns.len() <= 64, "candidate sets are u64 masks");
-        let regexes: Vec<_> = patterns.iter().map(|p| p.compile().map_err(|e| e.to_string())).collect();
-        let triggers: Vec<(usize, Trigger)> =
-            patterns.iter().enumerate().flat_map(|(i, p)| p.triggers.iter().map(move |t| (i, *t))).collect();
+        let regexes: Vec<_> = patterns
+            .iter()
+            .map(|p| p.compile().map_err(|e| e.to_string()))
+            .collect();
+        let triggers: Vec<(usize, Trigger)> = patterns
+            .iter()
+            .enumerate()
+            .flat_map(|(i, p)| p.triggers.iter().map(move |t| (i, *t)))
+            .collect();
         let live: Vec<bool> = regexes.iter().map(|r| r.is_ok()).collect();
         let initial = Finder::new(&triggers, &live);
-        Library { ids: patterns.iter().map(|p| p.id).collect(), regexes, triggers, initial }
+        Library {
+            ids: patterns.iter().map(|p| p.id).collect(),
+            regexes,
+            triggers,
+            initial,
+        }
     }
 
     pub(crate) fn ids(&self) -> &[&'static str] {
@@ -75,14 +88,22 @@ impl Library {
 
     /// `(id, message)` for each pattern that failed to compile.
     pub(crate) fn errors(&self) -> impl Iterator<Item = (&'static str, &str)> {
-        self.ids.iter().zip(&self.regexes).filter_map(|(id, r)| r.as_ref().err().map(|e| (*id, e.as_str())))
+        self.ids
+            .iter()
+            .zip(&self.regexes)
+            .filter_map(|(id, r)| r.as_ref().err().map(|e| (*id, e.as_str())))
     }
 
     /// A fresh scan: nothing fired yet.
     pub(crate) fn scan(&self) -> Scan<'_> {
         let live: Vec<bool> = self.regexes.iter().map(|r| r.is_ok()).collect();
         let done = !live.contains(&true);
-        Scan { lib: self, fired: vec![false; self.ids.len()], live, finder: (!done).then(|| self.initial.clone()) }
+        Scan {
+            lib: self,
+            fired: vec![false; self.ids.len()],
+            live,
+            finder: (!done).then(|| self.initial.clone()),
+        }
     }
 }
 
@@ -116,7 +137,8 @@ impl Scan<'_> {
             }
             if line.0 == usize::MAX || m.start() > line.1 {
                 let start = memchr::memrchr(b'\n', &bytes[s..m.start()]).map_or(s, |i| s + i + 1);
-                let end = memchr::memchr(b'\n', &bytes[m.end()..]).map_or(bytes.len(), |i| m.end() + i);
+                let end =
+                    memchr::memchr(b'\n', &bytes[m.end()..]).map_or(bytes.len(), |i| m.end() + i);
                 line = (start, end);
                 tried = 0;
             }
@@ -131,7 +153,10 @@ impl Scan<'_> {
             if matches!(re.find_from_pos(&w[..line.1], line.0), Ok(Some(_))) {
                 self.fired[pattern] = true;
                 self.live[pattern] = false;
-                self.finder = self.live.contains(&true).then(|| Finder::new(&self.lib.triggers, &self.live));
+                self.finder = self
+                    .live
+                    .contains(&true)
+                    .then(|| Finder::new(&self.lib.triggers, &self.live));
             }
         }
         ControlFlow::Break(())
@@ -152,12 +177,22 @@ mod tests {
     fn fast(lib: &Library, text: &str, params: WindowParams) -> Vec<&'static str> {
         let mut scan = lib.scan();
         scan_windows(text.as_bytes(), params, |w, s| scan.window(w, s)).unwrap();
-        lib.ids().iter().zip(scan.fired()).filter(|(_, f)| **f).map(|(id, _)| *id).collect()
+        lib.ids()
+            .iter()
+            .zip(scan.fired())
+            .filter(|(_, f)| **f)
+            .map(|(id, _)| *id)
+            .collect()
     }
 
     /// What the scan must equal: every regex over the whole text.
     fn reference(lib: &Library, text: &str) -> Vec<&'static str> {
-        lib.ids().iter().zip(&lib.regexes).filter(|(_, re)| re.as_ref().unwrap().is_match(text).unwrap()).map(|(id, _)| *id).collect()
+        lib.ids()
+            .iter()
+            .zip(&lib.regexes)
+            .filter(|(_, re)| re.as_ref().unwrap().is_match(text).unwrap())
+            .map(|(id, _)| *id)
+            .collect()
     }
 
     const BIG: WindowParams = crate::stream::DEFAULT_WINDOWS;
@@ -168,7 +203,11 @@ mod tests {
             let text = format!("step 1 ok\n{}\nstep 2 ok\n", p.sample);
             assert!(fast(&TIER4, &text, BIG).contains(&p.id), "{}", p.id);
             let text = format!("{}\n", p.negative);
-            assert!(!fast(&TIER4, &text, BIG).contains(&p.id), "{} on its negative", p.id);
+            assert!(
+                !fast(&TIER4, &text, BIG).contains(&p.id),
+                "{} on its negative",
+                p.id
+            );
             assert_eq!(TIER4.ids()[i], p.id);
         }
     }
@@ -184,7 +223,14 @@ mod tests {
     #[test]
     fn one_line_can_fire_several_patterns_and_fired_ones_stop_being_searched() {
         let text = "RuntimeError: CUDA error: out of memory\nRuntimeError: CUDA error: an illegal memory access was encountered\n";
-        assert_eq!(fast(&TIER4, text, BIG), ["tier4:cuda_error", "tier4:cuda_oom", "tier4:illegal_memory_access"]);
+        assert_eq!(
+            fast(&TIER4, text, BIG),
+            [
+                "tier4:cuda_error",
+                "tier4:cuda_oom",
+                "tier4:illegal_memory_access"
+            ]
+        );
     }
 
     #[test]
@@ -196,7 +242,13 @@ mod tests {
 
     #[test]
     fn a_pattern_that_does_not_compile_is_reported_and_never_fires() {
-        const BROKEN: &[Pattern] = &[Pattern { regex: "(unclosed", ..TIER4_PATTERNS[0] }, TIER4_PATTERNS[1]];
+        const BROKEN: &[Pattern] = &[
+            Pattern {
+                regex: "(unclosed",
+                ..TIER4_PATTERNS[0]
+            },
+            TIER4_PATTERNS[1],
+        ];
         let lib = Library::new(BROKEN);
         assert_eq!(lib.errors().count(), 1);
         let text = "Traceback (most recent call last):\nhipErrorNoBinaryForGpu\n";
@@ -205,8 +257,15 @@ mod tests {
 
     /// Log fragments: trigger look-alikes, prefixes, separators, values, newlines.
     fn fragment() -> impl Strategy<Value = String> {
-        let mut pieces: Vec<String> = TIER4_PATTERNS.iter().flat_map(|p| [p.sample.to_string(), p.negative.to_string()]).collect();
-        pieces.extend(TIER4_PATTERNS.iter().flat_map(|p| p.triggers.iter().map(|t| t.literal.to_string())));
+        let mut pieces: Vec<String> = TIER4_PATTERNS
+            .iter()
+            .flat_map(|p| [p.sample.to_string(), p.negative.to_string()])
+            .collect();
+        pieces.extend(
+            TIER4_PATTERNS
+                .iter()
+                .flat_map(|p| p.triggers.iter().map(|t| t.literal.to_string())),
+        );
         for piece in [
             "\n",
             "\n",
@@ -265,9 +324,19 @@ mod tests {
     /// Lines built like trainer output, so that non-finite losses and their look-alikes
     /// appear often (random fragments alone rarely line a key, separator and value up).
     fn metric_line() -> impl Strategy<Value = String> {
-        let pick = |v: &[&str]| proptest::sample::select(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let pick = |v: &[&str]| {
+            proptest::sample::select(v.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        };
         (
-            pick(&["", "[rank0]: ", "{", "| ", "wandb:   ", "INFO 01-02 12:00:00 [x.py:1] ", " 45%|█ | 45/100 [00:10<00:12, loss="]),
+            pick(&[
+                "",
+                "[rank0]: ",
+                "{",
+                "| ",
+                "wandb:   ",
+                "INFO 01-02 12:00:00 [x.py:1] ",
+                " 45%|█ | 45/100 [00:10<00:12, loss=",
+            ]),
             pick(&[
                 "loss",
                 "Loss",
@@ -281,7 +350,9 @@ mod tests {
                 "val",
                 "Detected",
             ]),
-            pick(&[": ", "=", " ", " is ", ": \"", " | ", " │ ", " = ", "", " became ", " NaN "]),
+            pick(&[
+                ": ", "=", " ", " is ", ": \"", " | ", " │ ", " = ", "", " became ", " NaN ",
+            ]),
             pick(&[
                 "nan",
                 "NaN",

@@ -30,7 +30,10 @@ pub(crate) struct WindowParams {
 }
 
 /// 1 MiB chunks, 64 KiB overlap: any plausible log line or traceback header fits the overlap.
-pub(crate) const DEFAULT_WINDOWS: WindowParams = WindowParams { chunk: 1 << 20, overlap: 64 << 10 };
+pub(crate) const DEFAULT_WINDOWS: WindowParams = WindowParams {
+    chunk: 1 << 20,
+    overlap: 64 << 10,
+};
 
 /// Incremental UTF-8 decoding with replacement that never splits a character across reads.
 #[derive(Default)]
@@ -124,7 +127,9 @@ pub(crate) fn scan_windows<R: Read>(
         let end = if eof {
             buf.len()
         } else {
-            buf[scanned_to..].rfind('\n').map_or(buf.len(), |i| scanned_to + i + 1)
+            buf[scanned_to..]
+                .rfind('\n')
+                .map_or(buf.len(), |i| scanned_to + i + 1)
         };
         if visit(&buf[..end], from).is_break() || eof {
             return Ok(());
@@ -191,7 +196,13 @@ mod tests {
     #[test]
     fn windows_end_at_line_boundaries_and_cover_the_whole_text() {
         let text = (0..200).map(|i| format!("line {i}\n")).collect::<String>();
-        let ws = windows(text.as_bytes(), WindowParams { chunk: 64, overlap: 16 });
+        let ws = windows(
+            text.as_bytes(),
+            WindowParams {
+                chunk: 64,
+                overlap: 16,
+            },
+        );
         assert!(ws.len() > 5);
         for (w, _) in &ws[..ws.len() - 1] {
             assert!(w.ends_with('\n'), "{w:?}");
@@ -212,10 +223,17 @@ mod tests {
     fn one_byte_reads_still_decode_correctly() {
         let text = "ünïcödé line\n".repeat(50);
         let mut seen = String::new();
-        scan_windows(Trickle(text.as_bytes()), WindowParams { chunk: 7, overlap: 5 }, |w, _| {
-            seen.push_str(w);
-            ControlFlow::Continue(())
-        })
+        scan_windows(
+            Trickle(text.as_bytes()),
+            WindowParams {
+                chunk: 7,
+                overlap: 5,
+            },
+            |w, _| {
+                seen.push_str(w);
+                ControlFlow::Continue(())
+            },
+        )
         .unwrap();
         assert!(!seen.contains('\u{FFFD}'));
     }

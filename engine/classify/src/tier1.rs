@@ -30,7 +30,8 @@ pub(crate) fn detect(obs: &Observation) -> Vec<String> {
         }
     };
     fired.extend(status.map(String::from));
-    let dirs = std::iter::once(obs.trial_dir.as_path()).chain(obs.core_dirs.iter().map(|p| p.as_path()));
+    let dirs =
+        std::iter::once(obs.trial_dir.as_path()).chain(obs.core_dirs.iter().map(|p| p.as_path()));
     if dirs.into_iter().any(has_core_file) {
         fired.push("tier1:coredump".into());
     }
@@ -43,7 +44,9 @@ fn has_core_file(dir: &Path) -> bool {
     if dir.as_os_str().is_empty() {
         return false;
     }
-    let Ok(entries) = std::fs::read_dir(dir) else { return false };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
     entries.flatten().any(|e| {
         let name = e.file_name();
         let name = name.to_string_lossy();
@@ -69,7 +72,10 @@ mod tests {
     use super::*;
 
     fn obs(exit_code: i32) -> Observation {
-        Observation { exit_code, ..Default::default() }
+        Observation {
+            exit_code,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -86,14 +92,23 @@ mod tests {
     #[test]
     fn timeout_wins_over_any_exit_code() {
         for code in [-1, 0, 1, -11] {
-            let o = Observation { exit_code: code, timed_out: true, ..Default::default() };
+            let o = Observation {
+                exit_code: code,
+                timed_out: true,
+                ..Default::default()
+            };
             assert_eq!(detect(&o), ["tier1:timeout"]);
         }
     }
 
     #[test]
     fn hang_reconciliation() {
-        let h = |exit_code, timed_out| Observation { exit_code, timed_out, hang_detected: true, ..Default::default() };
+        let h = |exit_code, timed_out| Observation {
+            exit_code,
+            timed_out,
+            hang_detected: true,
+            ..Default::default()
+        };
         assert_eq!(hang(&h(0, false)), (vec![], true));
         assert_eq!(hang(&h(1, false)), (vec!["tier2:hang".to_string()], false));
         assert_eq!(hang(&h(-1, true)), (vec!["tier2:hang".to_string()], false));
@@ -102,7 +117,11 @@ mod tests {
 
     #[test]
     fn missing_trial_dir_is_not_an_error() {
-        let o = Observation { exit_code: 0, trial_dir: "/nonexistent/aorta/trial".into(), ..Default::default() };
+        let o = Observation {
+            exit_code: 0,
+            trial_dir: "/nonexistent/aorta/trial".into(),
+            ..Default::default()
+        };
         assert!(detect(&o).is_empty());
     }
 }

@@ -16,7 +16,12 @@ pub const VRAM_GROWTH_THRESHOLD_MIB: i64 = 256;
 /// Compiled once; a pattern that failed to compile (a catalogue bug, caught by its own tests)
 /// is kept as its error so the classifier reports it instead of panicking.
 static DMESG_REGEXES: LazyLock<Vec<(&'static str, Result<fancy_regex::Regex, String>)>> =
-    LazyLock::new(|| TIER3_LOG_PATTERNS.iter().map(|p| (p.id, p.compile().map_err(|e| e.to_string()))).collect());
+    LazyLock::new(|| {
+        TIER3_LOG_PATTERNS
+            .iter()
+            .map(|p| (p.id, p.compile().map_err(|e| e.to_string())))
+            .collect()
+    });
 
 /// The last `MAX_DMESG_BYTES` of `text`, starting on a character boundary.
 pub(crate) fn dmesg_tail(text: &str) -> &str {
@@ -36,7 +41,12 @@ pub(crate) struct Tier3 {
 
 /// Runs Tier 3. `check_vram` is false when the recipe or a disable turns the VRAM check off.
 /// The Xid number and PCI address of the first Xid line go to `capture.xid` / `xid_pci`.
-pub(crate) fn detect(obs: &Observation, check_vram: bool, capture: &mut Map<String, Value>, errors: &mut Vec<String>) -> Tier3 {
+pub(crate) fn detect(
+    obs: &Observation,
+    check_vram: bool,
+    capture: &mut Map<String, Value>,
+    errors: &mut Vec<String>,
+) -> Tier3 {
     let mut out = Tier3::default();
     if let Some(text) = obs.dmesg_text.as_deref() {
         let text = dmesg_tail(text);
@@ -89,7 +99,10 @@ mod tests {
     use crate::model::GpuSnapshot;
 
     fn snap(vram: i64, throttle: i64) -> Option<GpuSnapshot> {
-        Some(GpuSnapshot { vram_used_mib: Some(vram), throttle: Some(throttle) })
+        Some(GpuSnapshot {
+            vram_used_mib: Some(vram),
+            throttle: Some(throttle),
+        })
     }
 
     fn run(obs: &Observation, check_vram: bool) -> Tier3 {
@@ -98,16 +111,30 @@ mod tests {
 
     #[test]
     fn vram_delta_and_throttle() {
-        let o = |pre, post| Observation { gpu_pre: pre, gpu_post: post, ..Default::default() };
-        assert_eq!(run(&o(snap(100, 0), snap(600, 0)), true).warn, ["tier3:vram_growth"]);
+        let o = |pre, post| Observation {
+            gpu_pre: pre,
+            gpu_post: post,
+            ..Default::default()
+        };
+        assert_eq!(
+            run(&o(snap(100, 0), snap(600, 0)), true).warn,
+            ["tier3:vram_growth"]
+        );
         assert!(run(&o(snap(100, 0), snap(600, 0)), false).warn.is_empty());
-        assert_eq!(run(&o(snap(100, 0), snap(356, 0)), true).warn, ["tier3:vram_growth"], "exactly 256 fires");
+        assert_eq!(
+            run(&o(snap(100, 0), snap(356, 0)), true).warn,
+            ["tier3:vram_growth"],
+            "exactly 256 fires"
+        );
         assert!(run(&o(snap(100, 0), snap(355, 0)), true).warn.is_empty());
         assert!(run(&o(None, snap(600, 1)), true) == Tier3::default());
         let t = run(&o(snap(0, 0), snap(0, 1)), true);
         assert_eq!(t.fired, ["tier3:thermal_throttle"]);
         assert!(t.warn.is_empty());
-        let partial = Some(GpuSnapshot { vram_used_mib: None, throttle: None });
+        let partial = Some(GpuSnapshot {
+            vram_used_mib: None,
+            throttle: None,
+        });
         assert_eq!(run(&o(partial, snap(600, 1)), true), Tier3::default());
     }
 
@@ -126,6 +153,9 @@ mod tests {
             tier3_extra: vec!["tier3:amdgpu_reset".into(), "tier3:sdma_timeout".into()],
             ..Default::default()
         };
-        assert_eq!(run(&o, true).fired, ["tier3:amdgpu_reset", "tier3:sdma_timeout"]);
+        assert_eq!(
+            run(&o, true).fired,
+            ["tier3:amdgpu_reset", "tier3:sdma_timeout"]
+        );
     }
 }

@@ -36,7 +36,11 @@ impl Effective {
             tiers.retain(|t| *t != Tier::Tier1);
             detectors.retain(|id| id != "tier1:exit_nonzero" && id != "tier1:exec_failed");
         }
-        Effective { tiers, detectors, any_configured: !d.is_empty() }
+        Effective {
+            tiers,
+            detectors,
+            any_configured: !d.is_empty(),
+        }
     }
 
     pub fn tier_on(&self, tier: Tier) -> bool {
@@ -49,7 +53,9 @@ impl Effective {
 
     /// Drops disabled ids (Tiers 1–4 are filtered after their scan).
     pub fn filter(&self, ids: Vec<String>) -> Vec<String> {
-        ids.into_iter().filter(|id| !self.detector_off(id)).collect()
+        ids.into_iter()
+            .filter(|id| !self.detector_off(id))
+            .collect()
     }
 
     /// `capture.disabled_detectors` / `disabled_detector_tiers`, sorted, when any were set.
@@ -81,12 +87,18 @@ pub(crate) struct Fired {
 
 /// §5.9: concatenate in tier order, add the meta detector, partition error ids from failure
 /// ids, then fail > error > pass.
-pub(crate) fn resolve(f: Fired, capture: Map<String, Value>, tier_durations_ms: std::collections::BTreeMap<String, f64>) -> Classification {
+pub(crate) fn resolve(
+    f: Fired,
+    capture: Map<String, Value>,
+    tier_durations_ms: std::collections::BTreeMap<String, f64>,
+) -> Classification {
     let mut fired: Vec<String> = [f.tier1, f.tier2, f.tier3, f.tier4, f.custom_fail].concat();
     if f.missing_required {
         fired.push(MISSING_PASS_SIGNAL.into());
     }
-    let (error, failure): (Vec<String>, Vec<String>) = fired.into_iter().partition(|id| ERROR_DETECTOR_IDS.contains(&id.as_str()));
+    let (error, failure): (Vec<String>, Vec<String>) = fired
+        .into_iter()
+        .partition(|id| ERROR_DETECTOR_IDS.contains(&id.as_str()));
     let verdict = if !failure.is_empty() {
         Verdict::Fail
     } else if !error.is_empty() {
@@ -108,7 +120,12 @@ pub(crate) fn resolve(f: Fired, capture: Map<String, Value>, tier_durations_ms: 
 /// never launched → `subprocess_exec_failed`; timed out → `subprocess_timeout`; non-zero exit
 /// → `subprocess_nonzero_exit`; exit 0 failed by a detector → `detector_failure`.
 /// (The executor's own env-file rejection is [`ENV_FILE_VALIDATION_FAILED`].)
-pub fn failure_type(c: &Classification, exit_code: i32, timed_out: bool, exec_failed: bool) -> Option<&'static str> {
+pub fn failure_type(
+    c: &Classification,
+    exit_code: i32,
+    timed_out: bool,
+    exec_failed: bool,
+) -> Option<&'static str> {
     if c.verdict == Verdict::Pass {
         return None;
     }
@@ -141,13 +158,33 @@ mod tests {
     #[test]
     fn precedence_and_partition() {
         assert_eq!(run(Fired::default()).verdict, Verdict::Pass);
-        let c = run(Fired { tier1: ids(&["tier1:timeout"]), ..Default::default() });
-        assert_eq!((c.verdict, c.error_detectors_fired.len()), (Verdict::Error, 1));
-        let c = run(Fired { tier1: ids(&["tier1:timeout"]), tier2: ids(&["tier2:hang"]), ..Default::default() });
+        let c = run(Fired {
+            tier1: ids(&["tier1:timeout"]),
+            ..Default::default()
+        });
+        assert_eq!(
+            (c.verdict, c.error_detectors_fired.len()),
+            (Verdict::Error, 1)
+        );
+        let c = run(Fired {
+            tier1: ids(&["tier1:timeout"]),
+            tier2: ids(&["tier2:hang"]),
+            ..Default::default()
+        });
         assert_eq!(c.verdict, Verdict::Fail);
-        assert_eq!((c.failure_detectors_fired, c.error_detectors_fired), (ids(&["tier2:hang"]), ids(&["tier1:timeout"])));
-        let c = run(Fired { tier3_warn: ids(&["tier3:vram_growth"]), custom_warn: ids(&["custom:w"]), ..Default::default() });
-        assert_eq!((c.verdict, c.warn_detectors_fired), (Verdict::Pass, ids(&["tier3:vram_growth", "custom:w"])));
+        assert_eq!(
+            (c.failure_detectors_fired, c.error_detectors_fired),
+            (ids(&["tier2:hang"]), ids(&["tier1:timeout"]))
+        );
+        let c = run(Fired {
+            tier3_warn: ids(&["tier3:vram_growth"]),
+            custom_warn: ids(&["custom:w"]),
+            ..Default::default()
+        });
+        assert_eq!(
+            (c.verdict, c.warn_detectors_fired),
+            (Verdict::Pass, ids(&["tier3:vram_growth", "custom:w"]))
+        );
     }
 
     #[test]
@@ -157,12 +194,19 @@ mod tests {
         d.add_detector("tier1:exit_nonzero".into());
         d.add_detector("tier2:hang".into());
         let e = Effective::new(&d, true);
-        assert!(e.tier_on(Tier::Tier1) && !e.detector_off("tier1:exit_nonzero") && e.detector_off("tier2:hang"));
+        assert!(
+            e.tier_on(Tier::Tier1)
+                && !e.detector_off("tier1:exit_nonzero")
+                && e.detector_off("tier2:hang")
+        );
         let e = Effective::new(&d, false);
         assert!(!e.tier_on(Tier::Tier1) && e.detector_off("tier1:exit_nonzero"));
         let mut cap = Map::new();
         e.echo(&mut cap);
-        assert_eq!(cap["disabled_detectors"], serde_json::json!(["tier1:exit_nonzero", "tier2:hang"]));
+        assert_eq!(
+            cap["disabled_detectors"],
+            serde_json::json!(["tier1:exit_nonzero", "tier2:hang"])
+        );
         assert_eq!(cap["disabled_detector_tiers"], serde_json::json!(["tier1"]));
         let mut cap = Map::new();
         Effective::new(&Disables::default(), false).echo(&mut cap);
@@ -171,11 +215,26 @@ mod tests {
 
     #[test]
     fn failure_types() {
-        let fail = run(Fired { tier4: ids(&["tier4:python_traceback"]), ..Default::default() });
-        assert_eq!(failure_type(&fail, 0, false, false), Some("detector_failure"));
-        assert_eq!(failure_type(&fail, 1, false, false), Some("subprocess_nonzero_exit"));
-        assert_eq!(failure_type(&fail, -1, true, false), Some("subprocess_timeout"));
-        assert_eq!(failure_type(&fail, 127, false, true), Some("subprocess_exec_failed"));
+        let fail = run(Fired {
+            tier4: ids(&["tier4:python_traceback"]),
+            ..Default::default()
+        });
+        assert_eq!(
+            failure_type(&fail, 0, false, false),
+            Some("detector_failure")
+        );
+        assert_eq!(
+            failure_type(&fail, 1, false, false),
+            Some("subprocess_nonzero_exit")
+        );
+        assert_eq!(
+            failure_type(&fail, -1, true, false),
+            Some("subprocess_timeout")
+        );
+        assert_eq!(
+            failure_type(&fail, 127, false, true),
+            Some("subprocess_exec_failed")
+        );
         assert_eq!(failure_type(&run(Fired::default()), 0, false, false), None);
     }
 }

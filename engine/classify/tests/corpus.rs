@@ -61,7 +61,11 @@ fn each_log_fires_exactly_its_detectors() {
             if got != want {
                 wrong.push(format!("{file}: fired {got:?}, want {want:?}"));
             }
-            let verdict = if want.is_empty() { Verdict::Pass } else { Verdict::Fail };
+            let verdict = if want.is_empty() {
+                Verdict::Pass
+            } else {
+                Verdict::Fail
+            };
             assert_eq!(c.verdict, verdict, "{file}");
             assert!(c.warn_detectors_fired.is_empty(), "{file}");
         }
@@ -71,12 +75,24 @@ fn each_log_fires_exactly_its_detectors() {
 
 #[test]
 fn the_prefiltered_scan_agrees_with_whole_file_regexes() {
-    let regexes: Vec<_> = TIER4_PATTERNS.iter().map(|p| (p.id, p.compile().unwrap())).collect();
+    let regexes: Vec<_> = TIER4_PATTERNS
+        .iter()
+        .map(|p| (p.id, p.compile().unwrap()))
+        .collect();
     for (file, _) in manifest() {
-        let text = String::from_utf8_lossy(&std::fs::read(corpus_dir().join(&file)).unwrap()).into_owned();
-        let whole: Vec<&str> = regexes.iter().filter(|(_, re)| re.is_match(&text).unwrap()).map(|(id, _)| *id).collect();
+        let text =
+            String::from_utf8_lossy(&std::fs::read(corpus_dir().join(&file)).unwrap()).into_owned();
+        let whole: Vec<&str> = regexes
+            .iter()
+            .filter(|(_, re)| re.is_match(&text).unwrap())
+            .map(|(id, _)| *id)
+            .collect();
         let t = Trial::new();
-        assert_eq!(run(&t.logs(&text, "")).failure_detectors_fired, whole, "{file}");
+        assert_eq!(
+            run(&t.logs(&text, "")).failure_detectors_fired,
+            whole,
+            "{file}"
+        );
     }
 }
 
@@ -84,10 +100,18 @@ fn the_prefiltered_scan_agrees_with_whole_file_regexes() {
 fn every_tier4_detector_is_exercised_and_clean_logs_are_a_fifth_of_the_corpus() {
     let rows = manifest();
     for p in TIER4_PATTERNS {
-        assert!(rows.iter().any(|(_, ids)| ids.contains(p.id)), "no corpus log fires {}", p.id);
+        assert!(
+            rows.iter().any(|(_, ids)| ids.contains(p.id)),
+            "no corpus log fires {}",
+            p.id
+        );
     }
     let clean = rows.iter().filter(|(_, ids)| ids.is_empty()).count();
-    assert!(clean * 5 >= rows.len(), "{clean} clean logs of {}", rows.len());
+    assert!(
+        clean * 5 >= rows.len(),
+        "{clean} clean logs of {}",
+        rows.len()
+    );
 }
 
 /// The scan only runs a pattern's regex on lines holding one of its triggers: every match in
@@ -98,7 +122,8 @@ fn every_match_contains_a_trigger_of_its_pattern() {
     let mut texts: Vec<(String, String)> = manifest()
         .into_iter()
         .map(|(f, _)| {
-            let text = String::from_utf8_lossy(&std::fs::read(corpus_dir().join(&f)).unwrap()).into_owned();
+            let text = String::from_utf8_lossy(&std::fs::read(corpus_dir().join(&f)).unwrap())
+                .into_owned();
             (f, text)
         })
         .collect();
@@ -113,10 +138,16 @@ fn every_match_contains_a_trigger_of_its_pattern() {
                 let bytes = text.as_bytes();
                 let held = p.triggers.iter().any(|t| {
                     let lit = t.literal.as_bytes();
-                    (m.start()..=m.end().saturating_sub(lit.len()))
-                        .any(|i| &bytes[i..i + lit.len()] == lit && t.holds_at(bytes, i, i + lit.len()))
+                    (m.start()..=m.end().saturating_sub(lit.len())).any(|i| {
+                        &bytes[i..i + lit.len()] == lit && t.holds_at(bytes, i, i + lit.len())
+                    })
                 });
-                assert!(held, "{}: match {:?} in {name} holds none of its triggers", p.id, m.as_str());
+                assert!(
+                    held,
+                    "{}: match {:?} in {name} holds none of its triggers",
+                    p.id,
+                    m.as_str()
+                );
             }
         }
     }

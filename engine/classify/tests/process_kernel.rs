@@ -2,7 +2,10 @@
 
 mod common;
 
-use aorta_classify::{classify, ClassifierConfig, GpuSnapshot, Observation, Verdict, MAX_DMESG_BYTES, TIER3_LOG_PATTERNS};
+use aorta_classify::{
+    classify, ClassifierConfig, GpuSnapshot, Observation, Verdict, MAX_DMESG_BYTES,
+    TIER3_LOG_PATTERNS,
+};
 use common::*;
 
 #[test]
@@ -17,7 +20,10 @@ fn tier1_exit_codes() {
         (-9, &["tier1:exit_nonzero"]),
     ];
     for (code, want) in cases {
-        let c = run(&Observation { exit_code: code, ..t.obs() });
+        let c = run(&Observation {
+            exit_code: code,
+            ..t.obs()
+        });
         assert_eq!(c.failure_detectors_fired, want, "exit {code}");
         assert!(c.error_detectors_fired.is_empty());
     }
@@ -27,7 +33,11 @@ fn tier1_exit_codes() {
 fn tier1_timeout_alone_with_any_code() {
     let t = Trial::new();
     for code in [-1, 0, 1, -9] {
-        let c = run(&Observation { exit_code: code, timed_out: true, ..t.obs() });
+        let c = run(&Observation {
+            exit_code: code,
+            timed_out: true,
+            ..t.obs()
+        });
         assert_eq!(c.error_detectors_fired, ["tier1:timeout"]);
         assert!(c.failure_detectors_fired.is_empty());
         assert_eq!(c.verdict, Verdict::Error);
@@ -38,7 +48,12 @@ fn tier1_timeout_alone_with_any_code() {
 fn tier1_exec_failed_suppresses_timeout_and_core() {
     let t = Trial::new();
     std::fs::write(t.path("core"), b"").unwrap();
-    let c = run(&Observation { exit_code: 127, exec_failed: true, timed_out: true, ..t.obs() });
+    let c = run(&Observation {
+        exit_code: 127,
+        exec_failed: true,
+        timed_out: true,
+        ..t.obs()
+    });
     assert_eq!(c.error_detectors_fired, ["tier1:exec_failed"]);
     assert!(c.failure_detectors_fired.is_empty());
     assert_eq!(c.verdict, Verdict::Error);
@@ -51,8 +66,14 @@ fn tier1_core_files() {
         std::fs::write(t.path(name), b"\x7fELF").unwrap();
         let c = run(&t.obs());
         assert_eq!(c.failure_detectors_fired, ["tier1:coredump"], "{name}");
-        let c = run(&Observation { exit_code: -11, ..t.obs() });
-        assert_eq!(c.failure_detectors_fired, ["tier1:sigsegv", "tier1:coredump"]);
+        let c = run(&Observation {
+            exit_code: -11,
+            ..t.obs()
+        });
+        assert_eq!(
+            c.failure_detectors_fired,
+            ["tier1:sigsegv", "tier1:coredump"]
+        );
     }
     // Not a core: a look-alike name, a nested file, a directory named core.
     let t = Trial::new();
@@ -68,13 +89,24 @@ fn tier1_core_in_the_childs_working_dir() {
     let t = Trial::new();
     let cwd = tempfile::tempdir().unwrap();
     std::fs::write(cwd.path().join("core.4121"), b"").unwrap();
-    let c = run(&Observation { exit_code: -6, core_dirs: vec![cwd.path().to_path_buf()], ..t.obs() });
-    assert_eq!(c.failure_detectors_fired, ["tier1:sigabrt", "tier1:coredump"]);
+    let c = run(&Observation {
+        exit_code: -6,
+        core_dirs: vec![cwd.path().to_path_buf()],
+        ..t.obs()
+    });
+    assert_eq!(
+        c.failure_detectors_fired,
+        ["tier1:sigabrt", "tier1:coredump"]
+    );
 }
 
 #[test]
 fn tier1_missing_trial_dir_is_no_error() {
-    let obs = Observation { trial_dir: "/nonexistent/aorta/t0".into(), core_dirs: vec!["/nonexistent/cwd".into()], ..Default::default() };
+    let obs = Observation {
+        trial_dir: "/nonexistent/aorta/t0".into(),
+        core_dirs: vec!["/nonexistent/cwd".into()],
+        ..Default::default()
+    };
     let c = run(&obs);
     assert_eq!(c.verdict, Verdict::Pass);
     assert!(c.capture.is_empty());
@@ -83,27 +115,48 @@ fn tier1_missing_trial_dir_is_no_error() {
 #[test]
 fn tier2_hang_kept_or_reconciled() {
     let t = Trial::new();
-    let c = run(&Observation { hang_detected: true, ..t.obs() });
+    let c = run(&Observation {
+        hang_detected: true,
+        ..t.obs()
+    });
     assert_eq!(c.verdict, Verdict::Pass);
     assert_eq!(c.capture["tier2_hang_latched_but_reconciled"], true);
-    let c = run(&Observation { hang_detected: true, exit_code: 1, ..t.obs() });
-    assert_eq!(c.failure_detectors_fired, ["tier1:exit_nonzero", "tier2:hang"]);
+    let c = run(&Observation {
+        hang_detected: true,
+        exit_code: 1,
+        ..t.obs()
+    });
+    assert_eq!(
+        c.failure_detectors_fired,
+        ["tier1:exit_nonzero", "tier2:hang"]
+    );
     assert!(!c.capture.contains_key("tier2_hang_latched_but_reconciled"));
 }
 
 fn dmesg(text: &str) -> Observation {
-    Observation { dmesg_text: Some(text.to_string()), ..Default::default() }
+    Observation {
+        dmesg_text: Some(text.to_string()),
+        ..Default::default()
+    }
 }
 
 #[test]
 fn tier3_each_dmesg_fixture_line_fires_its_id() {
     let rows = tsv("dmesg_events.tsv");
     for p in TIER3_LOG_PATTERNS {
-        assert!(rows.iter().any(|(id, _)| id == p.id), "no fixture for {}", p.id);
+        assert!(
+            rows.iter().any(|(id, _)| id == p.id),
+            "no fixture for {}",
+            p.id
+        );
     }
     for (id, line) in rows {
         let c = run(&dmesg(&format!("[    1.0] unrelated boot line\n{line}\n")));
-        assert!(c.failure_detectors_fired.contains(&id), "{id} did not fire on {line:?}: {:?}", c.failure_detectors_fired);
+        assert!(
+            c.failure_detectors_fired.contains(&id),
+            "{id} did not fire on {line:?}: {:?}",
+            c.failure_detectors_fired
+        );
         assert_eq!(c.verdict, Verdict::Fail);
     }
 }
@@ -122,7 +175,9 @@ fn tier3_benign_kernel_lines_fire_nothing() {
     let c = run(&dmesg(&fixture("dmesg_benign.txt")));
     assert_eq!(c.verdict, Verdict::Pass, "{:?}", c.failure_detectors_fired);
     assert!(c.failure_detectors_fired.is_empty());
-    let c = run(&dmesg("[    4.1] amdgpu 0000:c1:00.0: amdgpu: XGMI initialized"));
+    let c = run(&dmesg(
+        "[    4.1] amdgpu 0000:c1:00.0: amdgpu: XGMI initialized",
+    ));
     assert!(c.failure_detectors_fired.is_empty());
 }
 
@@ -134,40 +189,72 @@ fn tier3_huge_dmesg_keeps_the_tail() {
     text.push_str(&filler(MAX_DMESG_BYTES + MIB));
     text.push_str(tail);
     let c = run(&dmesg(&text));
-    assert_eq!(c.failure_detectors_fired, ["tier3:nvidia_xid"], "the head fell outside the kept tail");
+    assert_eq!(
+        c.failure_detectors_fired,
+        ["tier3:nvidia_xid"],
+        "the head fell outside the kept tail"
+    );
 }
 
 #[test]
 fn tier3_missing_dmesg_means_no_dmesg_detectors() {
-    let c = run(&Observation { dmesg_text: None, ..Default::default() });
+    let c = run(&Observation {
+        dmesg_text: None,
+        ..Default::default()
+    });
     assert_eq!(c.verdict, Verdict::Pass);
 }
 
 fn snap(vram: i64, throttle: i64) -> Option<GpuSnapshot> {
-    Some(GpuSnapshot { vram_used_mib: Some(vram), throttle: Some(throttle) })
+    Some(GpuSnapshot {
+        vram_used_mib: Some(vram),
+        throttle: Some(throttle),
+    })
 }
 
 #[test]
 fn tier3_vram_growth_is_a_warning() {
-    let obs = Observation { gpu_pre: snap(100, 0), gpu_post: snap(600, 0), ..Default::default() };
+    let obs = Observation {
+        gpu_pre: snap(100, 0),
+        gpu_post: snap(600, 0),
+        ..Default::default()
+    };
     let c = run(&obs);
     assert_eq!(c.verdict, Verdict::Pass);
     assert_eq!(c.warn_detectors_fired, ["tier3:vram_growth"]);
     assert!(c.failure_detectors_fired.is_empty());
 
-    let off = ClassifierConfig { tier3_vram_growth: false, ..Default::default() };
+    let off = ClassifierConfig {
+        tier3_vram_growth: false,
+        ..Default::default()
+    };
     assert!(classify(&obs, &off).warn_detectors_fired.is_empty());
 
-    let small = Observation { gpu_pre: snap(100, 0), gpu_post: snap(355, 0), ..Default::default() };
-    assert!(run(&small).warn_detectors_fired.is_empty(), "255 MiB is below the threshold");
-    let none = Observation { gpu_pre: None, gpu_post: snap(6000, 3), ..Default::default() };
+    let small = Observation {
+        gpu_pre: snap(100, 0),
+        gpu_post: snap(355, 0),
+        ..Default::default()
+    };
+    assert!(
+        run(&small).warn_detectors_fired.is_empty(),
+        "255 MiB is below the threshold"
+    );
+    let none = Observation {
+        gpu_pre: None,
+        gpu_post: snap(6000, 3),
+        ..Default::default()
+    };
     let c = run(&none);
     assert!(c.warn_detectors_fired.is_empty() && c.failure_detectors_fired.is_empty());
 }
 
 #[test]
 fn tier3_thermal_throttle_fails() {
-    let c = run(&Observation { gpu_pre: snap(100, 0), gpu_post: snap(100, 1), ..Default::default() });
+    let c = run(&Observation {
+        gpu_pre: snap(100, 0),
+        gpu_post: snap(100, 1),
+        ..Default::default()
+    });
     assert_eq!(c.failure_detectors_fired, ["tier3:thermal_throttle"]);
     assert_eq!(c.verdict, Verdict::Fail);
 }

@@ -6,8 +6,16 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 fn find_tool(name: &str) -> Option<PathBuf> {
-    let beside = std::env::current_exe().ok().and_then(|p| p.parent().map(|d| d.join(name)));
-    let path_dirs = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).map(|d| d.join(name)).collect::<Vec<_>>()).unwrap_or_default();
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join(name)));
+    let path_dirs = std::env::var_os("PATH")
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join(name))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
     beside.into_iter().chain(path_dirs).find(|p| p.is_file())
 }
 
@@ -18,7 +26,15 @@ pub fn hw_queue(args: &[String]) -> crate::exit::CliResult {
             "build it with `cargo build --release -p aorta-hw-queue` (it is installed beside the aorta binary)",
         ));
     };
-    let status = std::process::Command::new(&tool).args(args).status().map_err(|e| usage(format!("cannot run {}: {e}", tool.display()), "check the file's permissions"))?;
+    let status = std::process::Command::new(&tool)
+        .args(args)
+        .status()
+        .map_err(|e| {
+            usage(
+                format!("cannot run {}: {e}", tool.display()),
+                "check the file's permissions",
+            )
+        })?;
     Ok(match status.code() {
         Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
         None => ExitCode::from(crate::exit::INCOMPLETE),

@@ -14,7 +14,18 @@ pub fn build(a: &BuildArgs) -> CliResult {
     for id in ids {
         let c = session.compile(id)?;
         if c.recipe.mode == Mode::Triage && !a.command.is_empty() {
-            return Err(usage(format!("{}: a command was given after --, but {} is a triage (workload) recipe", c.label, c.recipe.source.as_ref().map(|s| s.path.display().to_string()).unwrap_or_default()), "only probe recipes (mode: probe) wrap a command"));
+            return Err(usage(
+                format!(
+                    "{}: a command was given after --, but {} is a triage (workload) recipe",
+                    c.label,
+                    c.recipe
+                        .source
+                        .as_ref()
+                        .map(|s| s.path.display().to_string())
+                        .unwrap_or_default()
+                ),
+                "only probe recipes (mode: probe) wrap a command",
+            ));
         }
         compiled.push(c);
     }

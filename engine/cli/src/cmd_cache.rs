@@ -8,7 +8,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 fn open(store: &Option<PathBuf>) -> Result<Session, crate::exit::CliError> {
-    ExecArgs { store: store.clone(), ..Default::default() }.session()
+    ExecArgs {
+        store: store.clone(),
+        ..Default::default()
+    }
+    .session()
 }
 
 pub fn cache(cmd: &CacheCommand) -> CliResult {
@@ -16,19 +20,41 @@ pub fn cache(cmd: &CacheCommand) -> CliResult {
         CacheCommand::Stats { store } => {
             let session = open(store)?;
             let root = session.store_root().to_path_buf();
-            let s = session.store()?.stats().map_err(|e| crate::exit::infra(e.to_string()))?;
+            let s = session
+                .store()?
+                .stats()
+                .map_err(|e| crate::exit::infra(e.to_string()))?;
             println!("store: {}", root.display());
             println!("blobs: {} ({})", s.blobs, human_bytes(s.blob_bytes));
-            println!("action cache entries: {} ({})", s.ac_entries, human_bytes(s.ac_bytes));
-            println!("temp files: {}  quarantined: {}  strays: {}", s.tmp_files, s.quarantined, s.strays);
+            println!(
+                "action cache entries: {} ({})",
+                s.ac_entries,
+                human_bytes(s.ac_bytes)
+            );
+            println!(
+                "temp files: {}  quarantined: {}  strays: {}",
+                s.tmp_files, s.quarantined, s.strays
+            );
             Ok(ExitCode::SUCCESS)
         }
         CacheCommand::Verify { store, repair } => {
             let session = open(store)?;
             let root = session.store_root().to_path_buf();
-            let r = session.store()?.verify(*repair).map_err(|e| crate::exit::infra(e.to_string()))?;
-            println!("checked {} blobs and {} action-cache entries in {}", r.blobs_checked, r.entries_checked, root.display());
-            for (what, list) in [("corrupt blob", &r.corrupt_blobs), ("bad entry", &r.bad_entries), ("stray file", &r.strays)] {
+            let r = session
+                .store()?
+                .verify(*repair)
+                .map_err(|e| crate::exit::infra(e.to_string()))?;
+            println!(
+                "checked {} blobs and {} action-cache entries in {}",
+                r.blobs_checked,
+                r.entries_checked,
+                root.display()
+            );
+            for (what, list) in [
+                ("corrupt blob", &r.corrupt_blobs),
+                ("bad entry", &r.bad_entries),
+                ("stray file", &r.strays),
+            ] {
                 for p in list {
                     println!("  {what}: {} ({})", p.path.display(), p.reason);
                 }
@@ -45,7 +71,12 @@ pub fn cache(cmd: &CacheCommand) -> CliResult {
                 Ok(ExitCode::from(crate::exit::INCOMPLETE))
             }
         }
-        CacheCommand::Gc { store, max_age_days, max_bytes, wait } => {
+        CacheCommand::Gc {
+            store,
+            max_age_days,
+            max_bytes,
+            wait,
+        } => {
             let session = open(store)?;
             let policy = GcPolicy {
                 max_age: max_age_days.map(|d| Duration::from_secs_f64(d * 86_400.0)),
@@ -53,7 +84,10 @@ pub fn cache(cmd: &CacheCommand) -> CliResult {
                 wait: *wait,
                 ..GcPolicy::default()
             };
-            let r = session.store()?.gc(&policy).map_err(|e| crate::exit::infra(e.to_string()))?;
+            let r = session
+                .store()?
+                .gc(&policy)
+                .map_err(|e| crate::exit::infra(e.to_string()))?;
             println!(
                 "gc: removed {} blobs ({}), expired {} and evicted {} entries, quarantined {} corrupt; kept {} entries and {} blobs ({})",
                 r.blobs_removed,
@@ -89,9 +123,21 @@ fn human_bytes(b: u64) -> String {
 /// it, and whether the next build would run (or render) it.
 pub fn explain(a: &ExplainArgs) -> CliResult {
     let session = a.exec.session()?;
-    let ids = crate::targets::add(&session, std::slice::from_ref(&a.target), &a.mitigations_files, &a.command)?;
+    let ids = crate::targets::add(
+        &session,
+        std::slice::from_ref(&a.target),
+        &a.mitigations_files,
+        &a.command,
+    )?;
     let [id] = ids.as_slice() else {
-        return Err(usage(format!("{} names {} recipes; explain needs exactly one", a.target, ids.len()), "name a single target, e.g. //recipes:quickstart"));
+        return Err(usage(
+            format!(
+                "{} names {} recipes; explain needs exactly one",
+                a.target,
+                ids.len()
+            ),
+            "name a single target, e.g. //recipes:quickstart",
+        ));
     };
     let c = session.compile(*id)?;
     let query = match (&a.cell, a.trial, &a.artifact) {

@@ -12,19 +12,40 @@ fn load(path: &std::path::Path) -> Result<Snapshot, CliError> {
 
 fn rules(include: &[String], exclude: &[String]) -> Result<KeyRules, CliError> {
     let r = KeyRules::new(include.to_vec(), exclude.to_vec());
-    r.validate().map_err(|e| usage(format!("--key-include/--key-exclude: {e}"), "dotted field paths with * globs, e.g. env_vars.NCCL_*"))?;
+    r.validate().map_err(|e| {
+        usage(
+            format!("--key-include/--key-exclude: {e}"),
+            "dotted field paths with * globs, e.g. env_vars.NCCL_*",
+        )
+    })?;
     Ok(r)
 }
 
 pub fn env(cmd: &EnvCommand) -> CliResult {
     match cmd {
-        EnvCommand::Probe { output, summary, field, python, no_cache, deep } => {
+        EnvCommand::Probe {
+            output,
+            summary,
+            field,
+            python,
+            no_cache,
+            deep,
+        } => {
             if *summary && field.is_some() {
-                return Err(usage("--summary and --field cannot be combined", "use one of them"));
+                return Err(usage(
+                    "--summary and --field cannot be combined",
+                    "use one of them",
+                ));
             }
-            let snap = probe_machine(python.clone(), (!no_cache).then(default_probe_cache_dir), *deep);
+            let snap = probe_machine(
+                python.clone(),
+                (!no_cache).then(default_probe_cache_dir),
+                *deep,
+            );
             if let Some(f) = field {
-                let v = snap.field(f).map_err(|e| usage(e.to_string(), "fields are dotted paths such as gpu.devices"))?;
+                let v = snap.field(f).map_err(|e| {
+                    usage(e.to_string(), "fields are dotted paths such as gpu.devices")
+                })?;
                 println!("{}", serde_json::to_string(&v).unwrap_or_default());
                 return Ok(ExitCode::SUCCESS);
             }
@@ -34,28 +55,62 @@ pub fn env(cmd: &EnvCommand) -> CliResult {
             }
             let out = output.clone().unwrap_or_else(|| "env.json".into());
             let abs = std::path::absolute(&out).unwrap_or(out);
-            aorta_engine::write_atomic(&abs, (snap.to_json_pretty() + "\n").as_bytes())
-                .map_err(|e| usage(format!("cannot write {}: {e}", abs.display()), "check the directory exists and is writable"))?;
-            println!("Wrote env probe to {} (schema_version={}){}", abs.display(), snap.schema_version, if snap.partial { " [PARTIAL]" } else { "" });
+            aorta_engine::write_atomic(&abs, (snap.to_json_pretty() + "\n").as_bytes()).map_err(
+                |e| {
+                    usage(
+                        format!("cannot write {}: {e}", abs.display()),
+                        "check the directory exists and is writable",
+                    )
+                },
+            )?;
+            println!(
+                "Wrote env probe to {} (schema_version={}){}",
+                abs.display(),
+                snap.schema_version,
+                if snap.partial { " [PARTIAL]" } else { "" }
+            );
             print!("{}", snap.summary());
             Ok(ExitCode::SUCCESS)
         }
-        EnvCommand::Diff { a, b, key_only, json, key_include, key_exclude } => {
+        EnvCommand::Diff {
+            a,
+            b,
+            key_only,
+            json,
+            key_include,
+            key_exclude,
+        } => {
             let (sa, sb) = (load(a)?, load(b)?);
             let d = diff(&sa, &sb, &rules(key_include, key_exclude)?);
             let d = if *key_only { d.key_only() } else { d };
             if *json {
                 println!("{}", serde_json::to_string_pretty(&d).unwrap_or_default());
             } else {
-                print!("{}", d.render(&a.display().to_string(), &b.display().to_string()));
+                print!(
+                    "{}",
+                    d.render(&a.display().to_string(), &b.display().to_string())
+                );
             }
-            Ok(if d.key_changed() { ExitCode::from(crate::exit::INCOMPLETE) } else { ExitCode::SUCCESS })
+            Ok(if d.key_changed() {
+                ExitCode::from(crate::exit::INCOMPLETE)
+            } else {
+                ExitCode::SUCCESS
+            })
         }
-        EnvCommand::Key { file, deep, key_include, key_exclude } => {
+        EnvCommand::Key {
+            file,
+            deep,
+            key_include,
+            key_exclude,
+        } => {
             let rules = rules(key_include, key_exclude)?;
             let snap = match file {
                 Some(f) => load(f)?,
-                None => probe_machine(None, Some(default_probe_cache_dir()), *deep || rules.needs_deep()),
+                None => probe_machine(
+                    None,
+                    Some(default_probe_cache_dir()),
+                    *deep || rules.needs_deep(),
+                ),
             };
             let k = snap.key(&rules);
             println!("{}", k.hash);

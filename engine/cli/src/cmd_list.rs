@@ -10,7 +10,8 @@ fn registry(files: &[PathBuf]) -> miette::Result<Registry> {
 }
 
 fn print_json<T: serde::Serialize>(value: &T) -> crate::exit::CliResult {
-    let text = serde_json::to_string_pretty(value).map_err(|e| miette::miette!("cannot serialise: {e}"))?;
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| miette::miette!("cannot serialise: {e}"))?;
     println!("{text}");
     Ok(ExitCode::SUCCESS)
 }
@@ -56,7 +57,10 @@ struct PatternJson<'a> {
 /// kernel-log patterns.
 pub fn patterns(version_only: bool, json: bool, banner: &str) -> crate::exit::CliResult {
     if version_only {
-        println!("{banner} pattern library v{PATTERN_LIBRARY_VERSION} (aorta {})", env!("CARGO_PKG_VERSION"));
+        println!(
+            "{banner} pattern library v{PATTERN_LIBRARY_VERSION} (aorta {})",
+            env!("CARGO_PKG_VERSION")
+        );
         return Ok(ExitCode::SUCCESS);
     }
     let tiers: [(&str, &[Pattern]); 2] = [("tier4", TIER4_PATTERNS), ("tier3", TIER3_LOG_PATTERNS)];
@@ -76,7 +80,9 @@ pub fn patterns(version_only: bool, json: bool, banner: &str) -> crate::exit::Cl
                 })
             })
             .collect();
-        return print_json(&serde_json::json!({"version": PATTERN_LIBRARY_VERSION, "patterns": all}));
+        return print_json(
+            &serde_json::json!({"version": PATTERN_LIBRARY_VERSION, "patterns": all}),
+        );
     }
     println!("{banner} built-in pattern library (v{PATTERN_LIBRARY_VERSION})");
     println!();

@@ -4,7 +4,10 @@
 use crate::args::{ProbeArgs, SweepRunArgs, TriageRunArgs};
 use crate::exit::{usage, CliResult};
 use aorta_engine::{RecipeOrigin, TargetSpec};
-use aorta_recipe::{load_recipe, override_collect, peek_mode, FlagRecipe, Mode, PassthroughMode, PeekedMode, ProbeOverlays, Recipe};
+use aorta_recipe::{
+    load_recipe, override_collect, peek_mode, FlagRecipe, Mode, PassthroughMode, PeekedMode,
+    ProbeOverlays, Recipe,
+};
 use aorta_registry::Registry;
 use std::sync::Arc;
 
@@ -28,7 +31,10 @@ pub fn sweep_run(a: &SweepRunArgs, name: &str) -> CliResult {
     let peeked = a.recipe.as_deref().map(peek_mode);
     let has_command = !a.command.is_empty();
     if peeked == Some(PeekedMode::Known(Mode::Probe)) && !has_command {
-        return Err(usage(format!("{name}: a probe recipe needs the command to run after --"), format!("{name} --recipe <probe recipe> -- bash launch.sh")));
+        return Err(usage(
+            format!("{name}: a probe recipe needs the command to run after --"),
+            format!("{name} --recipe <probe recipe> -- bash launch.sh"),
+        ));
     }
     if has_command && peeked == Some(PeekedMode::Known(Mode::Triage)) {
         return Err(usage(
@@ -44,23 +50,41 @@ pub fn sweep_run(a: &SweepRunArgs, name: &str) -> CliResult {
 }
 
 fn subprocess_flow(a: &SweepRunArgs, name: &str) -> CliResult {
-    if a.collect.as_deref().is_some_and(|c| c.split(',').any(|s| !s.trim().is_empty())) {
-        return Err(usage(format!("{name}: --collect applies to the workload flow only"), "collectors run inside workloads; drop --collect with -- COMMAND"));
+    if a.collect
+        .as_deref()
+        .is_some_and(|c| c.split(',').any(|s| !s.trim().is_empty()))
+    {
+        return Err(usage(
+            format!("{name}: --collect applies to the workload flow only"),
+            "collectors run inside workloads; drop --collect with -- COMMAND",
+        ));
     }
     let set = flag_mode_flags(a);
     if !set.is_empty() {
         return Err(usage(format!("{name}: {} cannot be used with a command (subprocess flow)", set.join(", ")), "those flags build workload recipes; the subprocess flow takes --recipe with mode: probe"));
     }
     let Some(path) = &a.recipe else {
-        return Err(usage(format!("{name}: the subprocess flow needs --recipe"), "write a probe recipe (mode: probe), e.g. recipes/probe-template-bash.yaml"));
+        return Err(usage(
+            format!("{name}: the subprocess flow needs --recipe"),
+            "write a probe recipe (mode: probe), e.g. recipes/probe-template-bash.yaml",
+        ));
     };
     let mut recipe = load_recipe(path, &a.mitigations_files)?.recipe;
     if recipe.mode != Mode::Probe {
-        return Err(usage(format!("{}: is not a probe-mode recipe; set 'mode: probe' to wrap a command", path.display()), "or drop the command after -- to run the recipe's workload"));
+        return Err(usage(
+            format!(
+                "{}: is not a probe-mode recipe; set 'mode: probe' to wrap a command",
+                path.display()
+            ),
+            "or drop the command after -- to run the recipe's workload",
+        ));
     }
     let overlays = ProbeOverlays {
         ticket: a.ticket.clone(),
-        env_passthrough_mode: a.env_passthrough_mode.as_deref().and_then(PassthroughMode::parse),
+        env_passthrough_mode: a
+            .env_passthrough_mode
+            .as_deref()
+            .and_then(PassthroughMode::parse),
         stop_after_events: a.stop_after_events,
         max_trials: a.max_trials,
         disable_detector: a.disable_detector.clone(),
@@ -71,7 +95,10 @@ fn subprocess_flow(a: &SweepRunArgs, name: &str) -> CliResult {
 
 fn workload_flow(a: &SweepRunArgs, name: &str) -> CliResult {
     if a.env_passthrough_mode.is_some() {
-        return Err(usage(format!("{name}: --env-passthrough-mode applies to the subprocess flow only"), "it needs a probe recipe and a command after --"));
+        return Err(usage(
+            format!("{name}: --env-passthrough-mode applies to the subprocess flow only"),
+            "it needs a probe recipe and a command after --",
+        ));
     }
     let probe_only: Vec<&str> = [
         ("--stop-after-events", a.stop_after_events.is_some()),
@@ -82,7 +109,13 @@ fn workload_flow(a: &SweepRunArgs, name: &str) -> CliResult {
     .filter_map(|(f, s)| s.then_some(f))
     .collect();
     if !probe_only.is_empty() {
-        return Err(usage(format!("{name}: {} apply to the subprocess flow only", probe_only.join(", ")), "use stop_after in the recipe for workload runs"));
+        return Err(usage(
+            format!(
+                "{name}: {} apply to the subprocess flow only",
+                probe_only.join(", ")
+            ),
+            "use stop_after in the recipe for workload runs",
+        ));
     }
     let recipe = match &a.recipe {
         Some(path) => {
@@ -91,7 +124,10 @@ fn workload_flow(a: &SweepRunArgs, name: &str) -> CliResult {
                 conflicts.push("--ticket");
             }
             if !conflicts.is_empty() {
-                return Err(usage(format!("{name}: --recipe conflicts with {}", conflicts.join(", ")), "put those settings in the recipe, or drop --recipe to use flag mode"));
+                return Err(usage(
+                    format!("{name}: --recipe conflicts with {}", conflicts.join(", ")),
+                    "put those settings in the recipe, or drop --recipe to use flag mode",
+                ));
             }
             let mut recipe = load_recipe(path, &a.mitigations_files)?.recipe;
             if let Some(c) = &a.collect {
@@ -120,7 +156,11 @@ fn workload_flow(a: &SweepRunArgs, name: &str) -> CliResult {
 
 fn finish(a: &SweepRunArgs, recipe: Recipe, argv: Option<&[String]>) -> CliResult {
     let session = a.exec.session()?;
-    let id = session.add_target(TargetSpec { label: None, origin: RecipeOrigin::Given(Arc::new(recipe)), argv: argv.map(<[String]>::to_vec) });
+    let id = session.add_target(TargetSpec {
+        label: None,
+        origin: RecipeOrigin::Given(Arc::new(recipe)),
+        argv: argv.map(<[String]>::to_vec),
+    });
     let c = session.compile(id)?;
     if a.dry_run {
         return crate::output::print_plans(&[session.plan(&c)], a.json);
@@ -137,15 +177,24 @@ pub fn deprecated_probe(a: ProbeArgs) -> CliResult {
     }
     crate::output::deprecation("aorta probe", "aorta sweep run");
     if a.version {
-        return Err(usage("aorta probe: --version only works with --list-patterns", "use `aorta --version` for the tool's version"));
+        return Err(usage(
+            "aorta probe: --version only works with --list-patterns",
+            "use `aorta --version` for the tool's version",
+        ));
     }
     if a.recipe.is_none() {
-        return Err(usage("aorta probe: --recipe is required", "aorta sweep run --recipe <probe recipe> -- COMMAND"));
+        return Err(usage(
+            "aorta probe: --recipe is required",
+            "aorta sweep run --recipe <probe recipe> -- COMMAND",
+        ));
     }
     let args = SweepRunArgs {
         recipe: a.recipe,
         dry_run: a.dry_run,
-        exec: crate::args::ExecArgs { output: a.output, ..Default::default() },
+        exec: crate::args::ExecArgs {
+            output: a.output,
+            ..Default::default()
+        },
         ticket: a.ticket,
         env_passthrough_mode: a.env_passthrough_mode,
         mitigations_files: a.mitigations_files,
@@ -158,7 +207,10 @@ pub fn deprecated_probe(a: ProbeArgs) -> CliResult {
         ..Default::default()
     };
     if args.command.is_empty() {
-        return Err(usage("aorta probe: no command after '--'", "aorta sweep run --recipe <probe recipe> -- COMMAND"));
+        return Err(usage(
+            "aorta probe: no command after '--'",
+            "aorta sweep run --recipe <probe recipe> -- COMMAND",
+        ));
     }
     subprocess_flow(&args, "aorta probe")
 }
@@ -177,7 +229,10 @@ impl From<TriageRunArgs> for SweepRunArgs {
             ticket: t.ticket,
             baseline_cell: t.baseline_cell,
             confound_threshold: t.confound_threshold,
-            exec: crate::args::ExecArgs { output: t.output_dir, ..Default::default() },
+            exec: crate::args::ExecArgs {
+                output: t.output_dir,
+                ..Default::default()
+            },
             mitigations_files: t.mitigations_files,
             collect: t.collect,
             verbose: t.verbose,

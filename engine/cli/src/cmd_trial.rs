@@ -12,14 +12,30 @@ use std::process::ExitCode;
 pub fn trial(c: &TrialCommand) -> CliResult {
     let TrialCommand::Exec(a) = c;
     if a.exec.output.is_some() {
-        return Err(usage("aorta trial exec writes to --out DIR; --output is for whole builds", "aorta trial exec --recipe r.yaml --cell C --trial 0 --out DIR"));
+        return Err(usage(
+            "aorta trial exec writes to --out DIR; --output is for whole builds",
+            "aorta trial exec --recipe r.yaml --cell C --trial 0 --out DIR",
+        ));
     }
     let session = a.exec.session()?;
-    let origin = RecipeOrigin::File { path: a.recipe.clone(), sidecars: a.mitigations_files.clone() };
-    let id = session.add_target(TargetSpec { label: None, origin, argv: (!a.command.is_empty()).then(|| a.command.clone()) });
+    let origin = RecipeOrigin::File {
+        path: a.recipe.clone(),
+        sidecars: a.mitigations_files.clone(),
+    };
+    let id = session.add_target(TargetSpec {
+        label: None,
+        origin,
+        argv: (!a.command.is_empty()).then(|| a.command.clone()),
+    });
     let compiled = session.compile(id)?;
     if compiled.recipe.mode == Mode::Probe && a.command.is_empty() {
-        return Err(usage(format!("{}: a probe recipe needs the command after --", a.recipe.display()), "aorta trial exec --recipe r.yaml --cell C --trial 0 --out DIR -- bash launch.sh"));
+        return Err(usage(
+            format!(
+                "{}: a probe recipe needs the command after --",
+                a.recipe.display()
+            ),
+            "aorta trial exec --recipe r.yaml --cell C --trial 0 --out DIR -- bash launch.sh",
+        ));
     }
     let out = session.build_one(&compiled, &a.cell, a.trial, &a.out, a.expect_key.as_deref())?;
     if let Some(line) = session.remote_report() {
@@ -29,6 +45,13 @@ pub fn trial(c: &TrialCommand) -> CliResult {
         Source::Executed => "executed",
         Source::Reused => "reused from the cache",
     };
-    println!("{} trial {} {}: {} ({how}) -> {}", a.cell, a.trial, out.key, out.verdict, a.out.display());
+    println!(
+        "{} trial {} {}: {} ({how}) -> {}",
+        a.cell,
+        a.trial,
+        out.key,
+        out.verdict,
+        a.out.display()
+    );
     Ok(ExitCode::SUCCESS)
 }

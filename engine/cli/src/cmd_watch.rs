@@ -77,13 +77,23 @@ pub fn watch(a: &BuildArgs) -> CliResult {
         }
         // Watch directories, not files: editors save by renaming a new file over the old one.
         let files = w.files();
-        for d in files.iter().filter_map(|p| p.parent().map(Path::to_path_buf)) {
+        for d in files
+            .iter()
+            .filter_map(|p| p.parent().map(Path::to_path_buf))
+        {
             if watched_dirs.insert(d.clone()) {
-                watcher.watch(&d, RecursiveMode::NonRecursive).map_err(|e| crate::exit::infra(format!("cannot watch {}: {e}", d.display())))?;
+                watcher
+                    .watch(&d, RecursiveMode::NonRecursive)
+                    .map_err(|e| {
+                        crate::exit::infra(format!("cannot watch {}: {e}", d.display()))
+                    })?;
             }
         }
         // Once per round, not per wake-up: logs stay readable when stderr is not a terminal.
-        eprintln!("aorta watch: watching {} file(s); Ctrl-C stops", files.len());
+        eprintln!(
+            "aorta watch: watching {} file(s); Ctrl-C stops",
+            files.len()
+        );
         let edited = loop {
             if cancel.is_cancelled() {
                 eprintln!("aorta watch: stopped");
@@ -92,7 +102,9 @@ pub fn watch(a: &BuildArgs) -> CliResult {
             let first = match rx.recv_timeout(Duration::from_millis(100)) {
                 Ok(p) => p,
                 Err(mpsc::RecvTimeoutError::Timeout) => continue,
-                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(crate::exit::infra("the file watcher stopped")),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(crate::exit::infra("the file watcher stopped"))
+                }
             };
             // Wait for the burst to settle.
             let mut changed = vec![first];
@@ -105,6 +117,16 @@ pub fn watch(a: &BuildArgs) -> CliResult {
             }
         };
         rebuilds += 1;
-        changed_names = edited.iter().map(|p| p.file_name().unwrap_or_default().to_string_lossy().into_owned()).collect::<BTreeSet<_>>().into_iter().collect();
+        changed_names = edited
+            .iter()
+            .map(|p| {
+                p.file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
     }
 }

@@ -26,13 +26,28 @@ pub fn build(session: &Session, c: &Compiled, verbose: u8) -> Result<BuildOutcom
         }
         if verbose > 0 {
             let line = match &e {
-                Event::Executed(r) => format!("[ran]    {} trial {}: {} in {:.2}s", r.record.cell_name, r.index, r.record.verdict.as_str(), r.exec_seconds),
-                Event::Reused(r) => format!("[cached] {} trial {}: {}", r.record.cell_name, r.index, r.record.verdict.as_str()),
-                Event::Failed { cell, index, error } => format!("[error]  {cell} trial {index}: {error}"),
+                Event::Executed(r) => format!(
+                    "[ran]    {} trial {}: {} in {:.2}s",
+                    r.record.cell_name,
+                    r.index,
+                    r.record.verdict.as_str(),
+                    r.exec_seconds
+                ),
+                Event::Reused(r) => format!(
+                    "[cached] {} trial {}: {}",
+                    r.record.cell_name,
+                    r.index,
+                    r.record.verdict.as_str()
+                ),
+                Event::Failed { cell, index, error } => {
+                    format!("[error]  {cell} trial {index}: {error}")
+                }
             };
             bar.suspend(|| eprintln!("{line}"));
         }
-        bar.set_message(format!("executed {executed} · cached {reused} · not passing {failed}"));
+        bar.set_message(format!(
+            "executed {executed} · cached {reused} · not passing {failed}"
+        ));
         bar.inc(1);
     };
     let out = session.build(c, &mut on_event);
@@ -48,7 +63,10 @@ fn progress_bar(len: u64, verbose: u8) -> ProgressBar {
         return ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden());
     }
     let bar = ProgressBar::new(len);
-    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} trials  {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} trials  {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
     bar
 }
 
@@ -72,11 +90,18 @@ pub fn report(o: &BuildOutcome, mode: Mode, strict: bool) -> ExitCode {
         Mode::Triage => println!("Wrote matrix to {}", o.run_dir.display()),
     }
     if std::env::var_os("AORTA_TIMING").is_some() {
-        eprintln!("aorta timing: artifacts: {} rendered, {} restored from the store, {} unchanged", o.rendered, o.restored, o.unchanged);
+        eprintln!(
+            "aorta timing: artifacts: {} rendered, {} restored from the store, {} unchanged",
+            o.rendered, o.restored, o.unchanged
+        );
     }
     if o.cells.iter().any(|c| c.error.is_some()) {
         for c in o.cells.iter().filter(|c| c.error.is_some()) {
-            eprintln!("aorta: cell {} could not run: {}", c.name, c.error.as_deref().unwrap_or_default());
+            eprintln!(
+                "aorta: cell {} could not run: {}",
+                c.name,
+                c.error.as_deref().unwrap_or_default()
+            );
         }
         return ExitCode::from(exit::INFRASTRUCTURE);
     }
@@ -91,7 +116,11 @@ pub fn report(o: &BuildOutcome, mode: Mode, strict: bool) -> ExitCode {
         let unfinished = o.unfinished_cells();
         if !unfinished.is_empty() {
             let names: Vec<&str> = unfinished.iter().map(|c| c.name.as_str()).collect();
-            eprintln!("aorta: --strict: {} cell(s) errored or ran no trial: {}", names.len(), names.join(", "));
+            eprintln!(
+                "aorta: --strict: {} cell(s) errored or ran no trial: {}",
+                names.len(),
+                names.join(", ")
+            );
             return ExitCode::from(exit::INCOMPLETE);
         }
     }

@@ -34,8 +34,14 @@ impl From<EngineError> for CliError {
         };
         let report = match e {
             EngineError::Input(d) => miette::Report::new(*d),
-            EngineError::Infrastructure { message, help: Some(h) } => miette::miette!(help = h, "{message}"),
-            EngineError::Infrastructure { message, help: None } => miette::miette!("{message}"),
+            EngineError::Infrastructure {
+                message,
+                help: Some(h),
+            } => miette::miette!(help = h, "{message}"),
+            EngineError::Infrastructure {
+                message,
+                help: None,
+            } => miette::miette!("{message}"),
         };
         CliError { report, code }
     }
@@ -43,29 +49,44 @@ impl From<EngineError> for CliError {
 
 impl From<Box<Diag>> for CliError {
     fn from(d: Box<Diag>) -> Self {
-        CliError { report: miette::Report::new(*d), code: BAD_INPUT }
+        CliError {
+            report: miette::Report::new(*d),
+            code: BAD_INPUT,
+        }
     }
 }
 
 impl From<aorta_labels::LabelsError> for CliError {
     fn from(e: aorta_labels::LabelsError) -> Self {
-        CliError { report: miette::Report::new(e), code: BAD_INPUT }
+        CliError {
+            report: miette::Report::new(e),
+            code: BAD_INPUT,
+        }
     }
 }
 
 /// Reports built in the CLI itself are about its input (a flag, a file it was pointed at).
 impl From<miette::Report> for CliError {
     fn from(report: miette::Report) -> Self {
-        CliError { report, code: BAD_INPUT }
+        CliError {
+            report,
+            code: BAD_INPUT,
+        }
     }
 }
 
 /// A usage error (exit 2) with a hint.
 pub fn usage(message: impl Into<String>, help: impl Into<String>) -> CliError {
-    CliError { report: miette::Report::new(Diag::new(DiagKind::Usage, message).with_help(help)), code: BAD_INPUT }
+    CliError {
+        report: miette::Report::new(Diag::new(DiagKind::Usage, message).with_help(help)),
+        code: BAD_INPUT,
+    }
 }
 
 /// An infrastructure error (exit 3): the machine, not the input.
 pub fn infra(message: impl Into<String>) -> CliError {
-    CliError { report: miette::miette!("{}", message.into()), code: INFRASTRUCTURE }
+    CliError {
+        report: miette::miette!("{}", message.into()),
+        code: INFRASTRUCTURE,
+    }
 }

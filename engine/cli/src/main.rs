@@ -50,11 +50,21 @@ fn run(cli: Cli) -> CliResult {
         Command::Build(a) if a.watch => cmd_watch::watch(&a),
         Command::Build(a) => cmd_build::build(&a),
         Command::Sweep(SweepCommand::Run(a)) => cmd_sweep::sweep_run(&a, "aorta sweep run"),
-        Command::Sweep(SweepCommand::ListMitigations(a)) => cmd_list::mitigations(&a.mitigations_files, a.json),
-        Command::Sweep(SweepCommand::ListEnvironments(a)) => cmd_list::environments(&a.mitigations_files, a.json),
-        Command::Sweep(SweepCommand::ListPatterns(a)) => cmd_list::patterns(a.version, a.json, "aorta sweep"),
-        Command::Mitigations(RegistryListCommand::List { files, json }) => cmd_list::mitigations(&files, json),
-        Command::Environments(RegistryListCommand::List { files, json }) => cmd_list::environments(&files, json),
+        Command::Sweep(SweepCommand::ListMitigations(a)) => {
+            cmd_list::mitigations(&a.mitigations_files, a.json)
+        }
+        Command::Sweep(SweepCommand::ListEnvironments(a)) => {
+            cmd_list::environments(&a.mitigations_files, a.json)
+        }
+        Command::Sweep(SweepCommand::ListPatterns(a)) => {
+            cmd_list::patterns(a.version, a.json, "aorta sweep")
+        }
+        Command::Mitigations(RegistryListCommand::List { files, json }) => {
+            cmd_list::mitigations(&files, json)
+        }
+        Command::Environments(RegistryListCommand::List { files, json }) => {
+            cmd_list::environments(&files, json)
+        }
         Command::Run(a) => cmd_run::run(&a),
         Command::Env(c) => cmd_env::env(&c),
         Command::Bench(args::BenchCommand::HwQueue { args }) => cmd_bench::hw_queue(&args),
@@ -69,19 +79,28 @@ fn run(cli: Cli) -> CliResult {
         Command::Triage(t) => {
             let (old, new) = match &t {
                 TriageCommand::Run(_) => ("aorta triage run", "aorta sweep run"),
-                TriageCommand::ListMitigations(_) => ("aorta triage list-mitigations", "aorta sweep list-mitigations"),
-                TriageCommand::ListEnvironments(_) => ("aorta triage list-environments", "aorta sweep list-environments"),
+                TriageCommand::ListMitigations(_) => (
+                    "aorta triage list-mitigations",
+                    "aorta sweep list-mitigations",
+                ),
+                TriageCommand::ListEnvironments(_) => (
+                    "aorta triage list-environments",
+                    "aorta sweep list-environments",
+                ),
             };
             output::deprecation(old, new);
             match t {
                 TriageCommand::Run(a) => cmd_sweep::sweep_run(&(*a).into(), "aorta triage run"),
-                TriageCommand::ListMitigations(a) => cmd_list::mitigations(&a.mitigations_files, a.json),
-                TriageCommand::ListEnvironments(a) => cmd_list::environments(&a.mitigations_files, a.json),
+                TriageCommand::ListMitigations(a) => {
+                    cmd_list::mitigations(&a.mitigations_files, a.json)
+                }
+                TriageCommand::ListEnvironments(a) => {
+                    cmd_list::environments(&a.mitigations_files, a.json)
+                }
             }
         }
     }
 }
-
 
 /// `aorta … | head` must end quietly like any Unix tool, not panic on EPIPE inside println!.
 fn restore_sigpipe() {
@@ -107,7 +126,15 @@ fn one_malloc_arena() {
 fn install_report_handler() {
     let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let _ = miette::set_hook(Box::new(move |_| {
-        let theme = if color { miette::GraphicalTheme::unicode() } else { miette::GraphicalTheme::unicode_nocolor() };
-        Box::new(miette::GraphicalReportHandler::new_themed(theme).with_width(100).with_links(false))
+        let theme = if color {
+            miette::GraphicalTheme::unicode()
+        } else {
+            miette::GraphicalTheme::unicode_nocolor()
+        };
+        Box::new(
+            miette::GraphicalReportHandler::new_themed(theme)
+                .with_width(100)
+                .with_links(false),
+        )
     }));
 }

@@ -11,8 +11,15 @@ pub fn deprecation(old: &str, new: &str) {
 
 pub fn print_plans(plans: &[Plan], json: bool) -> CliResult {
     if json {
-        let text = if plans.len() == 1 { serde_json::to_string_pretty(&plans[0]) } else { serde_json::to_string_pretty(plans) };
-        println!("{}", text.map_err(|e| crate::exit::infra(format!("cannot serialise the plan: {e}")))?);
+        let text = if plans.len() == 1 {
+            serde_json::to_string_pretty(&plans[0])
+        } else {
+            serde_json::to_string_pretty(plans)
+        };
+        println!(
+            "{}",
+            text.map_err(|e| crate::exit::infra(format!("cannot serialise the plan: {e}")))?
+        );
     } else {
         for (i, p) in plans.iter().enumerate() {
             if i > 0 {

@@ -15,8 +15,17 @@ pub fn check(raw: &[String]) -> miette::Result<()> {
         Some("probe") => ("aorta probe", cli.find_subcommand("probe").cloned()),
         Some(s @ ("sweep" | "triage")) if rest.peek() == Some(&"run") => {
             rest.next();
-            let label = if s == "sweep" { "aorta sweep run" } else { "aorta triage run" };
-            (label, cli.find_subcommand(s).and_then(|c| c.find_subcommand("run")).cloned())
+            let label = if s == "sweep" {
+                "aorta sweep run"
+            } else {
+                "aorta triage run"
+            };
+            (
+                label,
+                cli.find_subcommand(s)
+                    .and_then(|c| c.find_subcommand("run"))
+                    .cloned(),
+            )
         }
         _ => return Ok(()),
     };
@@ -24,7 +33,8 @@ pub fn check(raw: &[String]) -> miette::Result<()> {
     let takes_value = |flag: &str| {
         sub.get_arguments().any(|a| {
             let named = a.get_long().is_some_and(|l| flag == format!("--{l}"))
-                || a.get_all_aliases().is_some_and(|al| al.iter().any(|l| flag == format!("--{l}")))
+                || a.get_all_aliases()
+                    .is_some_and(|al| al.iter().any(|l| flag == format!("--{l}")))
                 || a.get_short().is_some_and(|s| flag == format!("-{s}"));
             named && a.get_action().takes_values()
         })
@@ -40,9 +50,14 @@ pub fn check(raw: &[String]) -> miette::Result<()> {
                 }
             }
             bare => {
-                return Err(Diag::new(DiagKind::Usage, format!("{name}: missing '--' separator before the command '{bare}'"))
-                    .with_help(format!("put the command after --, e.g. {name} --recipe r.yaml -- {bare} …"))
-                    .into())
+                return Err(Diag::new(
+                    DiagKind::Usage,
+                    format!("{name}: missing '--' separator before the command '{bare}'"),
+                )
+                .with_help(format!(
+                    "put the command after --, e.g. {name} --recipe r.yaml -- {bare} …"
+                ))
+                .into())
             }
         }
     }

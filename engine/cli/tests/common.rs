@@ -3,7 +3,10 @@ use std::path::PathBuf;
 use std::process::Output;
 
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 /// Runs the real `aorta` binary from the repository root.
@@ -14,7 +17,10 @@ pub fn aorta(args: &[&str]) -> Output {
         .current_dir(repo_root())
         .env("NO_COLOR", "1")
         .env_remove("AORTA_STORE")
-        .env("AORTA_ENV_SNAPSHOT", repo_root().join("docs/examples/h200-env.json"))
+        .env(
+            "AORTA_ENV_SNAPSHOT",
+            repo_root().join("docs/examples/h200-env.json"),
+        )
         .args(args)
         .output()
         .unwrap()
@@ -22,7 +28,10 @@ pub fn aorta(args: &[&str]) -> Output {
 
 /// Exit code and both streams, for snapshots.
 pub fn transcript(out: &Output) -> String {
-    let mut s = format!("exit: {}\n", out.status.code().map_or("signal".into(), |c| c.to_string()));
+    let mut s = format!(
+        "exit: {}\n",
+        out.status.code().map_or("signal".into(), |c| c.to_string())
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !stdout.is_empty() {

@@ -10,7 +10,11 @@ fn shipped_recipe_plans() {
         let out = aorta(&["build", &format!("recipes/{name}"), "--dry-run"]);
         assert!(out.status.success(), "{}", transcript(&out));
         // The recipe's own hash line changes with every comment edit; keep the rest pinned.
-        let text: String = String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.starts_with("Recipe: ")).map(|l| format!("{l}\n")).collect();
+        let text: String = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.starts_with("Recipe: "))
+            .map(|l| format!("{l}\n"))
+            .collect();
         insta::assert_snapshot!(text);
     });
 }

@@ -12,7 +12,14 @@ use std::process::Output;
 
 /// The workloads the shipped recipes name, each played by the pyecho fixture (a real
 /// executable speaking the workload protocol), so workload recipes build without a GPU.
-const WORKLOADS: &[&str] = &["race", "inference", "llm_determinism", "training", "hw_queue", "pyecho"];
+const WORKLOADS: &[&str] = &[
+    "race",
+    "inference",
+    "llm_determinism",
+    "training",
+    "hw_queue",
+    "pyecho",
+];
 
 struct Env {
     dir: tempfile::TempDir,
@@ -41,7 +48,10 @@ impl Env {
             .env("NO_COLOR", "1")
             .env("AORTA_TIMING", "1")
             .env("AORTA_WORKLOAD_PATH", self.dir.path().join("bin"))
-            .env("AORTA_ENV_SNAPSHOT", repo_root().join("docs/examples/h200-env.json"))
+            .env(
+                "AORTA_ENV_SNAPSHOT",
+                repo_root().join("docs/examples/h200-env.json"),
+            )
             .env_remove("AORTA_STORE")
             .env_remove("AORTA_REMOTE_CACHE")
             .args(args)
@@ -51,7 +61,12 @@ impl Env {
 }
 
 fn text(o: &Output) -> String {
-    format!("exit {:?}\n--- stdout\n{}--- stderr\n{}", o.status.code(), String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 /// `(cell, trial index) → key` from a dry run's JSON plan.
@@ -59,7 +74,12 @@ fn planned_keys(plan: &Value) -> BTreeMap<(String, u32), String> {
     let mut out = BTreeMap::new();
     for cell in plan["cells"].as_array().unwrap() {
         let name = cell["name"].as_str().unwrap().to_string();
-        for (i, k) in cell["key_inputs"]["trial_keys"].as_array().unwrap().iter().enumerate() {
+        for (i, k) in cell["key_inputs"]["trial_keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+        {
             out.insert((name.clone(), i as u32), k.as_str().unwrap().to_string());
         }
     }
@@ -77,7 +97,13 @@ fn stored_keys(dir: &Path) -> BTreeMap<(String, u32), String> {
                 stack.push(p);
             } else if p.file_name().is_some_and(|n| n == "result.json") {
                 let r: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
-                out.insert((r["cell_name"].as_str().unwrap().to_string(), r["trial_index"].as_u64().unwrap() as u32), r["key"].as_str().unwrap().to_string());
+                out.insert(
+                    (
+                        r["cell_name"].as_str().unwrap().to_string(),
+                        r["trial_index"].as_u64().unwrap() as u32,
+                    ),
+                    r["key"].as_str().unwrap().to_string(),
+                );
             }
         }
     }
@@ -85,11 +111,19 @@ fn stored_keys(dir: &Path) -> BTreeMap<(String, u32), String> {
 }
 
 fn explain_key(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).lines().find_map(|l| l.strip_prefix("key:").map(|k| k.trim().to_string())).unwrap_or_default()
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("key:").map(|k| k.trim().to_string()))
+        .unwrap_or_default()
 }
 
 fn recipes() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(repo_root().join("recipes")).unwrap().flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "yaml")).collect();
+    let mut v: Vec<PathBuf> = std::fs::read_dir(repo_root().join("recipes"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
     v.sort();
     v.push(repo_root().join("engine/cli/tests/fixtures/pyecho-matrix.yaml"));
     v
@@ -103,43 +137,101 @@ fn every_entry_point_gives_the_same_keys_and_a_rebuild_does_nothing() {
     let command = ["--", "sh", "-c", "echo step_time_ms=1"];
     let mut checked = 0;
     for (n, recipe) in recipes().iter().enumerate() {
-        let path = recipe.strip_prefix(repo_root()).unwrap().to_str().unwrap().to_string();
-        let probe = std::fs::read_to_string(recipe).unwrap().contains("mode: probe");
+        let path = recipe
+            .strip_prefix(repo_root())
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
+        let probe = std::fs::read_to_string(recipe)
+            .unwrap()
+            .contains("mode: probe");
         fn with(probe: bool, command: &[&'static str], mut args: Vec<String>) -> Vec<String> {
             if probe {
                 args.extend(command.iter().map(|s| s.to_string()));
             }
             args
         }
-        let with_cmd = |args: Vec<&str>| with(probe, &command, args.into_iter().map(str::to_string).collect());
+        let with_cmd = |args: Vec<&str>| {
+            with(
+                probe,
+                &command,
+                args.into_iter().map(str::to_string).collect(),
+            )
+        };
         let out_dir = env.dir.path().join(format!("out{n}"));
         let out_dir = out_dir.to_str().unwrap();
-        let plan = env.aorta(&with_cmd(vec!["build", &path, "--dry-run", "--json", "--store", store]));
+        let plan = env.aorta(&with_cmd(vec![
+            "build",
+            &path,
+            "--dry-run",
+            "--json",
+            "--store",
+            store,
+        ]));
         assert_eq!(plan.status.code(), Some(0), "{path}: {}", text(&plan));
         let planned = planned_keys(&serde_json::from_slice(&plan.stdout).unwrap());
 
-        let first = env.aorta(&with_cmd(vec!["build", &path, "--store", store, "--output", out_dir, "-j", "4"]));
-        assert!(matches!(first.status.code(), Some(0 | 1)), "{path}: {}", text(&first));
+        let first = env.aorta(&with_cmd(vec![
+            "build", &path, "--store", store, "--output", out_dir, "-j", "4",
+        ]));
+        assert!(
+            matches!(first.status.code(), Some(0 | 1)),
+            "{path}: {}",
+            text(&first)
+        );
         let stored = stored_keys(Path::new(out_dir));
         assert!(!stored.is_empty(), "{path}: no trial ran: {}", text(&first));
         for (trial, key) in &stored {
-            assert_eq!(planned.get(trial), Some(key), "{path}: {trial:?}: the stored key differs from the dry run's");
+            assert_eq!(
+                planned.get(trial),
+                Some(key),
+                "{path}: {trial:?}: the stored key differs from the dry run's"
+            );
         }
 
         // explain: the first trial of every cell, with its store status.
         let cells: std::collections::BTreeSet<&String> = stored.keys().map(|(c, _)| c).collect();
         for cell in cells {
-            let e = env.aorta(&with_cmd(vec!["explain", &path, "--cell", cell, "--trial", "0", "--store", store]));
+            let e = env.aorta(&with_cmd(vec![
+                "explain", &path, "--cell", cell, "--trial", "0", "--store", store,
+            ]));
             assert_eq!(e.status.code(), Some(0), "{path}: {}", text(&e));
-            assert_eq!(explain_key(&e), planned[&(cell.clone(), 0)], "{path}: explain's key for {cell}");
-            assert!(String::from_utf8_lossy(&e.stdout).contains("store:   cached"), "{path} {cell}: {}", text(&e));
+            assert_eq!(
+                explain_key(&e),
+                planned[&(cell.clone(), 0)],
+                "{path}: explain's key for {cell}"
+            );
+            assert!(
+                String::from_utf8_lossy(&e.stdout).contains("store:   cached"),
+                "{path} {cell}: {}",
+                text(&e)
+            );
         }
 
-        let second = env.aorta(&with_cmd(vec!["build", &path, "--store", store, "--output", out_dir, "-j", "4"]));
-        assert_eq!(second.status.code(), first.status.code(), "{path}: {}", text(&second));
-        let (so, se) = (String::from_utf8_lossy(&second.stdout), String::from_utf8_lossy(&second.stderr));
-        assert!(so.contains("Trials: 0 executed"), "{path}: the rebuild executed trials: {}", text(&second));
-        assert!(se.contains("artifacts: 0 rendered"), "{path}: the rebuild rendered artifacts: {}", text(&second));
+        let second = env.aorta(&with_cmd(vec![
+            "build", &path, "--store", store, "--output", out_dir, "-j", "4",
+        ]));
+        assert_eq!(
+            second.status.code(),
+            first.status.code(),
+            "{path}: {}",
+            text(&second)
+        );
+        let (so, se) = (
+            String::from_utf8_lossy(&second.stdout),
+            String::from_utf8_lossy(&second.stderr),
+        );
+        assert!(
+            so.contains("Trials: 0 executed"),
+            "{path}: the rebuild executed trials: {}",
+            text(&second)
+        );
+        assert!(
+            se.contains("artifacts: 0 rendered"),
+            "{path}: the rebuild rendered artifacts: {}",
+            text(&second)
+        );
         checked += 1;
     }
     assert!(checked >= 20, "every shipped recipe is covered ({checked})");
@@ -172,30 +264,104 @@ fn explain_answers_for_a_trial_a_cell_and_an_artifact() {
     let trial = ["--cell", "none-none", "--trial", "1"];
     let cell = ["--cell", "none-none"];
     let artifact = ["--artifact", "matrix.json"];
-    assert!(ask(&trial).contains("not cached: no store yet"), "{}", ask(&trial));
-    assert!(ask(&cell).contains("not cached: 2 trial(s) not cached"), "{}", ask(&cell));
+    assert!(
+        ask(&trial).contains("not cached: no store yet"),
+        "{}",
+        ask(&trial)
+    );
+    assert!(
+        ask(&cell).contains("not cached: 2 trial(s) not cached"),
+        "{}",
+        ask(&cell)
+    );
     let before = ask(&artifact);
-    assert!(before.contains("(known once its inputs have run)") && before.contains("the next build renders it"), "{before}");
-    assert!(ask(&["--artifact", "recipe.resolved.yaml"]).contains("key:     "), "the resolved recipe's key is known before any trial runs");
+    assert!(
+        before.contains("(known once its inputs have run)")
+            && before.contains("the next build renders it"),
+        "{before}"
+    );
+    assert!(
+        ask(&["--artifact", "recipe.resolved.yaml"]).contains("key:     "),
+        "the resolved recipe's key is known before any trial runs"
+    );
 
-    let b = env.aorta(&["build", r, "--store", store, "--output", out.to_str().unwrap(), "--", "true"]);
+    let b = env.aorta(&[
+        "build",
+        r,
+        "--store",
+        store,
+        "--output",
+        out.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
     assert_eq!(b.status.code(), Some(0), "{}", text(&b));
-    assert!(ask(&trial).contains("store:   cached (executed "), "{}", ask(&trial));
-    assert!(ask(&cell).contains("store:   cached (all 2 trial(s) it folds are cached"), "{}", ask(&cell));
+    assert!(
+        ask(&trial).contains("store:   cached (executed "),
+        "{}",
+        ask(&trial)
+    );
+    assert!(
+        ask(&cell).contains("store:   cached (all 2 trial(s) it folds are cached"),
+        "{}",
+        ask(&cell)
+    );
     let after = ask(&artifact);
-    assert!(after.contains("store:   cached (rendered ") && after.contains("restores it without rendering"), "{after}");
-    let index: BTreeMap<String, String> = serde_json::from_slice(&std::fs::read(out.join("explain-test/.aorta-materialized.json")).unwrap()).unwrap();
-    let key = after.lines().find_map(|l| l.strip_prefix("key:")).unwrap().trim();
-    assert_eq!(index["matrix.json"], key, "explain's artifact key is the key the build placed");
+    assert!(
+        after.contains("store:   cached (rendered ")
+            && after.contains("restores it without rendering"),
+        "{after}"
+    );
+    let index: BTreeMap<String, String> = serde_json::from_slice(
+        &std::fs::read(out.join("explain-test/.aorta-materialized.json")).unwrap(),
+    )
+    .unwrap();
+    let key = after
+        .lines()
+        .find_map(|l| l.strip_prefix("key:"))
+        .unwrap()
+        .trim();
+    assert_eq!(
+        index["matrix.json"], key,
+        "explain's artifact key is the key the build placed"
+    );
 
     // --store is honoured: another store has none of it.
     let other = env.dir.path().join("other");
-    let o = env.aorta(&["explain", r, "--cell", "none-none", "--trial", "1", "--store", other.to_str().unwrap(), "--", "true"]);
-    assert!(String::from_utf8_lossy(&o.stdout).contains("not cached"), "{}", text(&o));
+    let o = env.aorta(&[
+        "explain",
+        r,
+        "--cell",
+        "none-none",
+        "--trial",
+        "1",
+        "--store",
+        other.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("not cached"),
+        "{}",
+        text(&o)
+    );
     // Unknown nodes are usage errors with the choices.
-    let o = env.aorta(&["explain", r, "--artifact", "environments/nope/env.json", "--store", store, "--", "true"]);
+    let o = env.aorta(&[
+        "explain",
+        r,
+        "--artifact",
+        "environments/nope/env.json",
+        "--store",
+        store,
+        "--",
+        "true",
+    ]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("environments/local/env.json"), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("environments/local/env.json"),
+        "{}",
+        text(&o)
+    );
 }
 
 #[test]
@@ -210,7 +376,16 @@ fn a_rebuild_on_a_freshly_probed_machine_renders_nothing() {
             .env("AORTA_TIMING", "1")
             .env_remove("AORTA_ENV_SNAPSHOT")
             .env("AORTA_PROBE_CACHE", env.dir.path().join("probe-cache"))
-            .args(["build", r.to_str().unwrap(), "--store", store.to_str().unwrap(), "--output", out.to_str().unwrap(), "--", "true"])
+            .args([
+                "build",
+                r.to_str().unwrap(),
+                "--store",
+                store.to_str().unwrap(),
+                "--output",
+                out.to_str().unwrap(),
+                "--",
+                "true",
+            ])
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -218,7 +393,10 @@ fn a_rebuild_on_a_freshly_probed_machine_renders_nothing() {
     };
     assert!(build().contains("artifacts: 4 rendered"));
     let second = build();
-    assert!(second.contains("artifacts: 0 rendered, 0 restored from the store, 4 unchanged"), "{second}");
+    assert!(
+        second.contains("artifacts: 0 rendered, 0 restored from the store, 4 unchanged"),
+        "{second}"
+    );
 }
 
 #[test]
@@ -231,32 +409,91 @@ fn exit_codes_follow_the_error_category() {
     let store = store.to_str().unwrap();
     // 2: bad input.
     let bad = write(d, "bad.yaml", "schema_version: 1\nmode: probe\ntrials: 0\n");
-    assert_eq!(env.aorta(&["build", bad.to_str().unwrap(), "--store", store, "--", "true"]).status.code(), Some(2));
+    assert_eq!(
+        env.aorta(&[
+            "build",
+            bad.to_str().unwrap(),
+            "--store",
+            store,
+            "--",
+            "true"
+        ])
+        .status
+        .code(),
+        Some(2)
+    );
     // 3: the store cannot be opened (its root is a regular file).
     let file = write(d, "not-a-dir", "x");
     let r = write(d, "r.yaml", PROBE);
     let r = r.to_str().unwrap();
-    let o = env.aorta(&["build", r, "--store", file.to_str().unwrap(), "--output", out, "--", "true"]);
+    let o = env.aorta(&[
+        "build",
+        r,
+        "--store",
+        file.to_str().unwrap(),
+        "--output",
+        out,
+        "--",
+        "true",
+    ]);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot open the store"), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("cannot open the store"),
+        "{}",
+        text(&o)
+    );
     // 3: an unreadable environment snapshot.
-    let o = env.aorta(&["build", r, "--store", store, "--output", out, "--env-snapshot", d.join("missing.json").to_str().unwrap(), "--", "true"]);
+    let o = env.aorta(&[
+        "build",
+        r,
+        "--store",
+        store,
+        "--output",
+        out,
+        "--env-snapshot",
+        d.join("missing.json").to_str().unwrap(),
+        "--",
+        "true",
+    ]);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     // 3: a workload that cannot start (the matrix is still written, the cell says why).
     let w = write(d, "w.yaml", "schema_version: 1\nworkload: no_such_workload\ntrials: 1\nsteps: 1\ncells:\n  - {name: base, mitigations: [none], environment: local}\n");
-    let o = env.aorta(&["build", w.to_str().unwrap(), "--store", store, "--output", out]);
+    let o = env.aorta(&[
+        "build",
+        w.to_str().unwrap(),
+        "--store",
+        store,
+        "--output",
+        out,
+    ]);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("cell base could not run: workload 'no_such_workload' not found"), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("cell base could not run: workload 'no_such_workload' not found"),
+        "{}",
+        text(&o)
+    );
     // 0 and --strict: every trial errors (a timeout), which AORTA reports with exit 0.
     let t = write(d, "t.yaml", "schema_version: 1\nmode: probe\ntrials: 1\nmitigation_axis: [none]\ndiagnostic_axis: [none]\ntimeout_per_trial: 0.2\n");
     let t = t.to_str().unwrap();
-    let o = env.aorta(&["build", t, "--store", store, "--output", out, "--", "sleep", "5"]);
+    let o = env.aorta(&[
+        "build", t, "--store", store, "--output", out, "--", "sleep", "5",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let o = env.aorta(&["build", t, "--store", store, "--output", out, "--strict", "--", "sleep", "5"]);
+    let o = env.aorta(&[
+        "build", t, "--store", store, "--output", out, "--strict", "--", "sleep", "5",
+    ]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--strict: 1 cell(s) errored or ran no trial: none-none"), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("--strict: 1 cell(s) errored or ran no trial: none-none"),
+        "{}",
+        text(&o)
+    );
     // --strict passes a build whose cells all ran and judged.
-    let o = env.aorta(&["build", r, "--store", store, "--output", out, "--strict", "--", "true"]);
+    let o = env.aorta(&[
+        "build", r, "--store", store, "--output", out, "--strict", "--", "true",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
@@ -264,15 +501,42 @@ fn exit_codes_follow_the_error_category() {
 #[test]
 fn the_cli_reaches_store_remote_and_probe_only_through_the_engine() {
     let manifest = std::fs::read_to_string(repo_root().join("engine/cli/Cargo.toml")).unwrap();
-    let deps = manifest.split("[dependencies]").nth(1).unwrap().split("\n[").next().unwrap();
-    for forbidden in ["aorta-store", "aorta-remote", "aorta-probe", "aorta-graph", "aorta-exec"] {
-        assert!(!deps.contains(forbidden), "engine/cli depends on {forbidden}: open it through aorta-engine's Session instead");
+    let deps = manifest
+        .split("[dependencies]")
+        .nth(1)
+        .unwrap()
+        .split("\n[")
+        .next()
+        .unwrap();
+    for forbidden in [
+        "aorta-store",
+        "aorta-remote",
+        "aorta-probe",
+        "aorta-graph",
+        "aorta-exec",
+    ] {
+        assert!(
+            !deps.contains(forbidden),
+            "engine/cli depends on {forbidden}: open it through aorta-engine's Session instead"
+        );
     }
     // …and neither it nor the engine links libtorch or CUDA: GPU code lives in workload executables.
     for crate_dir in ["engine/cli", "engine/engine"] {
         let m = std::fs::read_to_string(repo_root().join(crate_dir).join("Cargo.toml")).unwrap();
-        for gpu in ["tch", "torch-sys", "cudarc", "aorta-torch-workloads", "aorta-race", "aorta-hw-queue"] {
-            assert!(!m.lines().any(|l| l.trim_start().starts_with(&format!("{gpu} ")) || l.trim_start().starts_with(&format!("{gpu}."))), "{crate_dir} depends on {gpu}");
+        for gpu in [
+            "tch",
+            "torch-sys",
+            "cudarc",
+            "aorta-torch-workloads",
+            "aorta-race",
+            "aorta-hw-queue",
+        ] {
+            assert!(
+                !m.lines()
+                    .any(|l| l.trim_start().starts_with(&format!("{gpu} "))
+                        || l.trim_start().starts_with(&format!("{gpu}."))),
+                "{crate_dir} depends on {gpu}"
+            );
         }
     }
     let mut stack = vec![repo_root().join("engine/cli/src")];
@@ -284,8 +548,19 @@ fn the_cli_reaches_store_remote_and_probe_only_through_the_engine() {
                 continue;
             }
             let src = std::fs::read_to_string(&p).unwrap();
-            for needle in ["LocalStore::open", "RemoteCache", "aorta_remote::open", "Snapshot::from_json", "aorta_probe::probe", "trial_inputs("] {
-                assert!(!src.contains(needle), "{} uses {needle}: that belongs to the engine", p.display());
+            for needle in [
+                "LocalStore::open",
+                "RemoteCache",
+                "aorta_remote::open",
+                "Snapshot::from_json",
+                "aorta_probe::probe",
+                "trial_inputs(",
+            ] {
+                assert!(
+                    !src.contains(needle),
+                    "{} uses {needle}: that belongs to the engine",
+                    p.display()
+                );
             }
         }
     }

@@ -20,11 +20,16 @@ impl Ws {
     }
     fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(assert_cmd::cargo::cargo_bin("aorta"));
-        c.current_dir(self.path()).env("NO_COLOR", "1").env("AORTA_STORE", self.path().join("store")).args(args);
+        c.current_dir(self.path())
+            .env("NO_COLOR", "1")
+            .env("AORTA_STORE", self.path().join("store"))
+            .args(args);
         c
     }
     fn sweep(&self, command: &[&str]) -> Output {
-        let mut args = vec!["sweep", "run", "--recipe", "r.yaml", "--output", "out", "--"];
+        let mut args = vec![
+            "sweep", "run", "--recipe", "r.yaml", "--output", "out", "--",
+        ];
         args.extend_from_slice(command);
         self.cmd(&args).output().unwrap()
     }
@@ -32,15 +37,30 @@ impl Ws {
         std::fs::write(self.path().join(name), text).unwrap();
     }
     fn matrix(&self) -> serde_json::Value {
-        serde_json::from_str(&std::fs::read_to_string(self.path().join("out/T/matrix.json")).unwrap()).unwrap()
+        serde_json::from_str(
+            &std::fs::read_to_string(self.path().join("out/T/matrix.json")).unwrap(),
+        )
+        .unwrap()
     }
 }
 
 /// (executed, reused) from the summary line.
 fn counts(out: &Output) -> (usize, usize) {
     let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().find(|l| l.starts_with("Trials: ")).unwrap_or_else(|| panic!("no Trials line in\n{text}\n{}", String::from_utf8_lossy(&out.stderr)));
-    let nums: Vec<usize> = line.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("Trials: "))
+        .unwrap_or_else(|| {
+            panic!(
+                "no Trials line in\n{text}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    let nums: Vec<usize> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect();
     (nums[0], nums[1])
 }
 
@@ -78,7 +98,10 @@ fn reruns_execute_only_what_changed() {
     assert_eq!(m1, m2, "a fully cached rerun writes the same matrix");
 
     // One cell's mitigation changes: only that cell runs.
-    ws.write("r.yaml", &RECIPE.replace("cuda_launch_blocking", "cuda_device_max_connections_1"));
+    ws.write(
+        "r.yaml",
+        &RECIPE.replace("cuda_launch_blocking", "cuda_device_max_connections_1"),
+    );
     assert_eq!(counts(&ws.sweep(&["true"])), (3, 3));
 
     // trials 3 → 5: only trials 3 and 4 of each cell.
@@ -92,7 +115,9 @@ fn reruns_execute_only_what_changed() {
     for cell in m["cells"].as_array().unwrap() {
         assert_eq!(cell["failed_count"], 5, "{cell}");
     }
-    assert!(String::from_utf8_lossy(&out.stdout).contains("[fail] none-none: 5 failed of 5 trial(s)"));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("[fail] none-none: 5 failed of 5 trial(s)")
+    );
 }
 
 #[test]
@@ -107,28 +132,67 @@ fn editing_the_script_reruns_its_trials() {
 
 #[test]
 fn a_hung_trial_is_killed_with_its_whole_tree() {
-    let ws = Ws::new(&RECIPE.replace("trials: 3", "trials: 1").replace("mitigation_axis: [none, cuda_launch_blocking]", "mitigation_axis: [none]").replace("confound:", "timeout_per_trial: 1\nconfound:"));
+    let ws = Ws::new(
+        &RECIPE
+            .replace("trials: 3", "trials: 1")
+            .replace(
+                "mitigation_axis: [none, cuda_launch_blocking]",
+                "mitigation_axis: [none]",
+            )
+            .replace("confound:", "timeout_per_trial: 1\nconfound:"),
+    );
     let marker = format!("aorta-hang-{}", std::process::id());
-    ws.write("hang.sh", &format!("sleep 1000 & setsid sleep 1000 & exec -a {marker} sleep 1000\n"));
+    ws.write(
+        "hang.sh",
+        &format!("sleep 1000 & setsid sleep 1000 & exec -a {marker} sleep 1000\n"),
+    );
     let t0 = std::time::Instant::now();
     let out = ws.sweep(&["bash", "hang.sh"]);
-    assert!(t0.elapsed().as_secs() < 30, "teardown took {:?}", t0.elapsed());
+    assert!(
+        t0.elapsed().as_secs() < 30,
+        "teardown took {:?}",
+        t0.elapsed()
+    );
     assert!(out.status.success(), "{}", common::transcript(&out));
     let m = ws.matrix();
-    assert_eq!(m["cells"][0]["error_count"], 1, "a timeout alone is an error verdict: {}", m["cells"][0]);
+    assert_eq!(
+        m["cells"][0]["error_count"], 1,
+        "a timeout alone is an error verdict: {}",
+        m["cells"][0]
+    );
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let ps = Command::new("ps").args(["-eo", "pid,args"]).output().unwrap();
+    let ps = Command::new("ps")
+        .args(["-eo", "pid,args"])
+        .output()
+        .unwrap();
     let ps = String::from_utf8_lossy(&ps.stdout);
     let hang_path = ws.path().join("hang.sh");
-    let left: Vec<&str> = ps.lines().filter(|l| l.contains(&marker) || l.contains(&*hang_path.to_string_lossy()) || l.contains("sleep 1000")).collect();
-    assert!(left.iter().all(|l| !l.contains(&marker)), "left running: {left:?}");
+    let left: Vec<&str> = ps
+        .lines()
+        .filter(|l| {
+            l.contains(&marker)
+                || l.contains(&*hang_path.to_string_lossy())
+                || l.contains("sleep 1000")
+        })
+        .collect();
+    assert!(
+        left.iter().all(|l| !l.contains(&marker)),
+        "left running: {left:?}"
+    );
 }
 
 #[test]
 fn kill_9_mid_build_keeps_completed_trials_and_the_store_verifies() {
     let ws = Ws::new(&RECIPE.replace("trials: 3", "trials: 20"));
     ws.write("slow.sh", "sleep 0.05\n");
-    let mut child = ws.cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out", "--", "bash", "slow.sh"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let mut child = ws
+        .cmd(&[
+            "sweep", "run", "--recipe", "r.yaml", "--output", "out", "--", "bash", "slow.sh",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     // Kill once a few trials are in the store (polling, so a slow machine does not flake).
     let ac = ws.path().join("store/ac");
     let committed = || walk_count(&ac);
@@ -143,13 +207,24 @@ fn kill_9_mid_build_keeps_completed_trials_and_the_store_verifies() {
     let out = ws.sweep(&["bash", "slow.sh"]);
     let (executed, reused) = counts(&out);
     assert_eq!(executed + reused, 40);
-    assert!(reused > 0, "completed trials must be reused, got {executed} executed / {reused} reused");
+    assert!(
+        reused > 0,
+        "completed trials must be reused, got {executed} executed / {reused} reused"
+    );
     assert!(executed > 0, "the kill should have left work to do");
 }
 
 fn walk_count(dir: &Path) -> usize {
     std::fs::read_dir(dir).map_or(0, |rd| {
-        rd.filter_map(Result::ok).map(|e| if e.path().is_dir() { walk_count(&e.path()) } else { 1 }).sum()
+        rd.filter_map(Result::ok)
+            .map(|e| {
+                if e.path().is_dir() {
+                    walk_count(&e.path())
+                } else {
+                    1
+                }
+            })
+            .sum()
     })
 }
 
@@ -157,8 +232,20 @@ fn walk_count(dir: &Path) -> usize {
 fn two_builds_started_together_execute_each_key_once() {
     let ws = Ws::new(&RECIPE.replace("trials: 3", "trials: 4"));
     let log = ws.path().join("runs.log");
-    ws.write("count.sh", &format!("echo \"$CUDA_LAUNCH_BLOCKING\" >> {}\nsleep 0.1\n", log.display()));
-    let spawn = |out: &str| ws.cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", out, "--jobs", "2", "--", "bash", "count.sh"]).output();
+    ws.write(
+        "count.sh",
+        &format!(
+            "echo \"$CUDA_LAUNCH_BLOCKING\" >> {}\nsleep 0.1\n",
+            log.display()
+        ),
+    );
+    let spawn = |out: &str| {
+        ws.cmd(&[
+            "sweep", "run", "--recipe", "r.yaml", "--output", out, "--jobs", "2", "--", "bash",
+            "count.sh",
+        ])
+        .output()
+    };
     let (a, b) = std::thread::scope(|s| {
         let a = s.spawn(|| spawn("out-a").unwrap());
         let b = s.spawn(|| spawn("out-b").unwrap());
@@ -166,7 +253,11 @@ fn two_builds_started_together_execute_each_key_once() {
     });
     let (ea, ra) = counts(&a);
     let (eb, rb) = counts(&b);
-    assert_eq!(ea + eb, 8, "each of the 8 keys runs exactly once across both builds");
+    assert_eq!(
+        ea + eb,
+        8,
+        "each of the 8 keys runs exactly once across both builds"
+    );
     assert_eq!(ra + rb, 8);
     let lines = std::fs::read_to_string(&log).unwrap().lines().count();
     assert_eq!(lines, 8, "the command itself ran 8 times");
@@ -180,9 +271,22 @@ fn pyecho_dir() -> PathBuf {
 fn a_python_plugin_speaks_the_workload_protocol() {
     let ws = Ws::new("");
     let run = |extra: &[&str]| {
-        let mut args = vec!["run", "--workload", "pyecho", "--trials", "2", "--steps", "3", "--config", "{\"fail_without_fix\": true}"];
+        let mut args = vec![
+            "run",
+            "--workload",
+            "pyecho",
+            "--trials",
+            "2",
+            "--steps",
+            "3",
+            "--config",
+            "{\"fail_without_fix\": true}",
+        ];
         args.extend_from_slice(extra);
-        ws.cmd(&args).env("AORTA_WORKLOAD_PATH", pyecho_dir()).output().unwrap()
+        ws.cmd(&args)
+            .env("AORTA_WORKLOAD_PATH", pyecho_dir())
+            .output()
+            .unwrap()
     };
     let out = run(&[]);
     assert_eq!(out.status.code(), Some(1), "{}", common::transcript(&out));
@@ -191,19 +295,30 @@ fn a_python_plugin_speaks_the_workload_protocol() {
     assert_eq!(out.status.code(), Some(0), "{}", common::transcript(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("All 2 trial(s) passed"));
     let again = run(&["--extra-env", "PYECHO_FIX=1"]);
-    assert!(String::from_utf8_lossy(&again.stdout).contains("(0 executed, 2 reused from the cache)"), "{}", common::transcript(&again));
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("(0 executed, 2 reused from the cache)"),
+        "{}",
+        common::transcript(&again)
+    );
 }
 
 #[test]
 fn workload_recipes_run_through_the_protocol() {
     let recipe = "schema_version: 1\nticket: T\nworkload: pyecho\ntrials: 2\nsteps: 4\nworkload_config: {fail_without_fix: true, step_ms: 2}\ncells:\n  - {name: baseline, mitigations: [none], environment: local}\n  - {name: fixed, mitigations: [none], environment: local, extra_env: {PYECHO_FIX: '1'}}\n";
     let ws = Ws::new(recipe);
-    let out = ws.cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out"]).env("AORTA_WORKLOAD_PATH", pyecho_dir()).output().unwrap();
+    let out = ws
+        .cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out"])
+        .env("AORTA_WORKLOAD_PATH", pyecho_dir())
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", common::transcript(&out));
-    let runs: Vec<_> = std::fs::read_dir(ws.path().join("out/T/pyecho")).unwrap().collect();
+    let runs: Vec<_> = std::fs::read_dir(ws.path().join("out/T/pyecho"))
+        .unwrap()
+        .collect();
     assert_eq!(runs.len(), 1);
     let dir = runs[0].as_ref().unwrap().path();
-    let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("matrix.json")).unwrap()).unwrap();
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("matrix.json")).unwrap()).unwrap();
     assert_eq!(m["cells"][0]["failed_count"], 2);
     assert_eq!(m["cells"][1]["passed_count"], 2);
     assert_eq!(m["cells"][1]["step_time_source"], "per_step");
@@ -214,26 +329,50 @@ fn workload_recipes_run_through_the_protocol() {
 fn unknown_workload_is_a_cell_error_not_a_crash() {
     let recipe = "schema_version: 1\nticket: T\nworkload: nope\ntrials: 1\nsteps: 1\ncells:\n  - {name: baseline, mitigations: [none], environment: local}\n";
     let ws = Ws::new(recipe);
-    let out = ws.cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out"]).env("AORTA_WORKLOAD_PATH", ws.path()).env("PATH", "/usr/bin:/bin").output().unwrap();
+    let out = ws
+        .cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out"])
+        .env("AORTA_WORKLOAD_PATH", ws.path())
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
     let text = common::transcript(&out);
-    assert!(text.contains("cell did not run") && text.contains("aorta-workload-nope"), "{text}");
+    assert!(
+        text.contains("cell did not run") && text.contains("aorta-workload-nope"),
+        "{text}"
+    );
 }
 
 #[test]
 fn retention_trims_passing_trials_in_the_run_dir_only() {
-    let ws = Ws::new(&RECIPE.replace("trials: 3", "trials: 1").replace("confound:", "retain: {on_pass: none, on_fail: full}\nconfound:"));
+    let ws = Ws::new(&RECIPE.replace("trials: 3", "trials: 1").replace(
+        "confound:",
+        "retain: {on_pass: none, on_fail: full}\nconfound:",
+    ));
     ws.write("job.sh", "echo out; [ \"$CUDA_LAUNCH_BLOCKING\" = 1 ]\n");
     let out = ws.sweep(&["bash", "job.sh"]);
     assert!(out.status.success(), "{}", common::transcript(&out));
     let pass_dir = ws.path().join("out/T/cuda_launch_blocking-none/trial_0");
     let fail_dir = ws.path().join("out/T/none-none/trial_0");
-    assert!(!pass_dir.join("stdout.log").exists(), "on_pass: none drops the logs");
+    assert!(
+        !pass_dir.join("stdout.log").exists(),
+        "on_pass: none drops the logs"
+    );
     assert!(pass_dir.join("result.json").is_file(), "the record stays");
-    let rec: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(pass_dir.join("result.json")).unwrap()).unwrap();
+    let rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(pass_dir.join("result.json")).unwrap())
+            .unwrap();
     assert_eq!(rec["capture"]["retention"]["level"], "none", "{rec}");
-    assert!(fail_dir.join("stdout.log").is_file(), "on_fail: full keeps everything");
+    assert!(
+        fail_dir.join("stdout.log").is_file(),
+        "on_fail: full keeps everything"
+    );
     // The store still has every output: verify stays clean and a rerun reuses both trials.
-    assert!(ws.cmd(&["cache", "verify"]).output().unwrap().status.success());
+    assert!(ws
+        .cmd(&["cache", "verify"])
+        .output()
+        .unwrap()
+        .status
+        .success());
     assert_eq!(counts(&ws.sweep(&["bash", "job.sh"])), (0, 2));
 }
 
@@ -243,20 +382,42 @@ fn retention_trims_passing_trials_in_the_run_dir_only() {
 fn a_tracked_env_var_changes_the_env_key_and_an_unrelated_one_does_not() {
     let ws = Ws::new(RECIPE);
     let run = |extra: &[(&str, &str)]| {
-        let mut c = ws.cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out", "--", "true"]);
-        c.env_remove("CUDA_DEVICE_MAX_CONNECTIONS").env_remove("AORTA_ENV_SNAPSHOT");
+        let mut c = ws.cmd(&[
+            "sweep", "run", "--recipe", "r.yaml", "--output", "out", "--", "true",
+        ]);
+        c.env_remove("CUDA_DEVICE_MAX_CONNECTIONS")
+            .env_remove("AORTA_ENV_SNAPSHOT");
         for (k, v) in extra {
             c.env(k, v);
         }
         c.output().unwrap()
     };
     assert_eq!(counts(&run(&[])), (6, 0));
-    assert_eq!(counts(&run(&[])), (0, 6), "two probes in a row give the same key");
-    assert_eq!(counts(&run(&[("CUDA_DEVICE_MAX_CONNECTIONS", "1")])), (6, 0));
-    assert_eq!(counts(&run(&[("CUDA_DEVICE_MAX_CONNECTIONS", "1"), ("AORTA_TEST_UNRELATED", "x")])), (0, 6));
-    let env: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ws.path().join("out/T/environments/local/env.json")).unwrap()).unwrap();
+    assert_eq!(
+        counts(&run(&[])),
+        (0, 6),
+        "two probes in a row give the same key"
+    );
+    assert_eq!(
+        counts(&run(&[("CUDA_DEVICE_MAX_CONNECTIONS", "1")])),
+        (6, 0)
+    );
+    assert_eq!(
+        counts(&run(&[
+            ("CUDA_DEVICE_MAX_CONNECTIONS", "1"),
+            ("AORTA_TEST_UNRELATED", "x")
+        ])),
+        (0, 6)
+    );
+    let env: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(ws.path().join("out/T/environments/local/env.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(env["env_vars"]["CUDA_DEVICE_MAX_CONNECTIONS"], "1");
-    assert_eq!(env["keyed_fields"]["env_vars.CUDA_DEVICE_MAX_CONNECTIONS"], "1");
+    assert_eq!(
+        env["keyed_fields"]["env_vars.CUDA_DEVICE_MAX_CONNECTIONS"],
+        "1"
+    );
     assert_eq!(env["key"].as_str().map(str::len), Some(64));
 }
 
@@ -269,29 +430,70 @@ fn a_recipe_keying_import_only_fields_gets_a_deep_probe() {
     let py = common::repo_root().join("engine/probe/tests/fixtures/cuda/root/opt/venv/bin/python3");
     let log = ws.path().join("python-runs.log");
     let run = |out: &str| {
-        let mut c = ws.cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", out, "--python", py.to_str().unwrap(), "--", "true"]);
-        c.env_remove("AORTA_ENV_SNAPSHOT").env("AORTA_PROBE_CACHE", ws.path().join("probe-cache")).env("AORTA_FAKE_PY_LOG", &log);
+        let mut c = ws.cmd(&[
+            "sweep",
+            "run",
+            "--recipe",
+            "r.yaml",
+            "--output",
+            out,
+            "--python",
+            py.to_str().unwrap(),
+            "--",
+            "true",
+        ]);
+        c.env_remove("AORTA_ENV_SNAPSHOT")
+            .env("AORTA_PROBE_CACHE", ws.path().join("probe-cache"))
+            .env("AORTA_FAKE_PY_LOG", &log);
         c.output().unwrap()
     };
-    let env = |out: &str| -> serde_json::Value { serde_json::from_str(&std::fs::read_to_string(ws.path().join(out).join("T/environments/local/env.json")).unwrap()).unwrap() };
+    let env = |out: &str| -> serde_json::Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(ws.path().join(out).join("T/environments/local/env.json"))
+                .unwrap(),
+        )
+        .unwrap()
+    };
     assert_eq!(counts(&run("plain")), (6, 0));
     let plain = env("plain");
     assert_eq!(plain["schema_version"], "aorta.env/2");
     assert_eq!(plain["pytorch"]["collected"], "files");
     assert_eq!(plain["pytorch"]["version"], "2.11.0+cu130");
     assert_eq!(plain["pytorch"]["build"]["flags"], serde_json::json!({}));
-    assert!(plain["keyed_fields"].as_object().unwrap().keys().all(|k| !k.starts_with("pytorch.build")));
+    assert!(plain["keyed_fields"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .all(|k| !k.starts_with("pytorch.build")));
 
-    ws.write("r.yaml", &format!("{RECIPE}env_key: {{include: [pytorch.build.flags]}}\n"));
+    ws.write(
+        "r.yaml",
+        &format!("{RECIPE}env_key: {{include: [pytorch.build.flags]}}\n"),
+    );
     let out = run("deep");
     assert_eq!(counts(&out), (6, 0), "the key now has the build flags");
-    assert!(!String::from_utf8_lossy(&out.stderr).contains("warning: the recipe's env_key"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("warning: the recipe's env_key"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let deep = env("deep");
     assert_eq!(deep["pytorch"]["collected"], "files+import");
     assert_eq!(deep["keyed_fields"]["pytorch.build.flags.USE_CUDA"], true);
-    assert_eq!(std::fs::read_to_string(&log).unwrap().lines().map(|l| l.rsplit(' ').next().unwrap()).collect::<Vec<_>>(), ["files", "deep"]);
+    assert_eq!(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(|l| l.rsplit(' ').next().unwrap())
+            .collect::<Vec<_>>(),
+        ["files", "deep"]
+    );
     // The default-keyed fields are the same in both snapshots.
-    let default_keyed = |v: &serde_json::Value| aorta_probe::Snapshot::from_json(&v.to_string()).unwrap().key(&Default::default());
+    let default_keyed = |v: &serde_json::Value| {
+        aorta_probe::Snapshot::from_json(&v.to_string())
+            .unwrap()
+            .key(&Default::default())
+    };
     assert_eq!(default_keyed(&plain), default_keyed(&deep));
 }
 
@@ -300,26 +502,74 @@ fn a_recipe_keying_import_only_fields_gets_a_deep_probe() {
 #[test]
 fn recorded_snapshots_and_recipe_env_key_rules() {
     let ws = Ws::new(RECIPE);
-    let base: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(common::repo_root().join("docs/examples/h200-env.json")).unwrap()).unwrap();
+    let base: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(common::repo_root().join("docs/examples/h200-env.json")).unwrap(),
+    )
+    .unwrap();
     let variant = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
         let mut v = base.clone();
         edit(&mut v);
         ws.write(name, &serde_json::to_string(&v).unwrap());
     };
     variant("a.json", &|_| {});
-    variant("host.json", &|v| v["host"]["hostname"] = "another-box".into());
-    variant("driver.json", &|v| v["gpu"]["driver_version"] = "590.1".into());
-    let run = |snap: &str| ws.cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out", "--env-snapshot", snap, "--", "true"]).output().unwrap();
+    variant("host.json", &|v| {
+        v["host"]["hostname"] = "another-box".into()
+    });
+    variant("driver.json", &|v| {
+        v["gpu"]["driver_version"] = "590.1".into()
+    });
+    let run = |snap: &str| {
+        ws.cmd(&[
+            "sweep",
+            "run",
+            "--recipe",
+            "r.yaml",
+            "--output",
+            "out",
+            "--env-snapshot",
+            snap,
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap()
+    };
     assert_eq!(counts(&run("a.json")), (6, 0));
-    assert_eq!(counts(&run("host.json")), (0, 6), "hostnames are never keyed by default");
+    assert_eq!(
+        counts(&run("host.json")),
+        (0, 6),
+        "hostnames are never keyed by default"
+    );
     assert_eq!(counts(&run("driver.json")), (6, 0), "a new driver re-runs");
-    ws.write("r.yaml", &format!("{RECIPE}env_key: {{include: [host.hostname], exclude: [gpu.driver_version]}}\n"));
+    ws.write(
+        "r.yaml",
+        &format!("{RECIPE}env_key: {{include: [host.hostname], exclude: [gpu.driver_version]}}\n"),
+    );
     assert_eq!(counts(&run("a.json")), (6, 0), "the rules changed the key");
     assert_eq!(counts(&run("driver.json")), (0, 6), "driver excluded");
     assert_eq!(counts(&run("host.json")), (6, 0), "hostname included");
-    let bad = ws.cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out", "--env-snapshot", "missing.json", "--", "true"]).output().unwrap();
+    let bad = ws
+        .cmd(&[
+            "sweep",
+            "run",
+            "--recipe",
+            "r.yaml",
+            "--output",
+            "out",
+            "--env-snapshot",
+            "missing.json",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
     // The snapshot keys every trial: without it nothing can run, an infrastructure error.
-    assert_eq!(bad.status.code(), Some(3), "{}", String::from_utf8_lossy(&bad.stderr));
+    assert_eq!(
+        bad.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
     assert!(String::from_utf8_lossy(&bad.stderr).contains("missing.json"));
 }
 
@@ -327,19 +577,33 @@ fn recorded_snapshots_and_recipe_env_key_rules() {
 fn step_time_regex_reads_step_times_from_the_logs() {
     let recipe = format!("{RECIPE}step_time_regex: 'step \\d+ took ([0-9.]+) ms'\n");
     let ws = Ws::new(&recipe);
-    ws.write("steps.sh", "echo 'step 1 took 10.5 ms'\necho 'noise'\necho 'step 2 took 11.5 ms' >&2\n");
+    ws.write(
+        "steps.sh",
+        "echo 'step 1 took 10.5 ms'\necho 'noise'\necho 'step 2 took 11.5 ms' >&2\n",
+    );
     let out = ws.sweep(&["sh", "steps.sh"]);
-    assert_eq!(counts(&out), (6, 0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        counts(&out),
+        (6, 0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let m = ws.matrix();
     let cell = &m["cells"][0];
     assert_eq!(cell["step_time_source"], "per_step");
-    assert_eq!(cell["step_times_ms"], serde_json::json!([10.5, 11.5, 10.5, 11.5, 10.5, 11.5]));
+    assert_eq!(
+        cell["step_times_ms"],
+        serde_json::json!([10.5, 11.5, 10.5, 11.5, 10.5, 11.5])
+    );
     assert_eq!(cell["mean_step_time_ms"], serde_json::json!(11.0));
     // Without the regex the same command is timed by its wall clock.
     let ws = Ws::new(RECIPE);
     ws.write("steps.sh", "echo 'step 1 took 10.5 ms'\n");
     ws.sweep(&["sh", "steps.sh"]);
-    assert_eq!(ws.matrix()["cells"][0]["step_time_source"], "wall_clock_total");
+    assert_eq!(
+        ws.matrix()["cells"][0]["step_time_source"],
+        "wall_clock_total"
+    );
 }
 
 #[test]
@@ -348,11 +612,32 @@ fn gpu_snapshots_give_peak_vram_and_the_vram_growth_warning() {
     let smi = ws.path().join("smi.txt");
     std::fs::write(&smi, "vram=1000,throttle=0").unwrap();
     // The trial "allocates" 700 MiB: the post-exit snapshot reads the file it rewrote.
-    ws.write("grow.sh", &format!("echo vram=1700,throttle=0 > {}\n", smi.display()));
-    let out = ws.cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out", "--", "sh", "grow.sh"]).env("AORTA_PROBE_AMDSMI_FAKE", format!("@{}", smi.display())).output().unwrap();
-    assert_eq!(counts(&out), (1, 0), "{}", String::from_utf8_lossy(&out.stderr));
-    let rec: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ws.path().join("out/T/none-none/trial_0/result.json")).unwrap()).unwrap();
+    ws.write(
+        "grow.sh",
+        &format!("echo vram=1700,throttle=0 > {}\n", smi.display()),
+    );
+    let out = ws
+        .cmd(&[
+            "sweep", "run", "--recipe", "r.yaml", "--output", "out", "--", "sh", "grow.sh",
+        ])
+        .env("AORTA_PROBE_AMDSMI_FAKE", format!("@{}", smi.display()))
+        .output()
+        .unwrap();
+    assert_eq!(
+        counts(&out),
+        (1, 0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rec: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(ws.path().join("out/T/none-none/trial_0/result.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(rec["peak_vram_mib"], 1700);
-    assert_eq!(rec["warn_detectors_fired"], serde_json::json!(["tier3:vram_growth"]), "{rec:#}");
+    assert_eq!(
+        rec["warn_detectors_fired"],
+        serde_json::json!(["tier3:vram_growth"]),
+        "{rec:#}"
+    );
     assert_eq!(rec["verdict"], "pass", "VRAM growth is advisory");
 }

@@ -12,55 +12,152 @@ fn stderr(out: &std::process::Output) -> String {
 
 #[test]
 fn probe_recipe_with_command_takes_the_subprocess_flow() {
-    let out = aorta(&["sweep", "run", "--recipe", "recipes/quickstart.yaml", "--dry-run", "--", "echo", "hi"]);
+    let out = aorta(&[
+        "sweep",
+        "run",
+        "--recipe",
+        "recipes/quickstart.yaml",
+        "--dry-run",
+        "--",
+        "echo",
+        "hi",
+    ]);
     assert!(out.status.success(), "{}", transcript(&out));
     let s = stdout(&out);
-    assert!(s.starts_with("Dry run (probe): ticket=QUICKSTART-1 cells=6 trials/cell=3"), "{s}");
-    assert!(s.contains("Argv (forwarded byte-for-byte): ['echo', 'hi']"), "{s}");
+    assert!(
+        s.starts_with("Dry run (probe): ticket=QUICKSTART-1 cells=6 trials/cell=3"),
+        "{s}"
+    );
+    assert!(
+        s.contains("Argv (forwarded byte-for-byte): ['echo', 'hi']"),
+        "{s}"
+    );
 }
 
 #[test]
 fn empty_collect_is_ignored_in_the_probe_flow() {
-    let out = aorta(&["sweep", "run", "--recipe", "recipes/quickstart.yaml", "--collect", "", "--dry-run", "--", "true"]);
+    let out = aorta(&[
+        "sweep",
+        "run",
+        "--recipe",
+        "recipes/quickstart.yaml",
+        "--collect",
+        "",
+        "--dry-run",
+        "--",
+        "true",
+    ]);
     assert!(out.status.success(), "{}", transcript(&out));
 }
 
 #[test]
 fn triage_recipe_takes_the_workload_flow() {
-    let out = aorta(&["sweep", "run", "--recipe", "recipes/example-fsdp-smoke.yaml", "--dry-run"]);
+    let out = aorta(&[
+        "sweep",
+        "run",
+        "--recipe",
+        "recipes/example-fsdp-smoke.yaml",
+        "--dry-run",
+    ]);
     assert!(out.status.success(), "{}", transcript(&out));
     let s = stdout(&out);
     assert!(s.starts_with("Dry run: race / ticket=EXAMPLE-151"), "{s}");
-    assert!(s.contains("  - tf32_off-local: mitigations=['tf32_off'] environment=local trials=2 steps=1"), "{s}");
+    assert!(
+        s.contains(
+            "  - tf32_off-local: mitigations=['tf32_off'] environment=local trials=2 steps=1"
+        ),
+        "{s}"
+    );
     assert!(s.contains("      env: DISABLE_TF32=1  [tf32_off]"), "{s}");
 }
 
 #[test]
 fn flag_mode_takes_the_workload_flow() {
     let out = aorta(&[
-        "sweep", "run", "--workload", "training", "--mitigation-axis", "none,cuda_launch_blocking", "--environment-axis", "local,image:rocm/pytorch:latest",
-        "--trials", "2", "--steps", "5", "--dry-run",
+        "sweep",
+        "run",
+        "--workload",
+        "training",
+        "--mitigation-axis",
+        "none,cuda_launch_blocking",
+        "--environment-axis",
+        "local,image:rocm/pytorch:latest",
+        "--trials",
+        "2",
+        "--steps",
+        "5",
+        "--dry-run",
     ]);
     assert!(out.status.success(), "{}", transcript(&out));
     let s = stdout(&out);
-    assert!(s.contains("  - cuda_launch_blocking-_inline_982a8846:"), "{s}");
-    assert!(s.contains("  - _inline_982a8846 -> rocm/pytorch:latest"), "{s}");
+    assert!(
+        s.contains("  - cuda_launch_blocking-_inline_982a8846:"),
+        "{s}"
+    );
+    assert!(
+        s.contains("  - _inline_982a8846 -> rocm/pytorch:latest"),
+        "{s}"
+    );
     assert!(s.contains("Baseline rule: none-local (auto)"), "{s}");
 }
 
 #[test]
 fn collect_flag_overrides_recipe_collectors() {
-    let out = aorta(&["sweep", "run", "--recipe", "recipes/example-fsdp-smoke.yaml", "--collect", "numerics,rocprof", "--dry-run", "--json"]);
+    let out = aorta(&[
+        "sweep",
+        "run",
+        "--recipe",
+        "recipes/example-fsdp-smoke.yaml",
+        "--collect",
+        "numerics,rocprof",
+        "--dry-run",
+        "--json",
+    ]);
     assert!(out.status.success(), "{}", transcript(&out));
     let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(plan["cells"][0]["collect"], serde_json::json!(["numerics", "rocprof"]));
+    assert_eq!(
+        plan["cells"][0]["collect"],
+        serde_json::json!(["numerics", "rocprof"])
+    );
 }
 
 #[test]
 fn deprecated_probe_reaches_the_same_plan_with_one_notice() {
-    let new = aorta(&["sweep", "run", "--recipe", "recipes/quickstart.yaml", "--stop-after-events", "1", "--max-trials", "4", "--disable-detector", "tier3", "--dry-run", "--", "true"]);
-    let old = aorta(&["probe", "--recipe", "recipes/quickstart.yaml", "--stop-after-events", "1", "--max-trials", "4", "--disable-detector", "tier3", "--dry-run", "--", "true"]);
-    assert!(new.status.success() && old.status.success(), "{}\n{}", transcript(&new), transcript(&old));
+    let new = aorta(&[
+        "sweep",
+        "run",
+        "--recipe",
+        "recipes/quickstart.yaml",
+        "--stop-after-events",
+        "1",
+        "--max-trials",
+        "4",
+        "--disable-detector",
+        "tier3",
+        "--dry-run",
+        "--",
+        "true",
+    ]);
+    let old = aorta(&[
+        "probe",
+        "--recipe",
+        "recipes/quickstart.yaml",
+        "--stop-after-events",
+        "1",
+        "--max-trials",
+        "4",
+        "--disable-detector",
+        "tier3",
+        "--dry-run",
+        "--",
+        "true",
+    ]);
+    assert!(
+        new.status.success() && old.status.success(),
+        "{}\n{}",
+        transcript(&new),
+        transcript(&old)
+    );
     assert_eq!(stdout(&new), stdout(&old));
     assert!(stdout(&new).contains("Stop after: 1 fail trial(s), up to 4 per cell"));
     assert!(stdout(&new).contains("Disabled detectors: tier3"));
@@ -72,8 +169,20 @@ fn deprecated_probe_reaches_the_same_plan_with_one_notice() {
 
 #[test]
 fn deprecated_triage_commands_work_with_a_notice() {
-    let new = aorta(&["sweep", "run", "--recipe", "recipes/example-fsdp-smoke.yaml", "--dry-run"]);
-    let old = aorta(&["triage", "run", "--recipe", "recipes/example-fsdp-smoke.yaml", "--dry-run"]);
+    let new = aorta(&[
+        "sweep",
+        "run",
+        "--recipe",
+        "recipes/example-fsdp-smoke.yaml",
+        "--dry-run",
+    ]);
+    let old = aorta(&[
+        "triage",
+        "run",
+        "--recipe",
+        "recipes/example-fsdp-smoke.yaml",
+        "--dry-run",
+    ]);
     assert_eq!(stdout(&new), stdout(&old));
     assert!(stderr(&old).contains("'aorta triage run' is deprecated"));
     let old = aorta(&["triage", "list-mitigations"]);
@@ -81,7 +190,9 @@ fn deprecated_triage_commands_work_with_a_notice() {
     assert_eq!(stdout(&old), stdout(&aorta(&["sweep", "list-mitigations"])));
     assert!(stderr(&old).contains("use 'aorta sweep list-mitigations'"));
     let old = aorta(&["probe", "--list-patterns"]);
-    assert!(old.status.success() && stdout(&old).starts_with("aorta probe built-in pattern library"));
+    assert!(
+        old.status.success() && stdout(&old).starts_with("aorta probe built-in pattern library")
+    );
 }
 
 #[test]
@@ -90,19 +201,44 @@ fn list_commands_as_tables_and_json() {
     assert!(out.status.success());
     let s = stdout(&out);
     assert!(s.starts_with("NAME "), "{s}");
-    assert!(s.lines().any(|l| l.starts_with("tf32_off ") && l.contains("DISABLE_TF32=1")), "{s}");
-    assert!(s.lines().any(|l| l.starts_with("nccl_nvls_disable ") && l.contains("NCCL_NVLS_ENABLE=0")), "{s}");
-    let json: serde_json::Value = serde_json::from_slice(&aorta(&["mitigations", "list", "--json"]).stdout).unwrap();
-    let names: Vec<&str> = json.as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap()).collect();
+    assert!(
+        s.lines()
+            .any(|l| l.starts_with("tf32_off ") && l.contains("DISABLE_TF32=1")),
+        "{s}"
+    );
+    assert!(
+        s.lines()
+            .any(|l| l.starts_with("nccl_nvls_disable ") && l.contains("NCCL_NVLS_ENABLE=0")),
+        "{s}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&aorta(&["mitigations", "list", "--json"]).stdout).unwrap();
+    let names: Vec<&str> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
     assert!(names.len() >= 22 + 13, "{names:?}");
     assert!(names.windows(2).all(|w| w[0] < w[1]), "sorted by name");
     for m in json.as_array().unwrap() {
         assert!(!m["description"].as_str().unwrap().is_empty(), "{m}");
     }
-    let out = aorta(&["environments", "list", "--file", "tests/fixtures/sidecars/mitigations-sidecar.json"]);
+    let out = aorta(&[
+        "environments",
+        "list",
+        "--file",
+        "tests/fixtures/sidecars/mitigations-sidecar.json",
+    ]);
     let s = stdout(&out);
-    assert!(s.lines().any(|l| l.starts_with("my_local_image ") && l.contains("sidecar:mitigations-sidecar.json")), "{s}");
-    let json: serde_json::Value = serde_json::from_slice(&aorta(&["sweep", "list-environments", "--json"]).stdout).unwrap();
+    assert!(
+        s.lines()
+            .any(|l| l.starts_with("my_local_image ")
+                && l.contains("sidecar:mitigations-sidecar.json")),
+        "{s}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&aorta(&["sweep", "list-environments", "--json"]).stdout).unwrap();
     assert_eq!(json.as_array().unwrap().len(), 2);
 }
 
@@ -114,19 +250,40 @@ fn list_patterns_catalogue_and_version() {
     assert!(s.contains("      negative  : note: Traceback (most recent call last): is printed by the handler below\n"), "{s}");
     assert!(s.contains("  tier3:nvidia_xid"));
     let v = stdout(&aorta(&["sweep", "list-patterns", "--version"]));
-    assert_eq!(v, format!("aorta sweep pattern library v3 (aorta {})\n", env!("CARGO_PKG_VERSION")));
-    let json: serde_json::Value = serde_json::from_slice(&aorta(&["sweep", "list-patterns", "--json"]).stdout).unwrap();
-    assert!(json["patterns"].as_array().unwrap().iter().all(|p| !p["sample"].as_str().unwrap().is_empty()));
-    assert!(json["patterns"].as_array().unwrap().iter().all(|p| !p["negative"].as_str().unwrap().is_empty()));
+    assert_eq!(
+        v,
+        format!(
+            "aorta sweep pattern library v3 (aorta {})\n",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&aorta(&["sweep", "list-patterns", "--json"]).stdout).unwrap();
+    assert!(json["patterns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| !p["sample"].as_str().unwrap().is_empty()));
+    assert!(json["patterns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| !p["negative"].as_str().unwrap().is_empty()));
 }
 
 #[test]
 fn version_and_completions() {
     let out = aorta(&["--version"]);
-    assert_eq!(stdout(&out), format!("aorta {}\n", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        stdout(&out),
+        format!("aorta {}\n", env!("CARGO_PKG_VERSION"))
+    );
     for shell in ["bash", "zsh", "fish"] {
         let out = aorta(&["completions", shell]);
-        assert!(out.status.success() && stdout(&out).contains("aorta"), "{shell}");
+        assert!(
+            out.status.success() && stdout(&out).contains("aorta"),
+            "{shell}"
+        );
     }
 }
 
@@ -144,8 +301,14 @@ fn every_recipe_dry_runs_through_labels() {
     let plans: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let plans = plans.as_array().unwrap();
     assert!(plans.len() >= 18, "{}", plans.len());
-    let quick = plans.iter().find(|p| p["label"] == "//recipes:quickstart").unwrap();
-    assert_eq!(quick["argv"], serde_json::json!(["bash", "recipes/quickstart.sh"]));
+    let quick = plans
+        .iter()
+        .find(|p| p["label"] == "//recipes:quickstart")
+        .unwrap();
+    assert_eq!(
+        quick["argv"],
+        serde_json::json!(["bash", "recipes/quickstart.sh"])
+    );
     assert_eq!(quick["cells"].as_array().unwrap().len(), 6);
 }
 
@@ -156,18 +319,38 @@ fn env_key_and_diff_of_snapshots() {
     let text = stdout(&out);
     assert_eq!(text.lines().next().unwrap().len(), 64, "{text}");
     let dir = tempfile::tempdir().unwrap();
-    let original = std::fs::read_to_string(common::repo_root().join("docs/examples/h200-env.json")).unwrap();
+    let original =
+        std::fs::read_to_string(common::repo_root().join("docs/examples/h200-env.json")).unwrap();
     let mut v: serde_json::Value = serde_json::from_str(&original).unwrap();
     v["env_vars"]["CUDA_DEVICE_MAX_CONNECTIONS"] = serde_json::json!("1");
     let changed = dir.path().join("changed.json");
     std::fs::write(&changed, serde_json::to_string_pretty(&v).unwrap()).unwrap();
-    let out = aorta(&["env", "diff", "docs/examples/h200-env.json", changed.to_str().unwrap()]);
+    let out = aorta(&[
+        "env",
+        "diff",
+        "docs/examples/h200-env.json",
+        changed.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(1), "{}", transcript(&out));
-    assert!(stdout(&out).contains("CUDA_DEVICE_MAX_CONNECTIONS"), "{}", transcript(&out));
+    assert!(
+        stdout(&out).contains("CUDA_DEVICE_MAX_CONNECTIONS"),
+        "{}",
+        transcript(&out)
+    );
     let mut v2: serde_json::Value = serde_json::from_str(&original).unwrap();
     v2["host"]["hostname"] = serde_json::json!("elsewhere");
     let host = dir.path().join("host.json");
     std::fs::write(&host, serde_json::to_string_pretty(&v2).unwrap()).unwrap();
-    let out = aorta(&["env", "diff", "docs/examples/h200-env.json", host.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(0), "a hostname never changes the key: {}", transcript(&out));
+    let out = aorta(&[
+        "env",
+        "diff",
+        "docs/examples/h200-env.json",
+        host.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a hostname never changes the key: {}",
+        transcript(&out)
+    );
 }

@@ -18,7 +18,10 @@ fn find_nginx() -> Option<PathBuf> {
         return Some(PathBuf::from(p));
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path).chain(["/usr/sbin", "/usr/local/sbin", "/usr/local/nginx/sbin"].map(PathBuf::from)).map(|d| d.join("nginx")).find(|p| p.is_file())
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/usr/local/sbin", "/usr/local/nginx/sbin"].map(PathBuf::from))
+        .map(|d| d.join("nginx"))
+        .find(|p| p.is_file())
 }
 
 /// A real nginx serving `<dir>/www` with WebDAV PUT on a free loopback port; killed on drop.
@@ -34,16 +37,26 @@ impl Nginx {
             if std::env::var_os("AORTA_REQUIRE_NGINX").is_some_and(|v| v == "1") {
                 panic!("AORTA_REQUIRE_NGINX=1 but no nginx binary was found ($AORTA_NGINX, PATH, /usr/sbin); AORTA_NGINX=$(tests/install-nginx.sh) fetches Debian's");
             }
-            eprintln!("SKIPPED: nginx not found; AORTA_NGINX=$(tests/install-nginx.sh) fetches Debian's");
+            eprintln!(
+                "SKIPPED: nginx not found; AORTA_NGINX=$(tests/install-nginx.sh) fetches Debian's"
+            );
             return None;
         };
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("www/cache")).unwrap();
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let d = dir.path().display();
         // As root, nginx would drop its workers to `nobody`, who cannot write the temp dir.
         // SAFETY: geteuid has no preconditions.
-        let user = if unsafe { libc::geteuid() } == 0 { "user root;\n" } else { "" };
+        let user = if unsafe { libc::geteuid() } == 0 {
+            "user root;\n"
+        } else {
+            ""
+        };
         let conf = format!(
             "{user}master_process off;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{ worker_connections 64; }}\n\
              http {{\n  access_log {d}/access.log;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n  client_max_body_size 0;\n\
@@ -51,7 +64,14 @@ impl Nginx {
         );
         std::fs::write(dir.path().join("nginx.conf"), conf).unwrap();
         let child = Command::new(&bin)
-            .args(["-p", &d.to_string(), "-e", &format!("{d}/error.log"), "-c", &format!("{d}/nginx.conf")])
+            .args([
+                "-p",
+                &d.to_string(),
+                "-e",
+                &format!("{d}/error.log"),
+                "-c",
+                &format!("{d}/nginx.conf"),
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -61,10 +81,14 @@ impl Nginx {
         let t0 = Instant::now();
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             if let Ok(Some(status)) = n.child.try_wait() {
-                let log = std::fs::read_to_string(n.dir.path().join("error.log")).unwrap_or_default();
+                let log =
+                    std::fs::read_to_string(n.dir.path().join("error.log")).unwrap_or_default();
                 panic!("nginx exited with {status} before listening on {port}:\n{log}");
             }
-            assert!(t0.elapsed() < Duration::from_secs(20), "nginx did not listen on {port} within 20 s");
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "nginx did not listen on {port} within 20 s"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         Some(n)
@@ -99,7 +123,19 @@ impl Drop for Nginx {
 }
 
 fn walk(dir: &Path) -> usize {
-    std::fs::read_dir(dir).map(|rd| rd.flatten().map(|e| if e.path().is_dir() { walk(&e.path()) } else { 1 }).sum()).unwrap_or(0)
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| {
+                    if e.path().is_dir() {
+                        walk(&e.path())
+                    } else {
+                        1
+                    }
+                })
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 const RECIPE: &str = "schema_version: 1\nmode: probe\nticket: T\ntrials: 3\nmitigation_axis: [none, cuda_launch_blocking]\ndiagnostic_axis: [none]\nconfound: {baseline_cell: none-none}\n";
@@ -113,11 +149,16 @@ fn workspace() -> tempfile::TempDir {
     std::fs::write(dir.path().join("r.yaml"), RECIPE).unwrap();
     std::fs::write(dir.path().join("run.sh"), SCRIPT).unwrap();
     std::fs::write(dir.path().join(".aorta-root"), "").unwrap();
-    let snap = std::fs::read_to_string(common::repo_root().join("docs/examples/h200-env.json")).unwrap();
+    let snap =
+        std::fs::read_to_string(common::repo_root().join("docs/examples/h200-env.json")).unwrap();
     std::fs::write(dir.path().join("h200.json"), &snap).unwrap();
     let mut other: serde_json::Value = serde_json::from_str(&snap).unwrap();
     other["gpu"]["driver_version"] = "590.1".into();
-    std::fs::write(dir.path().join("driver.json"), serde_json::to_string(&other).unwrap()).unwrap();
+    std::fs::write(
+        dir.path().join("driver.json"),
+        serde_json::to_string(&other).unwrap(),
+    )
+    .unwrap();
     dir
 }
 
@@ -125,24 +166,45 @@ fn workspace() -> tempfile::TempDir {
 /// `extra` names another `--env-snapshot`.
 fn sweep(ws: &Path, store: &str, out: &str, extra: &[&str]) -> Output {
     let mut c = Command::new(assert_cmd::cargo::cargo_bin("aorta"));
-    c.current_dir(ws).env("NO_COLOR", "1").env("AORTA_STORE", ws.join(store)).env("AORTA_ENV_SNAPSHOT", ws.join("h200.json"));
-    for k in ["AORTA_REMOTE_CACHE", "AORTA_REMOTE_CACHE_MODE", "AORTA_REMOTE_CACHE_NAMESPACE", "AORTA_REMOTE_CACHE_TIMEOUT", "AORTA_REMOTE_CACHE_RETRIES", "AORTA_REMOTE_CACHE_TOKEN"] {
+    c.current_dir(ws)
+        .env("NO_COLOR", "1")
+        .env("AORTA_STORE", ws.join(store))
+        .env("AORTA_ENV_SNAPSHOT", ws.join("h200.json"));
+    for k in [
+        "AORTA_REMOTE_CACHE",
+        "AORTA_REMOTE_CACHE_MODE",
+        "AORTA_REMOTE_CACHE_NAMESPACE",
+        "AORTA_REMOTE_CACHE_TIMEOUT",
+        "AORTA_REMOTE_CACHE_RETRIES",
+        "AORTA_REMOTE_CACHE_TOKEN",
+    ] {
         c.env_remove(k);
     }
-    c.args(["sweep", "run", "--recipe", "r.yaml", "--output", out]).args(extra).args(["--", "bash", "run.sh"]);
+    c.args(["sweep", "run", "--recipe", "r.yaml", "--output", out])
+        .args(extra)
+        .args(["--", "bash", "run.sh"]);
     c.output().unwrap()
 }
 
 /// (executed, reused) from the summary line.
 fn counts(out: &Output) -> (usize, usize) {
     let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().find(|l| l.starts_with("Trials: ")).unwrap_or_else(|| panic!("no Trials line in\n{}", common::transcript(out)));
-    let nums: Vec<usize> = line.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("Trials: "))
+        .unwrap_or_else(|| panic!("no Trials line in\n{}", common::transcript(out)));
+    let nums: Vec<usize> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect();
     (nums[0], nums[1])
 }
 
 fn matrix(ws: &Path, out: &str) -> serde_json::Value {
-    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ws.join(out).join("T/matrix.json")).unwrap()).unwrap();
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.join(out).join("T/matrix.json")).unwrap())
+            .unwrap();
     strip_volatile(&mut v);
     v
 }
@@ -166,7 +228,12 @@ fn two_stores_share_results_through_nginx_webdav() {
     let ws = ws.path();
 
     // Store A builds everything and uploads it.
-    let a = sweep(ws, "store-a", "out-a", &["--remote-cache", &url, "--remote-cache-mode", "readwrite"]);
+    let a = sweep(
+        ws,
+        "store-a",
+        "out-a",
+        &["--remote-cache", &url, "--remote-cache-mode", "readwrite"],
+    );
     assert!(a.status.success(), "{}", common::transcript(&a));
     assert_eq!(counts(&a), (6, 0));
     let stderr = String::from_utf8_lossy(&a.stderr);
@@ -180,28 +247,65 @@ fn two_stores_share_results_through_nginx_webdav() {
     let b = sweep(ws, "store-b", "out-b", &["--remote-cache", &url]);
     assert!(b.status.success(), "{}", common::transcript(&b));
     assert_eq!(counts(&b), (0, 6), "{}", common::transcript(&b));
-    assert!(String::from_utf8_lossy(&b.stderr).contains("6 downloaded, 0 uploaded"), "{}", common::transcript(&b));
-    assert_eq!(matrix(ws, "out-a"), matrix(ws, "out-b"), "same matrix from the remote cache");
+    assert!(
+        String::from_utf8_lossy(&b.stderr).contains("6 downloaded, 0 uploaded"),
+        "{}",
+        common::transcript(&b)
+    );
+    assert_eq!(
+        matrix(ws, "out-a"),
+        matrix(ws, "out-b"),
+        "same matrix from the remote cache"
+    );
     // The outputs themselves came across, verified.
-    let trial = |out: &str| std::fs::read_dir(ws.join(out).join("T")).unwrap().flatten().filter(|e| e.path().is_dir()).count();
+    let trial = |out: &str| {
+        std::fs::read_dir(ws.join(out).join("T"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .count()
+    };
     assert_eq!(trial("out-a"), trial("out-b"));
     // B now holds the results locally: a rerun without the remote executes nothing either.
     assert_eq!(counts(&sweep(ws, "store-b", "out-b2", &[])), (0, 6));
 
     // A read-only build that executes (another namespace: nothing there) uploads nothing.
-    let ro = sweep(ws, "store-c", "out-c", &["--remote-cache", &url, "--remote-cache-namespace", "other"]);
+    let ro = sweep(
+        ws,
+        "store-c",
+        "out-c",
+        &["--remote-cache", &url, "--remote-cache-namespace", "other"],
+    );
     assert_eq!(counts(&ro), (6, 0));
     assert_eq!(walk(&nginx.dir.path().join("www/cache/other")), 0);
 
     // Another environment key (a new driver: a keyed field of the snapshot), same remote:
     // nothing there matches, everything executes.
-    let d = sweep(ws, "store-d", "out-d", &["--remote-cache", &url, "--env-snapshot", "driver.json"]);
+    let d = sweep(
+        ws,
+        "store-d",
+        "out-d",
+        &["--remote-cache", &url, "--env-snapshot", "driver.json"],
+    );
     assert_eq!(counts(&d), (6, 0), "{}", common::transcript(&d));
-    assert!(String::from_utf8_lossy(&d.stderr).contains("0 downloaded, 0 uploaded"), "{}", common::transcript(&d));
+    assert!(
+        String::from_utf8_lossy(&d.stderr).contains("0 downloaded, 0 uploaded"),
+        "{}",
+        common::transcript(&d)
+    );
     // And `aorta build` of the same recipe by path, under the first key: all from the remote.
     let mut c = Command::new(assert_cmd::cargo::cargo_bin("aorta"));
-    c.current_dir(ws).env("NO_COLOR", "1").env("AORTA_STORE", ws.join("store-e")).env("AORTA_ENV_SNAPSHOT", ws.join("h200.json")).env("AORTA_REMOTE_CACHE", &url);
-    let e = c.args(["build", "r.yaml", "--output", "out-e", "--", "bash", "run.sh"]).output().unwrap();
+    c.current_dir(ws)
+        .env("NO_COLOR", "1")
+        .env("AORTA_STORE", ws.join("store-e"))
+        .env("AORTA_ENV_SNAPSHOT", ws.join("h200.json"))
+        .env("AORTA_REMOTE_CACHE", &url);
+    let e = c
+        .args([
+            "build", "r.yaml", "--output", "out-e", "--", "bash", "run.sh",
+        ])
+        .output()
+        .unwrap();
     assert_eq!(counts(&e), (0, 6), "{}", common::transcript(&e));
     assert_eq!(matrix(ws, "out-a"), matrix(ws, "out-e"));
 }
@@ -210,29 +314,73 @@ fn two_stores_share_results_through_nginx_webdav() {
 fn an_unreachable_remote_cache_never_fails_a_build() {
     let ws = workspace();
     let ws = ws.path();
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let url = format!("http://127.0.0.1:{port}/cache");
     let t0 = Instant::now();
-    let out = sweep(ws, "store", "out", &["--remote-cache", &url, "--remote-cache-mode", "readwrite", "--remote-cache-timeout", "2"]);
+    let out = sweep(
+        ws,
+        "store",
+        "out",
+        &[
+            "--remote-cache",
+            &url,
+            "--remote-cache-mode",
+            "readwrite",
+            "--remote-cache-timeout",
+            "2",
+        ],
+    );
     assert!(out.status.success(), "{}", common::transcript(&out));
     assert_eq!(counts(&out), (6, 0));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("is unreachable") && stderr.contains("unreachable (skipped)"), "{stderr}");
+    assert!(
+        stderr.contains("is unreachable") && stderr.contains("unreachable (skipped)"),
+        "{stderr}"
+    );
     assert!(t0.elapsed() < Duration::from_secs(60));
 }
 
 #[test]
 fn bad_remote_cache_settings_are_usage_errors() {
     let ws = workspace();
-    for args in [&["--remote-cache", "ftp://x/y"][..], &["--remote-cache", "file://relative"], &["--remote-cache", "file:///tmp/x", "--remote-cache-namespace", "a/b"], &["--remote-cache", "http://h", "--remote-cache-timeout", "soon"]] {
+    for args in [
+        &["--remote-cache", "ftp://x/y"][..],
+        &["--remote-cache", "file://relative"],
+        &[
+            "--remote-cache",
+            "file:///tmp/x",
+            "--remote-cache-namespace",
+            "a/b",
+        ],
+        &[
+            "--remote-cache",
+            "http://h",
+            "--remote-cache-timeout",
+            "soon",
+        ],
+    ] {
         let out = sweep(ws.path(), "store", "out", args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", common::transcript(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            common::transcript(&out)
+        );
         assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
     }
     // From the environment too.
     let mut c = Command::new(assert_cmd::cargo::cargo_bin("aorta"));
-    c.current_dir(ws.path()).env("AORTA_STORE", ws.path().join("store")).env("AORTA_REMOTE_CACHE", "gopher://x");
-    let out = c.args(["sweep", "run", "--recipe", "r.yaml", "--", "bash", "run.sh"]).output().unwrap();
+    c.current_dir(ws.path())
+        .env("AORTA_STORE", ws.path().join("store"))
+        .env("AORTA_REMOTE_CACHE", "gopher://x");
+    let out = c
+        .args(["sweep", "run", "--recipe", "r.yaml", "--", "bash", "run.sh"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", common::transcript(&out));
 }
 
@@ -246,9 +394,18 @@ fn cloud_urls_without_the_cloud_feature_say_how_to_get_it() {
     let ws = workspace();
     for url in ["s3://bucket/aorta", "gs://bucket"] {
         let out = sweep(ws.path(), "store", "out", &["--remote-cache", url]);
-        assert_eq!(out.status.code(), Some(2), "{url}: {}", common::transcript(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{url}: {}",
+            common::transcript(&out)
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains("built without s3:// and gs:// support") && stderr.contains("the `cloud` feature"), "{url}: {stderr}");
+        assert!(
+            stderr.contains("built without s3:// and gs:// support")
+                && stderr.contains("the `cloud` feature"),
+            "{url}: {stderr}"
+        );
         assert!(!ws.path().join("out").exists(), "nothing ran");
     }
 }

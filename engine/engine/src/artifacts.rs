@@ -5,9 +5,9 @@
 //! (and stored). So a rerun whose trials all hit renders nothing, and a renderer change
 //! re-renders without re-running a trial.
 
-use crate::outcome::{BuildOutcome, CellOutcome};
 use crate::compile::Compiled;
 use crate::error::{EngineError, Result};
+use crate::outcome::{BuildOutcome, CellOutcome};
 use crate::outputs::{RunIndex, RunPaths};
 use crate::schedule::{Executed, TrialResult};
 use aorta_graph::{hash_json, Artifact, HashError, Key};
@@ -77,23 +77,51 @@ pub(crate) fn recipe_key(c: &Compiled) -> std::result::Result<Key, HashError> {
 /// record: a fresh probe differs in `captured_at` and timings, and env.json documents the
 /// snapshot that determined the trial keys, which those fields identify.
 pub(crate) fn env_key(c: &Compiled) -> std::result::Result<Key, HashError> {
-    hash_json(ENV_DOMAIN, "the environment record", &(&c.env.key, &c.env.keyed_fields))
+    hash_json(
+        ENV_DOMAIN,
+        "the environment record",
+        &(&c.env.key, &c.env.keyed_fields),
+    )
 }
 
 /// A cell's key from the results it folds: `(trial index, trial key)` in index order.
-pub(crate) fn cell_key(cell: usize, name: &str, trials: Vec<(u32, &str)>, error: Option<&str>) -> std::result::Result<Key, HashError> {
-    hash_json(CELL_DOMAIN, "a cell's results", &CellKeyInputs { cell, name, trials, error })
+pub(crate) fn cell_key(
+    cell: usize,
+    name: &str,
+    trials: Vec<(u32, &str)>,
+    error: Option<&str>,
+) -> std::result::Result<Key, HashError> {
+    hash_json(
+        CELL_DOMAIN,
+        "a cell's results",
+        &CellKeyInputs {
+            cell,
+            name,
+            trials,
+            error,
+        },
+    )
 }
 
 /// An artifact's key; its inputs are chosen by what the DAG says it depends on.
-pub(crate) fn artifact_key(artifact: &Artifact, recipe: &Key, cells: &[Key], warnings: &[String], env: &Key) -> std::result::Result<Key, HashError> {
+pub(crate) fn artifact_key(
+    artifact: &Artifact,
+    recipe: &Key,
+    cells: &[Key],
+    warnings: &[String],
+    env: &Key,
+) -> std::result::Result<Key, HashError> {
     let depends_on_cells = matches!(artifact, Artifact::MatrixJson | Artifact::MatrixMd);
     let inputs = ArtifactKeyInputs {
         artifact: artifact.path(),
         renderer: RENDERER_VERSION,
         aorta: env!("CARGO_PKG_VERSION"),
         recipe: (!matches!(artifact, Artifact::EnvJson(_))).then_some(recipe),
-        cells: if depends_on_cells { cells.iter().collect() } else { Vec::new() },
+        cells: if depends_on_cells {
+            cells.iter().collect()
+        } else {
+            Vec::new()
+        },
         warnings: if depends_on_cells { warnings } else { &[] },
         env: matches!(artifact, Artifact::EnvJson(_)).then_some(env),
     };
@@ -108,14 +136,17 @@ fn render(artifact: &Artifact, c: &Compiled, matrix: &Matrix) -> Result<Vec<u8>>
     let bytes = match artifact {
         Artifact::MatrixJson => {
             let mut json = Vec::new();
-            matrix.write_json(&mut json).map_err(|e| EngineError::infra(format!("cannot render matrix.json: {e}")))?;
+            matrix
+                .write_json(&mut json)
+                .map_err(|e| EngineError::infra(format!("cannot render matrix.json: {e}")))?;
             json.push(b'\n');
             json
         }
         Artifact::MatrixMd => matrix.to_markdown().into_bytes(),
         Artifact::ResolvedRecipe => aorta_report::resolved_recipe_yaml(&c.recipe).into_bytes(),
         Artifact::EnvJson(_) => {
-            let mut b = serde_json::to_vec_pretty(&*c.env).map_err(|e| EngineError::infra(format!("cannot render env.json: {e}")))?;
+            let mut b = serde_json::to_vec_pretty(&*c.env)
+                .map_err(|e| EngineError::infra(format!("cannot render env.json: {e}")))?;
             b.push(b'\n');
             b
         }
@@ -130,13 +161,23 @@ enum Placed {
 }
 
 /// Puts one artifact in place: left alone, restored from the store, or rendered and stored.
-fn place(store: &LocalStore, run_dir: &std::path::Path, index: &mut RunIndex, artifact: &Artifact, key: &Key, rerun: Option<RerunFacts>, render: impl FnOnce() -> Result<Vec<u8>>) -> Result<Placed> {
+fn place(
+    store: &LocalStore,
+    run_dir: &std::path::Path,
+    index: &mut RunIndex,
+    artifact: &Artifact,
+    key: &Key,
+    rerun: Option<RerunFacts>,
+    render: impl FnOnce() -> Result<Vec<u8>>,
+) -> Result<Placed> {
     let rel = artifact.path();
     let dest = run_dir.join(&rel);
     if index.holds(&rel, key.as_str(), &dest) {
         return Ok(Placed::Unchanged);
     }
-    let io = |what: &str, e: &dyn std::fmt::Display| EngineError::infra(format!("cannot {what} {rel}: {e}"));
+    let io = |what: &str, e: &dyn std::fmt::Display| {
+        EngineError::infra(format!("cannot {what} {rel}: {e}"))
+    };
     if let Ok(Lookup::Hit(m)) = store.lookup_as::<ArtifactRecord>(key) {
         if store.materialize(&m, run_dir).is_ok() {
             index.set(rel, key.to_string());
@@ -145,7 +186,14 @@ fn place(store: &LocalStore, run_dir: &std::path::Path, index: &mut RunIndex, ar
     }
     let bytes = render()?;
     let blob = store.put_blob_bytes(&bytes).map_err(|e| io("store", &e))?;
-    let mut m = Manifest::new(key.clone(), ArtifactRecord { artifact: rel.clone(), renderer: RENDERER_VERSION, rerun });
+    let mut m = Manifest::new(
+        key.clone(),
+        ArtifactRecord {
+            artifact: rel.clone(),
+            renderer: RENDERER_VERSION,
+            rerun,
+        },
+    );
     m.outputs.insert(rel.clone(), blob);
     store.put_manifest(&m).map_err(|e| io("store", &e))?;
     crate::fsutil::write_atomic(&dest, &bytes).map_err(|e| io("write", &e))?;
@@ -154,7 +202,14 @@ fn place(store: &LocalStore, run_dir: &std::path::Path, index: &mut RunIndex, ar
 }
 
 /// Folds the cells, places every artifact and fills the outcome's summary and counts.
-pub(crate) fn finish(store: &LocalStore, c: &Compiled, paths: &RunPaths, ex: &Executed, index: &mut RunIndex, outcome: &mut BuildOutcome) -> Result<()> {
+pub(crate) fn finish(
+    store: &LocalStore,
+    c: &Compiled,
+    paths: &RunPaths,
+    ex: &Executed,
+    index: &mut RunIndex,
+    outcome: &mut BuildOutcome,
+) -> Result<()> {
     let recipe = &c.recipe;
     let mut by_cell: Vec<Vec<&TrialResult>> = vec![Vec::new(); recipe.cells.len()];
     for r in &ex.results {
@@ -164,35 +219,75 @@ pub(crate) fn finish(store: &LocalStore, c: &Compiled, paths: &RunPaths, ex: &Ex
     let mut cell_keys = Vec::with_capacity(recipe.cells.len());
     for (i, cell) in recipe.cells.iter().enumerate() {
         let error = ex.cell_errors.get(&i).cloned();
-        let trials = by_cell[i].iter().map(|r| (r.index, r.key.as_str())).collect();
+        let trials = by_cell[i]
+            .iter()
+            .map(|r| (r.index, r.key.as_str()))
+            .collect();
         cell_keys.push(cell_key(i, &cell.name, trials, error.as_deref()).map_err(hashing)?);
-        let stats = CellStats::aggregate(cell, recipe, by_cell[i].iter().map(|r| &*r.record), error.clone());
-        outcome.cells.push(CellOutcome { name: cell.name.clone(), trials: stats.trials, passed: stats.passed_count, errored: stats.error_count, error });
+        let stats = CellStats::aggregate(
+            cell,
+            recipe,
+            by_cell[i].iter().map(|r| &*r.record),
+            error.clone(),
+        );
+        outcome.cells.push(CellOutcome {
+            name: cell.name.clone(),
+            trials: stats.trials,
+            passed: stats.passed_count,
+            errored: stats.error_count,
+            error,
+        });
         cells.push(stats);
     }
-    let warnings: Vec<String> = ex.failures.iter().map(|f| format!("trial could not run: {f}")).collect();
-    let matrix = Matrix::new(recipe, cells, RunInfo { run_timestamp: paths.timestamp.clone(), warnings: warnings.clone() });
+    let warnings: Vec<String> = ex
+        .failures
+        .iter()
+        .map(|f| format!("trial could not run: {f}"))
+        .collect();
+    let matrix = Matrix::new(
+        recipe,
+        cells,
+        RunInfo {
+            run_timestamp: paths.timestamp.clone(),
+            warnings: warnings.clone(),
+        },
+    );
     let recipe_key = recipe_key(c).map_err(hashing)?;
     let env_key = env_key(c).map_err(hashing)?;
     let trials = outcome.executed + outcome.reused;
     let rerun = RerunFacts {
         run_dir: paths.run_dir.clone(),
-        summary: matrix.summary(SummaryOptions { run_dir: &paths.run_dir.display().to_string(), verbose: false, executed: 0, reused: trials }),
+        summary: matrix.summary(SummaryOptions {
+            run_dir: &paths.run_dir.display().to_string(),
+            verbose: false,
+            executed: 0,
+            reused: trials,
+        }),
         incomplete: matrix.incomplete_reason().map(str::to_string),
         cells: outcome.cells.clone(),
     };
     for artifact in c.dag.artifacts() {
-        let key = artifact_key(artifact, &recipe_key, &cell_keys, &warnings, &env_key).map_err(hashing)?;
+        let key = artifact_key(artifact, &recipe_key, &cell_keys, &warnings, &env_key)
+            .map_err(hashing)?;
         let facts = (*artifact == Artifact::MatrixJson).then(|| rerun.clone());
-        match place(store, &paths.run_dir, index, artifact, &key, facts, || render(artifact, c, &matrix))? {
+        match place(store, &paths.run_dir, index, artifact, &key, facts, || {
+            render(artifact, c, &matrix)
+        })? {
             Placed::Unchanged => outcome.unchanged += 1,
             Placed::Restored => outcome.restored += 1,
             Placed::Rendered => outcome.rendered += 1,
         }
     }
-    index.save().map_err(|e| EngineError::infra(format!("cannot write the run directory's index: {e}")))?;
+    index
+        .save()
+        .map_err(|e| EngineError::infra(format!("cannot write the run directory's index: {e}")))?;
     let run_dir = paths.run_dir.display().to_string();
-    outcome.summary = matrix.summary(SummaryOptions { run_dir: &run_dir, verbose: false, executed: outcome.executed, reused: outcome.reused });
+    outcome.summary = matrix.summary(SummaryOptions {
+        run_dir: &run_dir,
+        verbose: false,
+        executed: outcome.executed,
+        reused: outcome.reused,
+    });
     outcome.incomplete = matrix.incomplete_reason().map(str::to_string);
     Ok(())
 }
@@ -202,7 +297,11 @@ pub(crate) fn finish(store: &LocalStore, c: &Compiled, paths: &RunPaths, ex: &Ex
 /// If the run directory already holds every trial and artifact under its key and the store has
 /// matrix.json's entry with its rerun facts, the build is done: no trial lookup, no fold, no
 /// render. Returns None (take the full path) otherwise.
-pub(crate) fn cached_rebuild(store: &LocalStore, c: &Compiled, paths: &RunPaths) -> Option<BuildOutcome> {
+pub(crate) fn cached_rebuild(
+    store: &LocalStore,
+    c: &Compiled,
+    paths: &RunPaths,
+) -> Option<BuildOutcome> {
     if c.recipe.stop_after.is_some() || matches!(c.workload, Some(Err(_))) {
         return None;
     }
@@ -214,7 +313,11 @@ pub(crate) fn cached_rebuild(store: &LocalStore, c: &Compiled, paths: &RunPaths)
         for i in c.dag.cell_trials(ci) {
             let p = &c.planned()[i];
             let rel = format!("{dir}trial_{}", p.index);
-            if !index.holds(&rel, p.key.as_str(), &paths.run_dir.join(&rel).join("result.json")) {
+            if !index.holds(
+                &rel,
+                p.key.as_str(),
+                &paths.run_dir.join(&rel).join("result.json"),
+            ) {
                 return None;
             }
             trials.push((p.index, p.key.as_str()));

@@ -2,8 +2,8 @@
 //! push, then the cells and the artifacts (rendered only when their keys are not cached).
 
 use crate::compile::Compiled;
-use crate::outcome::BuildOutcome;
 use crate::error::{EngineError, Result};
+use crate::outcome::BuildOutcome;
 use crate::schedule::{Event, MakeSpec, Schedule, Source};
 use crate::session::Session;
 use crate::trial::{Body, CommandSettings, TrialSpec, WorkloadSettings};
@@ -15,7 +15,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn command_settings(recipe: &Recipe, argv: &[String], kill_on_hang: bool) -> std::result::Result<CommandSettings, String> {
+fn command_settings(
+    recipe: &Recipe,
+    argv: &[String],
+    kill_on_hang: bool,
+) -> std::result::Result<CommandSettings, String> {
     let p = recipe.probe.as_ref().ok_or("not a probe recipe")?;
     let mut custom = Vec::new();
     for c in &p.custom_patterns {
@@ -24,9 +28,17 @@ fn command_settings(recipe: &Recipe, argv: &[String], kill_on_hang: bool) -> std
             aorta_recipe::OnMatch::Warn => aorta_classify::OnMatch::Warn,
             aorta_recipe::OnMatch::Info => aorta_classify::OnMatch::Info,
         };
-        custom.push(CustomDetector::new(c.id.clone(), &c.regex, c.condition.as_deref(), on, c.required_for_pass)?);
+        custom.push(CustomDetector::new(
+            c.id.clone(),
+            &c.regex,
+            c.condition.as_deref(),
+            on,
+            c.required_for_pass,
+        )?);
     }
-    let hang = (!p.disables.tier_disabled(aorta_classify::Tier::Tier2) && !p.disables.detector_disabled("tier2:hang")).then(|| HangConfig {
+    let hang = (!p.disables.tier_disabled(aorta_classify::Tier::Tier2)
+        && !p.disables.detector_disabled("tier2:hang"))
+    .then(|| HangConfig {
         window: Duration::from_secs_f64(p.hang_window_sec),
         grace: Duration::from_secs_f64(p.hang_grace_period_at_start),
         kill_on_hang,
@@ -37,23 +49,48 @@ fn command_settings(recipe: &Recipe, argv: &[String], kill_on_hang: bool) -> std
         timeout: p.timeout_per_trial.map(Duration::from_secs_f64),
         passthrough: p.env_passthrough_mode,
         hang,
-        classifier: ClassifierConfig { custom, tier3_vram_growth: p.tier3_vram_growth, disables: p.disables.clone() },
+        classifier: ClassifierConfig {
+            custom,
+            tier3_vram_growth: p.tier3_vram_growth,
+            disables: p.disables.clone(),
+        },
         dmesg_unavailable: Default::default(),
         // One reader of /dev/kmsg per build; where it cannot be opened, dmesg per trial.
-        kernel_log: if p.disables.tier_disabled(aorta_classify::Tier::Tier3) { None } else { aorta_classify::KernelLog::open().ok() },
-        step_time_regex: p.step_time_regex.as_deref().map(aorta_recipe::compile_regex).transpose().map_err(|e| format!("step_time_regex: {e}"))?,
+        kernel_log: if p.disables.tier_disabled(aorta_classify::Tier::Tier3) {
+            None
+        } else {
+            aorta_classify::KernelLog::open().ok()
+        },
+        step_time_regex: p
+            .step_time_regex
+            .as_deref()
+            .map(aorta_recipe::compile_regex)
+            .transpose()
+            .map_err(|e| format!("step_time_regex: {e}"))?,
     })
 }
 
 /// Per cell, how to turn a planned trial into the spec the executor runs.
-fn spec_maker(cell: &aorta_recipe::Cell, body: impl Fn() -> Body + Send + Sync + 'static) -> MakeSpec {
+fn spec_maker(
+    cell: &aorta_recipe::Cell,
+    body: impl Fn() -> Body + Send + Sync + 'static,
+) -> MakeSpec {
     let env = cell.resolved_env.clone();
     let name = cell.name.clone();
-    Arc::new(move |p: &PlannedTrial| TrialSpec { key: p.key.clone(), cell: name.clone(), index: p.index, env: env.clone(), body: body() })
+    Arc::new(move |p: &PlannedTrial| TrialSpec {
+        key: p.key.clone(),
+        cell: name.clone(),
+        index: p.index,
+        env: env.clone(),
+        body: body(),
+    })
 }
 
 /// The trial bodies per cell; a cell whose workload cannot run gets its error instead.
-pub(crate) fn bodies(session: &Session, c: &Compiled) -> Result<Vec<std::result::Result<MakeSpec, String>>> {
+pub(crate) fn bodies(
+    session: &Session,
+    c: &Compiled,
+) -> Result<Vec<std::result::Result<MakeSpec, String>>> {
     let recipe = &c.recipe;
     let mut out = Vec::new();
     match recipe.mode {
@@ -61,10 +98,19 @@ pub(crate) fn bodies(session: &Session, c: &Compiled) -> Result<Vec<std::result:
             let argv = c.argv.as_deref().filter(|a| !a.is_empty()).ok_or_else(|| {
                 EngineError::usage(format!("{}: a probe recipe needs a command: give it after -- or as the target's `command` in BUCK", c.label), format!("aorta build {} -- bash launch.sh", c.label))
             })?;
-            let settings = Arc::new(command_settings(recipe, argv, session.opts.kill_on_hang).map_err(|e| EngineError::usage(format!("{}: {e}", c.label), "see docs/recipes.md for custom patterns and step_time_regex"))?);
+            let settings = Arc::new(
+                command_settings(recipe, argv, session.opts.kill_on_hang).map_err(|e| {
+                    EngineError::usage(
+                        format!("{}: {e}", c.label),
+                        "see docs/recipes.md for custom patterns and step_time_regex",
+                    )
+                })?,
+            );
             for cell in &recipe.cells {
                 let settings = settings.clone();
-                out.push(Ok(spec_maker(cell, move || Body::Command(settings.clone()))));
+                out.push(Ok(spec_maker(cell, move || {
+                    Body::Command(settings.clone())
+                })));
             }
         }
         Mode::Triage => {
@@ -76,12 +122,22 @@ pub(crate) fn bodies(session: &Session, c: &Compiled) -> Result<Vec<std::result:
                         continue;
                     }
                     None => {
-                        out.push(Err(format!("workload '{}' was not resolved", recipe.workload)));
+                        out.push(Err(format!(
+                            "workload '{}' was not resolved",
+                            recipe.workload
+                        )));
                         continue;
                     }
                 };
-                let settings = Arc::new(WorkloadSettings { workload: w, steps: cell.effective_steps(recipe), config: cell.effective_workload_config(recipe), timeout: session.workload_timeout() });
-                out.push(Ok(spec_maker(cell, move || Body::Workload(settings.clone()))));
+                let settings = Arc::new(WorkloadSettings {
+                    workload: w,
+                    steps: cell.effective_steps(recipe),
+                    config: cell.effective_workload_config(recipe),
+                    timeout: session.workload_timeout(),
+                });
+                out.push(Ok(spec_maker(cell, move || {
+                    Body::Workload(settings.clone())
+                })));
             }
         }
     }
@@ -99,7 +155,9 @@ pub(crate) fn default_output(recipe: &Recipe) -> PathBuf {
 impl Session {
     pub(crate) fn slots(&self, jobs: Option<usize>) -> Slots {
         let gpus = self.opts.gpus.clone();
-        let jobs = jobs.or(self.opts.jobs).unwrap_or(if gpus.is_empty() { 1 } else { gpus.len() });
+        let jobs = jobs
+            .or(self.opts.jobs)
+            .unwrap_or(if gpus.is_empty() { 1 } else { gpus.len() });
         Slots::new(jobs.max(1), gpus)
     }
 
@@ -110,9 +168,20 @@ impl Session {
         let store = self.store()?;
         let cancel = self.cancel_token()?;
         // Shared lock for the whole build: gc waits until no build holds it.
-        let _build_lock = store.build_lock().map_err(|e| EngineError::infra(format!("cannot lock the store: {e}")))?;
-        let output = self.opts.output.clone().unwrap_or_else(|| default_output(&c.recipe));
-        let paths = crate::outputs::RunPaths::create(&c.recipe, &output).map_err(|e| EngineError::infra(format!("cannot create the run directory under {}: {e}", output.display())))?;
+        let _build_lock = store
+            .build_lock()
+            .map_err(|e| EngineError::infra(format!("cannot lock the store: {e}")))?;
+        let output = self
+            .opts
+            .output
+            .clone()
+            .unwrap_or_else(|| default_output(&c.recipe));
+        let paths = crate::outputs::RunPaths::create(&c.recipe, &output).map_err(|e| {
+            EngineError::infra(format!(
+                "cannot create the run directory under {}: {e}",
+                output.display()
+            ))
+        })?;
         let t_fast = std::time::Instant::now();
         if let Some(done) = crate::artifacts::cached_rebuild(&store, c, &paths) {
             let _ = std::fs::remove_dir_all(&paths.staging);
@@ -140,7 +209,15 @@ impl Session {
         let (n_executed, n_reused) = (count(Source::Executed), count(Source::Reused));
         // Write-back (readwrite mode) of what ran here; after Ctrl-C, exit first.
         if let Some(remote) = self.remote.as_ref().filter(|_| !executed.cancelled) {
-            crate::remote::push(&store, remote, executed.results.iter().filter(|r| r.source == Source::Executed).map(|r| &r.key));
+            crate::remote::push(
+                &store,
+                remote,
+                executed
+                    .results
+                    .iter()
+                    .filter(|r| r.source == Source::Executed)
+                    .map(|r| &r.key),
+            );
         }
         let mut outcome = BuildOutcome {
             run_dir: paths.run_dir.clone(),
@@ -161,7 +238,8 @@ impl Session {
         }
         let t_mat = std::time::Instant::now();
         let mut index = crate::outputs::RunIndex::load(&paths.run_dir);
-        let placed = crate::outputs::materialize(&store, &c.recipe, &paths, &executed.results, &mut index);
+        let placed =
+            crate::outputs::materialize(&store, &c.recipe, &paths, &executed.results, &mut index);
         crate::timing("materialise", t_mat);
         let _ = std::fs::remove_dir_all(&paths.staging);
         placed.map_err(EngineError::infra)?;
@@ -170,14 +248,23 @@ impl Session {
         crate::timing("cells and artifacts", t_rep);
         // Durable directory entries for the store and the run directory, once for the whole build.
         let t_sync = std::time::Instant::now();
-        store.sync().map_err(|e| EngineError::infra(e.to_string()))?;
-        aorta_store::sync_filesystem(&paths.run_dir).map_err(|e| EngineError::infra(format!("cannot sync {}: {e}", paths.run_dir.display())))?;
+        store
+            .sync()
+            .map_err(|e| EngineError::infra(e.to_string()))?;
+        aorta_store::sync_filesystem(&paths.run_dir).map_err(|e| {
+            EngineError::infra(format!("cannot sync {}: {e}", paths.run_dir.display()))
+        })?;
         crate::timing("sync", t_sync);
         Ok(outcome)
     }
 
     /// The plan a dry run prints: the compiled keys, nothing executed, no store opened.
     pub fn plan(&self, c: &Compiled) -> aorta_plan::Plan {
-        aorta_plan::plan(&c.recipe, c.target_label.as_deref(), c.argv.as_deref(), c.planned())
+        aorta_plan::plan(
+            &c.recipe,
+            c.target_label.as_deref(),
+            c.argv.as_deref(),
+            c.planned(),
+        )
     }
 }

@@ -28,7 +28,10 @@ pub struct TargetSpec {
 pub enum RecipeOrigin {
     /// A recipe file and its sidecar registries, parsed (and re-parsed on change) by the
     /// database. The project registry beside the recipe is found automatically.
-    File { path: PathBuf, sidecars: Vec<PathBuf> },
+    File {
+        path: PathBuf,
+        sidecars: Vec<PathBuf>,
+    },
     /// A recipe already built: flag mode, `aorta run`, or a file with command-line overlays.
     Given(Arc<Recipe>),
 }
@@ -72,26 +75,44 @@ pub struct Compiled {
 impl Compiled {
     /// Every planned trial with its key, cells in order, trials by index.
     pub fn planned(&self) -> &[PlannedTrial] {
-        self.planned.as_ref().as_ref().map(Vec::as_slice).unwrap_or_default()
+        self.planned
+            .as_ref()
+            .as_ref()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
     }
 
     /// The cell index by name, or a usage error listing the cells.
     pub fn cell_index(&self, name: &str) -> Result<usize> {
-        self.recipe.cells.iter().position(|c| c.name == name).ok_or_else(|| {
-            let names: Vec<&str> = self.recipe.cells.iter().map(|c| c.name.as_str()).collect();
-            EngineError::usage(format!("{}: no cell named {name:?}", self.label), format!("cells: {}", names.join(", ")))
-        })
+        self.recipe
+            .cells
+            .iter()
+            .position(|c| c.name == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = self.recipe.cells.iter().map(|c| c.name.as_str()).collect();
+                EngineError::usage(
+                    format!("{}: no cell named {name:?}", self.label),
+                    format!("cells: {}", names.join(", ")),
+                )
+            })
     }
 
     /// The planned trial `index` of cell `cell`, or a usage error naming the valid range.
     pub fn trial(&self, cell: usize, index: u32) -> Result<&PlannedTrial> {
         let mine = self.dag.cell_trials(cell);
-        mine.iter().map(|&i| &self.planned()[i]).find(|p| p.index == index).ok_or_else(|| {
-            EngineError::usage(
-                format!("cell {:?} has {} trial(s); there is no trial {index}", self.recipe.cells[cell].name, mine.len()),
-                format!("use --trial 0..{}", mine.len().saturating_sub(1)),
-            )
-        })
+        mine.iter()
+            .map(|&i| &self.planned()[i])
+            .find(|p| p.index == index)
+            .ok_or_else(|| {
+                EngineError::usage(
+                    format!(
+                        "cell {:?} has {} trial(s); there is no trial {index}",
+                        self.recipe.cells[cell].name,
+                        mine.len()
+                    ),
+                    format!("use --trial 0..{}", mine.len().saturating_sub(1)),
+                )
+            })
     }
 }
 
@@ -112,7 +133,11 @@ fn read(path: &Path) -> String {
 
 impl Compiler {
     pub(crate) fn new() -> Self {
-        Compiler { db: CompileDb::logging(), files: BTreeMap::new(), targets: Vec::new() }
+        Compiler {
+            db: CompileDb::logging(),
+            files: BTreeMap::new(),
+            targets: Vec::new(),
+        }
     }
 
     fn source(&mut self, path: &Path) -> SourceText {
@@ -132,11 +157,26 @@ impl Compiler {
                 let recipe_src = self.source(path);
                 let project = aorta_registry::project_registry_for(path).map(|p| self.source(&p));
                 let sidecars: Vec<SourceText> = sidecars.iter().map(|p| self.source(p)).collect();
-                BuildInputs::new(&self.db, recipe_src, project, sidecars, None, KeyContext::default())
+                BuildInputs::new(
+                    &self.db,
+                    recipe_src,
+                    project,
+                    sidecars,
+                    None,
+                    KeyContext::default(),
+                )
             }
             RecipeOrigin::Given(r) => {
-                let placeholder = SourceText::new(&self.db, PathBuf::from("<flags>"), String::new());
-                BuildInputs::new(&self.db, placeholder, None, Vec::new(), Some(GivenRecipe(r.clone())), KeyContext::default())
+                let placeholder =
+                    SourceText::new(&self.db, PathBuf::from("<flags>"), String::new());
+                BuildInputs::new(
+                    &self.db,
+                    placeholder,
+                    None,
+                    Vec::new(),
+                    Some(GivenRecipe(r.clone())),
+                    KeyContext::default(),
+                )
             }
         };
         self.targets.push(Target { spec, build });
@@ -149,7 +189,9 @@ impl Compiler {
         let mut out = Vec::new();
         for p in changed {
             let p = normalize(p);
-            let Some(src) = self.files.get(&p).copied() else { continue };
+            let Some(src) = self.files.get(&p).copied() else {
+                continue;
+            };
             let text = read(&p);
             if *src.text(&self.db) != text {
                 src.set_text(&mut self.db).to(text);

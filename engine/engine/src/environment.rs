@@ -22,8 +22,15 @@ pub struct EnvSource {
 impl EnvSource {
     /// The flags first, then `$AORTA_ENV_SNAPSHOT` and `$AORTA_PYTHON`.
     pub fn resolve(snapshot_file: Option<PathBuf>, python: Option<PathBuf>) -> Self {
-        let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-        EnvSource { snapshot_file: snapshot_file.or_else(|| env("AORTA_ENV_SNAPSHOT")), python: python.or_else(|| env("AORTA_PYTHON")) }
+        let env = |k: &str| {
+            std::env::var_os(k)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        EnvSource {
+            snapshot_file: snapshot_file.or_else(|| env("AORTA_ENV_SNAPSHOT")),
+            python: python.or_else(|| env("AORTA_PYTHON")),
+        }
     }
 }
 
@@ -39,13 +46,20 @@ pub struct EnvRecord {
 
 impl EnvRecord {
     pub fn new(snapshot: Arc<Snapshot>, key: EnvKey) -> Self {
-        EnvRecord { snapshot, key: key.hash, keyed_fields: key.fields }
+        EnvRecord {
+            snapshot,
+            key: key.hash,
+            keyed_fields: key.fields,
+        }
     }
 }
 
 /// The recipe's `env_key` rules in the probe's terms.
 pub fn key_rules(recipe: &Recipe) -> KeyRules {
-    KeyRules::new(recipe.env_key.include.clone(), recipe.env_key.exclude.clone())
+    KeyRules::new(
+        recipe.env_key.include.clone(),
+        recipe.env_key.exclude.clone(),
+    )
 }
 
 /// Where the probe caches its interpreter report: the machine's Python is the same for every
@@ -53,7 +67,11 @@ pub fn key_rules(recipe: &Recipe) -> KeyRules {
 /// `$XDG_CACHE_HOME/aorta/probe`, else `~/.cache/aorta/probe`, else `<store>/probe-cache`.
 /// Entries are validated by a fingerprint of the interpreter and its packages.
 pub fn probe_cache_dir(store_root: &Path) -> PathBuf {
-    let non_empty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let non_empty = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     if let Some(d) = non_empty("AORTA_PROBE_CACHE") {
         return d;
     }
@@ -83,7 +101,8 @@ pub fn probe_machine(python: Option<PathBuf>, cache: Option<PathBuf>, deep: bool
 
 /// Reads a recorded snapshot; the error says what is wrong with the file.
 pub fn load_snapshot(path: &Path) -> std::result::Result<Snapshot, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read the env snapshot {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the env snapshot {}: {e}", path.display()))?;
     Snapshot::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
@@ -95,7 +114,12 @@ pub(crate) struct SnapshotSlot(Mutex<Option<(Arc<Snapshot>, bool)>>);
 impl SnapshotSlot {
     /// The snapshot, probed or loaded at most once (probed again, deep, when first needed: a
     /// deep snapshot has every default-keyed field of a plain one, so earlier keys stay valid).
-    pub(crate) fn get(&self, src: &EnvSource, probe_cache: PathBuf, deep: bool) -> Result<Arc<Snapshot>> {
+    pub(crate) fn get(
+        &self,
+        src: &EnvSource,
+        probe_cache: PathBuf,
+        deep: bool,
+    ) -> Result<Arc<Snapshot>> {
         let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((s, serves_deep)) = slot.as_ref() {
             if *serves_deep || !deep {
@@ -108,7 +132,14 @@ impl SnapshotSlot {
             Some(f) => load_snapshot(f).map_err(|e| EngineError::infra_with_help(e, "pass an env.json written by `aorta env probe`, or unset AORTA_ENV_SNAPSHOT to probe this machine"))?,
             None => probe_machine(src.python.clone(), Some(probe_cache), deep),
         };
-        crate::timing(if deep { "env snapshot (deep)" } else { "env snapshot" }, t0);
+        crate::timing(
+            if deep {
+                "env snapshot (deep)"
+            } else {
+                "env snapshot"
+            },
+            t0,
+        );
         let arc = Arc::new(snap);
         *slot = Some((arc.clone(), deep || src.snapshot_file.is_some()));
         Ok(arc)
@@ -116,7 +147,12 @@ impl SnapshotSlot {
 }
 
 /// The snapshot and this recipe's key over it.
-pub(crate) fn environment(slot: &SnapshotSlot, src: &EnvSource, probe_cache: PathBuf, recipe: &Recipe) -> Result<EnvRecord> {
+pub(crate) fn environment(
+    slot: &SnapshotSlot,
+    src: &EnvSource,
+    probe_cache: PathBuf,
+    recipe: &Recipe,
+) -> Result<EnvRecord> {
     let rules = key_rules(recipe);
     let deep = rules.needs_deep();
     let snap = slot.get(src, probe_cache, deep)?;
@@ -131,7 +167,9 @@ pub(crate) fn environment(slot: &SnapshotSlot, src: &EnvSource, probe_cache: Pat
 /// is the default one of the current directory's workspace.
 pub fn default_probe_cache_dir() -> PathBuf {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    probe_cache_dir(&aorta_store::default_store_root(&aorta_labels::find_workspace_root(&cwd)))
+    probe_cache_dir(&aorta_store::default_store_root(
+        &aorta_labels::find_workspace_root(&cwd),
+    ))
 }
 
 pub use aorta_probe::diff;

@@ -19,21 +19,32 @@ pub enum EngineError {
     #[error("{0}")]
     Input(Box<Diag>),
     #[error("{message}")]
-    Infrastructure { message: String, help: Option<String> },
+    Infrastructure {
+        message: String,
+        help: Option<String>,
+    },
 }
 
 impl EngineError {
     /// A usage error with a hint (a flag, a cell name, a missing command).
     pub fn usage(message: impl Into<String>, help: impl Into<String>) -> Self {
-        EngineError::Input(Box::new(Diag::new(DiagKind::Usage, message).with_help(help)))
+        EngineError::Input(Box::new(
+            Diag::new(DiagKind::Usage, message).with_help(help),
+        ))
     }
 
     pub fn infra(message: impl Into<String>) -> Self {
-        EngineError::Infrastructure { message: message.into(), help: None }
+        EngineError::Infrastructure {
+            message: message.into(),
+            help: None,
+        }
     }
 
     pub fn infra_with_help(message: impl Into<String>, help: impl Into<String>) -> Self {
-        EngineError::Infrastructure { message: message.into(), help: Some(help.into()) }
+        EngineError::Infrastructure {
+            message: message.into(),
+            help: Some(help.into()),
+        }
     }
 
     pub fn category(&self) -> Category {

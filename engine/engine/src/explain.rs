@@ -45,7 +45,14 @@ impl std::fmt::Display for Explanation {
         let mut out = String::new();
         let _ = writeln!(out, "target:  {}", self.target);
         let _ = writeln!(out, "node:    {}", self.node);
-        let _ = writeln!(out, "key:     {}", self.key.as_ref().map_or_else(|| "(known once its inputs have run)".to_string(), Key::to_string));
+        let _ = writeln!(
+            out,
+            "key:     {}",
+            self.key.as_ref().map_or_else(
+                || "(known once its inputs have run)".to_string(),
+                Key::to_string
+            )
+        );
         let _ = match &self.status {
             Status::Cached(why) => writeln!(out, "store:   cached ({why})"),
             Status::WillRun(why) => writeln!(out, "store:   not cached: {why}"),
@@ -54,7 +61,10 @@ impl std::fmt::Display for Explanation {
             let _ = writeln!(out, "  {d}");
         }
         if let Some(j) = &self.key_inputs {
-            let _ = writeln!(out, "inputs (the canonical JSON hashed after the domain tag \"aorta.trial-key\\0\"):");
+            let _ = writeln!(
+                out,
+                "inputs (the canonical JSON hashed after the domain tag \"aorta.trial-key\\0\"):"
+            );
             let _ = writeln!(out, "{j}");
         }
         f.write_str(&out)
@@ -63,28 +73,55 @@ impl std::fmt::Display for Explanation {
 
 /// A trial's record in the store, or why there is none.
 fn trial_status(store: Option<&LocalStore>, key: &Key) -> (Option<TrialRecord>, Status) {
-    let Some(store) = store else { return (None, Status::WillRun("no store yet: the next build executes it".into())) };
+    let Some(store) = store else {
+        return (
+            None,
+            Status::WillRun("no store yet: the next build executes it".into()),
+        );
+    };
     match store.lookup_as::<TrialRecord>(key) {
         Ok(Lookup::Hit(m)) => {
-            let why = format!("executed {}, {:.2} s, verdict {}", m.created_at, m.exec_seconds, m.trial.verdict.as_str());
+            let why = format!(
+                "executed {}, {:.2} s, verdict {}",
+                m.created_at,
+                m.exec_seconds,
+                m.trial.verdict.as_str()
+            );
             (Some(m.trial), Status::Cached(why))
         }
         Ok(Lookup::Miss) => (None, Status::WillRun("the next build executes it".into())),
-        Ok(Lookup::Corrupt { reason }) => (None, Status::WillRun(format!("the entry is corrupt ({reason}); the next build re-executes it"))),
-        Err(e) => (None, Status::WillRun(format!("the store cannot be read ({e})"))),
+        Ok(Lookup::Corrupt { reason }) => (
+            None,
+            Status::WillRun(format!(
+                "the entry is corrupt ({reason}); the next build re-executes it"
+            )),
+        ),
+        Err(e) => (
+            None,
+            Status::WillRun(format!("the store cannot be read ({e})")),
+        ),
     }
 }
 
 /// The trials a build would fold into cell `ci`, from the store: `Ok((index, key))` in order,
 /// or `Err` naming the first trial that must run first. stop_after is applied to the cached
 /// verdicts exactly as the scheduler applies it.
-fn cell_results<'a>(c: &'a Compiled, store: Option<&LocalStore>, ci: usize) -> std::result::Result<Vec<(u32, &'a Key)>, String> {
+fn cell_results<'a>(
+    c: &'a Compiled,
+    store: Option<&LocalStore>,
+    ci: usize,
+) -> std::result::Result<Vec<(u32, &'a Key)>, String> {
     let mut out = Vec::new();
     let mut events = 0;
     for i in c.dag.cell_trials(ci) {
         let p = &c.planned()[i];
         let (record, _) = trial_status(store, &p.key);
-        let Some(record) = record else { return Err(format!("trial {} of cell {} must run first", p.index, c.recipe.cells[ci].name)) };
+        let Some(record) = record else {
+            return Err(format!(
+                "trial {} of cell {} must run first",
+                p.index, c.recipe.cells[ci].name
+            ));
+        };
         out.push((p.index, &p.key));
         if let Some(s) = c.recipe.stop_after {
             if record.verdict == s.event_verdict {
@@ -116,12 +153,21 @@ impl Session {
                 let p = c.trial(ci, *index)?;
                 let (_, status) = trial_status(store, &p.key);
                 let json = p.inputs.canonical_json().map_err(hashing)?;
-                let pretty = serde_json::from_str::<serde_json::Value>(&json).and_then(|v| serde_json::to_string_pretty(&v)).unwrap_or(json);
+                let pretty = serde_json::from_str::<serde_json::Value>(&json)
+                    .and_then(|v| serde_json::to_string_pretty(&v))
+                    .unwrap_or(json);
                 let mut details = Vec::new();
                 if c.dag.users(&p.key) > 1 {
                     details.push(format!("shared by {} cells with the same resolved env: it runs once for all of them", c.dag.users(&p.key)));
                 }
-                Ok(Explanation { target: c.label.clone(), node: format!("cell {cell} trial {index}"), key: Some(p.key.clone()), status, details, key_inputs: Some(pretty) })
+                Ok(Explanation {
+                    target: c.label.clone(),
+                    node: format!("cell {cell} trial {index}"),
+                    key: Some(p.key.clone()),
+                    status,
+                    details,
+                    key_inputs: Some(pretty),
+                })
             }
             NodeQuery::Cell { cell } => {
                 let ci = c.cell_index(cell)?;
@@ -133,7 +179,16 @@ impl Session {
                     if matches!(st, Status::WillRun(_)) {
                         missing += 1;
                     }
-                    details.push(format!("trial {}: {} {}", p.index, p.key, if matches!(st, Status::Cached(_)) { "cached" } else { "not cached" }));
+                    details.push(format!(
+                        "trial {}: {} {}",
+                        p.index,
+                        p.key,
+                        if matches!(st, Status::Cached(_)) {
+                            "cached"
+                        } else {
+                            "not cached"
+                        }
+                    ));
                 }
                 let error = cell_error(c);
                 if let Some(e) = &error {
@@ -146,38 +201,92 @@ impl Session {
                     }
                     Err(first) => (None, Status::WillRun(format!("{missing} trial(s) not cached ({first}); the next build executes them and folds the cell again"))),
                 };
-                Ok(Explanation { target: c.label.clone(), node: format!("cell {cell}"), key, status, details, key_inputs: None })
+                Ok(Explanation {
+                    target: c.label.clone(),
+                    node: format!("cell {cell}"),
+                    key,
+                    status,
+                    details,
+                    key_inputs: None,
+                })
             }
             NodeQuery::Artifact(a) => {
                 if !c.dag.artifacts().any(|x| x == a) {
                     let names: Vec<String> = c.dag.artifacts().map(Artifact::path).collect();
-                    return Err(EngineError::usage(format!("{} has no artifact {}", c.label, a.path()), format!("artifacts: {}", names.join(", "))));
+                    return Err(EngineError::usage(
+                        format!("{} has no artifact {}", c.label, a.path()),
+                        format!("artifacts: {}", names.join(", ")),
+                    ));
                 }
                 let error = cell_error(c);
                 let mut cell_keys = Vec::new();
                 let mut blocked = None;
                 for ci in c.dag.artifact_cells(a) {
                     match cell_results(c, store, ci) {
-                        Ok(results) => cell_keys.push(cell_key(ci, &c.recipe.cells[ci].name, results.iter().map(|(i, k)| (*i, k.as_str())).collect(), error.as_deref()).map_err(hashing)?),
+                        Ok(results) => cell_keys.push(
+                            cell_key(
+                                ci,
+                                &c.recipe.cells[ci].name,
+                                results.iter().map(|(i, k)| (*i, k.as_str())).collect(),
+                                error.as_deref(),
+                            )
+                            .map_err(hashing)?,
+                        ),
                         Err(first) => {
                             blocked = Some(first);
                             break;
                         }
                     }
                 }
-                let mut details = vec![format!("renderer version {} (aorta {})", crate::RENDERER_VERSION, env!("CARGO_PKG_VERSION"))];
+                let mut details = vec![format!(
+                    "renderer version {} (aorta {})",
+                    crate::RENDERER_VERSION,
+                    env!("CARGO_PKG_VERSION")
+                )];
                 let deps = c.dag.artifact_cells(a).len();
-                details.push(if deps > 0 { format!("rendered from the recipe and {deps} cell(s)") } else if matches!(a, Artifact::EnvJson(_)) { "rendered from the environment snapshot".into() } else { "rendered from the recipe".into() });
+                details.push(if deps > 0 {
+                    format!("rendered from the recipe and {deps} cell(s)")
+                } else if matches!(a, Artifact::EnvJson(_)) {
+                    "rendered from the environment snapshot".into()
+                } else {
+                    "rendered from the recipe".into()
+                });
                 if let Some(first) = blocked {
-                    let status = Status::WillRun(format!("its inputs change when trials run ({first}); the next build renders it"));
-                    return Ok(Explanation { target: c.label.clone(), node: format!("artifact {}", a.path()), key: None, status, details, key_inputs: None });
+                    let status = Status::WillRun(format!(
+                        "its inputs change when trials run ({first}); the next build renders it"
+                    ));
+                    return Ok(Explanation {
+                        target: c.label.clone(),
+                        node: format!("artifact {}", a.path()),
+                        key: None,
+                        status,
+                        details,
+                        key_inputs: None,
+                    });
                 }
-                let key = artifact_key(a, &recipe_key(c).map_err(hashing)?, &cell_keys, &[], &env_key(c).map_err(hashing)?).map_err(hashing)?;
+                let key = artifact_key(
+                    a,
+                    &recipe_key(c).map_err(hashing)?,
+                    &cell_keys,
+                    &[],
+                    &env_key(c).map_err(hashing)?,
+                )
+                .map_err(hashing)?;
                 let status = match store.map(|s| s.lookup_as::<ArtifactRecord>(&key)) {
-                    Some(Ok(Lookup::Hit(m))) => Status::Cached(format!("rendered {}; the next build restores it without rendering", m.created_at)),
+                    Some(Ok(Lookup::Hit(m))) => Status::Cached(format!(
+                        "rendered {}; the next build restores it without rendering",
+                        m.created_at
+                    )),
                     _ => Status::WillRun("the next build renders it".into()),
                 };
-                Ok(Explanation { target: c.label.clone(), node: format!("artifact {}", a.path()), key: Some(key), status, details, key_inputs: None })
+                Ok(Explanation {
+                    target: c.label.clone(),
+                    node: format!("artifact {}", a.path()),
+                    key: Some(key),
+                    status,
+                    details,
+                    key_inputs: None,
+                })
             }
         }
     }

@@ -10,7 +10,13 @@ pub use aorta_fsutil::write_atomic;
 /// aside first, so readers see either the old or the new complete directory.
 pub fn replace_dir(staged: &Path, dest: &Path) -> std::io::Result<()> {
     if dest.exists() {
-        let trash = dest.with_file_name(format!(".{}.old-{}", dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), std::process::id()));
+        let trash = dest.with_file_name(format!(
+            ".{}.old-{}",
+            dest.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            std::process::id()
+        ));
         std::fs::rename(dest, &trash)?;
         std::fs::rename(staged, dest)?;
         std::fs::remove_dir_all(&trash)?;
@@ -36,7 +42,12 @@ pub fn list_files(dir: &Path) -> std::io::Result<Vec<String>> {
                 stack.push(path);
             } else if ft.is_file() {
                 if let Ok(rel) = path.strip_prefix(dir) {
-                    out.push(rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/"));
+                    out.push(
+                        rel.components()
+                            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                            .collect::<Vec<_>>()
+                            .join("/"),
+                    );
                 }
             }
         }

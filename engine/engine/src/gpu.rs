@@ -34,7 +34,8 @@ fn source() -> &'static Source {
         if let Ok(n) = Nvml::init() {
             return Source::Nvml(Box::new(n));
         }
-        let on_path = std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("amd-smi").is_file()));
+        let on_path = std::env::var_os("PATH")
+            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("amd-smi").is_file()));
         if on_path {
             Source::AmdSmi
         } else {
@@ -50,8 +51,15 @@ pub fn available() -> bool {
 
 /// The NVML devices a trial may touch: its leased ids when they are indices, else all.
 fn nvml_devices<'a>(n: &'a Nvml, leased: &[String]) -> Vec<nvml_wrapper::Device<'a>> {
-    let indices: Vec<u32> = if leased.is_empty() { (0..n.device_count().unwrap_or(0)).collect() } else { leased.iter().filter_map(|d| d.parse().ok()).collect() };
-    indices.into_iter().filter_map(|i| n.device_by_index(i).ok()).collect()
+    let indices: Vec<u32> = if leased.is_empty() {
+        (0..n.device_count().unwrap_or(0)).collect()
+    } else {
+        leased.iter().filter_map(|d| d.parse().ok()).collect()
+    };
+    indices
+        .into_iter()
+        .filter_map(|i| n.device_by_index(i).ok())
+        .collect()
 }
 
 /// VRAM used (MiB, summed) and a throttle counter over the devices the trial may touch.
@@ -62,10 +70,23 @@ pub fn snapshot(leased: &[String]) -> Option<GpuSnapshot> {
             if devs.is_empty() {
                 return None;
             }
-            let vram: Option<u64> = devs.iter().map(|d| d.memory_info().ok().map(|m| m.used)).sum();
+            let vram: Option<u64> = devs
+                .iter()
+                .map(|d| d.memory_info().ok().map(|m| m.used))
+                .sum();
             // Time spent held back by the thermal policy, in ms: a counter, so growth = throttled.
-            let throttle: Option<u64> = devs.iter().map(|d| d.violation_status(PerformancePolicy::Thermal).ok().map(|v| v.violation_time)).sum();
-            Some(GpuSnapshot { vram_used_mib: vram.map(|b| (b >> 20) as i64), throttle: throttle.map(|ns| (ns / 1_000_000) as i64) })
+            let throttle: Option<u64> = devs
+                .iter()
+                .map(|d| {
+                    d.violation_status(PerformancePolicy::Thermal)
+                        .ok()
+                        .map(|v| v.violation_time)
+                })
+                .sum();
+            Some(GpuSnapshot {
+                vram_used_mib: vram.map(|b| (b >> 20) as i64),
+                throttle: throttle.map(|ns| (ns / 1_000_000) as i64),
+            })
         }
         Source::Fake(spec) => fake(spec).map(|(s, _)| s),
         Source::AmdSmi => amd_smi().map(|(s, _)| s),
@@ -109,7 +130,10 @@ impl PeakSampler {
                 peak
             })
             .ok()?;
-        Some(PeakSampler { stop, handle: Some(handle) })
+        Some(PeakSampler {
+            stop,
+            handle: Some(handle),
+        })
     }
 
     /// Stops sampling; the highest reading taken, if any.
@@ -124,7 +148,10 @@ impl PeakSampler {
 /// Utilisation of the busiest device the trial may touch, in percent.
 pub fn utilisation(leased: &[String]) -> Option<u32> {
     match source() {
-        Source::Nvml(n) => nvml_devices(n, leased).iter().filter_map(|d| d.utilization_rates().ok().map(|u| u.gpu)).max(),
+        Source::Nvml(n) => nvml_devices(n, leased)
+            .iter()
+            .filter_map(|d| d.utilization_rates().ok().map(|u| u.gpu))
+            .max(),
         Source::Fake(spec) => fake(spec).and_then(|(_, u)| u),
         Source::AmdSmi => amd_smi().and_then(|(_, u)| u),
         Source::Absent => None,
@@ -157,12 +184,20 @@ fn parse_fake(spec: &str) -> Option<(GpuSnapshot, Option<u32>)> {
 /// over rows from the `VRAM_USED` column (`14 MB`, `1.5 GB`; `N/A` skipped), GFX the largest
 /// number in the `GFX%` / `GFX_ACTIVITY` / `GFX` column.
 fn amd_smi() -> Option<(GpuSnapshot, Option<u32>)> {
-    let mut child = Command::new("amd-smi").args(["monitor", "--csv", "--gfx", "--vram-usage"]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().ok()?;
+    let mut child = Command::new("amd-smi")
+        .args(["monitor", "--csv", "--gfx", "--vram-usage"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         match child.try_wait() {
             Ok(Some(_)) => break,
-            Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
             _ => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -177,20 +212,34 @@ fn amd_smi() -> Option<(GpuSnapshot, Option<u32>)> {
 
 fn parse_amd_smi_csv(text: &str) -> Option<(GpuSnapshot, Option<u32>)> {
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let header: Vec<String> = lines.next()?.split(',').map(|h| h.trim().to_uppercase()).collect();
+    let header: Vec<String> = lines
+        .next()?
+        .split(',')
+        .map(|h| h.trim().to_uppercase())
+        .collect();
     let vram_col = header.iter().position(|h| h == "VRAM_USED");
-    let gfx_col = header.iter().position(|h| h == "GFX%" || h == "GFX_ACTIVITY" || h == "GFX");
+    let gfx_col = header
+        .iter()
+        .position(|h| h == "GFX%" || h == "GFX_ACTIVITY" || h == "GFX");
     if vram_col.is_none() && gfx_col.is_none() {
         return None;
     }
-    let number = |cell: &str| cell.split_whitespace().next().and_then(|n| n.trim_end_matches('%').parse::<f64>().ok());
+    let number = |cell: &str| {
+        cell.split_whitespace()
+            .next()
+            .and_then(|n| n.trim_end_matches('%').parse::<f64>().ok())
+    };
     let (mut vram, mut gfx): (Option<f64>, Option<f64>) = (None, None);
     for row in lines {
         let cells: Vec<&str> = row.split(',').map(str::trim).collect();
         if let Some(cell) = vram_col.and_then(|c| cells.get(c)) {
             if let Some(v) = number(cell) {
                 let unit = cell.to_uppercase();
-                let mib = if unit.contains("GB") || unit.contains("GIB") { v * 1024.0 } else { v };
+                let mib = if unit.contains("GB") || unit.contains("GIB") {
+                    v * 1024.0
+                } else {
+                    v
+                };
                 vram = Some(vram.unwrap_or(0.0) + mib);
             }
         }
@@ -198,7 +247,13 @@ fn parse_amd_smi_csv(text: &str) -> Option<(GpuSnapshot, Option<u32>)> {
             gfx = Some(gfx.map_or(g, |x: f64| x.max(g)));
         }
     }
-    Some((GpuSnapshot { vram_used_mib: vram.map(|v| v.round() as i64), throttle: None }, gfx.map(|g| g.round() as u32)))
+    Some((
+        GpuSnapshot {
+            vram_used_mib: vram.map(|v| v.round() as i64),
+            throttle: None,
+        },
+        gfx.map(|g| g.round() as u32),
+    ))
 }
 
 #[cfg(test)]
@@ -211,13 +266,19 @@ mod tests {
         let (s, gfx) = parse_amd_smi_csv(csv).unwrap();
         assert_eq!(s.vram_used_mib, Some(1024 + 1536));
         assert_eq!(gfx, Some(97));
-        assert!(parse_amd_smi_csv("GPU, POWER\n0, 300 W\n").is_none(), "no usable column");
+        assert!(
+            parse_amd_smi_csv("GPU, POWER\n0, 300 W\n").is_none(),
+            "no usable column"
+        );
     }
 
     #[test]
     fn fake_spec() {
         let (s, u) = parse_fake("vram=300,throttle=2,util=40").unwrap();
-        assert_eq!((s.vram_used_mib, s.throttle, u), (Some(300), Some(2), Some(40)));
+        assert_eq!(
+            (s.vram_used_mib, s.throttle, u),
+            (Some(300), Some(2), Some(40))
+        );
         assert!(parse_fake("vram=x").is_none());
         assert!(parse_fake("bogus=1").is_none());
     }

@@ -31,13 +31,13 @@ pub mod watch;
 pub mod workloads;
 
 pub use artifacts::{ArtifactRecord, RENDERER_VERSION};
-pub use outcome::{BuildOutcome, CellOutcome};
 pub use compile::{normalize, Compiled, RecipeOrigin, TargetId, TargetSpec};
 pub use environment::EnvRecord;
 pub use error::{Category, EngineError, Result};
 pub use explain::{Explanation, NodeQuery};
 pub use fsutil::write_atomic;
 pub use one::OneOutcome;
+pub use outcome::{BuildOutcome, CellOutcome};
 pub use outputs::{run_dir_for, RunPaths};
 pub use schedule::{Event, Source, TrialResult};
 pub use session::{Session, SessionOptions};
@@ -52,6 +52,9 @@ pub use aorta_store::{GcPolicy, GcReport, StoreStats, VerifyReport};
 /// `AORTA_TIMING=1` prints how long each phase took, for profiling big matrices.
 pub fn timing(phase: &str, since: std::time::Instant) {
     if std::env::var_os("AORTA_TIMING").is_some() {
-        eprintln!("aorta timing: {phase}: {:.3} s", since.elapsed().as_secs_f64());
+        eprintln!(
+            "aorta timing: {phase}: {:.3} s",
+            since.elapsed().as_secs_f64()
+        );
     }
 }

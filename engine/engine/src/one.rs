@@ -21,7 +21,14 @@ impl Session {
     /// Runs (or reuses) trial `index` of cell `cell` and materialises its outputs
     /// (`result.json`, logs, collected files) into `out`. With `expect_key`, refuses a trial
     /// whose key is another (a Buck2 target pins it). The one trial gets every `--gpus` device.
-    pub fn build_one(&self, c: &Compiled, cell: &str, index: u32, out: &Path, expect_key: Option<&str>) -> Result<OneOutcome> {
+    pub fn build_one(
+        &self,
+        c: &Compiled,
+        cell: &str,
+        index: u32,
+        out: &Path,
+        expect_key: Option<&str>,
+    ) -> Result<OneOutcome> {
         let ci = c.cell_index(cell)?;
         let trial = c.trial(ci, index)?.clone();
         if let Some(want) = expect_key {
@@ -35,7 +42,9 @@ impl Session {
         let bodies = crate::build::bodies(self, c)?;
         let store = self.store()?;
         let cancel = self.cancel_token()?;
-        let _build_lock = store.build_lock().map_err(|e| EngineError::infra(format!("cannot lock the store: {e}")))?;
+        let _build_lock = store
+            .build_lock()
+            .map_err(|e| EngineError::infra(format!("cannot lock the store: {e}")))?;
         if let Some(remote) = &self.remote {
             crate::remote::pull(&store, remote, std::iter::once(&trial.key));
         }
@@ -59,14 +68,21 @@ impl Session {
         let _ = std::fs::remove_dir_all(&staging);
         let r = placed?;
         // Durable store entries and outputs (the whole-build path does the same once per build).
-        store.sync().map_err(|e| EngineError::infra(e.to_string()))?;
-        aorta_store::sync_filesystem(out).map_err(|e| EngineError::infra(format!("cannot sync {}: {e}", out.display())))?;
+        store
+            .sync()
+            .map_err(|e| EngineError::infra(e.to_string()))?;
+        aorta_store::sync_filesystem(out)
+            .map_err(|e| EngineError::infra(format!("cannot sync {}: {e}", out.display())))?;
         if let Some(remote) = &self.remote {
             if r.source == Source::Executed {
                 crate::remote::push(&store, remote, std::iter::once(&r.key));
             }
         }
-        Ok(OneOutcome { key: r.key.clone(), source: r.source, verdict: r.record.verdict.as_str().to_owned() })
+        Ok(OneOutcome {
+            key: r.key.clone(),
+            source: r.source,
+            verdict: r.record.verdict.as_str().to_owned(),
+        })
     }
 }
 
@@ -77,33 +93,74 @@ fn place(store: &LocalStore, executed: &Executed, cell: usize, out: &Path) -> Re
     if executed.cancelled {
         return Err(EngineError::infra("interrupted"));
     }
-    if let Some(e) = executed.cell_errors.get(&cell).or(executed.failures.first()) {
+    if let Some(e) = executed
+        .cell_errors
+        .get(&cell)
+        .or(executed.failures.first())
+    {
         return Err(EngineError::infra(e.clone()));
     }
-    let r = executed.results.first().ok_or_else(|| EngineError::infra("the trial produced no result"))?.clone();
-    let into = |e: std::io::Error| EngineError::infra(format!("cannot write the outputs to {}: {e}", out.display()));
-    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let r = executed
+        .results
+        .first()
+        .ok_or_else(|| EngineError::infra("the trial produced no result"))?
+        .clone();
+    let into = |e: std::io::Error| {
+        EngineError::infra(format!(
+            "cannot write the outputs to {}: {e}",
+            out.display()
+        ))
+    };
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(into)?;
     // Always from the store (verified copies): the staging directory may sit on another
     // filesystem than `out`, and the store entry is what a cache hit would give anyway.
     let manifest = match store.lookup_as::<serde::de::IgnoredAny>(&r.key) {
         Ok(aorta_store::Lookup::Hit(m)) => m,
-        Ok(_) => return Err(EngineError::infra(format!("the store entry {} vanished or went bad; run it again", r.key))),
-        Err(e) => return Err(EngineError::infra(format!("cannot read the store entry {}: {e}", r.key))),
+        Ok(_) => {
+            return Err(EngineError::infra(format!(
+                "the store entry {} vanished or went bad; run it again",
+                r.key
+            )))
+        }
+        Err(e) => {
+            return Err(EngineError::infra(format!(
+                "cannot read the store entry {}: {e}",
+                r.key
+            )))
+        }
     };
-    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let staged = parent.join(format!(".{name}.aorta-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&staged);
-    store.materialize(&manifest, &staged).map_err(|e| EngineError::infra(format!("cannot write the outputs to {}: {e}", out.display())))?;
-    let json = serde_json::to_vec_pretty(&*r.record).map_err(|e| EngineError::infra(format!("cannot encode result.json: {e}")))?;
+    store.materialize(&manifest, &staged).map_err(|e| {
+        EngineError::infra(format!(
+            "cannot write the outputs to {}: {e}",
+            out.display()
+        ))
+    })?;
+    let json = serde_json::to_vec_pretty(&*r.record)
+        .map_err(|e| EngineError::infra(format!("cannot encode result.json: {e}")))?;
     crate::fsutil::write_atomic(&staged.join("result.json"), &json).map_err(into)?;
     crate::fsutil::replace_dir(&staged, out).map_err(into)?;
     Ok(r)
 }
 
 fn tempfile_dir(store_root: &Path) -> Result<std::path::PathBuf> {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-    let dir = store_root.join("tmp").join(format!("one-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| EngineError::infra(format!("cannot create {}: {e}", dir.display())))?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let dir = store_root
+        .join("tmp")
+        .join(format!("one-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| EngineError::infra(format!("cannot create {}: {e}", dir.display())))?;
     Ok(dir)
 }

@@ -39,6 +39,9 @@ impl BuildOutcome {
     /// Cells that errored (a cell error, or every trial's verdict `error`) or never ran a
     /// trial: `--strict` fails the build on them.
     pub fn unfinished_cells(&self) -> Vec<&CellOutcome> {
-        self.cells.iter().filter(|c| c.error.is_some() || c.trials == 0 || c.errored == c.trials).collect()
+        self.cells
+            .iter()
+            .filter(|c| c.error.is_some() || c.trials == 0 || c.errored == c.trials)
+            .collect()
     }
 }

@@ -1,7 +1,7 @@
 //! The run directory (AORTA's layouts, §3.3): materialised trial outputs and the report files.
 
-use crate::schedule::TrialResult;
 use crate::fsutil::{replace_dir, write_atomic};
+use crate::schedule::TrialResult;
 use aorta_recipe::{safe_slug, Mode, Recipe};
 use aorta_store::LocalStore;
 use std::collections::BTreeMap;
@@ -14,10 +14,18 @@ pub struct RunPaths {
 }
 
 fn utc_timestamp() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (y, m, d) = civil_from_days(days as i64);
-    format!("{y:04}-{m:02}-{d:02}T{:02}-{:02}-{:02}", rem / 3600, (rem % 3600) / 60, rem % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}-{:02}-{:02}",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
 }
 
 /// Howard Hinnant's days-to-civil, so no date crate is needed for one timestamp.
@@ -37,10 +45,17 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 /// The run directory a recipe writes to under `output`: probe recipes use AORTA's flat,
 /// reusable `<output>/<ticket>/`; workload recipes a timestamped `<output>/<ticket>/<workload>/<ts>`.
 pub fn run_dir_for(recipe: &Recipe, output: &Path, timestamp: &str) -> PathBuf {
-    let ticket = recipe.ticket.as_deref().map(safe_slug).unwrap_or_else(|| "_no_ticket_".into());
+    let ticket = recipe
+        .ticket
+        .as_deref()
+        .map(safe_slug)
+        .unwrap_or_else(|| "_no_ticket_".into());
     match recipe.mode {
         Mode::Probe => output.join(ticket),
-        Mode::Triage => output.join(ticket).join(safe_slug(&recipe.workload)).join(timestamp),
+        Mode::Triage => output
+            .join(ticket)
+            .join(safe_slug(&recipe.workload))
+            .join(timestamp),
     }
 }
 
@@ -62,7 +77,12 @@ impl RunPaths {
                     Ok(()) => break,
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 10_000 => {
                         n += 1;
-                        run_dir = base.with_file_name(format!("{}-{n}", base.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()));
+                        run_dir = base.with_file_name(format!(
+                            "{}-{n}",
+                            base.file_name()
+                                .map(|f| f.to_string_lossy().into_owned())
+                                .unwrap_or_default()
+                        ));
                     }
                     Err(e) => return Err(e),
                 }
@@ -72,7 +92,11 @@ impl RunPaths {
         }
         let staging = run_dir.join(".aorta-staging");
         std::fs::create_dir_all(&staging)?;
-        Ok(RunPaths { run_dir, staging, timestamp })
+        Ok(RunPaths {
+            run_dir,
+            staging,
+            timestamp,
+        })
     }
 }
 
@@ -89,8 +113,15 @@ pub(crate) struct RunIndex {
 impl RunIndex {
     pub(crate) fn load(run_dir: &Path) -> RunIndex {
         let path = run_dir.join(MATERIALIZED_INDEX);
-        let entries = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
-        RunIndex { path, entries, changed: false }
+        let entries = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        RunIndex {
+            path,
+            entries,
+            changed: false,
+        }
     }
 
     /// Whether `rel` holds `key` (and the file it names exists).
@@ -115,10 +146,20 @@ impl RunIndex {
 /// Copies each trial's outputs from the store into `<cell dir>/trial_<N>/`. A trial directory
 /// that already holds the same key (per the index) is left alone, so a cached rerun of a flat
 /// probe run touches no trial files.
-pub fn materialize(store: &LocalStore, recipe: &Recipe, paths: &RunPaths, results: &[TrialResult], index: &mut RunIndex) -> Result<(), String> {
+pub fn materialize(
+    store: &LocalStore,
+    recipe: &Recipe,
+    paths: &RunPaths,
+    results: &[TrialResult],
+    index: &mut RunIndex,
+) -> Result<(), String> {
     for r in results {
         let cell = &recipe.cells[r.cell].name;
-        let rel = format!("{}trial_{}", aorta_report::cell_dir(recipe.mode, cell), r.index);
+        let rel = format!(
+            "{}trial_{}",
+            aorta_report::cell_dir(recipe.mode, cell),
+            r.index
+        );
         let dest = paths.run_dir.join(&rel);
         if index.holds(&rel, r.key.as_str(), &dest.join("result.json")) {
             continue;
@@ -134,21 +175,31 @@ pub fn materialize(store: &LocalStore, recipe: &Recipe, paths: &RunPaths, result
                     Ok(_) => return Err(format!("cannot materialise {rel}: its store entry {} vanished or went bad during the build; run the build again", r.key)),
                     Err(e) => return Err(format!("cannot materialise {rel}: {e}")),
                 };
-                store.materialize(&manifest, &staged).map_err(|e| format!("cannot materialise {rel}: {e}"))?;
+                store
+                    .materialize(&manifest, &staged)
+                    .map_err(|e| format!("cannot materialise {rel}: {e}"))?;
                 // The record as this cell sees it (a shared key reports under each cell's name).
-                let json = serde_json::to_vec_pretty(&*r.record).map_err(|e| format!("cannot encode {rel}/result.json: {e}"))?;
-                write_atomic(&staged.join("result.json"), &json).map_err(|e| format!("cannot write {rel}/result.json: {e}"))?;
+                let json = serde_json::to_vec_pretty(&*r.record)
+                    .map_err(|e| format!("cannot encode {rel}/result.json: {e}"))?;
+                write_atomic(&staged.join("result.json"), &json)
+                    .map_err(|e| format!("cannot write {rel}/result.json: {e}"))?;
                 staged
             }
         };
         if let Some(retain) = recipe.probe.as_ref().and_then(|p| p.retain.as_ref()) {
-            let (level, deleted, freed) = crate::retention::apply(&staged, retain, r.record.verdict);
+            let (level, deleted, freed) =
+                crate::retention::apply(&staged, retain, r.record.verdict);
             if !deleted.is_empty() {
                 // Stamp the outcome into this directory's record, as AORTA does.
                 let mut record = (*r.record).clone();
-                record.capture.insert("retention".into(), serde_json::json!({"level": level, "deleted": deleted, "freed_bytes": freed}));
-                let json = serde_json::to_vec_pretty(&record).map_err(|e| format!("cannot encode {rel}/result.json: {e}"))?;
-                write_atomic(&staged.join("result.json"), &json).map_err(|e| format!("cannot write {rel}/result.json: {e}"))?;
+                record.capture.insert(
+                    "retention".into(),
+                    serde_json::json!({"level": level, "deleted": deleted, "freed_bytes": freed}),
+                );
+                let json = serde_json::to_vec_pretty(&record)
+                    .map_err(|e| format!("cannot encode {rel}/result.json: {e}"))?;
+                write_atomic(&staged.join("result.json"), &json)
+                    .map_err(|e| format!("cannot write {rel}/result.json: {e}"))?;
             }
         }
         replace_dir(&staged, &dest).map_err(|e| format!("cannot place {rel}: {e}"))?;

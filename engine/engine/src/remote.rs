@@ -15,7 +15,11 @@ fn sorted<'a>(it: impl Iterator<Item = &'a Key>) -> Vec<Key> {
 }
 
 /// Read-through: returns how many trials came from the remote.
-pub(crate) fn pull<'a>(store: &LocalStore, remote: &Arc<RemoteCache>, keys: impl Iterator<Item = &'a Key>) -> usize {
+pub(crate) fn pull<'a>(
+    store: &LocalStore,
+    remote: &Arc<RemoteCache>,
+    keys: impl Iterator<Item = &'a Key>,
+) -> usize {
     let t0 = std::time::Instant::now();
     let n = Tiered::new(remote.clone()).pull_many(store, &sorted(keys));
     crate::timing("remote cache pull", t0);
@@ -23,7 +27,11 @@ pub(crate) fn pull<'a>(store: &LocalStore, remote: &Arc<RemoteCache>, keys: impl
 }
 
 /// Write-back of the executed trials' entries, re-verified from the local store.
-pub(crate) fn push<'a>(store: &LocalStore, remote: &Arc<RemoteCache>, executed: impl Iterator<Item = &'a Key>) -> usize {
+pub(crate) fn push<'a>(
+    store: &LocalStore,
+    remote: &Arc<RemoteCache>,
+    executed: impl Iterator<Item = &'a Key>,
+) -> usize {
     let t0 = std::time::Instant::now();
     let n = Tiered::new(remote.clone()).push_many(store, &sorted(executed));
     crate::timing("remote cache push", t0);

@@ -59,7 +59,9 @@ pub fn apply(dir: &Path, retain: &Retain, verdict: Verdict) -> (RetainLevel, Vec
 }
 
 fn prune_empty(dir: &Path, is_root: bool) -> bool {
-    let Ok(rd) = std::fs::read_dir(dir) else { return false };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return false;
+    };
     let mut empty = true;
     for e in rd.filter_map(Result::ok) {
         let p = e.path();
@@ -81,19 +83,35 @@ mod tests {
     #[test]
     fn levels_keep_the_record_and_drop_by_class() {
         let d = tempfile::tempdir().unwrap();
-        for f in ["result.json", "stdout.log", "stderr.log", "x.summary.json", "traces/big.bin"] {
+        for f in [
+            "result.json",
+            "stdout.log",
+            "stderr.log",
+            "x.summary.json",
+            "traces/big.bin",
+        ] {
             let p = d.path().join(f);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, "data").unwrap();
         }
-        let retain = Retain { on_fail: RetainLevel::Full, on_pass: RetainLevel::Log, on_error: RetainLevel::None };
+        let retain = Retain {
+            on_fail: RetainLevel::Full,
+            on_pass: RetainLevel::Log,
+            on_error: RetainLevel::None,
+        };
         let (_, deleted, freed) = apply(d.path(), &retain, Verdict::Pass);
         assert_eq!(deleted, ["traces/big.bin", "x.summary.json"]);
         assert_eq!(freed, 8);
-        assert!(!d.path().join("traces").exists(), "empty directories are pruned");
+        assert!(
+            !d.path().join("traces").exists(),
+            "empty directories are pruned"
+        );
         let (_, deleted, _) = apply(d.path(), &retain, Verdict::Error);
         assert_eq!(deleted, ["stderr.log", "stdout.log"]);
-        assert!(d.path().join("result.json").exists(), "the record is never deleted");
+        assert!(
+            d.path().join("result.json").exists(),
+            "the record is never deleted"
+        );
         let (_, deleted, _) = apply(d.path(), &retain, Verdict::Fail);
         assert!(deleted.is_empty());
     }

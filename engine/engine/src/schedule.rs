@@ -49,7 +49,11 @@ struct Resolved {
 pub enum Event<'a> {
     Reused(&'a TrialResult),
     Executed(&'a TrialResult),
-    Failed { cell: &'a str, index: u32, error: &'a str },
+    Failed {
+        cell: &'a str,
+        index: u32,
+        error: &'a str,
+    },
 }
 
 enum JobOut {
@@ -83,7 +87,12 @@ pub struct Executed {
 }
 
 fn resolve(m: Manifest<TrialRecord>, staged: Option<PathBuf>) -> Arc<Resolved> {
-    Arc::new(Resolved { key: m.key, exec_seconds: m.exec_seconds, record: Arc::new(m.trial), staged })
+    Arc::new(Resolved {
+        key: m.key,
+        exec_seconds: m.exec_seconds,
+        record: Arc::new(m.trial),
+        staged,
+    })
 }
 
 /// Per-cell progress through its trial list.
@@ -96,9 +105,25 @@ struct CellState {
 
 impl Schedule<'_> {
     pub fn run(self, on_event: &mut dyn FnMut(Event)) -> Executed {
-        let by_cell: Vec<Vec<&PlannedTrial>> = (0..self.recipe.cells.len()).map(|c| self.dag.cell_trials(c).into_iter().map(|i| &self.planned[i]).collect()).collect();
+        let by_cell: Vec<Vec<&PlannedTrial>> = (0..self.recipe.cells.len())
+            .map(|c| {
+                self.dag
+                    .cell_trials(c)
+                    .into_iter()
+                    .map(|i| &self.planned[i])
+                    .collect()
+            })
+            .collect();
         let stop = self.recipe.stop_after;
-        let mut states: Vec<CellState> = by_cell.iter().map(|_| CellState { next: 0, events: 0, done: false, in_flight: 0 }).collect();
+        let mut states: Vec<CellState> = by_cell
+            .iter()
+            .map(|_| CellState {
+                next: 0,
+                events: 0,
+                done: false,
+                in_flight: 0,
+            })
+            .collect();
         let mut cell_errors = BTreeMap::new();
         for (c, b) in self.bodies.iter().enumerate() {
             if let Err(e) = b {
@@ -132,7 +157,15 @@ impl Schedule<'_> {
                     states[c].next += 1;
                     let key = p.key.clone();
                     if let Some(r) = known.get(&key).cloned() {
-                        self.accept(c, p.index, &r, Source::Reused, &mut states, &mut results, on_event);
+                        self.accept(
+                            c,
+                            p.index,
+                            &r,
+                            Source::Reused,
+                            &mut states,
+                            &mut results,
+                            on_event,
+                        );
                         continue;
                     }
                     if let Some(w) = waiting_on.get_mut(&key) {
@@ -149,7 +182,15 @@ impl Schedule<'_> {
                             if shared(&key) {
                                 known.insert(key, r.clone());
                             }
-                            self.accept(c, p.index, &r, Source::Reused, &mut states, &mut results, on_event);
+                            self.accept(
+                                c,
+                                p.index,
+                                &r,
+                                Source::Reused,
+                                &mut states,
+                                &mut results,
+                                on_event,
+                            );
                         }
                         Ok(None) => {
                             let spec = match &self.bodies[c] {
@@ -159,8 +200,14 @@ impl Schedule<'_> {
                             let store = self.store.clone();
                             let staging = self.staging.clone();
                             let cancel = self.cancel.clone();
-                            let request = if self.gpus_per_trial > 0 { SlotRequest::gpus(self.gpus_per_trial) } else { SlotRequest::cpu() };
-                            let submitted = pool.submit((c, p.index), request, move |lease| execute_one(&store, &staging, &spec, &lease, &cancel));
+                            let request = if self.gpus_per_trial > 0 {
+                                SlotRequest::gpus(self.gpus_per_trial)
+                            } else {
+                                SlotRequest::cpu()
+                            };
+                            let submitted = pool.submit((c, p.index), request, move |lease| {
+                                execute_one(&store, &staging, &spec, &lease, &cancel)
+                            });
                             match submitted {
                                 Ok(()) => {
                                     pending += 1;
@@ -175,7 +222,11 @@ impl Schedule<'_> {
                         }
                         Err(e) => {
                             failures.push(e.clone());
-                            on_event(Event::Failed { cell: &self.recipe.cells[c].name, index: p.index, error: &e });
+                            on_event(Event::Failed {
+                                cell: &self.recipe.cells[c].name,
+                                index: p.index,
+                                error: &e,
+                            });
                         }
                     }
                 }
@@ -183,9 +234,17 @@ impl Schedule<'_> {
             if pending == 0 {
                 break;
             }
-            let Some(((c, index), out)) = pool.next_completed() else { break };
+            let Some(((c, index), out)) = pool.next_completed() else {
+                break;
+            };
             pending -= 1;
-            let Some(key) = by_cell[c].iter().find(|p| p.index == index).map(|p| p.key.clone()) else { continue };
+            let Some(key) = by_cell[c]
+                .iter()
+                .find(|p| p.index == index)
+                .map(|p| p.key.clone())
+            else {
+                continue;
+            };
             let waiters = waiting_on.remove(&key).unwrap_or_default();
             match out {
                 JobOut::Done(m, source, staged) => {
@@ -208,7 +267,11 @@ impl Schedule<'_> {
                 JobOut::Failed(e) => {
                     for (wc, wi) in waiters {
                         states[wc].in_flight -= 1;
-                        on_event(Event::Failed { cell: &self.recipe.cells[wc].name, index: wi, error: &e });
+                        on_event(Event::Failed {
+                            cell: &self.recipe.cells[wc].name,
+                            index: wi,
+                            error: &e,
+                        });
                     }
                     failures.push(e);
                 }
@@ -218,23 +281,37 @@ impl Schedule<'_> {
             }
         }
         results.sort_by_key(|r| (r.cell, r.index));
-        Executed { results, cell_errors, failures, cancelled }
+        Executed {
+            results,
+            cell_errors,
+            failures,
+            cancelled,
+        }
     }
 
     /// Looks every key up once, on all cores: a cached rerun of 10,000 trials is mostly
     /// this. Misses are re-checked under the claim before executing, so racing is harmless.
     fn prefetch(&self) -> HashMap<Key, Result<Option<Arc<Resolved>>, String>> {
         let keys: Vec<&Key> = self.dag.trial_nodes.keys().collect();
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 16);
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 16);
         let chunk = keys.len().div_ceil(threads).max(1);
         std::thread::scope(|s| {
             let handles: Vec<_> = keys
                 .chunks(chunk)
                 .map(|part| {
-                    s.spawn(move || part.iter().map(|&k| (k.clone(), self.lookup(k))).collect::<Vec<_>>())
+                    s.spawn(move || {
+                        part.iter()
+                            .map(|&k| (k.clone(), self.lookup(k)))
+                            .collect::<Vec<_>>()
+                    })
                 })
                 .collect();
-            handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap_or_default())
+                .collect()
         })
     }
 
@@ -242,7 +319,12 @@ impl Schedule<'_> {
     /// tree: this is most of a cached rerun).
     fn lookup(&self, key: &Key) -> Result<Option<Arc<Resolved>>, String> {
         match self.store.lookup_as::<TrialRecord>(key) {
-            Ok(Lookup::Hit(m)) => Ok(Some(Arc::new(Resolved { key: m.key, exec_seconds: m.exec_seconds, record: Arc::new(m.trial), staged: None }))),
+            Ok(Lookup::Hit(m)) => Ok(Some(Arc::new(Resolved {
+                key: m.key,
+                exec_seconds: m.exec_seconds,
+                record: Arc::new(m.trial),
+                staged: None,
+            }))),
             Ok(Lookup::Miss) => Ok(None),
             Ok(Lookup::Corrupt { reason }) => {
                 eprintln!("aorta: cached trial {key} is corrupt ({reason}); re-executing it");
@@ -253,7 +335,16 @@ impl Schedule<'_> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn accept(&self, c: usize, index: u32, r: &Arc<Resolved>, source: Source, states: &mut [CellState], results: &mut Vec<TrialResult>, on_event: &mut dyn FnMut(Event)) {
+    fn accept(
+        &self,
+        c: usize,
+        index: u32,
+        r: &Arc<Resolved>,
+        source: Source,
+        states: &mut [CellState],
+        results: &mut Vec<TrialResult>,
+        on_event: &mut dyn FnMut(Event),
+    ) {
         // A record shared between cells keeps its own numbers but reports under this cell.
         let name = &self.recipe.cells[c].name;
         let record = if r.record.cell_name == *name && r.record.trial_index == index {
@@ -273,8 +364,20 @@ impl Schedule<'_> {
             }
         }
         // Only the first user of a fresh staging dir may move it into place.
-        let staged = if source == Source::Executed { r.staged.clone() } else { None };
-        let t = TrialResult { cell: c, index, key: r.key.clone(), exec_seconds: r.exec_seconds, record, source, staged };
+        let staged = if source == Source::Executed {
+            r.staged.clone()
+        } else {
+            None
+        };
+        let t = TrialResult {
+            cell: c,
+            index,
+            key: r.key.clone(),
+            exec_seconds: r.exec_seconds,
+            record,
+            source,
+            staged,
+        };
         match source {
             Source::Executed => on_event(Event::Executed(&t)),
             Source::Reused => on_event(Event::Reused(&t)),
@@ -285,9 +388,17 @@ impl Schedule<'_> {
 
 /// Claims the key (waiting for another aorta running it), re-checks the store, executes into a
 /// staging directory, uploads the outputs and commits the manifest.
-fn execute_one(store: &LocalStore, staging: &Path, spec: &TrialSpec, lease: &aorta_exec::Lease, cancel: &CancelToken) -> JobOut {
+fn execute_one(
+    store: &LocalStore,
+    staging: &Path,
+    spec: &TrialSpec,
+    lease: &aorta_exec::Lease,
+    cancel: &CancelToken,
+) -> JobOut {
     let key = &spec.key;
-    let claim = match store.claim_reporting(key, std::time::Duration::from_secs(5), |w, _| eprintln!("aorta: {}", w.message(key))) {
+    let claim = match store.claim_reporting(key, std::time::Duration::from_secs(5), |w, _| {
+        eprintln!("aorta: {}", w.message(key))
+    }) {
         Ok(c) => c,
         Err(e) => return JobOut::Failed(format!("cannot claim trial {key}: {e}")),
     };
@@ -305,7 +416,13 @@ fn execute_one(store: &LocalStore, staging: &Path, spec: &TrialSpec, lease: &aor
             let _ = std::fs::remove_dir_all(&dir);
             JobOut::Cancelled
         }
-        TrialRun::Done(mut record) => match commit(store, claim, &dir, &mut record, started.elapsed().as_secs_f64()) {
+        TrialRun::Done(mut record) => match commit(
+            store,
+            claim,
+            &dir,
+            &mut record,
+            started.elapsed().as_secs_f64(),
+        ) {
             Ok(m) => JobOut::Done(Box::new(m), Source::Executed, Some(dir)),
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -315,22 +432,34 @@ fn execute_one(store: &LocalStore, staging: &Path, spec: &TrialSpec, lease: &aor
     }
 }
 
-fn commit(store: &LocalStore, claim: aorta_store::Claim<'_>, dir: &Path, record: &mut TrialRecord, secs: f64) -> Result<Manifest<TrialRecord>, String> {
+fn commit(
+    store: &LocalStore,
+    claim: aorta_store::Claim<'_>,
+    dir: &Path,
+    record: &mut TrialRecord,
+    secs: f64,
+) -> Result<Manifest<TrialRecord>, String> {
     let mut files = list_files(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
     files.retain(|f| f != "result.json");
     files.push("result.json".into());
     files.sort();
     record.outputs = files.clone();
-    let json = serde_json::to_vec_pretty(&*record).map_err(|e| format!("cannot encode result.json: {e}"))?;
-    crate::fsutil::write_atomic(&dir.join("result.json"), &json).map_err(|e| format!("cannot write result.json: {e}"))?;
+    let json = serde_json::to_vec_pretty(&*record)
+        .map_err(|e| format!("cannot encode result.json: {e}"))?;
+    crate::fsutil::write_atomic(&dir.join("result.json"), &json)
+        .map_err(|e| format!("cannot write result.json: {e}"))?;
     let mut m = Manifest::new(claim.key().clone(), record.clone());
     // result.json is the record itself, which the entry holds already: materialising writes it
     // from there, so it costs no blob.
     for f in files.iter().filter(|f| *f != "result.json") {
-        let blob = store.put_blob_file(&dir.join(f)).map_err(|e| format!("cannot store {f}: {e}"))?;
+        let blob = store
+            .put_blob_file(&dir.join(f))
+            .map_err(|e| format!("cannot store {f}: {e}"))?;
         m.outputs.insert(f.clone(), blob);
     }
     m.exec_seconds = secs;
-    claim.commit(&m).map_err(|e| format!("cannot commit trial {}: {e}", m.key))?;
+    claim
+        .commit(&m)
+        .map_err(|e| format!("cannot commit trial {}: {e}", m.key))?;
     Ok(m)
 }

@@ -4,17 +4,17 @@
 //! [`Session::compile`], so a trial's key cannot be computed any other way.
 
 use crate::compile::{normalize, Compiled, Compiler, TargetId, TargetSpec};
-use aorta_graph::db::{dag, recipe, trials};
-use aorta_graph::{hash_inputs, KeyContext};
-use aorta_recipe::Mode;
-use salsa::Setter;
-use std::collections::BTreeMap;
 use crate::environment::{self, EnvSource, SnapshotSlot};
 use crate::error::{EngineError, Result};
 use crate::workloads::Workload;
 use aorta_exec::CancelToken;
+use aorta_graph::db::{dag, recipe, trials};
+use aorta_graph::{hash_inputs, KeyContext};
+use aorta_recipe::Mode;
 use aorta_remote::{RemoteCache, RemoteStats, Settings};
 use aorta_store::LocalStore;
+use salsa::Setter;
+use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -60,13 +60,18 @@ impl Session {
     /// bad remote setting is an input error now, an unreachable cache is found out (and
     /// skipped) during the build.
     pub fn open(opts: SessionOptions) -> Result<Session> {
-        let cwd = std::env::current_dir().map_err(|e| EngineError::infra(format!("cannot read the current directory: {e}")))?;
+        let cwd = std::env::current_dir()
+            .map_err(|e| EngineError::infra(format!("cannot read the current directory: {e}")))?;
         let workspace_root = aorta_labels::find_workspace_root(&cwd);
         let store_root = match &opts.store {
             Some(p) => p.clone(),
             None => aorta_store::default_store_root(&workspace_root),
         };
-        let settings = opts.remote.clone().or(Settings::from_env()).or(Settings::from_project(&workspace_root));
+        let settings = opts
+            .remote
+            .clone()
+            .or(Settings::from_env())
+            .or(Settings::from_project(&workspace_root));
         let bad = |e: aorta_remote::ConfigError| EngineError::usage(e.message, e.help);
         let remote = match settings.resolve().map_err(bad)? {
             Some(cfg) => Some(Arc::new(aorta_remote::open(&cfg).map_err(bad)?)),
@@ -106,7 +111,15 @@ impl Session {
         if let Some(s) = self.store.get() {
             return Ok(s.clone());
         }
-        let s = LocalStore::open(&self.store_root).map_err(|e| EngineError::infra_with_help(format!("cannot open the store at {}: {e}", self.store_root.display()), "check --store / AORTA_STORE and the disk"))?;
+        let s = LocalStore::open(&self.store_root).map_err(|e| {
+            EngineError::infra_with_help(
+                format!(
+                    "cannot open the store at {}: {e}",
+                    self.store_root.display()
+                ),
+                "check --store / AORTA_STORE and the disk",
+            )
+        })?;
         Ok(self.store.get_or_init(|| Arc::new(s)).clone())
     }
 
@@ -123,7 +136,8 @@ impl Session {
         if let Some(c) = self.cancel.get() {
             return Ok(c.clone());
         }
-        let c = aorta_exec::install_interrupt_handler().map_err(|e| EngineError::infra(format!("cannot install the Ctrl-C handler: {e}")))?;
+        let c = aorta_exec::install_interrupt_handler()
+            .map_err(|e| EngineError::infra(format!("cannot install the Ctrl-C handler: {e}")))?;
         Ok(self.cancel.get_or_init(|| c).clone())
     }
 
@@ -131,25 +145,46 @@ impl Session {
         environment::probe_cache_dir(&self.store_root)
     }
 
-    pub(crate) fn environment(&self, recipe: &aorta_recipe::Recipe) -> Result<environment::EnvRecord> {
-        environment::environment(&self.snapshot, &self.env_source, self.probe_cache_dir(), recipe)
+    pub(crate) fn environment(
+        &self,
+        recipe: &aorta_recipe::Recipe,
+    ) -> Result<environment::EnvRecord> {
+        environment::environment(
+            &self.snapshot,
+            &self.env_source,
+            self.probe_cache_dir(),
+            recipe,
+        )
     }
 
     /// The workload executable by name, resolved (and asked `describe`) once per session.
     /// `torch_dir`: where the environment snapshot found torch (libtorch is looked for there).
-    pub(crate) fn workload(&self, name: &str, torch_dir: Option<&Path>) -> std::result::Result<Workload, String> {
+    pub(crate) fn workload(
+        &self,
+        name: &str,
+        torch_dir: Option<&Path>,
+    ) -> std::result::Result<Workload, String> {
         let mut cache = self.workloads.lock().unwrap_or_else(|e| e.into_inner());
-        cache.entry(name.to_string()).or_insert_with(|| crate::workloads::resolve(name, torch_dir)).clone()
+        cache
+            .entry(name.to_string())
+            .or_insert_with(|| crate::workloads::resolve(name, torch_dir))
+            .clone()
     }
 
     /// Forgets resolved workloads (watch mode: an executable may have been rebuilt).
     pub fn forget_workloads(&self) {
-        self.workloads.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.workloads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 
     /// Adds a target to the compile database (once; a second call returns the same id).
     pub fn add_target(&self, spec: TargetSpec) -> TargetId {
-        self.compiler.lock().unwrap_or_else(|e| e.into_inner()).add(spec)
+        self.compiler
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .add(spec)
     }
 
     /// Compiles a target: its recipe (memoized), the environment key, the command's input
@@ -163,10 +198,20 @@ impl Session {
     pub fn remote_report(&self) -> Option<String> {
         let r = self.remote.as_ref()?;
         let total = r.stats();
-        let mut reported = self.remote_reported.lock().unwrap_or_else(|p| p.into_inner());
+        let mut reported = self
+            .remote_reported
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         let before = std::mem::replace(&mut *reported, total.clone());
-        let (downloaded, uploaded) = (total.downloaded - before.downloaded, total.uploaded - before.uploaded);
-        let (present, rejected, errors) = (total.already_present - before.already_present, total.rejected - before.rejected, total.errors - before.errors);
+        let (downloaded, uploaded) = (
+            total.downloaded - before.downloaded,
+            total.uploaded - before.uploaded,
+        );
+        let (present, rejected, errors) = (
+            total.already_present - before.already_present,
+            total.rejected - before.rejected,
+            total.errors - before.errors,
+        );
         let mut line = format!("aorta: remote cache {} ({}, namespace {}): {downloaded} downloaded, {uploaded} uploaded", r.config().url, r.mode().as_str(), r.config().namespace);
         if present > 0 {
             line += &format!(", {present} already there");
@@ -193,34 +238,74 @@ fn compile(session: &Session, id: TargetId) -> Result<Compiled> {
     let (build, spec, recipe) = {
         let c = session.compiler.lock().unwrap_or_else(|e| e.into_inner());
         let t = &c.targets[id.0];
-        let r = recipe(&c.db, t.build).as_ref().clone().map_err(EngineError::Input)?;
+        let r = recipe(&c.db, t.build)
+            .as_ref()
+            .clone()
+            .map_err(EngineError::Input)?;
         (t.build, t.spec.clone(), r)
     };
-    let label = spec.label.clone().or_else(|| recipe.source.as_ref().map(|s| s.path.display().to_string())).unwrap_or_else(|| "<flags>".into());
-    let argv = if recipe.mode == Mode::Probe { spec.argv.clone() } else { None };
+    let label = spec
+        .label
+        .clone()
+        .or_else(|| recipe.source.as_ref().map(|s| s.path.display().to_string()))
+        .unwrap_or_else(|| "<flags>".into());
+    let argv = if recipe.mode == Mode::Probe {
+        spec.argv.clone()
+    } else {
+        None
+    };
     let env = session.environment(&recipe)?;
     let input_hashes = match &argv {
-        Some(a) => hash_inputs(&session.cwd, a, &[]).map_err(|e| EngineError::usage(e, "check the command's input paths"))?,
+        Some(a) => hash_inputs(&session.cwd, a, &[])
+            .map_err(|e| EngineError::usage(e, "check the command's input paths"))?,
         None => BTreeMap::new(),
     };
-    let input_files = input_hashes.keys().map(|p| normalize(&session.cwd.join(p))).collect();
-    let workload = (recipe.mode == Mode::Triage).then(|| session.workload(&recipe.workload, env.snapshot.pytorch.torch_dir.as_deref().map(Path::new)));
+    let input_files = input_hashes
+        .keys()
+        .map(|p| normalize(&session.cwd.join(p)))
+        .collect();
+    let workload = (recipe.mode == Mode::Triage).then(|| {
+        session.workload(
+            &recipe.workload,
+            env.snapshot.pytorch.torch_dir.as_deref().map(Path::new),
+        )
+    });
     let mut workloads = BTreeMap::new();
     if let Some(Ok(w)) = &workload {
         workloads.insert(w.name.clone(), (w.version.clone(), Some(w.blake3.clone())));
     }
-    let ctx = KeyContext { env_snapshot: env.key.clone(), argv: argv.clone(), input_hashes, workloads };
+    let ctx = KeyContext {
+        env_snapshot: env.key.clone(),
+        argv: argv.clone(),
+        input_hashes,
+        workloads,
+    };
     let mut c = session.compiler.lock().unwrap_or_else(|e| e.into_inner());
     if *build.context(&c.db) != ctx {
         build.set_context(&mut c.db).to(ctx);
     }
     let planned = trials(&c.db, build).clone();
     if let Err(e) = planned.as_ref() {
-        return Err(EngineError::infra(format!("{label}: cannot compute trial keys: {e}")));
+        return Err(EngineError::infra(format!(
+            "{label}: cannot compute trial keys: {e}"
+        )));
     }
     let Some(graph) = dag(&c.db, build).as_ref().clone() else {
-        return Err(EngineError::infra(format!("{label}: the build graph could not be made")));
+        return Err(EngineError::infra(format!(
+            "{label}: the build graph could not be made"
+        )));
     };
     crate::timing("compile (recipe, environment, keys, DAG)", t0);
-    Ok(Compiled { id, label, target_label: spec.label, recipe: Arc::new(recipe), argv, planned, dag: Arc::new(graph), env: Arc::new(env), workload, input_files })
+    Ok(Compiled {
+        id,
+        label,
+        target_label: spec.label,
+        recipe: Arc::new(recipe),
+        argv,
+        planned,
+        dag: Arc::new(graph),
+        env: Arc::new(env),
+        workload,
+        input_files,
+    })
 }

@@ -15,13 +15,21 @@ const MAX_SAMPLES: usize = 1_000_000;
 pub fn from_logs(re: &Regex, logs: &[&Path]) -> Vec<f64> {
     let mut out = Vec::new();
     for log in logs {
-        let Ok(f) = std::fs::File::open(log) else { continue };
+        let Ok(f) = std::fs::File::open(log) else {
+            continue;
+        };
         // Lines as bytes: a log is not always UTF-8, and one bad byte must not hide the rest.
         for line in BufReader::new(f).split(b'\n').map_while(Result::ok) {
             let text = String::from_utf8_lossy(&line);
             for caps in re.captures_iter(text.as_ref()).map_while(Result::ok) {
-                let m = caps.name("ms").or_else(|| caps.get(1)).or_else(|| caps.get(0));
-                if let Some(v) = m.and_then(|m| m.as_str().trim().parse::<f64>().ok()).filter(|v| v.is_finite() && *v >= 0.0) {
+                let m = caps
+                    .name("ms")
+                    .or_else(|| caps.get(1))
+                    .or_else(|| caps.get(0));
+                if let Some(v) = m
+                    .and_then(|m| m.as_str().trim().parse::<f64>().ok())
+                    .filter(|v| v.is_finite() && *v >= 0.0)
+                {
                     out.push(v);
                     if out.len() >= MAX_SAMPLES {
                         return out;

@@ -93,16 +93,24 @@ fn write_env_file(path: &Path, env: &BTreeMap<String, String>) -> Result<(), Str
         }
     }
     let text: String = env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
-    crate::fsutil::write_atomic(path, text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    crate::fsutil::write_atomic(path, text.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|e| e.to_string())?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| e.to_string())?;
     }
     Ok(())
 }
 
-fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease, cancel: &CancelToken) -> TrialRun {
+fn run_command(
+    spec: &TrialSpec,
+    c: &CommandSettings,
+    dir: &Path,
+    lease: &Lease,
+    cancel: &CancelToken,
+) -> TrialRun {
     let mut record = base_record(spec, "_subprocess", Some(c.argv.clone()));
     let mut env = spec.env.clone();
     if c.passthrough == PassthroughMode::File {
@@ -112,14 +120,24 @@ fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease,
             let _ = std::fs::write(dir.join("stdout.log"), "");
             record.exit_code = 2;
             record.verdict = Verdict::Error;
-            record.error_detectors_fired = vec![aorta_classify::ENV_FILE_VALIDATION_FAILED.to_string()];
+            record.error_detectors_fired =
+                vec![aorta_classify::ENV_FILE_VALIDATION_FAILED.to_string()];
             record.capture.insert("error_message".into(), e.into());
-            record.result = WorkloadResult { main_work_started: Some(false), executed_iterations: Some(0), configured_iterations: Some(1), ..Default::default() };
+            record.result = WorkloadResult {
+                main_work_started: Some(false),
+                executed_iterations: Some(0),
+                configured_iterations: Some(1),
+                ..Default::default()
+            };
             return TrialRun::Done(Box::new(record));
         }
         env.insert("AORTA_ENV_FILE".into(), path.display().to_string());
     }
-    let mut p = ProcessSpec::new(c.argv.clone(), dir.join("stdout.log"), dir.join("stderr.log"));
+    let mut p = ProcessSpec::new(
+        c.argv.clone(),
+        dir.join("stdout.log"),
+        dir.join("stderr.log"),
+    );
     p.env = env;
     p.timeout = c.timeout;
     p.hang = c.hang.clone();
@@ -129,15 +147,24 @@ fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease,
     if let Some(h) = p.hang.as_mut().filter(|_| crate::gpu::available()) {
         // The hang monitor's GPU vote: every device the trial may touch under 5% busy.
         let devs = devices.clone();
-        h.gpu_idle = Some(std::sync::Arc::new(move || crate::gpu::utilisation(&devs).map(|u| u < 5)));
+        h.gpu_idle = Some(std::sync::Arc::new(move || {
+            crate::gpu::utilisation(&devs).map(|u| u < 5)
+        }));
     }
-    let gpu_pre = if gpu_tier3 { crate::gpu::snapshot(&devices) } else { None };
+    let gpu_pre = if gpu_tier3 {
+        crate::gpu::snapshot(&devices)
+    } else {
+        None
+    };
     let kernel_mark = c.kernel_log.as_ref().map(|k| k.mark());
     let sampler = crate::gpu::PeakSampler::start(&devices);
     let outcome = match aorta_exec::run(&p, cancel) {
         Ok(o) => o,
         Err(e) => {
-            let _ = std::fs::write(dir.join("stderr.log"), format!("aorta: cannot start the command: {e}\n"));
+            let _ = std::fs::write(
+                dir.join("stderr.log"),
+                format!("aorta: cannot start the command: {e}\n"),
+            );
             not_launched(e.to_string())
         }
     };
@@ -145,13 +172,24 @@ fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease,
     if outcome.cancelled {
         return TrialRun::Cancelled;
     }
-    let gpu_post = if gpu_tier3 && outcome.launched { crate::gpu::snapshot(&devices) } else { None };
+    let gpu_post = if gpu_tier3 && outcome.launched {
+        crate::gpu::snapshot(&devices)
+    } else {
+        None
+    };
     // The highest device-level reading: before spawn, every 100 ms while it ran (1 s with
     // amd-smi), after exit. AORTA took only the first and the last, which miss what a trial
     // frees before it ends. Device-level, so other processes on the device count too.
-    let peak_vram_mib = [gpu_pre, gpu_post].iter().flatten().filter_map(|s| s.vram_used_mib).chain(sampled_peak).max();
+    let peak_vram_mib = [gpu_pre, gpu_post]
+        .iter()
+        .flatten()
+        .filter_map(|s| s.vram_used_mib)
+        .chain(sampled_peak)
+        .max();
     let tier3_off = c.classifier.disables.tier_disabled(Tier::Tier3);
-    let dmesg_text = if let (Some(log), Some(mark), true) = (&c.kernel_log, kernel_mark, outcome.launched && !tier3_off) {
+    let dmesg_text = if let (Some(log), Some(mark), true) =
+        (&c.kernel_log, kernel_mark, outcome.launched && !tier3_off)
+    {
         Some(log.since(mark))
     } else if outcome.launched && !tier3_off && !c.dmesg_unavailable.load(Ordering::Relaxed) {
         match collect_dmesg(outcome.walltime.as_secs() + 5) {
@@ -184,7 +222,12 @@ fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease,
         ..Default::default()
     };
     let cls = classify(&obs, &c.classifier);
-    let ftype = failure_type(&cls, outcome.exit_code, outcome.timed_out, !outcome.launched);
+    let ftype = failure_type(
+        &cls,
+        outcome.exit_code,
+        outcome.timed_out,
+        !outcome.launched,
+    );
     record.verdict = cls.verdict;
     record.exit_code = outcome.exit_code;
     record.timed_out = outcome.timed_out;
@@ -203,7 +246,9 @@ fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease,
         metrics.insert("peak_rss_kib".into(), rss.into());
     }
     let step_times_ms = match &c.step_time_regex {
-        Some(re) => crate::step_times::from_logs(re, &[&dir.join("stdout.log"), &dir.join("stderr.log")]),
+        Some(re) => {
+            crate::step_times::from_logs(re, &[&dir.join("stdout.log"), &dir.join("stderr.log")])
+        }
         None => Vec::new(),
     };
     if c.step_time_regex.is_some() {
@@ -216,7 +261,9 @@ fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease,
         failure_details: if passed {
             Vec::new()
         } else {
-            vec![serde_json::json!({"exit_code": outcome.exit_code, "timed_out": outcome.timed_out, "type": ftype, "failure_detectors_fired": cls.failure_detectors_fired})]
+            vec![
+                serde_json::json!({"exit_code": outcome.exit_code, "timed_out": outcome.timed_out, "type": ftype, "failure_detectors_fired": cls.failure_detectors_fired}),
+            ]
         },
         elapsed_sec: walltime,
         main_work_started: Some(outcome.launched),
@@ -233,7 +280,13 @@ fn run_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path, lease: &Lease,
     TrialRun::Done(Box::new(record))
 }
 
-fn run_workload(spec: &TrialSpec, w: &WorkloadSettings, dir: &Path, lease: &Lease, cancel: &CancelToken) -> TrialRun {
+fn run_workload(
+    spec: &TrialSpec,
+    w: &WorkloadSettings,
+    dir: &Path,
+    lease: &Lease,
+    cancel: &CancelToken,
+) -> TrialRun {
     let mut record = base_record(spec, &w.workload.name, None);
     let config = serde_json::json!({
         "protocol": 1, "workload": w.workload.name, "cell": spec.cell, "trial_index": spec.index,
@@ -241,8 +294,14 @@ fn run_workload(spec: &TrialSpec, w: &WorkloadSettings, dir: &Path, lease: &Leas
     });
     let cfg_path = dir.join("config.json");
     let res_path = dir.join("workload-result.json");
-    if let Err(e) = std::fs::write(&cfg_path, serde_json::to_vec_pretty(&config).unwrap_or_default()) {
-        record.capture.insert("error_message".into(), format!("cannot write {}: {e}", cfg_path.display()).into());
+    if let Err(e) = std::fs::write(
+        &cfg_path,
+        serde_json::to_vec_pretty(&config).unwrap_or_default(),
+    ) {
+        record.capture.insert(
+            "error_message".into(),
+            format!("cannot write {}: {e}", cfg_path.display()).into(),
+        );
         return TrialRun::Done(Box::new(record));
     }
     let argv = vec![
@@ -257,7 +316,10 @@ fn run_workload(spec: &TrialSpec, w: &WorkloadSettings, dir: &Path, lease: &Leas
     p.env = spec.env.clone();
     if let Some(lib) = &w.workload.library_path {
         // A cell's own LD_LIBRARY_PATH comes after libtorch's folder, not instead of it.
-        let v = crate::workloads::with_library_path(lib, p.env.get("LD_LIBRARY_PATH").map(String::as_str));
+        let v = crate::workloads::with_library_path(
+            lib,
+            p.env.get("LD_LIBRARY_PATH").map(String::as_str),
+        );
         p.env.insert("LD_LIBRARY_PATH".into(), v);
     }
     p.cwd = Some(dir.to_path_buf());
@@ -266,7 +328,10 @@ fn run_workload(spec: &TrialSpec, w: &WorkloadSettings, dir: &Path, lease: &Leas
     let outcome = match aorta_exec::run(&p, cancel) {
         Ok(o) => o,
         Err(e) => {
-            record.capture.insert("error_message".into(), format!("cannot start the workload: {e}").into());
+            record.capture.insert(
+                "error_message".into(),
+                format!("cannot start the workload: {e}").into(),
+            );
             return TrialRun::Done(Box::new(record));
         }
     };
@@ -276,7 +341,9 @@ fn run_workload(spec: &TrialSpec, w: &WorkloadSettings, dir: &Path, lease: &Leas
     record.exit_code = outcome.exit_code;
     record.timed_out = outcome.timed_out;
     record.walltime_sec = outcome.walltime.as_secs_f64();
-    let parsed: Option<WorkloadResult> = std::fs::read(&res_path).ok().and_then(|b| serde_json::from_slice(&b).ok());
+    let parsed: Option<WorkloadResult> = std::fs::read(&res_path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
     let (status, verdict, result) = judge_workload(&outcome, parsed);
     record.exit_status = status;
     record.verdict = verdict;
@@ -288,28 +355,45 @@ fn run_workload(spec: &TrialSpec, w: &WorkloadSettings, dir: &Path, lease: &Leas
 }
 
 fn not_launched(reason: String) -> ProcessOutcome {
-    ProcessOutcome { exec_error: Some(reason), ..ProcessOutcome::not_launched(1) }
+    ProcessOutcome {
+        exec_error: Some(reason),
+        ..ProcessOutcome::not_launched(1)
+    }
 }
 
 /// The workload protocol's judgement table (docs/workload-protocol.md).
-fn judge_workload(outcome: &ProcessOutcome, parsed: Option<WorkloadResult>) -> (ExitStatus, Verdict, WorkloadResult) {
+fn judge_workload(
+    outcome: &ProcessOutcome,
+    parsed: Option<WorkloadResult>,
+) -> (ExitStatus, Verdict, WorkloadResult) {
     if !outcome.launched {
-        let r = WorkloadResult { main_work_started: Some(false), failure_details: vec![serde_json::json!({"type": "exec_failed", "error": outcome.exec_error})], ..Default::default() };
+        let r = WorkloadResult {
+            main_work_started: Some(false),
+            failure_details: vec![
+                serde_json::json!({"type": "exec_failed", "error": outcome.exec_error}),
+            ],
+            ..Default::default()
+        };
         return (ExitStatus::InfrastructureFailed, Verdict::Error, r);
     }
     if outcome.timed_out {
         let mut r = parsed.unwrap_or_default();
         r.passed = false;
-        r.failure_details.push(serde_json::json!({"type": "timeout"}));
+        r.failure_details
+            .push(serde_json::json!({"type": "timeout"}));
         return (ExitStatus::InfrastructureFailed, Verdict::Error, r);
     }
     match parsed {
-        Some(r) if r.main_work_started == Some(false) => (ExitStatus::WorkloadSetupFailed, Verdict::Error, r),
+        Some(r) if r.main_work_started == Some(false) => {
+            (ExitStatus::WorkloadSetupFailed, Verdict::Error, r)
+        }
         Some(r) if outcome.exit_code == 0 && r.passed => (ExitStatus::Ok, Verdict::Pass, r),
         Some(mut r) => {
             if outcome.exit_code != 0 {
                 r.passed = false;
-                r.failure_details.push(serde_json::json!({"type": "nonzero_exit", "exit_code": outcome.exit_code}));
+                r.failure_details.push(
+                    serde_json::json!({"type": "nonzero_exit", "exit_code": outcome.exit_code}),
+                );
             }
             (ExitStatus::WorkloadFailed, Verdict::Fail, r)
         }
@@ -318,7 +402,9 @@ fn judge_workload(outcome: &ProcessOutcome, parsed: Option<WorkloadResult>) -> (
             let r = WorkloadResult {
                 main_work_started: Some(true),
                 failure_count: 1,
-                failure_details: vec![serde_json::json!({"type": if outcome.exit_code < 0 { "crashed" } else { "no_result" }, "exit_code": outcome.exit_code})],
+                failure_details: vec![
+                    serde_json::json!({"type": if outcome.exit_code < 0 { "crashed" } else { "no_result" }, "exit_code": outcome.exit_code}),
+                ],
                 ..Default::default()
             };
             (ExitStatus::WorkloadFailed, Verdict::Fail, r)

@@ -28,21 +28,44 @@ pub struct Watch<'s> {
 
 impl<'s> Watch<'s> {
     pub fn new(session: &'s Session, targets: Vec<TargetId>) -> Self {
-        Watch { session, targets, last: BTreeMap::new(), inputs: BTreeMap::new() }
+        Watch {
+            session,
+            targets,
+            last: BTreeMap::new(),
+            inputs: BTreeMap::new(),
+        }
     }
 
     /// Every file whose content feeds a key: recipes, registries, sidecars, command inputs.
     pub fn files(&self) -> BTreeSet<PathBuf> {
-        let c = self.session.compiler.lock().unwrap_or_else(|e| e.into_inner());
-        c.files.keys().cloned().chain(self.inputs.values().flatten().cloned()).collect()
+        let c = self
+            .session
+            .compiler
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        c.files
+            .keys()
+            .cloned()
+            .chain(self.inputs.values().flatten().cloned())
+            .collect()
     }
 
     /// Takes the changed paths (any; unrelated ones are ignored). Returns those that feed a
     /// key and really changed (a save that left the text as it was is not a change).
     pub fn refresh(&mut self, changed: &[PathBuf]) -> Vec<PathBuf> {
-        let mut out = self.session.compiler.lock().unwrap_or_else(|e| e.into_inner()).refresh(changed);
+        let mut out = self
+            .session
+            .compiler
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .refresh(changed);
         let inputs: BTreeSet<&PathBuf> = self.inputs.values().flatten().collect();
-        out.extend(changed.iter().map(|p| normalize(p)).filter(|p| inputs.contains(p)));
+        out.extend(
+            changed
+                .iter()
+                .map(|p| normalize(p))
+                .filter(|p| inputs.contains(p)),
+        );
         out.sort();
         out.dedup();
         out
@@ -80,22 +103,42 @@ impl<'s> Watch<'s> {
     }
 
     fn label(&self, id: TargetId) -> String {
-        let c = self.session.compiler.lock().unwrap_or_else(|e| e.into_inner());
+        let c = self
+            .session
+            .compiler
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let t = &c.targets[id.0];
-        t.spec.label.clone().unwrap_or_else(|| match &t.spec.origin {
-            crate::compile::RecipeOrigin::File { path, .. } => path.display().to_string(),
-            crate::compile::RecipeOrigin::Given(_) => "<flags>".into(),
-        })
+        t.spec
+            .label
+            .clone()
+            .unwrap_or_else(|| match &t.spec.origin {
+                crate::compile::RecipeOrigin::File { path, .. } => path.display().to_string(),
+                crate::compile::RecipeOrigin::Given(_) => "<flags>".into(),
+            })
     }
 
     /// Labels of the targets whose recipe query executed since the last call.
     fn reparsed(&self) -> Vec<String> {
         let ids = {
-            let c = self.session.compiler.lock().unwrap_or_else(|e| e.into_inner());
+            let c = self
+                .session
+                .compiler
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
             let executed = c.db.take_executed("recipe");
-            c.targets.iter().enumerate().filter(|(_, t)| executed.contains(&t.build)).map(|(i, _)| TargetId(i)).collect::<Vec<_>>()
+            c.targets
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| executed.contains(&t.build))
+                .map(|(i, _)| TargetId(i))
+                .collect::<Vec<_>>()
         };
-        let mut out: Vec<String> = ids.into_iter().filter(|id| self.targets.contains(id)).map(|id| self.label(id)).collect();
+        let mut out: Vec<String> = ids
+            .into_iter()
+            .filter(|id| self.targets.contains(id))
+            .map(|id| self.label(id))
+            .collect();
         out.dedup();
         out
     }
@@ -116,17 +159,39 @@ mod tests {
         std::fs::write(&a, RECIPE).unwrap();
         std::fs::write(&b, RECIPE).unwrap();
         let snap = dir.path().join("env.json");
-        std::fs::write(&snap, crate::environment::probe_machine(None, None, false).to_json_pretty()).unwrap();
-        let session = Session::open(SessionOptions { env_snapshot: Some(snap), store: Some(dir.path().join("store")), ..Default::default() }).unwrap();
-        let spec = |p: &std::path::Path, l: &str| TargetSpec { label: Some(l.into()), origin: RecipeOrigin::File { path: p.to_path_buf(), sidecars: Vec::new() }, argv: Some(vec!["true".into()]) };
-        let ids = vec![session.add_target(spec(&a, "a")), session.add_target(spec(&b, "b"))];
+        std::fs::write(
+            &snap,
+            crate::environment::probe_machine(None, None, false).to_json_pretty(),
+        )
+        .unwrap();
+        let session = Session::open(SessionOptions {
+            env_snapshot: Some(snap),
+            store: Some(dir.path().join("store")),
+            ..Default::default()
+        })
+        .unwrap();
+        let spec = |p: &std::path::Path, l: &str| TargetSpec {
+            label: Some(l.into()),
+            origin: RecipeOrigin::File {
+                path: p.to_path_buf(),
+                sidecars: Vec::new(),
+            },
+            argv: Some(vec!["true".into()]),
+        };
+        let ids = vec![
+            session.add_target(spec(&a, "a")),
+            session.add_target(spec(&b, "b")),
+        ];
         let mut w = Watch::new(&session, ids);
         let mut built = Vec::new();
         let mut keys: BTreeMap<String, Vec<Key>> = BTreeMap::new();
         let mut record = |s: Step, built: &mut Vec<String>| {
             if let Step::Changed(c) = s {
                 built.push(c.label.clone());
-                keys.insert(c.label.clone(), c.planned().iter().map(|p| p.key.clone()).collect());
+                keys.insert(
+                    c.label.clone(),
+                    c.planned().iter().map(|p| p.key.clone()).collect(),
+                );
             }
             true
         };
@@ -139,7 +204,11 @@ mod tests {
         assert!(w.round(&mut |s| record(s, &mut built)).is_empty());
         assert!(built.is_empty());
 
-        std::fs::write(&b, RECIPE.replace("cuda_launch_blocking", "cuda_device_max_connections_1")).unwrap();
+        std::fs::write(
+            &b,
+            RECIPE.replace("cuda_launch_blocking", "cuda_device_max_connections_1"),
+        )
+        .unwrap();
         assert_eq!(w.refresh(std::slice::from_ref(&b)), [normalize(&b)]);
         assert_eq!(w.round(&mut |s| record(s, &mut built)), ["b"]);
         assert_eq!(built, ["b"], "only the edited target builds");

@@ -80,7 +80,12 @@ impl CancelToken {
             if now >= deadline {
                 return false;
             }
-            guard = self.0.cv.wait_timeout(guard, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+            guard = self
+                .0
+                .cv
+                .wait_timeout(guard, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 }
@@ -114,20 +119,22 @@ pub fn install_interrupt_handler() -> io::Result<CancelToken> {
     let mut signals = signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM])?;
     let token = CancelToken::new();
     let t = token.clone();
-    std::thread::Builder::new().name("aorta-interrupt".into()).spawn(move || {
-        let mut count = 0u32;
-        for _sig in signals.forever() {
-            count += 1;
-            match count {
-                1 => t.cancel(),
-                2 => {
-                    t.force();
-                    kill_all_trials();
+    std::thread::Builder::new()
+        .name("aorta-interrupt".into())
+        .spawn(move || {
+            let mut count = 0u32;
+            for _sig in signals.forever() {
+                count += 1;
+                match count {
+                    1 => t.cancel(),
+                    2 => {
+                        t.force();
+                        kill_all_trials();
+                    }
+                    _ => std::process::exit(130),
                 }
-                _ => std::process::exit(130),
             }
-        }
-    })?;
+        })?;
     *slot = Some(token.clone());
     Ok(token)
 }

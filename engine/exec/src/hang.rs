@@ -99,16 +99,26 @@ pub struct HangSignals {
 impl HangSignals {
     /// How many signals say idle.
     pub fn idle_votes(&self) -> usize {
-        [Some(self.output_silent), self.io_idle, self.cpu_idle, self.gpu_idle]
-            .into_iter()
-            .filter(|s| *s == Some(true))
-            .count()
+        [
+            Some(self.output_silent),
+            self.io_idle,
+            self.cpu_idle,
+            self.gpu_idle,
+        ]
+        .into_iter()
+        .filter(|s| *s == Some(true))
+        .count()
     }
 }
 
 /// The hang predicate, pure: `elapsed < grace` → false; else at least two idle votes, and,
 /// with `cpu_veto`, the tree not measurably busy on CPU.
-pub fn hang_predicate(elapsed: Duration, grace: Duration, signals: &HangSignals, cpu_veto: bool) -> bool {
+pub fn hang_predicate(
+    elapsed: Duration,
+    grace: Duration,
+    signals: &HangSignals,
+    cpu_veto: bool,
+) -> bool {
     if elapsed < grace {
         return false;
     }
@@ -203,8 +213,14 @@ impl HangDetector {
             Some(cpu.saturating_sub(cpu_ref) < self.window / 100)
         });
 
-        let signals = HangSignals { output_silent, io_idle, cpu_idle, gpu_idle: sample.gpu_idle };
-        if self.latched_at.is_none() && hang_predicate(elapsed, self.grace, &signals, self.cpu_veto) {
+        let signals = HangSignals {
+            output_silent,
+            io_idle,
+            cpu_idle,
+            gpu_idle: sample.gpu_idle,
+        };
+        if self.latched_at.is_none() && hang_predicate(elapsed, self.grace, &signals, self.cpu_veto)
+        {
             self.latched_at = Some(elapsed);
         }
         signals
@@ -271,8 +287,12 @@ impl StackWatch {
             Some((t, earlier)) if elapsed.saturating_sub(t) >= window => {
                 let later = take();
                 if let Some(ev) = stacks::evidence(&earlier, &later) {
-                    let text = stacks::render(&format!("sample 1 at {:.1} s", t.as_secs_f64()), &earlier)
-                        + &stacks::render(&format!("sample 2 at {:.1} s", elapsed.as_secs_f64()), &later);
+                    let text =
+                        stacks::render(&format!("sample 1 at {:.1} s", t.as_secs_f64()), &earlier)
+                            + &stacks::render(
+                                &format!("sample 2 at {:.1} s", elapsed.as_secs_f64()),
+                                &later,
+                            );
                     return Some((ev, text));
                 }
                 self.first = (!later.is_empty()).then_some((elapsed, later));
@@ -292,7 +312,11 @@ fn sample_tree(samplers: &[stacks::Sampler], tree: &Tree) -> Vec<ProcessStacks> 
     let mut live = tree.live();
     live.sort_by_key(|p| p.start_time);
     let start = Instant::now();
-    live.into_iter().take(MAX_SAMPLED).take_while(|_| start.elapsed() < SAMPLE_BUDGET).filter_map(|p| stacks::sample(samplers, p)).collect()
+    live.into_iter()
+        .take(MAX_SAMPLED)
+        .take_while(|_| start.elapsed() < SAMPLE_BUDGET)
+        .filter_map(|p| stacks::sample(samplers, p))
+        .collect()
 }
 
 /// A tree of hundreds of processes is sampled in part: the launcher and the first ranks
@@ -323,14 +347,22 @@ struct Sampler {
 
 impl Sampler {
     fn new() -> Self {
-        Sampler { io_prev: HashMap::new(), cpu_prev: HashMap::new(), io_total: 0, cpu_ticks_total: 0 }
+        Sampler {
+            io_prev: HashMap::new(),
+            cpu_prev: HashMap::new(),
+            io_total: 0,
+            cpu_ticks_total: 0,
+        }
     }
 
     fn sample(&mut self, tree: &Tree, outputs: &[PathBuf], gpu: Option<&GpuIdleFn>) -> HangSample {
         tree.refresh(procfs::SHARED_SCAN_AGE);
         let mut io_unknown = false;
         for p in tree.live() {
-            let Some(st) = procfs::read_stat(p.pid as i32).filter(|s| s.start_time == p.start_time) else { continue };
+            let Some(st) = procfs::read_stat(p.pid as i32).filter(|s| s.start_time == p.start_time)
+            else {
+                continue;
+            };
             if st.is_zombie() {
                 continue;
             }
@@ -345,12 +377,18 @@ impl Sampler {
                 Err(procfs::IoUnread::Denied) => io_unknown = true,
             }
         }
-        let output_bytes = outputs.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+        let output_bytes = outputs
+            .iter()
+            .filter_map(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum();
         let tck = procfs::clock_ticks_per_sec();
         HangSample {
             output_bytes,
             io_chars: (!io_unknown).then_some(self.io_total),
-            cpu_time: Some(Duration::from_micros(self.cpu_ticks_total.saturating_mul(1_000_000) / tck)),
+            cpu_time: Some(Duration::from_micros(
+                self.cpu_ticks_total.saturating_mul(1_000_000) / tck,
+            )),
             gpu_idle: gpu.and_then(|f| f()),
         }
     }
@@ -367,13 +405,19 @@ pub(crate) struct Monitor {
 }
 
 impl Monitor {
-    pub fn start(cfg: &HangConfig, tree: Arc<Tree>, outputs: Vec<PathBuf>, spawned_at: Instant) -> Monitor {
+    pub fn start(
+        cfg: &HangConfig,
+        tree: Arc<Tree>,
+        outputs: Vec<PathBuf>,
+        spawned_at: Instant,
+    ) -> Monitor {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let latched = Arc::new(AtomicBool::new(false));
         let report = Arc::new(Mutex::new(None));
         let (tx, rx) = mpsc::channel();
         let cfg2 = cfg.clone();
-        let (stop2, latched2, report2) = (Arc::clone(&stop), Arc::clone(&latched), Arc::clone(&report));
+        let (stop2, latched2, report2) =
+            (Arc::clone(&stop), Arc::clone(&latched), Arc::clone(&report));
         let poll = cfg.poll.max(Duration::from_millis(10));
         let handle = std::thread::Builder::new()
             .name("aorta-hang".into())
@@ -388,7 +432,9 @@ impl Monitor {
                 if !quiet.is_zero() {
                     let (lock, cv) = &*stop2;
                     let guard = lock.lock().unwrap_or_else(|p| p.into_inner());
-                    let (guard, _) = cv.wait_timeout_while(guard, quiet, |stopped| !*stopped).unwrap_or_else(|p| p.into_inner());
+                    let (guard, _) = cv
+                        .wait_timeout_while(guard, quiet, |stopped| !*stopped)
+                        .unwrap_or_else(|p| p.into_inner());
                     if *guard {
                         let _ = tx.send(());
                         return;
@@ -402,34 +448,52 @@ impl Monitor {
                     if det.latched_at().is_some() {
                         // Keep what the hung tree was doing (one sample), when a sampler exists.
                         let stacks = cfg2.stack_sampling.then(|| {
-                            let s = samplers.get_or_insert_with(|| stacks::discover(&cfg2.py_spy_dirs));
+                            let s =
+                                samplers.get_or_insert_with(|| stacks::discover(&cfg2.py_spy_dirs));
                             sample_tree(s, &tree)
                         });
-                        let text = stacks.filter(|s| !s.is_empty()).map(|s| stacks::render("at detection", &s));
+                        let text = stacks
+                            .filter(|s| !s.is_empty())
+                            .map(|s| stacks::render("at detection", &s));
                         found = Some(("idle vote".into(), text));
                     } else if cfg2.stack_sampling && elapsed >= cfg2.grace {
-                        let suspect =
-                            signals.output_silent && signals.io_idle == Some(true) && signals.cpu_idle == Some(false) && cfg2.cpu_veto;
-                        let s: &[stacks::Sampler] =
-                            if suspect { samplers.get_or_insert_with(|| stacks::discover(&cfg2.py_spy_dirs)) } else { &[] };
+                        let suspect = signals.output_silent
+                            && signals.io_idle == Some(true)
+                            && signals.cpu_idle == Some(false)
+                            && cfg2.cpu_veto;
+                        let s: &[stacks::Sampler] = if suspect {
+                            samplers.get_or_insert_with(|| stacks::discover(&cfg2.py_spy_dirs))
+                        } else {
+                            &[]
+                        };
                         if suspect && s.is_empty() {
                             note_no_sampler();
                         }
-                        if let Some((ev, text)) = watch.observe(elapsed, cfg2.window, suspect && !s.is_empty(), || sample_tree(s, &tree)) {
+                        if let Some((ev, text)) =
+                            watch.observe(elapsed, cfg2.window, suspect && !s.is_empty(), || {
+                                sample_tree(s, &tree)
+                            })
+                        {
                             det.latch(elapsed);
                             found = Some((format!("stacks: {ev}"), Some(text)));
                         }
                     }
                     if let Some((evidence, stacks)) = found {
                         let latched_after = det.latched_at().unwrap_or(elapsed);
-                        *report2.lock().unwrap_or_else(|p| p.into_inner()) =
-                            Some(HangReport { quiet_since: det.quiet_since(), latched_after, evidence, stacks });
+                        *report2.lock().unwrap_or_else(|p| p.into_inner()) = Some(HangReport {
+                            quiet_since: det.quiet_since(),
+                            latched_after,
+                            evidence,
+                            stacks,
+                        });
                         latched2.store(true, Ordering::SeqCst);
                         break;
                     }
                     let (lock, cv) = &*stop2;
                     let guard = lock.lock().unwrap_or_else(|p| p.into_inner());
-                    let (guard, _) = cv.wait_timeout_while(guard, poll, |stopped| !*stopped).unwrap_or_else(|p| p.into_inner());
+                    let (guard, _) = cv
+                        .wait_timeout_while(guard, poll, |stopped| !*stopped)
+                        .unwrap_or_else(|p| p.into_inner());
                     if *guard {
                         break;
                     }
@@ -437,7 +501,14 @@ impl Monitor {
                 let _ = tx.send(());
             })
             .ok();
-        Monitor { stop, latched, report, done: rx, handle, join_budget: poll + Duration::from_secs(1) }
+        Monitor {
+            stop,
+            latched,
+            report,
+            done: rx,
+            handle,
+            join_budget: poll + Duration::from_secs(1),
+        }
     }
 
     pub fn latched(&self) -> bool {
@@ -461,7 +532,10 @@ impl Monitor {
         if !self.latched() {
             return None;
         }
-        self.report.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.report
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 }
 
@@ -476,24 +550,69 @@ mod tests {
     }
 
     fn quiet(cpu: Duration) -> HangSample {
-        HangSample { output_bytes: 0, io_chars: Some(100), cpu_time: Some(cpu), gpu_idle: None }
+        HangSample {
+            output_bytes: 0,
+            io_chars: Some(100),
+            cpu_time: Some(cpu),
+            gpu_idle: None,
+        }
     }
 
     #[test]
     fn predicate_grace_and_votes() {
-        let two = HangSignals { output_silent: true, io_idle: Some(true), cpu_idle: None, gpu_idle: None };
-        let one = HangSignals { output_silent: true, io_idle: Some(false), cpu_idle: None, gpu_idle: None };
-        assert!(!hang_predicate(secs(59), secs(60), &two, true), "inside grace nothing fires");
-        assert!(hang_predicate(secs(60), secs(60), &two, true), "fires exactly at elapsed == grace");
+        let two = HangSignals {
+            output_silent: true,
+            io_idle: Some(true),
+            cpu_idle: None,
+            gpu_idle: None,
+        };
+        let one = HangSignals {
+            output_silent: true,
+            io_idle: Some(false),
+            cpu_idle: None,
+            gpu_idle: None,
+        };
+        assert!(
+            !hang_predicate(secs(59), secs(60), &two, true),
+            "inside grace nothing fires"
+        );
+        assert!(
+            hang_predicate(secs(60), secs(60), &two, true),
+            "fires exactly at elapsed == grace"
+        );
         assert!(hang_predicate(secs(61), secs(60), &two, true));
-        assert!(!hang_predicate(secs(600), secs(60), &one, true), "one signal never fires");
-        let unknowns = HangSignals { output_silent: true, io_idle: None, cpu_idle: None, gpu_idle: None };
-        assert!(!hang_predicate(secs(600), secs(0), &unknowns, true), "unknown never votes idle");
-        let gpu_and_cpu = HangSignals { output_silent: false, io_idle: Some(false), cpu_idle: Some(true), gpu_idle: Some(true) };
+        assert!(
+            !hang_predicate(secs(600), secs(60), &one, true),
+            "one signal never fires"
+        );
+        let unknowns = HangSignals {
+            output_silent: true,
+            io_idle: None,
+            cpu_idle: None,
+            gpu_idle: None,
+        };
+        assert!(
+            !hang_predicate(secs(600), secs(0), &unknowns, true),
+            "unknown never votes idle"
+        );
+        let gpu_and_cpu = HangSignals {
+            output_silent: false,
+            io_idle: Some(false),
+            cpu_idle: Some(true),
+            gpu_idle: Some(true),
+        };
         assert!(hang_predicate(secs(600), secs(0), &gpu_and_cpu, true));
-        let busy = HangSignals { output_silent: true, io_idle: Some(true), cpu_idle: Some(false), gpu_idle: Some(true) };
+        let busy = HangSignals {
+            output_silent: true,
+            io_idle: Some(true),
+            cpu_idle: Some(false),
+            gpu_idle: Some(true),
+        };
         assert!(!hang_predicate(secs(600), secs(0), &busy, true), "cpu veto");
-        assert!(hang_predicate(secs(600), secs(0), &busy, false), "plain vote without the veto");
+        assert!(
+            hang_predicate(secs(600), secs(0), &busy, false),
+            "plain vote without the veto"
+        );
     }
 
     #[test]
@@ -501,7 +620,12 @@ mod tests {
         // Output stays silent, but io moves every second and cpu is unknown.
         let mut d = HangDetector::new(secs(5), secs(0), true);
         for t in 0..120 {
-            let s = HangSample { output_bytes: 0, io_chars: Some(t * 10), cpu_time: None, gpu_idle: None };
+            let s = HangSample {
+                output_bytes: 0,
+                io_chars: Some(t * 10),
+                cpu_time: None,
+                gpu_idle: None,
+            };
             let sig = d.observe(secs(t), &s);
             if t >= 5 {
                 assert!(sig.output_silent);
@@ -608,8 +732,16 @@ mod tests {
     }
 
     fn waiting(pid: u32, frames: &[&str]) -> Vec<ProcessStacks> {
-        let threads = vec![stacks::ThreadStack { tid: u64::from(pid), frames: frames.iter().map(|f| f.to_string()).collect() }];
-        vec![ProcessStacks { proc: ProcId { pid, start_time: 1 }, sampler: stacks::SamplerKind::PySpy, text: frames.join("\n"), threads }]
+        let threads = vec![stacks::ThreadStack {
+            tid: u64::from(pid),
+            frames: frames.iter().map(|f| f.to_string()).collect(),
+        }];
+        vec![ProcessStacks {
+            proc: ProcId { pid, start_time: 1 },
+            sampler: stacks::SamplerKind::PySpy,
+            text: frames.join("\n"),
+            threads,
+        }]
     }
 
     #[test]
@@ -628,7 +760,8 @@ mod tests {
         let (ev, text) = obs(&mut w, 15, true).unwrap();
         assert_eq!(ev, "pid 7 thread 7: all_reduce (train.py:3)");
         assert!(
-            text.starts_with("=== sample 1 at 10.0 s: pid 7 (py-spy) ===\nall_reduce") && text.contains("=== sample 2 at 15.0 s"),
+            text.starts_with("=== sample 1 at 10.0 s: pid 7 (py-spy) ===\nall_reduce")
+                && text.contains("=== sample 2 at 15.0 s"),
             "{text}"
         );
         assert_eq!(taken, 2, "sampled only at the start and a window later");
@@ -654,7 +787,11 @@ mod tests {
         // Nothing sampled (a sampler that failed): no reference is kept.
         let mut w = StackWatch::default();
         assert_eq!(w.observe(secs(10), secs(5), true, Vec::new), None);
-        assert_eq!(w.observe(secs(15), secs(5), true, || at(3)), None, "this is the first usable sample");
+        assert_eq!(
+            w.observe(secs(15), secs(5), true, || at(3)),
+            None,
+            "this is the first usable sample"
+        );
     }
 
     #[test]

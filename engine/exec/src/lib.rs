@@ -28,11 +28,16 @@ mod stacks;
 mod tree;
 
 pub use cancel::{install_interrupt_handler, kill_all_trials, live_trials, CancelToken};
-pub use hang::{hang_predicate, GpuIdleFn, HangConfig, HangDetector, HangReport, HangSample, HangSignals};
-pub use stacks::{discover as discover_stack_samplers, is_wait_frame, Sampler as StackSampler, SamplerKind as StackSamplerKind};
+pub use hang::{
+    hang_predicate, GpuIdleFn, HangConfig, HangDetector, HangReport, HangSample, HangSignals,
+};
 pub use run::{
-    is_posix_name, run, validate_env, ProcessOutcome, ProcessSpec, SpawnError, DEFAULT_KILL_GRACE, EXIT_NOT_EXECUTABLE,
-    EXIT_NOT_FOUND, EXIT_TIMEOUT, HANG_STACKS_FILE,
+    is_posix_name, run, validate_env, ProcessOutcome, ProcessSpec, SpawnError, DEFAULT_KILL_GRACE,
+    EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_TIMEOUT, HANG_STACKS_FILE,
 };
 pub use slots::{run_all, Lease, Pool, SlotError, SlotRequest, Slots};
+pub use stacks::{
+    discover as discover_stack_samplers, is_wait_frame, Sampler as StackSampler,
+    SamplerKind as StackSamplerKind,
+};
 pub use tree::{ensure_subreaper, ProcId, TOKEN_VAR};

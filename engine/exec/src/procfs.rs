@@ -81,16 +81,28 @@ impl Snapshot {
     /// all of them. `None` when it cannot tell (no `ns_last_pid`, or the counter wrapped):
     /// the caller then takes a full scan.
     pub fn take_since(first: i32) -> Option<Snapshot> {
-        let last: i32 = fs::read_to_string("/proc/sys/kernel/ns_last_pid").ok()?.trim().parse().ok()?;
+        let last: i32 = fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
         (last >= first).then(|| Self::take_filtered(|pid| (first..=last).contains(&pid)))
     }
 
     fn take_filtered(keep: impl Fn(i32) -> bool) -> Snapshot {
         let mut snap = Snapshot::default();
-        let Ok(dir) = fs::read_dir("/proc") else { return snap };
+        let Ok(dir) = fs::read_dir("/proc") else {
+            return snap;
+        };
         for entry in dir.flatten() {
             let name = entry.file_name();
-            let Some(pid) = name.to_str().and_then(|s| s.parse::<i32>().ok()).filter(|&p| keep(p)) else { continue };
+            let Some(pid) = name
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+                .filter(|&p| keep(p))
+            else {
+                continue;
+            };
             // A process that exits between readdir and read is simply not in the snapshot.
             if let Some(st) = read_stat(pid) {
                 snap.children.entry(st.ppid).or_default().push(pid);
@@ -167,7 +179,13 @@ pub(crate) fn environ_has(pid: i32, entry: &str) -> bool {
 /// `/proc/sys/kernel/pid_max`: how many pids are handed out before the counter wraps.
 pub(crate) fn pid_max() -> Option<u64> {
     static MAX: OnceLock<Option<u64>> = OnceLock::new();
-    *MAX.get_or_init(|| fs::read_to_string("/proc/sys/kernel/pid_max").ok()?.trim().parse().ok())
+    *MAX.get_or_init(|| {
+        fs::read_to_string("/proc/sys/kernel/pid_max")
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    })
 }
 
 pub(crate) fn clock_ticks_per_sec() -> u64 {
@@ -229,7 +247,10 @@ mod tests {
     #[test]
     fn scan_since_a_pid_finds_younger_processes_only() {
         let older = std::process::id() as i32;
-        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
         let pid = child.id() as i32;
         if let Some(snap) = Snapshot::take_since(pid) {
             assert!(snap.by_pid.contains_key(&pid));

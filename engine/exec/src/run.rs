@@ -18,7 +18,11 @@ use std::time::{Duration, Instant};
 /// Waits until `fd` is readable or `timeout` passes (EINTR just ends the wait early).
 fn wait_readable(fd: &std::os::fd::OwnedFd, timeout: Duration) {
     use std::os::fd::AsRawFd;
-    let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
     let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
     // SAFETY: one valid pollfd for the duration of the call.
     unsafe {
@@ -61,7 +65,11 @@ pub struct ProcessSpec {
 
 impl ProcessSpec {
     /// A spec with no env changes, no timeout, `kill_grace` 10 s and no hang monitor.
-    pub fn new<S: Into<String>>(argv: impl IntoIterator<Item = S>, stdout: impl Into<PathBuf>, stderr: impl Into<PathBuf>) -> Self {
+    pub fn new<S: Into<String>>(
+        argv: impl IntoIterator<Item = S>,
+        stdout: impl Into<PathBuf>,
+        stderr: impl Into<PathBuf>,
+    ) -> Self {
         ProcessSpec {
             argv: argv.into_iter().map(Into::into).collect(),
             env: BTreeMap::new(),
@@ -120,7 +128,8 @@ pub enum SpawnError {
 /// `[A-Za-z_][A-Za-z0-9_]*`.
 pub fn is_posix_name(name: &str) -> bool {
     let mut bytes = name.bytes();
-    matches!(bytes.next(), Some(b'A'..=b'Z' | b'a'..=b'z' | b'_')) && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    matches!(bytes.next(), Some(b'A'..=b'Z' | b'a'..=b'z' | b'_'))
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 /// Keys must be POSIX names and values free of NUL.
@@ -221,12 +230,17 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
     let (out, err) = open_logs(&spec.stdout, &spec.stderr)?;
     tree::ensure_subreaper();
     static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
-    let token = format!("{}.{}", std::process::id(), NEXT_TOKEN.fetch_add(1, Ordering::Relaxed));
+    let token = format!(
+        "{}.{}",
+        std::process::id(),
+        NEXT_TOKEN.fetch_add(1, Ordering::Relaxed)
+    );
 
     let start = Instant::now();
     let own_maxrss_at_spawn = own_maxrss_kib();
     let spawned = resolve_program(spec).and_then(|program| {
-        let mut env: BTreeMap<std::ffi::OsString, std::ffi::OsString> = std::env::vars_os().collect();
+        let mut env: BTreeMap<std::ffi::OsString, std::ffi::OsString> =
+            std::env::vars_os().collect();
         for k in &spec.env_remove {
             env.remove(std::ffi::OsStr::new(k));
         }
@@ -234,7 +248,12 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
         env.insert(TOKEN_VAR.into(), token.clone().into());
         let env: Vec<_> = env.into_iter().collect();
         let null = File::open("/dev/null")?;
-        let stdio = spawn::Stdio { stdin: &null, stdout: &out, stderr: &err, cwd: spec.cwd.as_deref() };
+        let stdio = spawn::Stdio {
+            stdin: &null,
+            stdout: &out,
+            stderr: &err,
+            cwd: spec.cwd.as_deref(),
+        };
         spawn::spawn(&program, &spec.argv, &env, stdio)
     });
     drop((out, err));
@@ -259,10 +278,14 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
     let root_start = procfs::read_stat(pid).map_or(0, |s| s.start_time);
     let tree = Arc::new(Tree::new(pid, root_start, &token));
     let _registration = tree::register(&tree);
-    let monitor = spec
-        .hang
-        .as_ref()
-        .map(|h| Monitor::start(h, Arc::clone(&tree), vec![spec.stdout.clone(), spec.stderr.clone()], start));
+    let monitor = spec.hang.as_ref().map(|h| {
+        Monitor::start(
+            h,
+            Arc::clone(&tree),
+            vec![spec.stdout.clone(), spec.stderr.clone()],
+            start,
+        )
+    });
     let kill_on_hang = spec.hang.as_ref().is_some_and(|h| h.kill_on_hang);
     let deadline = spec.timeout.map(|t| start + t);
 
@@ -270,7 +293,9 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
         // SAFETY: pidfd_open on the child we just spawned; a negative result means unsupported.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
         // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
-        (fd >= 0).then(|| unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) })
+        (fd >= 0).then(|| unsafe {
+            <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32)
+        })
     };
     // The first scan can wait: a process that escapes earlier still carries the trial token
     // and is found by the scan at exit, and short trials then cost one scan, not two.
@@ -291,11 +316,19 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
         }
         if now >= next_refresh {
             tree.refresh(procfs::SHARED_SCAN_AGE);
-            let every = if now - start < EARLY_PHASE { REFRESH_EARLY } else { REFRESH_LATE };
+            let every = if now - start < EARLY_PHASE {
+                REFRESH_EARLY
+            } else {
+                REFRESH_LATE
+            };
             next_refresh = now + every;
         }
         let tick = deadline.map_or(TICK, |d| TICK.min(d.saturating_duration_since(now)));
-        let tick = tick.min(next_refresh.saturating_duration_since(now).max(Duration::from_millis(1)));
+        let tick = tick.min(
+            next_refresh
+                .saturating_duration_since(now)
+                .max(Duration::from_millis(1)),
+        );
         // Sleep until the root exits (its pidfd turns readable) or the tick ends, so a short
         // trial is noticed at once instead of at the next 20 ms tick.
         match &root_fd {
@@ -307,7 +340,10 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
     };
     let hang = monitor.and_then(Monitor::stop);
     if let Some(text) = hang.as_ref().and_then(|h| h.stacks.as_deref()) {
-        let header = hang.as_ref().map(|h| format!("# hang evidence: {}\n\n", h.evidence)).unwrap_or_default();
+        let header = hang
+            .as_ref()
+            .map(|h| format!("# hang evidence: {}\n\n", h.evidence))
+            .unwrap_or_default();
         // Best effort: the report keeps the text either way.
         let _ = fs::write(spec.stdout.with_file_name(HANG_STACKS_FILE), header + text);
     }
@@ -328,7 +364,9 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
     let reap_deadline = Instant::now() + REAP_BUDGET;
     let reaped = loop {
         match tree.try_reap_root() {
-            Reap::NotYet if Instant::now() < reap_deadline => std::thread::sleep(Duration::from_millis(5)),
+            Reap::NotYet if Instant::now() < reap_deadline => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
             Reap::NotYet => {
                 tree.reap_root_later();
                 break None;
@@ -364,7 +402,11 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
     // mark of the address space a process leaves at execve into its ru_maxrss: a figure no
     // larger than aorta's own high-water mark at that moment may be aorta's, not the child's.
     let child_maxrss = reaped.map_or(0, |r| r.1);
-    let child_maxrss = if child_maxrss > own_maxrss_at_spawn { child_maxrss } else { 0 };
+    let child_maxrss = if child_maxrss > own_maxrss_at_spawn {
+        child_maxrss
+    } else {
+        0
+    };
     let peak = (tree.peak_rss_bytes() / 1024).max(child_maxrss);
     Ok(ProcessOutcome {
         launched: true,
@@ -449,7 +491,9 @@ fn resolve_program(spec: &ProcessSpec) -> io::Result<PathBuf> {
     }
     // execvp's default search path when PATH is unset.
     let path_var = child_path(spec).unwrap_or_else(|| "/bin:/usr/bin".into());
-    let executable = |p: &Path| fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    let executable = |p: &Path| {
+        fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
     let cache = FOUND.get_or_init(Default::default);
     let key = (name.clone(), path_var.clone());
     if let Some(p) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
@@ -468,26 +512,44 @@ fn resolve_program(spec: &ProcessSpec) -> io::Result<PathBuf> {
         let candidate = child_cwd.join(dir).join(name);
         if executable(&candidate) {
             if all_absolute {
-                cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, candidate.clone());
+                cache
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, candidate.clone());
             }
             return Ok(candidate);
         }
         saw_file |= candidate.is_file();
     }
-    Err(io::Error::from_raw_os_error(if saw_file { libc::EACCES } else { libc::ENOENT }))
+    Err(io::Error::from_raw_os_error(if saw_file {
+        libc::EACCES
+    } else {
+        libc::ENOENT
+    }))
 }
 
 fn open_logs(stdout: &Path, stderr: &Path) -> Result<(File, File), SpawnError> {
     let open = |path: &Path| -> Result<File, SpawnError> {
-        let wrap = |source| SpawnError::Log { path: path.to_path_buf(), source };
+        let wrap = |source| SpawnError::Log {
+            path: path.to_path_buf(),
+            source,
+        };
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             fs::create_dir_all(parent).map_err(wrap)?;
         }
-        OpenOptions::new().write(true).create(true).truncate(true).open(path).map_err(wrap)
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(wrap)
     };
     let out = open(stdout)?;
     let err = if stdout == stderr {
-        out.try_clone().map_err(|source| SpawnError::Log { path: stderr.to_path_buf(), source })?
+        out.try_clone().map_err(|source| SpawnError::Log {
+            path: stderr.to_path_buf(),
+            source,
+        })?
     } else {
         open(stderr)?
     };
@@ -522,7 +584,10 @@ mod tests {
         assert!(matches!(s.validate(), Err(SpawnError::BadEnvName(_))));
         s.env_remove.clear();
         s.argv.push("a\0b".into());
-        assert!(matches!(s.validate(), Err(SpawnError::NulInArg { index: 1 })));
+        assert!(matches!(
+            s.validate(),
+            Err(SpawnError::NulInArg { index: 1 })
+        ));
         s.argv.clear();
         assert!(matches!(s.validate(), Err(SpawnError::EmptyArgv)));
         let mut s = ProcessSpec::new(["true"], "/dev/null", "/dev/null");

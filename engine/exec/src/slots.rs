@@ -31,7 +31,11 @@ impl Slots {
                 unique.push(g);
             }
         }
-        Slots { jobs: jobs.max(1), gpus: unique, trials_per_gpu: 1 }
+        Slots {
+            jobs: jobs.max(1),
+            gpus: unique,
+            trials_per_gpu: 1,
+        }
     }
 
     /// Shared mode: up to `trials_per_gpu` (at least 1) trials may use one device at once.
@@ -56,7 +60,10 @@ impl Slots {
     /// Whether `request` can ever be granted.
     pub fn check(&self, request: SlotRequest) -> Result<(), SlotError> {
         if request.gpus > self.gpus.len() {
-            return Err(SlotError::TooManyGpus { requested: request.gpus, available: self.gpus.len() });
+            return Err(SlotError::TooManyGpus {
+                requested: request.gpus,
+                available: self.gpus.len(),
+            });
         }
         Ok(())
     }
@@ -112,7 +119,10 @@ impl Lease {
             return BTreeMap::new();
         }
         let ids = self.gpus.join(",");
-        ["CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"].into_iter().map(|k| (k.to_string(), ids.clone())).collect()
+        ["CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"]
+            .into_iter()
+            .map(|k| (k.to_string(), ids.clone()))
+            .collect()
     }
 
     /// Merges [`env`](Self::env) into the spec; the lease wins over a cell's own value.
@@ -131,7 +141,9 @@ struct Devices {
 impl Devices {
     /// The `n` least-loaded devices with room, or `None`.
     fn acquire(&mut self, n: usize) -> Option<Vec<usize>> {
-        let mut free: Vec<usize> = (0..self.load.len()).filter(|&i| self.load[i] < self.cap).collect();
+        let mut free: Vec<usize> = (0..self.load.len())
+            .filter(|&i| self.load[i] < self.cap)
+            .collect();
         if free.len() < n {
             return None;
         }
@@ -171,7 +183,10 @@ impl<J, O> Shared<J, O> {
         Shared {
             state: Mutex::new(State {
                 queue: VecDeque::new(),
-                devices: Devices { load: vec![0; slots.gpus.len()], cap: slots.trials_per_gpu },
+                devices: Devices {
+                    load: vec![0; slots.gpus.len()],
+                    cap: slots.trials_per_gpu,
+                },
                 running: 0,
                 done: VecDeque::new(),
                 shutdown: false,
@@ -210,7 +225,10 @@ impl<J, O> Shared<J, O> {
                     st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
                 }
             };
-            let lease = Lease { slot, gpus: ids.iter().map(|&i| self.gpus[i].clone()).collect() };
+            let lease = Lease {
+                slot,
+                gpus: ids.iter().map(|&i| self.gpus[i].clone()).collect(),
+            };
             let out = exec(job, lease);
             let mut st = self.lock();
             st.devices.release(&ids);
@@ -253,18 +271,30 @@ impl<I: Send + 'static, R: Send + 'static> Pool<I, R> {
                     .name(format!("aorta-slot-{slot}"))
                     .spawn(move || {
                         shared.work(slot, |(id, job): (I, PoolJob<R>), lease| {
-                            (id, panic::catch_unwind(AssertUnwindSafe(move || job(lease))))
+                            (
+                                id,
+                                panic::catch_unwind(AssertUnwindSafe(move || job(lease))),
+                            )
                         })
                     })
                     .expect("spawn pool worker")
             })
             .collect();
-        Pool { slots, shared, workers }
+        Pool {
+            slots,
+            shared,
+            workers,
+        }
     }
 
     /// Queues a job; it starts once a worker and the requested devices are free. A request
     /// that can never be granted is refused here rather than waiting forever.
-    pub fn submit(&self, id: I, request: SlotRequest, job: impl FnOnce(Lease) -> R + Send + 'static) -> Result<(), SlotError> {
+    pub fn submit(
+        &self,
+        id: I,
+        request: SlotRequest,
+        job: impl FnOnce(Lease) -> R + Send + 'static,
+    ) -> Result<(), SlotError> {
         self.slots.check(request)?;
         let mut st = self.shared.lock();
         st.queue.push_back((request, (id, Box::new(job))));
@@ -316,7 +346,11 @@ impl<I, R> Drop for Pool<I, R> {
 
 /// Runs every item with its request through `slots` and returns the results in input order
 /// (a batch convenience over the same scheduler; `f` may borrow). A panic in `f` is re-raised.
-pub fn run_all<T, R, F>(items: Vec<(SlotRequest, T)>, slots: &Slots, f: F) -> Result<Vec<R>, SlotError>
+pub fn run_all<T, R, F>(
+    items: Vec<(SlotRequest, T)>,
+    slots: &Slots,
+    f: F,
+) -> Result<Vec<R>, SlotError>
 where
     T: Send,
     R: Send,
@@ -329,14 +363,21 @@ where
     let shared: Shared<(usize, T), (usize, std::thread::Result<R>)> = Shared::new(slots);
     {
         let mut st = shared.lock();
-        st.queue.extend(items.into_iter().enumerate().map(|(i, (req, t))| (req, (i, t))));
+        st.queue.extend(
+            items
+                .into_iter()
+                .enumerate()
+                .map(|(i, (req, t))| (req, (i, t))),
+        );
     }
     let mut results: Vec<Option<R>> = (0..n).map(|_| None).collect();
     std::thread::scope(|s| {
         for slot in 0..slots.jobs.min(n.max(1)) {
             let (shared, f) = (&shared, &f);
             s.spawn(move || {
-                shared.work(slot, |(i, t): (usize, T), lease| (i, panic::catch_unwind(AssertUnwindSafe(|| f(t, lease)))))
+                shared.work(slot, |(i, t): (usize, T), lease| {
+                    (i, panic::catch_unwind(AssertUnwindSafe(|| f(t, lease))))
+                })
             });
         }
         let mut st = shared.lock();
@@ -360,7 +401,10 @@ where
             panic::resume_unwind(p);
         }
     });
-    Ok(results.into_iter().map(|r| r.expect("every item completed")).collect())
+    Ok(results
+        .into_iter()
+        .map(|r| r.expect("every item completed"))
+        .collect())
 }
 
 #[cfg(test)]
@@ -369,13 +413,19 @@ mod tests {
 
     #[test]
     fn devices_are_exclusive_and_least_loaded() {
-        let mut d = Devices { load: vec![0; 3], cap: 1 };
+        let mut d = Devices {
+            load: vec![0; 3],
+            cap: 1,
+        };
         assert_eq!(d.acquire(2), Some(vec![0, 1]));
         assert_eq!(d.acquire(2), None);
         assert_eq!(d.acquire(1), Some(vec![2]));
         d.release(&[0]);
         assert_eq!(d.acquire(1), Some(vec![0]));
-        let mut shared = Devices { load: vec![0; 2], cap: 2 };
+        let mut shared = Devices {
+            load: vec![0; 2],
+            cap: 2,
+        };
         assert_eq!(shared.acquire(1), Some(vec![0]));
         assert_eq!(shared.acquire(1), Some(vec![1]));
         assert_eq!(shared.acquire(2), Some(vec![0, 1]));
@@ -384,11 +434,19 @@ mod tests {
 
     #[test]
     fn lease_env() {
-        let l = Lease { slot: 0, gpus: vec!["2".into(), "5".into()] };
+        let l = Lease {
+            slot: 0,
+            gpus: vec!["2".into(), "5".into()],
+        };
         let env = l.env();
         assert_eq!(env["CUDA_VISIBLE_DEVICES"], "2,5");
         assert_eq!(env["HIP_VISIBLE_DEVICES"], "2,5");
-        assert!(Lease { slot: 1, gpus: vec![] }.env().is_empty());
+        assert!(Lease {
+            slot: 1,
+            gpus: vec![]
+        }
+        .env()
+        .is_empty());
         let mut spec = ProcessSpec::new(["true"], "/dev/null", "/dev/null");
         spec.env.insert("CUDA_VISIBLE_DEVICES".into(), "7".into());
         l.apply(&mut spec);
@@ -400,6 +458,12 @@ mod tests {
         let s = Slots::new(0, vec!["0".into(), "0".into(), "1".into()]);
         assert_eq!(s.jobs(), 1);
         assert_eq!(s.gpus(), ["0", "1"]);
-        assert_eq!(s.check(SlotRequest::gpus(3)), Err(SlotError::TooManyGpus { requested: 3, available: 2 }));
+        assert_eq!(
+            s.check(SlotRequest::gpus(3)),
+            Err(SlotError::TooManyGpus {
+                requested: 3,
+                available: 2
+            })
+        );
     }
 }

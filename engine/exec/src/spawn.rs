@@ -30,11 +30,15 @@ struct Plan {
 }
 
 fn cstring(s: &OsStr) -> io::Result<CString> {
-    CString::new(s.as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in an argument"))
+    CString::new(s.as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in an argument"))
 }
 
 fn null_terminated(v: &[CString]) -> Vec<*const libc::c_char> {
-    v.iter().map(|c| c.as_ptr()).chain(std::iter::once(std::ptr::null())).collect()
+    v.iter()
+        .map(|c| c.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
 }
 
 /// The standard streams and directory of the child.
@@ -49,9 +53,17 @@ pub(crate) struct Stdio<'a> {
 /// and exactly the environment `env`, in a new session, with `PR_SET_PDEATHSIG = SIGTERM`.
 /// Returns the pid; an error from any step before the program ran (e.g. ENOENT from execve)
 /// comes back as that `io::Error`, the child already reaped.
-pub(crate) fn spawn(program: &Path, argv: &[String], env: &[(OsString, OsString)], stdio: Stdio<'_>) -> io::Result<i32> {
+pub(crate) fn spawn(
+    program: &Path,
+    argv: &[String],
+    env: &[(OsString, OsString)],
+    stdio: Stdio<'_>,
+) -> io::Result<i32> {
     let program_c = cstring(program.as_os_str())?;
-    let argv_c = argv.iter().map(|a| cstring(OsStr::new(a))).collect::<io::Result<Vec<_>>>()?;
+    let argv_c = argv
+        .iter()
+        .map(|a| cstring(OsStr::new(a)))
+        .collect::<io::Result<Vec<_>>>()?;
     let mut sh_argv = vec![CString::from(c"sh"), program_c.clone()];
     sh_argv.extend(argv_c.iter().skip(1).cloned());
     let envp = env
@@ -69,13 +81,22 @@ pub(crate) fn spawn(program: &Path, argv: &[String], env: &[(OsString, OsString)
         envp,
         sh_argv,
         cwd: stdio.cwd.map(|d| cstring(d.as_os_str())).transpose()?,
-        stdio: [stdio.stdin.as_raw_fd(), stdio.stdout.as_raw_fd(), stdio.stderr.as_raw_fd()],
+        stdio: [
+            stdio.stdin.as_raw_fd(),
+            stdio.stdout.as_raw_fd(),
+            stdio.stderr.as_raw_fd(),
+        ],
         error: AtomicI32::new(0),
     };
     let argv_p = null_terminated(&plan.argv);
     let envp_p = null_terminated(&plan.envp);
     let sh_p = null_terminated(&plan.sh_argv);
-    let child = Child { plan: &plan, argv: argv_p.as_ptr(), envp: envp_p.as_ptr(), sh_argv: sh_p.as_ptr() };
+    let child = Child {
+        plan: &plan,
+        argv: argv_p.as_ptr(),
+        envp: envp_p.as_ptr(),
+        sh_argv: sh_p.as_ptr(),
+    };
 
     // The child runs on this buffer while the parent waits (CLONE_VFORK).
     let mut stack = vec![0u8; 64 * 1024];
@@ -94,11 +115,19 @@ pub(crate) fn spawn(program: &Path, argv: &[String], env: &[(OsString, OsString)
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
     }
-    let child = ChildWithMask { child, old_mask: old };
+    let child = ChildWithMask {
+        child,
+        old_mask: old,
+    };
     // SAFETY: `child_main` only reads `child` (alive until clone returns, as CLONE_VFORK
     // suspends us until the child has exec'd or exited) and makes async-signal-safe calls.
     let pid = unsafe {
-        libc::clone(child_main, top, libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD, &child as *const ChildWithMask as *mut libc::c_void)
+        libc::clone(
+            child_main,
+            top,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            &child as *const ChildWithMask as *mut libc::c_void,
+        )
     };
     let clone_error = io::Error::last_os_error();
     // SAFETY: restores the mask saved above.
@@ -139,7 +168,8 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     let fail = |plan: &Plan| -> libc::c_int {
         // SAFETY: errno read and _exit are async-signal-safe.
         unsafe {
-            plan.error.store(*libc::__errno_location(), Ordering::SeqCst);
+            plan.error
+                .store(*libc::__errno_location(), Ordering::SeqCst);
             libc::_exit(127)
         }
     };
@@ -165,7 +195,13 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             return fail(c.plan);
         }
         // If aorta dies without tearing down, the root gets SIGTERM.
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0);
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGTERM as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
         for (target, &fd) in c.plan.stdio.iter().enumerate() {
             if libc::dup2(fd, target as libc::c_int) < 0 {
                 return fail(c.plan);
@@ -194,7 +230,10 @@ mod tests {
     use std::fs::File;
 
     fn env() -> Vec<(OsString, OsString)> {
-        vec![("PATH".into(), "/usr/bin:/bin".into()), ("AORTA_SPAWN_TEST".into(), "yes".into())]
+        vec![
+            ("PATH".into(), "/usr/bin:/bin".into()),
+            ("AORTA_SPAWN_TEST".into(), "yes".into()),
+        ]
     }
 
     fn wait(pid: i32) -> i32 {
@@ -209,12 +248,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let out = File::create(dir.path().join("out")).unwrap();
         let null = File::open("/dev/null").unwrap();
-        let script = "echo \"$AORTA_SPAWN_TEST $(pwd) $HOME\"; ps -o sid= -p $$ | tr -d ' '; echo $$";
-        let pid = spawn(Path::new("/bin/sh"), &["sh".into(), "-c".into(), script.into()], &env(), Stdio { stdin: &null, stdout: &out, stderr: &out, cwd: Some(dir.path()) }).unwrap();
+        let script =
+            "echo \"$AORTA_SPAWN_TEST $(pwd) $HOME\"; ps -o sid= -p $$ | tr -d ' '; echo $$";
+        let pid = spawn(
+            Path::new("/bin/sh"),
+            &["sh".into(), "-c".into(), script.into()],
+            &env(),
+            Stdio {
+                stdin: &null,
+                stdout: &out,
+                stderr: &out,
+                cwd: Some(dir.path()),
+            },
+        )
+        .unwrap();
         assert_eq!(wait(pid), 0);
         let text = std::fs::read_to_string(dir.path().join("out")).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], format!("yes {} ", dir.path().canonicalize().unwrap().display()), "only the given env: no HOME");
+        assert_eq!(
+            lines[0],
+            format!("yes {} ", dir.path().canonicalize().unwrap().display()),
+            "only the given env: no HOME"
+        );
         if lines.len() == 3 {
             assert_eq!(lines[1], lines[2], "the child leads its own session");
         }
@@ -223,17 +278,37 @@ mod tests {
     #[test]
     fn exec_errors_come_back_as_errno() {
         let null = File::open("/dev/null").unwrap();
-        let io = || Stdio { stdin: &null, stdout: &null, stderr: &null, cwd: None };
-        let e = spawn(Path::new("/definitely/not/here"), &["x".into()], &env(), io()).unwrap_err();
+        let io = || Stdio {
+            stdin: &null,
+            stdout: &null,
+            stderr: &null,
+            cwd: None,
+        };
+        let e = spawn(
+            Path::new("/definitely/not/here"),
+            &["x".into()],
+            &env(),
+            io(),
+        )
+        .unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
         let dir = tempfile::tempdir().unwrap();
         let plain = dir.path().join("not-executable");
         std::fs::write(&plain, "true\n").unwrap();
-        std::fs::set_permissions(&plain, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(&plain, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .unwrap();
         let e = spawn(&plain, &["x".into()], &env(), io()).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EACCES));
-        let bad_cwd = Stdio { cwd: Some(Path::new("/definitely/not/here")), ..io() };
-        assert_eq!(spawn(Path::new("/bin/true"), &["true".into()], &env(), bad_cwd).unwrap_err().raw_os_error(), Some(libc::ENOENT));
+        let bad_cwd = Stdio {
+            cwd: Some(Path::new("/definitely/not/here")),
+            ..io()
+        };
+        assert_eq!(
+            spawn(Path::new("/bin/true"), &["true".into()], &env(), bad_cwd)
+                .unwrap_err()
+                .raw_os_error(),
+            Some(libc::ENOENT)
+        );
     }
 
     #[test]
@@ -241,9 +316,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let script = dir.path().join("s");
         std::fs::write(&script, "exit 7\n").unwrap();
-        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
         let null = File::open("/dev/null").unwrap();
-        let pid = spawn(&script, &["s".into()], &env(), Stdio { stdin: &null, stdout: &null, stderr: &null, cwd: None }).unwrap();
+        let pid = spawn(
+            &script,
+            &["s".into()],
+            &env(),
+            Stdio {
+                stdin: &null,
+                stdout: &null,
+                stderr: &null,
+                cwd: None,
+            },
+        )
+        .unwrap();
         assert_eq!(wait(pid), 7);
     }
 }

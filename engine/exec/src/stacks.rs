@@ -43,11 +43,18 @@ pub struct Sampler {
 /// Finds the samplers: `py-spy` in `py_spy_dirs` (e.g. the configured Python's `bin`) or on
 /// `PATH`, `eu-stack` and `gdb` on `PATH`. Python stacks first: they name the collective.
 pub fn discover(py_spy_dirs: &[PathBuf]) -> Vec<Sampler> {
-    let path_dirs: Vec<PathBuf> = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
-    let find = |name: &str, dirs: &mut dyn Iterator<Item = &PathBuf>| dirs.map(|d| d.join(name)).find(|p| is_executable(p));
+    let path_dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    let find = |name: &str, dirs: &mut dyn Iterator<Item = &PathBuf>| {
+        dirs.map(|d| d.join(name)).find(|p| is_executable(p))
+    };
     let mut out = Vec::new();
     if let Some(path) = find("py-spy", &mut py_spy_dirs.iter().chain(&path_dirs)) {
-        out.push(Sampler { kind: SamplerKind::PySpy, path });
+        out.push(Sampler {
+            kind: SamplerKind::PySpy,
+            path,
+        });
     }
     for kind in [SamplerKind::EuStack, SamplerKind::Gdb] {
         if let Some(path) = find(kind.name(), &mut path_dirs.iter()) {
@@ -96,13 +103,24 @@ pub fn sample(samplers: &[Sampler], proc: ProcId) -> Option<ProcessStacks> {
             SamplerKind::EuStack => parse_eu_stack(&text),
             SamplerKind::Gdb => parse_gdb(&text),
         };
-        (!threads.is_empty()).then_some(ProcessStacks { proc, sampler: s.kind, text, threads })
+        (!threads.is_empty()).then_some(ProcessStacks {
+            proc,
+            sampler: s.kind,
+            text,
+            threads,
+        })
     })
 }
 
 /// Runs `program args`, returns its stdout if it finished within `timeout` (killed otherwise).
 fn run_captured(program: &Path, args: &[&str], timeout: Duration) -> Option<String> {
-    let mut child = Command::new(program).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().ok()?;
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
     let mut stdout = child.stdout.take()?;
     let reader = std::thread::spawn(move || {
         let mut buf = Vec::new();
@@ -121,7 +139,10 @@ fn run_captured(program: &Path, args: &[&str], timeout: Duration) -> Option<Stri
             }
         }
     }
-    reader.join().ok().map(|b| String::from_utf8_lossy(&b).into_owned())
+    reader
+        .join()
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
 /// `py-spy dump`: `Thread 123 (idle): "MainThread"` then four-space-indented `name (file:line)`.
@@ -130,9 +151,14 @@ pub fn parse_py_spy(text: &str) -> Vec<ThreadStack> {
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("Thread ") {
             let id = rest.split_whitespace().next().unwrap_or("");
-            let tid = id.strip_prefix("0x").map_or_else(|| id.parse().ok(), |h| u64::from_str_radix(h, 16).ok());
+            let tid = id
+                .strip_prefix("0x")
+                .map_or_else(|| id.parse().ok(), |h| u64::from_str_radix(h, 16).ok());
             if let Some(tid) = tid {
-                threads.push(ThreadStack { tid, frames: Vec::new() });
+                threads.push(ThreadStack {
+                    tid,
+                    frames: Vec::new(),
+                });
             }
         } else if let (Some(frame), Some(t)) = (line.strip_prefix("    "), threads.last_mut()) {
             let frame = frame.trim();
@@ -152,11 +178,16 @@ pub fn parse_eu_stack(text: &str) -> Vec<ThreadStack> {
         let line = line.trim();
         if let Some(rest) = line.strip_prefix("TID ") {
             if let Ok(tid) = rest.trim_end_matches(':').trim().parse() {
-                threads.push(ThreadStack { tid, frames: Vec::new() });
+                threads.push(ThreadStack {
+                    tid,
+                    frames: Vec::new(),
+                });
             }
         } else if let (Some(rest), Some(t)) = (frame_body(line), threads.last_mut()) {
             // `0x00007f...  name` or `0x00007f... - 1 name`; no name when symbols are missing.
-            let name = rest.split_whitespace().find(|w| !w.starts_with("0x") && *w != "-" && w.parse::<u64>().is_err());
+            let name = rest
+                .split_whitespace()
+                .find(|w| !w.starts_with("0x") && *w != "-" && w.parse::<u64>().is_err());
             t.frames.push(name.unwrap_or("??").to_string());
         }
     }
@@ -170,9 +201,16 @@ pub fn parse_gdb(text: &str) -> Vec<ThreadStack> {
     for line in text.lines() {
         let line = line.trim();
         if line.starts_with("Thread ") && line.contains("(LWP ") {
-            let tid = line.split("(LWP ").nth(1).and_then(|r| r.split(')').next()).and_then(|n| n.trim().parse().ok());
+            let tid = line
+                .split("(LWP ")
+                .nth(1)
+                .and_then(|r| r.split(')').next())
+                .and_then(|n| n.trim().parse().ok());
             if let Some(tid) = tid {
-                threads.push(ThreadStack { tid, frames: Vec::new() });
+                threads.push(ThreadStack {
+                    tid,
+                    frames: Vec::new(),
+                });
             }
         } else if let (Some(rest), Some(t)) = (frame_body(line), threads.last_mut()) {
             let rest = rest.split_once(" in ").map_or(rest, |(_, r)| r);
@@ -233,7 +271,17 @@ const PY_COLLECTIVES: &[&str] = &[
 ];
 
 /// Python functions that wait only when torch defines them (`barrier`, `synchronize`, …).
-const PY_TORCH_WAITS: &[&str] = &["barrier", "broadcast", "reduce", "gather", "scatter", "send", "recv", "synchronize", "wait"];
+const PY_TORCH_WAITS: &[&str] = &[
+    "barrier",
+    "broadcast",
+    "reduce",
+    "gather",
+    "scatter",
+    "send",
+    "recv",
+    "synchronize",
+    "wait",
+];
 
 /// Whether a frame blocks on the GPU or on other ranks. Generic waits (a futex, `poll`,
 /// `threading.Condition.wait`, NCCL's own watchdog thread) do not count by themselves: idle
@@ -241,7 +289,9 @@ const PY_TORCH_WAITS: &[&str] = &["barrier", "broadcast", "reduce", "gather", "s
 pub fn is_wait_frame(frame: &str) -> bool {
     if let Some((name, location)) = frame.split_once(" (") {
         // py-spy: `name (path/file.py:line)`
-        let torch = location.contains("torch/distributed") || location.contains("torch/cuda") || location.contains("c10d");
+        let torch = location.contains("torch/distributed")
+            || location.contains("torch/cuda")
+            || location.contains("c10d");
         return PY_COLLECTIVES.contains(&name) || (torch && PY_TORCH_WAITS.contains(&name));
     }
     NATIVE_WAITS.iter().any(|w| frame.contains(w))
@@ -251,10 +301,18 @@ pub fn is_wait_frame(frame: &str) -> bool {
 /// as `pid <pid> thread <tid>: <innermost waiting frame>`.
 pub fn evidence(earlier: &[ProcessStacks], later: &[ProcessStacks]) -> Option<String> {
     for p in later {
-        let Some(before) = earlier.iter().find(|e| e.proc == p.proc) else { continue };
+        let Some(before) = earlier.iter().find(|e| e.proc == p.proc) else {
+            continue;
+        };
         for t in &p.threads {
-            let Some(wait) = t.frames.iter().find(|f| is_wait_frame(f)) else { continue };
-            if before.threads.iter().any(|b| b.tid == t.tid && b.frames == t.frames) {
+            let Some(wait) = t.frames.iter().find(|f| is_wait_frame(f)) else {
+                continue;
+            };
+            if before
+                .threads
+                .iter()
+                .any(|b| b.tid == t.tid && b.frames == t.frames)
+            {
                 return Some(format!("pid {} thread {}: {wait}", p.proc.pid, t.tid));
             }
         }
@@ -266,7 +324,11 @@ pub fn evidence(earlier: &[ProcessStacks], later: &[ProcessStacks]) -> Option<St
 pub fn render(label: &str, samples: &[ProcessStacks]) -> String {
     let mut out = String::new();
     for s in samples {
-        out.push_str(&format!("=== {label}: pid {} ({}) ===\n", s.proc.pid, s.sampler.name()));
+        out.push_str(&format!(
+            "=== {label}: pid {} ({}) ===\n",
+            s.proc.pid,
+            s.sampler.name()
+        ));
         out.push_str(s.text.trim_end());
         out.push_str("\n\n");
     }
@@ -327,16 +389,36 @@ TID 4130:
             SamplerKind::EuStack => parse_eu_stack(text),
             SamplerKind::Gdb => parse_gdb(text),
         };
-        ProcessStacks { proc: proc(4121), sampler: kind, text: text.to_string(), threads }
+        ProcessStacks {
+            proc: proc(4121),
+            sampler: kind,
+            text: text.to_string(),
+            threads,
+        }
     }
 
     #[test]
     fn py_spy_threads_and_frames_without_locals() {
         let t = parse_py_spy(PY_SPY);
         assert_eq!(t.len(), 2);
-        assert_eq!(t[0], ThreadStack { tid: 13006, frames: vec!["all_reduce (stub.py:3)".into(), "<module> (stub.py:5)".into()] });
+        assert_eq!(
+            t[0],
+            ThreadStack {
+                tid: 13006,
+                frames: vec![
+                    "all_reduce (stub.py:3)".into(),
+                    "<module> (stub.py:5)".into()
+                ]
+            }
+        );
         assert_eq!(t[1].tid, 0x7F3A2B5FF640);
-        assert_eq!(t[1].frames, ["wait (threading.py:324)", "_pin_memory_loop (torch/utils/data/_utils/pin_memory.py:51)"]);
+        assert_eq!(
+            t[1].frames,
+            [
+                "wait (threading.py:324)",
+                "_pin_memory_loop (torch/utils/data/_utils/pin_memory.py:51)"
+            ]
+        );
     }
 
     #[test]
@@ -345,17 +427,43 @@ TID 4130:
         assert_eq!(t.iter().map(|t| t.tid).collect::<Vec<_>>(), [4130, 4121]);
         assert_eq!(
             t[0].frames,
-            ["__futex_abstimed_wait_common64", "std::condition_variable::wait_for", "c10d::ProcessGroupNCCL::ncclCommWatchdog"]
+            [
+                "__futex_abstimed_wait_common64",
+                "std::condition_variable::wait_for",
+                "c10d::ProcessGroupNCCL::ncclCommWatchdog"
+            ]
         );
-        assert_eq!(t[1].frames, ["??", "??", "cudaDeviceSynchronize", "c10::cuda::device_synchronize", "_PyEval_EvalFrameDefault"]);
+        assert_eq!(
+            t[1].frames,
+            [
+                "??",
+                "??",
+                "cudaDeviceSynchronize",
+                "c10::cuda::device_synchronize",
+                "_PyEval_EvalFrameDefault"
+            ]
+        );
     }
 
     #[test]
     fn eu_stack_threads_and_function_names() {
         let t = parse_eu_stack(EU_STACK);
         assert_eq!(t.len(), 2);
-        assert_eq!(t[0].frames, ["??", "cudaStreamSynchronize", "at::native::_local_scalar_dense_cuda"]);
-        assert_eq!(t[1].frames, ["__futex_abstimed_wait_common64", "c10d::ProcessGroupNCCL::ncclCommWatchdog()"]);
+        assert_eq!(
+            t[0].frames,
+            [
+                "??",
+                "cudaStreamSynchronize",
+                "at::native::_local_scalar_dense_cuda"
+            ]
+        );
+        assert_eq!(
+            t[1].frames,
+            [
+                "__futex_abstimed_wait_common64",
+                "c10d::ProcessGroupNCCL::ncclCommWatchdog()"
+            ]
+        );
     }
 
     #[test]
@@ -387,19 +495,29 @@ TID 4130:
     #[test]
     fn evidence_needs_the_same_waiting_stack_in_both_samples() {
         let a = [stacks(GDB, SamplerKind::Gdb)];
-        assert_eq!(evidence(&a, &a).as_deref(), Some("pid 4121 thread 4121: cudaDeviceSynchronize"));
+        assert_eq!(
+            evidence(&a, &a).as_deref(),
+            Some("pid 4121 thread 4121: cudaDeviceSynchronize")
+        );
         // The same with eu-stack: the synchronize thread, not the watchdog's futex.
         let e = [stacks(EU_STACK, SamplerKind::EuStack)];
-        assert_eq!(evidence(&e, &e).as_deref(), Some("pid 4121 thread 4121: cudaStreamSynchronize"));
+        assert_eq!(
+            evidence(&e, &e).as_deref(),
+            Some("pid 4121 thread 4121: cudaStreamSynchronize")
+        );
         // A frame moved between the samples: progress, not a hang.
-        let moved = [stacks(&GDB.replace("#4  _PyEval", "#4  _PyEval_Other"), SamplerKind::Gdb)];
+        let moved = [stacks(
+            &GDB.replace("#4  _PyEval", "#4  _PyEval_Other"),
+            SamplerKind::Gdb,
+        )];
         assert_eq!(evidence(&a, &moved), None);
         // Another process (pid reused: other start time) is not the same process.
         let mut other = a.clone();
         other[0].proc.start_time = 8;
         assert_eq!(evidence(&a, &other), None);
         // Identical stacks that wait on nothing in particular are no evidence.
-        let idle = "Thread 9 (idle): \"MainThread\"\n    wait (threading.py:324)\n    run (app.py:9)\n";
+        let idle =
+            "Thread 9 (idle): \"MainThread\"\n    wait (threading.py:324)\n    run (app.py:9)\n";
         let idle = [stacks(idle, SamplerKind::PySpy)];
         assert_eq!(evidence(&idle, &idle), None);
     }
@@ -407,7 +525,10 @@ TID 4130:
     #[test]
     fn render_names_each_process_and_sampler() {
         let r = render("sample 2", &[stacks(PY_SPY, SamplerKind::PySpy)]);
-        assert!(r.starts_with("=== sample 2: pid 4121 (py-spy) ===\nProcess 13006"), "{r}");
+        assert!(
+            r.starts_with("=== sample 2: pid 4121 (py-spy) ===\nProcess 13006"),
+            "{r}"
+        );
     }
 
     #[test]
@@ -418,17 +539,35 @@ TID 4130:
         std::fs::write(&fake, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
         let found = discover(&[dir.path().to_path_buf()]);
-        assert_eq!(found.first(), Some(&Sampler { kind: SamplerKind::PySpy, path: fake }));
+        assert_eq!(
+            found.first(),
+            Some(&Sampler {
+                kind: SamplerKind::PySpy,
+                path: fake
+            })
+        );
         // Not executable: not a sampler.
-        std::fs::set_permissions(dir.path().join("py-spy"), std::fs::Permissions::from_mode(0o644)).unwrap();
-        assert!(discover(&[dir.path().to_path_buf()]).first().is_none_or(|s| s.path.parent() != Some(dir.path())));
+        std::fs::set_permissions(
+            dir.path().join("py-spy"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        assert!(discover(&[dir.path().to_path_buf()])
+            .first()
+            .is_none_or(|s| s.path.parent() != Some(dir.path())));
     }
 
     #[test]
     fn a_sampler_that_outlives_its_timeout_is_killed() {
         let start = Instant::now();
-        assert_eq!(run_captured(Path::new("sleep"), &["5"], Duration::from_millis(200)), None);
+        assert_eq!(
+            run_captured(Path::new("sleep"), &["5"], Duration::from_millis(200)),
+            None
+        );
         assert!(start.elapsed() < Duration::from_secs(2));
-        assert_eq!(run_captured(Path::new("echo"), &["hi"], Duration::from_secs(5)).as_deref(), Some("hi\n"));
+        assert_eq!(
+            run_captured(Path::new("echo"), &["hi"], Duration::from_secs(5)).as_deref(),
+            Some("hi\n")
+        );
     }
 }

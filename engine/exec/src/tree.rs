@@ -36,7 +36,8 @@ pub struct ProcId {
 impl ProcId {
     /// Whether this very process still runs (exists with the same start time, not a zombie).
     pub fn is_alive(&self) -> bool {
-        procfs::read_stat(self.pid as i32).is_some_and(|s| s.start_time == self.start_time && !s.is_zombie())
+        procfs::read_stat(self.pid as i32)
+            .is_some_and(|s| s.start_time == self.start_time && !s.is_zombie())
     }
 }
 
@@ -72,7 +73,10 @@ struct Inner {
 
 pub(crate) enum Reap {
     /// Reaped: raw wait status and `ru_maxrss` (KiB).
-    Done { status: i32, maxrss_kib: u64 },
+    Done {
+        status: i32,
+        maxrss_kib: u64,
+    },
     NotYet,
     /// Someone else reaped it (should not happen); status unknown.
     Lost,
@@ -110,8 +114,13 @@ impl Tree {
     pub fn refresh_young(&self, since_start: Duration) -> Vec<ProcId> {
         // Sound while fewer pids than `pid_max` were handed out since the root started: assume
         // at most 100,000 forks a second on the host.
-        let no_wrap = procfs::pid_max().is_some_and(|max| since_start.as_secs_f64() * 100_000.0 < max as f64);
-        let snap = if no_wrap { Snapshot::take_since(self.root) } else { None };
+        let no_wrap =
+            procfs::pid_max().is_some_and(|max| since_start.as_secs_f64() * 100_000.0 < max as f64);
+        let snap = if no_wrap {
+            Snapshot::take_since(self.root)
+        } else {
+            None
+        };
         match snap {
             Some(snap) => {
                 let mut inner = self.lock();
@@ -139,9 +148,16 @@ impl Tree {
             if st.pid <= 1 || st.pid == me || st.pgrp == my_pgrp {
                 return;
             }
-            if inner.seen.insert((st.pid, st.start_time), !st.is_zombie()).is_none() {
+            if inner
+                .seen
+                .insert((st.pid, st.start_time), !st.is_zombie())
+                .is_none()
+            {
                 frontier.push(st.pid);
-                added.push(ProcId { pid: st.pid as u32, start_time: st.start_time });
+                added.push(ProcId {
+                    pid: st.pid as u32,
+                    start_time: st.start_time,
+                });
             }
         };
         if !inner.root_reaped {
@@ -151,7 +167,9 @@ impl Tree {
         }
         if subreaper_on() {
             for &c in snap.children.get(&me).map(Vec::as_slice).unwrap_or(&[]) {
-                let Some(st) = snap.by_pid.get(&c) else { continue };
+                let Some(st) = snap.by_pid.get(&c) else {
+                    continue;
+                };
                 let key = (c, st.start_time);
                 if inner.seen.contains_key(&key) || inner.rejected.contains(&key) {
                     continue;
@@ -187,13 +205,23 @@ impl Tree {
             .seen
             .iter()
             .filter(|(_, live)| **live)
-            .map(|(&(pid, start_time), _)| ProcId { pid: pid as u32, start_time })
+            .map(|(&(pid, start_time), _)| ProcId {
+                pid: pid as u32,
+                start_time,
+            })
             .collect()
     }
 
     /// Every member ever seen, root included.
     pub fn all(&self) -> Vec<ProcId> {
-        self.lock().seen.keys().map(|&(pid, start_time)| ProcId { pid: pid as u32, start_time }).collect()
+        self.lock()
+            .seen
+            .keys()
+            .map(|&(pid, start_time)| ProcId {
+                pid: pid as u32,
+                start_time,
+            })
+            .collect()
     }
 
     pub fn peak_rss_bytes(&self) -> u64 {
@@ -256,7 +284,10 @@ impl Tree {
             let r = unsafe { libc::wait4(self.root, &mut status, libc::WNOHANG, &mut ru) };
             if r == self.root {
                 inner.root_reaped = true;
-                return Reap::Done { status, maxrss_kib: ru.ru_maxrss.max(0) as u64 };
+                return Reap::Done {
+                    status,
+                    maxrss_kib: ru.ru_maxrss.max(0) as u64,
+                };
             }
             if r == 0 {
                 return Reap::NotYet;
@@ -298,7 +329,9 @@ impl Tree {
             if pid == self.root {
                 continue;
             }
-            let Some(st) = snap.get(pid, start) else { continue };
+            let Some(st) = snap.get(pid, start) else {
+                continue;
+            };
             if st.ppid != me {
                 continue;
             }
@@ -325,17 +358,21 @@ impl Tree {
             .lock()
             .seen
             .keys()
-            .filter(|&&(pid, start)| pid != self.root && snap.get(pid, start).is_some_and(|s| s.ppid == me))
+            .filter(|&&(pid, start)| {
+                pid != self.root && snap.get(pid, start).is_some_and(|s| s.ppid == me)
+            })
             .map(|&(pid, _)| pid)
             .collect();
         if !pids.is_empty() {
-            let _ = std::thread::Builder::new().name("aorta-reaper".into()).spawn(move || {
-                for pid in pids {
-                    let mut status = 0;
-                    // SAFETY: valid pointer to a local.
-                    unsafe { libc::waitpid(pid, &mut status, 0) };
-                }
-            });
+            let _ = std::thread::Builder::new()
+                .name("aorta-reaper".into())
+                .spawn(move || {
+                    for pid in pids {
+                        let mut status = 0;
+                        // SAFETY: valid pointer to a local.
+                        unsafe { libc::waitpid(pid, &mut status, 0) };
+                    }
+                });
         }
     }
 
@@ -347,11 +384,13 @@ impl Tree {
         }
         inner.root_reaped = true;
         let root = self.root;
-        let _ = std::thread::Builder::new().name("aorta-reaper".into()).spawn(move || {
-            let mut status = 0;
-            // SAFETY: valid pointer to a local.
-            unsafe { libc::waitpid(root, &mut status, 0) };
-        });
+        let _ = std::thread::Builder::new()
+            .name("aorta-reaper".into())
+            .spawn(move || {
+                let mut status = 0;
+                // SAFETY: valid pointer to a local.
+                unsafe { libc::waitpid(root, &mut status, 0) };
+            });
     }
 }
 
@@ -373,7 +412,13 @@ fn send_signal(pid: i32, start: u64, sig: Signal) -> bool {
         use std::os::fd::AsRawFd;
         // SAFETY: plain syscall; a null siginfo is allowed.
         let r = unsafe {
-            libc::syscall(libc::SYS_pidfd_send_signal, fd.as_raw_fd(), sig as i32, std::ptr::null::<libc::siginfo_t>(), 0)
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                fd.as_raw_fd(),
+                sig as i32,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
         };
         return r == 0;
     }
@@ -398,19 +443,30 @@ fn registry() -> &'static Mutex<BTreeMap<u64, Arc<Tree>>> {
 }
 
 pub(crate) fn registered() -> Vec<Arc<Tree>> {
-    registry().lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+    registry()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .values()
+        .cloned()
+        .collect()
 }
 
 /// Keeps a tree in the registry while alive.
 pub(crate) struct Registration(u64);
 
 pub(crate) fn register(tree: &Arc<Tree>) -> Registration {
-    registry().lock().unwrap_or_else(|p| p.into_inner()).insert(tree.id, Arc::clone(tree));
+    registry()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(tree.id, Arc::clone(tree));
     Registration(tree.id)
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        registry().lock().unwrap_or_else(|p| p.into_inner()).remove(&self.0);
+        registry()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.0);
     }
 }

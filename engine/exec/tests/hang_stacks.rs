@@ -14,7 +14,10 @@ fn find_py_spy() -> Option<PathBuf> {
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     let repo_cache = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache/py-spy/bin");
-    std::env::split_paths(&path).chain([repo_cache]).map(|d| d.join("py-spy")).find(|p| p.is_file())
+    std::env::split_paths(&path)
+        .chain([repo_cache])
+        .map(|d| d.join("py-spy"))
+        .find(|p| p.is_file())
 }
 
 /// The directory holding py-spy, or `None` (test skipped) when there is none.
@@ -50,7 +53,11 @@ const BUSY_QUIET: &str = "x = 0\nwhile True:\n    x += 1\n";
 fn trial(dir: &Path, script: &str, py_spy: Option<PathBuf>, timeout_s: u64) -> ProcessOutcome {
     let file = dir.join("job.py");
     std::fs::write(&file, script).unwrap();
-    let mut s = ProcessSpec::new(["python3".to_string(), file.display().to_string()], dir.join("stdout.log"), dir.join("stderr.log"));
+    let mut s = ProcessSpec::new(
+        ["python3".to_string(), file.display().to_string()],
+        dir.join("stdout.log"),
+        dir.join("stderr.log"),
+    );
     s.hang = Some(HangConfig {
         window: Duration::from_secs(1),
         grace: Duration::ZERO,
@@ -72,15 +79,34 @@ fn a_spinning_rank_beside_one_stuck_in_a_collective_is_a_hang_by_its_stacks() {
     let start = Instant::now();
     let o = trial(dir.path(), SPIN_AND_COLLECTIVE, Some(py_spy), 15);
     assert!(o.hang_detected && !o.timed_out, "{o:?}");
-    assert!(start.elapsed() < Duration::from_secs(10), "killed on detection, not at the timeout: {:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "killed on detection, not at the timeout: {:?}",
+        start.elapsed()
+    );
     let h = o.hang.as_ref().unwrap();
-    assert!(h.evidence.starts_with("stacks: pid ") && h.evidence.ends_with("all_reduce (job.py:4)"), "{}", h.evidence);
+    assert!(
+        h.evidence.starts_with("stacks: pid ") && h.evidence.ends_with("all_reduce (job.py:4)"),
+        "{}",
+        h.evidence
+    );
     // Silent from the start: two samples a window (1 s) apart, plus py-spy's time.
-    assert!(h.latched_after >= h.quiet_since + Duration::from_secs(2), "{h:?}");
-    assert!(h.latched_after < h.quiet_since + Duration::from_secs(6), "{h:?}");
+    assert!(
+        h.latched_after >= h.quiet_since + Duration::from_secs(2),
+        "{h:?}"
+    );
+    assert!(
+        h.latched_after < h.quiet_since + Duration::from_secs(6),
+        "{h:?}"
+    );
     let file = std::fs::read_to_string(dir.path().join(HANG_STACKS_FILE)).unwrap();
     assert!(file.starts_with("# hang evidence: stacks: pid "), "{file}");
-    assert!(file.contains("=== sample 1 at ") && file.contains("=== sample 2 at ") && file.contains("all_reduce (job.py:4)"), "{file}");
+    assert!(
+        file.contains("=== sample 1 at ")
+            && file.contains("=== sample 2 at ")
+            && file.contains("all_reduce (job.py:4)"),
+        "{file}"
+    );
 }
 
 #[test]
@@ -104,9 +130,19 @@ fn a_busy_quiet_job_is_not_a_hang_even_with_its_stacks_sampled() {
 fn a_sleeping_hang_keeps_its_stacks() {
     let Some(py_spy) = py_spy_dir() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let o = trial(dir.path(), "import time\ndef barrier():\n    time.sleep(3600)\nbarrier()\n", Some(py_spy), 15);
+    let o = trial(
+        dir.path(),
+        "import time\ndef barrier():\n    time.sleep(3600)\nbarrier()\n",
+        Some(py_spy),
+        15,
+    );
     assert!(o.hang_detected && !o.timed_out, "{o:?}");
     let h = o.hang.unwrap();
     assert_eq!(h.evidence, "idle vote");
-    assert!(h.stacks.as_deref().is_some_and(|s| s.contains("=== at detection: pid ") && s.contains("barrier (job.py:3)")), "{h:?}");
+    assert!(
+        h.stacks.as_deref().is_some_and(
+            |s| s.contains("=== at detection: pid ") && s.contains("barrier (job.py:3)")
+        ),
+        "{h:?}"
+    );
 }

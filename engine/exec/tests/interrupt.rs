@@ -19,24 +19,38 @@ fn first_ctrl_c_cancels_second_kills() {
     assert!(!token.is_cancelled());
     let dir = tempfile::tempdir().unwrap();
     // Ignores SIGTERM, so only the second Ctrl-C (SIGKILL) ends it.
-    let mut spec = ProcessSpec::new(["bash", "-c", "trap '' TERM; sleep 100; true"], dir.path().join("o"), dir.path().join("e"));
+    let mut spec = ProcessSpec::new(
+        ["bash", "-c", "trap '' TERM; sleep 100; true"],
+        dir.path().join("o"),
+        dir.path().join("e"),
+    );
     spec.kill_grace = Duration::from_secs(30);
     let t = token.clone();
     let runner = std::thread::spawn(move || run(&spec, &t).unwrap());
-    wait_for("the trial to start", Duration::from_secs(5), || live_trials() == 1);
+    wait_for("the trial to start", Duration::from_secs(5), || {
+        live_trials() == 1
+    });
     std::thread::sleep(Duration::from_millis(200));
 
     let me = Pid::from_raw(std::process::id() as i32);
     kill(me, Signal::SIGINT).unwrap();
     wait_for("cancel", Duration::from_secs(2), || token.is_cancelled());
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(live_trials(), 1, "SIGTERM is ignored: still in its grace period");
+    assert_eq!(
+        live_trials(),
+        1,
+        "SIGTERM is ignored: still in its grace period"
+    );
     assert!(!token.is_forced());
 
     let second = Instant::now();
     kill(me, Signal::SIGINT).unwrap();
     let o = runner.join().unwrap();
-    assert!(second.elapsed() < Duration::from_secs(3), "{:?}", second.elapsed());
+    assert!(
+        second.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        second.elapsed()
+    );
     assert!(token.is_forced());
     assert!(o.cancelled);
     assert_eq!(o.exit_code, -9);

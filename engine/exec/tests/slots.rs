@@ -20,7 +20,9 @@ fn at_most_jobs_run_at_once() {
         })
         .unwrap();
     }
-    let mut ids: Vec<usize> = std::iter::from_fn(|| pool.next_completed()).map(|(id, ())| id).collect();
+    let mut ids: Vec<usize> = std::iter::from_fn(|| pool.next_completed())
+        .map(|(id, ())| id)
+        .collect();
     ids.sort();
     assert_eq!(ids, [0, 1, 2, 3]);
     assert_eq!(max.load(Ordering::SeqCst), 2);
@@ -51,7 +53,11 @@ fn gpu_trials_never_share_a_device() {
     for (i, a) in iv.iter().enumerate() {
         for b in &iv[i + 1..] {
             if a.0 == b.0 {
-                assert!(a.2 <= b.1 || b.2 <= a.1, "GPU {} used by two trials at once", a.0);
+                assert!(
+                    a.2 <= b.1 || b.2 <= a.1,
+                    "GPU {} used by two trials at once",
+                    a.0
+                );
             }
         }
     }
@@ -60,18 +66,42 @@ fn gpu_trials_never_share_a_device() {
 #[test]
 fn a_request_beyond_the_machine_is_an_error_not_a_deadlock() {
     let pool: Pool<&str, ()> = Pool::new(Slots::new(2, vec!["0".into()]));
-    let err = pool.submit("big", SlotRequest::gpus(2), |_| ()).unwrap_err();
-    assert_eq!(err, SlotError::TooManyGpus { requested: 2, available: 1 });
+    let err = pool
+        .submit("big", SlotRequest::gpus(2), |_| ())
+        .unwrap_err();
+    assert_eq!(
+        err,
+        SlotError::TooManyGpus {
+            requested: 2,
+            available: 1
+        }
+    );
     assert!(err.to_string().contains("2 GPU(s)"));
     assert!(pool.next_completed().is_none());
-    let err = run_all(vec![(SlotRequest::gpus(1), ())], &Slots::new(1, vec![]), |_, _| ()).unwrap_err();
-    assert_eq!(err, SlotError::TooManyGpus { requested: 1, available: 0 });
+    let err = run_all(
+        vec![(SlotRequest::gpus(1), ())],
+        &Slots::new(1, vec![]),
+        |_, _| (),
+    )
+    .unwrap_err();
+    assert_eq!(
+        err,
+        SlotError::TooManyGpus {
+            requested: 1,
+            available: 0
+        }
+    );
 }
 
 #[test]
 fn multi_gpu_and_cpu_trials_mix() {
     let slots = Slots::new(3, vec!["a".into(), "b".into(), "c".into()]);
-    let items = vec![(SlotRequest::gpus(2), 0), (SlotRequest::gpus(2), 1), (SlotRequest::cpu(), 2), (SlotRequest::gpus(3), 3)];
+    let items = vec![
+        (SlotRequest::gpus(2), 0),
+        (SlotRequest::gpus(2), 1),
+        (SlotRequest::cpu(), 2),
+        (SlotRequest::gpus(3), 3),
+    ];
     let out = run_all(items, &slots, |i, lease| (i, lease.gpus().len())).unwrap();
     assert_eq!(out, [(0, 2), (1, 2), (2, 0), (3, 3)]);
 }
@@ -101,7 +131,15 @@ fn lease_reaches_the_child_environment() {
     for i in 0..2 {
         let out = dir.path().join(format!("out{i}"));
         pool.submit(i, SlotRequest::gpus(2), move |lease| {
-            let mut spec = ProcessSpec::new(["sh", "-c", "echo $CUDA_VISIBLE_DEVICES/$HIP_VISIBLE_DEVICES"], &out, "/dev/null");
+            let mut spec = ProcessSpec::new(
+                [
+                    "sh",
+                    "-c",
+                    "echo $CUDA_VISIBLE_DEVICES/$HIP_VISIBLE_DEVICES",
+                ],
+                &out,
+                "/dev/null",
+            );
             lease.apply(&mut spec);
             run(&spec, &CancelToken::new()).unwrap();
             std::fs::read_to_string(&out).unwrap()
@@ -116,7 +154,8 @@ fn lease_reaches_the_child_environment() {
 #[test]
 fn a_panicking_job_re_raises_in_next_completed() {
     let pool: Pool<u8, ()> = Pool::new(Slots::new(1, vec![]));
-    pool.submit(1, SlotRequest::cpu(), |_| panic!("boom")).unwrap();
+    pool.submit(1, SlotRequest::cpu(), |_| panic!("boom"))
+        .unwrap();
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.next_completed()));
     assert!(r.is_err());
     // The pool is still usable.

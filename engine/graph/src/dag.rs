@@ -37,7 +37,11 @@ impl Artifact {
             "matrix.json" => Some(Artifact::MatrixJson),
             "matrix.md" => Some(Artifact::MatrixMd),
             "recipe.resolved.yaml" => Some(Artifact::ResolvedRecipe),
-            _ => path.strip_prefix("environments/")?.strip_suffix("/env.json").filter(|s| !s.is_empty() && !s.contains('/')).map(|s| Artifact::EnvJson(s.to_string())),
+            _ => path
+                .strip_prefix("environments/")?
+                .strip_suffix("/env.json")
+                .filter(|s| !s.is_empty() && !s.contains('/'))
+                .map(|s| Artifact::EnvJson(s.to_string())),
         }
     }
 }
@@ -65,7 +69,16 @@ pub struct Dag {
 impl PartialEq for Dag {
     fn eq(&self, other: &Self) -> bool {
         self.graph.node_weights().eq(other.graph.node_weights())
-            && self.graph.raw_edges().iter().map(|e| (e.source(), e.target(), e.weight)).eq(other.graph.raw_edges().iter().map(|e| (e.source(), e.target(), e.weight)))
+            && self
+                .graph
+                .raw_edges()
+                .iter()
+                .map(|e| (e.source(), e.target(), e.weight))
+                .eq(other
+                    .graph
+                    .raw_edges()
+                    .iter()
+                    .map(|e| (e.source(), e.target(), e.weight)))
     }
 }
 
@@ -73,10 +86,16 @@ impl Eq for Dag {}
 
 impl Dag {
     /// `environments`: the slugs of the environments the cells use (one env.json each).
-    pub fn build(cells: usize, trials: &[PlannedTrial], env_snapshot: &str, environments: &[String]) -> Dag {
+    pub fn build(
+        cells: usize,
+        trials: &[PlannedTrial],
+        env_snapshot: &str,
+        environments: &[String],
+    ) -> Dag {
         let mut graph = DiGraph::new();
         let env = graph.add_node(Node::EnvSnapshot(env_snapshot.to_string()));
-        let cell_nodes: Vec<NodeIndex> = (0..cells).map(|c| graph.add_node(Node::Cell(c))).collect();
+        let cell_nodes: Vec<NodeIndex> =
+            (0..cells).map(|c| graph.add_node(Node::Cell(c))).collect();
         let mut trial_nodes = HashMap::new();
         for (i, t) in trials.iter().enumerate() {
             let node = *trial_nodes.entry(t.key.clone()).or_insert_with(|| {
@@ -101,32 +120,52 @@ impl Dag {
             graph.add_edge(env, n, None);
             artifact_nodes.push(n);
         }
-        Dag { graph, env, trial_nodes, cell_nodes, artifact_nodes }
+        Dag {
+            graph,
+            env,
+            trial_nodes,
+            cell_nodes,
+            artifact_nodes,
+        }
     }
 
     /// A cell's planned trials (positions in the plan), in trial-index order.
     pub fn cell_trials(&self, cell: usize) -> Vec<PlanIndex> {
-        let mut v: Vec<PlanIndex> = self.graph.edges_directed(self.cell_nodes[cell], Direction::Incoming).filter_map(|e| *e.weight()).collect();
+        let mut v: Vec<PlanIndex> = self
+            .graph
+            .edges_directed(self.cell_nodes[cell], Direction::Incoming)
+            .filter_map(|e| *e.weight())
+            .collect();
         v.sort_unstable();
         v
     }
 
     /// How many cells use the trial with this key (more than one: it runs once, for all).
     pub fn users(&self, key: &Key) -> usize {
-        self.trial_nodes.get(key).map_or(0, |n| self.graph.edges_directed(*n, Direction::Outgoing).count())
+        self.trial_nodes.get(key).map_or(0, |n| {
+            self.graph.edges_directed(*n, Direction::Outgoing).count()
+        })
     }
 
     pub fn artifacts(&self) -> impl Iterator<Item = &Artifact> {
-        self.artifact_nodes.iter().filter_map(|n| match &self.graph[*n] {
-            Node::Artifact(a) => Some(a),
-            _ => None,
-        })
+        self.artifact_nodes
+            .iter()
+            .filter_map(|n| match &self.graph[*n] {
+                Node::Artifact(a) => Some(a),
+                _ => None,
+            })
     }
 
     /// The cells an artifact is rendered from (empty: it depends on the recipe or the
     /// environment alone).
     pub fn artifact_cells(&self, artifact: &Artifact) -> Vec<usize> {
-        let Some(n) = self.artifact_nodes.iter().find(|n| matches!(&self.graph[**n], Node::Artifact(a) if a == artifact)) else { return Vec::new() };
+        let Some(n) = self
+            .artifact_nodes
+            .iter()
+            .find(|n| matches!(&self.graph[**n], Node::Artifact(a) if a == artifact))
+        else {
+            return Vec::new();
+        };
         let mut v: Vec<usize> = self
             .graph
             .neighbors_directed(*n, Direction::Incoming)
@@ -156,7 +195,12 @@ mod tests {
 
     #[test]
     fn artifact_paths_round_trip() {
-        for a in [Artifact::MatrixJson, Artifact::MatrixMd, Artifact::ResolvedRecipe, Artifact::EnvJson("local".into())] {
+        for a in [
+            Artifact::MatrixJson,
+            Artifact::MatrixMd,
+            Artifact::ResolvedRecipe,
+            Artifact::EnvJson("local".into()),
+        ] {
             assert_eq!(Artifact::from_path(&a.path()), Some(a));
         }
         assert_eq!(Artifact::from_path("environments//env.json"), None);

@@ -67,14 +67,18 @@ impl CompileDb {
     pub fn logging() -> Self {
         let executed: Arc<Mutex<Vec<salsa::DatabaseKeyIndex>>> = Arc::default();
         let log = executed.clone();
-        let callback: Box<dyn Fn(salsa::Event) + Send + Sync + 'static> = Box::new(move |event: salsa::Event| {
-            if let salsa::EventKind::WillExecute { database_key } = event.kind {
-                if let Ok(mut v) = log.lock() {
-                    v.push(database_key);
+        let callback: Box<dyn Fn(salsa::Event) + Send + Sync + 'static> =
+            Box::new(move |event: salsa::Event| {
+                if let salsa::EventKind::WillExecute { database_key } = event.kind {
+                    if let Ok(mut v) = log.lock() {
+                        v.push(database_key);
+                    }
                 }
-            }
-        });
-        CompileDb { storage: salsa::Storage::new(Some(callback)), executed }
+            });
+        CompileDb {
+            storage: salsa::Storage::new(Some(callback)),
+            executed,
+        }
     }
 
     /// The inputs whose `query` executed since the last call (empty unless [`Self::logging`]).
@@ -98,9 +102,18 @@ fn file_of(db: &dyn salsa::Database, t: SourceText) -> SourceFile {
 
 #[salsa::tracked(returns(ref), no_eq)]
 pub fn registry(db: &dyn salsa::Database, build: BuildInputs) -> Shared<Registry> {
-    let project = build.project_registry(db).map(|t| (t.path(db).clone(), file_of(db, t)));
-    let sidecars: Vec<(PathBuf, SourceFile)> = build.sidecars(db).iter().map(|t| (t.path(db).clone(), file_of(db, *t))).collect();
-    Arc::new(Registry::from_sources(project.as_ref().map(|(p, f)| (p.as_path(), f.clone())), &sidecars))
+    let project = build
+        .project_registry(db)
+        .map(|t| (t.path(db).clone(), file_of(db, t)));
+    let sidecars: Vec<(PathBuf, SourceFile)> = build
+        .sidecars(db)
+        .iter()
+        .map(|t| (t.path(db).clone(), file_of(db, *t)))
+        .collect();
+    Arc::new(Registry::from_sources(
+        project.as_ref().map(|(p, f)| (p.as_path(), f.clone())),
+        &sidecars,
+    ))
 }
 
 #[salsa::tracked(returns(ref), no_eq)]
@@ -117,15 +130,26 @@ pub fn recipe(db: &dyn salsa::Database, build: BuildInputs) -> Shared<Recipe> {
     let file = file_of(db, *src);
     let mut result = aorta_recipe::parse_recipe(&file, Syntax::for_path(path), registry);
     if let Ok(r) = &mut result {
-        r.source = Some(aorta_recipe::RecipeSource { path: path.clone(), blake3: blake3::hash(src.text(db).as_bytes()).to_hex().to_string() });
-        r.registry_files = build.project_registry(db).iter().chain(build.sidecars(db)).map(|t| t.path(db).clone()).collect();
+        r.source = Some(aorta_recipe::RecipeSource {
+            path: path.clone(),
+            blake3: blake3::hash(src.text(db).as_bytes()).to_hex().to_string(),
+        });
+        r.registry_files = build
+            .project_registry(db)
+            .iter()
+            .chain(build.sidecars(db))
+            .map(|t| t.path(db).clone())
+            .collect();
     }
     Arc::new(result)
 }
 
 /// Every trial of the recipe with its key. Equal keys → downstream queries are not re-run.
 #[salsa::tracked(returns(ref))]
-pub fn trials(db: &dyn salsa::Database, build: BuildInputs) -> Arc<Result<Vec<PlannedTrial>, String>> {
+pub fn trials(
+    db: &dyn salsa::Database,
+    build: BuildInputs,
+) -> Arc<Result<Vec<PlannedTrial>, String>> {
     match recipe(db, build).as_ref() {
         Ok(r) => Arc::new(trial_inputs(r, build.context(db)).map_err(|e| e.to_string())),
         Err(e) => Arc::new(Err(e.to_string())),
@@ -136,8 +160,14 @@ pub fn trials(db: &dyn salsa::Database, build: BuildInputs) -> Arc<Result<Vec<Pl
 /// view, so a text edit that keeps the meaning does not rebuild the DAG.
 #[salsa::tracked(returns(ref))]
 pub fn shape(db: &dyn salsa::Database, build: BuildInputs) -> Arc<(usize, Vec<String>)> {
-    let Ok(r) = recipe(db, build).as_ref() else { return Arc::new((0, Vec::new())) };
-    let mut envs: Vec<String> = r.cells.iter().map(|c| aorta_recipe::safe_slug(&c.environment.name)).collect();
+    let Ok(r) = recipe(db, build).as_ref() else {
+        return Arc::new((0, Vec::new()));
+    };
+    let mut envs: Vec<String> = r
+        .cells
+        .iter()
+        .map(|c| aorta_recipe::safe_slug(&c.environment.name))
+        .collect();
     envs.sort_unstable();
     envs.dedup();
     Arc::new((r.cells.len(), envs))
@@ -148,7 +178,12 @@ pub fn dag(db: &dyn salsa::Database, build: BuildInputs) -> Arc<Option<Dag>> {
     match trials(db, build).as_ref() {
         Ok(t) => {
             let (cells, envs) = shape(db, build).as_ref();
-            Arc::new(Some(Dag::build(*cells, t, &build.context(db).env_snapshot, envs)))
+            Arc::new(Some(Dag::build(
+                *cells,
+                t,
+                &build.context(db).env_snapshot,
+                envs,
+            )))
         }
         Err(_) => Arc::new(None),
     }

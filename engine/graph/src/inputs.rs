@@ -7,7 +7,11 @@ use std::path::Path;
 
 /// Hashes (blake3 hex) by path as written. Unreadable declared files are an error;
 /// argv elements that are not readable regular files are skipped.
-pub fn hash_inputs(cwd: &Path, argv: &[String], declared: &[String]) -> Result<BTreeMap<String, String>, String> {
+pub fn hash_inputs(
+    cwd: &Path,
+    argv: &[String],
+    declared: &[String],
+) -> Result<BTreeMap<String, String>, String> {
     let mut out = BTreeMap::new();
     for arg in argv {
         let path = cwd.join(arg);
@@ -19,7 +23,8 @@ pub fn hash_inputs(cwd: &Path, argv: &[String], declared: &[String]) -> Result<B
         }
     }
     for d in declared {
-        let h = hash_file(&cwd.join(d)).map_err(|e| format!("cannot hash declared input {d}: {e}"))?;
+        let h =
+            hash_file(&cwd.join(d)).map_err(|e| format!("cannot hash declared input {d}: {e}"))?;
         out.insert(d.clone(), h);
     }
     Ok(out)
@@ -41,7 +46,12 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("aorta-inputs-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("run.sh"), "echo hi\n").unwrap();
-        let h = hash_inputs(&dir, &["bash".into(), "run.sh".into(), "--flag".into()], &[]).unwrap();
+        let h = hash_inputs(
+            &dir,
+            &["bash".into(), "run.sh".into(), "--flag".into()],
+            &[],
+        )
+        .unwrap();
         assert_eq!(h.keys().collect::<Vec<_>>(), ["run.sh"]);
         std::fs::write(dir.join("run.sh"), "echo bye\n").unwrap();
         let h2 = hash_inputs(&dir, &["bash".into(), "run.sh".into()], &[]).unwrap();

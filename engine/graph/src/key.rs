@@ -24,7 +24,11 @@ pub struct HashError {
 }
 
 /// blake3 over `domain` then the canonical JSON of `value`, streamed into the hasher.
-pub fn hash_json(domain: &[u8], what: &'static str, value: &impl Serialize) -> Result<Key, HashError> {
+pub fn hash_json(
+    domain: &[u8],
+    what: &'static str,
+    value: &impl Serialize,
+) -> Result<Key, HashError> {
     let mut h = blake3::Hasher::new();
     h.update(domain);
     serde_json::to_writer(&mut h, value).map_err(|source| HashError { what, source })?;
@@ -37,10 +41,17 @@ pub fn hash_json(domain: &[u8], what: &'static str, value: &impl Serialize) -> R
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WorkloadIdentity {
     /// A workload executable speaking the workload protocol.
-    Workload { name: String, version: String, executable_blake3: Option<String> },
+    Workload {
+        name: String,
+        version: String,
+        executable_blake3: Option<String>,
+    },
     /// The user's command: argv byte-for-byte, plus content hashes of the files it names
     /// (argv elements that are existing files, and declared inputs).
-    Command { argv: Vec<String>, inputs: BTreeMap<String, String> },
+    Command {
+        argv: Vec<String>,
+        inputs: BTreeMap<String, String>,
+    },
 }
 
 /// Where a trial runs: the descriptor's content, not the environment's name.
@@ -72,7 +83,10 @@ pub struct KeyInputs {
 impl KeyInputs {
     /// The exact bytes hashed (after the domain tag), for `aorta explain`.
     pub fn canonical_json(&self) -> Result<String, HashError> {
-        serde_json::to_string(self).map_err(|source| HashError { what: "trial key inputs", source })
+        serde_json::to_string(self).map_err(|source| HashError {
+            what: "trial key inputs",
+            source,
+        })
     }
 
     pub fn key(&self) -> Result<Key, HashError> {
@@ -118,7 +132,11 @@ impl CellKeyer {
                 h.update(trial_index_tail(trial_index).as_bytes());
                 Ok(Key::from_hash(h.finalize()))
             }
-            CellKeyer::Whole(inputs) => KeyInputs { trial_index, ..inputs.clone() }.key(),
+            CellKeyer::Whole(inputs) => KeyInputs {
+                trial_index,
+                ..inputs.clone()
+            }
+            .key(),
         }
     }
 }
@@ -140,7 +158,10 @@ pub fn canonical_json(v: &serde_json::Value) -> Result<String, HashError> {
             other => other.clone(),
         }
     }
-    serde_json::to_string(&sort(v)).map_err(|source| HashError { what: "a workload config", source })
+    serde_json::to_string(&sort(v)).map_err(|source| HashError {
+        what: "a workload config",
+        source,
+    })
 }
 
 #[cfg(test)]
@@ -150,10 +171,17 @@ mod tests {
     fn inputs() -> KeyInputs {
         KeyInputs {
             key_schema: KEY_SCHEMA_VERSION,
-            workload: Arc::new(WorkloadIdentity::Command { argv: vec!["true".into()], inputs: BTreeMap::new() }),
+            workload: Arc::new(WorkloadIdentity::Command {
+                argv: vec!["true".into()],
+                inputs: BTreeMap::new(),
+            }),
             config: "{}".into(),
             env: Arc::new(BTreeMap::from([("A".into(), "1".into())])),
-            environment: Arc::new(EnvironmentDescriptor { docker: None, venv: None, buck_target: None }),
+            environment: Arc::new(EnvironmentDescriptor {
+                docker: None,
+                venv: None,
+                buck_target: None,
+            }),
             env_snapshot: "host".into(),
             trial_index: 0,
         }
@@ -192,7 +220,11 @@ mod tests {
         Arc::make_mut(&mut i.environment).docker = Some("img".into());
         assert_ne!(i.key().unwrap(), base);
         let mut i = inputs();
-        i.workload = WorkloadIdentity::Command { argv: vec!["false".into()], inputs: BTreeMap::new() }.into();
+        i.workload = WorkloadIdentity::Command {
+            argv: vec!["false".into()],
+            inputs: BTreeMap::new(),
+        }
+        .into();
         assert_ne!(i.key().unwrap(), base);
         let mut i = inputs();
         i.key_schema = 2;

@@ -9,9 +9,12 @@ pub mod inputs;
 pub mod key;
 mod plan_keys;
 
+pub use aorta_store::Key;
 pub use dag::{Artifact, Dag, Node, PlanIndex};
 pub use db::{BuildInputs, CompileDb, GivenRecipe, SourceText};
 pub use inputs::{hash_file, hash_inputs};
-pub use aorta_store::Key;
-pub use key::{canonical_json, hash_json, CellKeyer, EnvironmentDescriptor, HashError, KeyInputs, WorkloadIdentity, KEY_SCHEMA_VERSION};
+pub use key::{
+    canonical_json, hash_json, CellKeyer, EnvironmentDescriptor, HashError, KeyInputs,
+    WorkloadIdentity, KEY_SCHEMA_VERSION,
+};
 pub use plan_keys::{trial_count, trial_inputs, KeyContext, PlannedTrial};

@@ -1,6 +1,9 @@
 //! From a resolved recipe to every trial's key inputs.
 
-use crate::key::{canonical_json, EnvironmentDescriptor, HashError, KeyInputs, WorkloadIdentity, KEY_SCHEMA_VERSION};
+use crate::key::{
+    canonical_json, EnvironmentDescriptor, HashError, KeyInputs, WorkloadIdentity,
+    KEY_SCHEMA_VERSION,
+};
 use aorta_recipe::{Cell, Mode, Recipe};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,7 +34,9 @@ pub struct KeyContext {
 /// every classifier setting. Retention, redaction, stop_after and confound are not in it:
 /// they change what is kept or how it is summarised, not a trial's result.
 fn probe_config(recipe: &Recipe) -> serde_json::Value {
-    let Some(p) = &recipe.probe else { return serde_json::json!({}) };
+    let Some(p) = &recipe.probe else {
+        return serde_json::json!({});
+    };
     serde_json::json!({
         "timeout_per_trial": p.timeout_per_trial,
         "env_passthrough_mode": p.env_passthrough_mode,
@@ -51,10 +56,21 @@ fn probe_config(recipe: &Recipe) -> serde_json::Value {
 /// its context from the engine's one resolver, so plan, explain and build agree.
 fn workload_identity(recipe: &Recipe, ctx: &KeyContext) -> WorkloadIdentity {
     match recipe.mode {
-        Mode::Probe => WorkloadIdentity::Command { argv: ctx.argv.clone().unwrap_or_default(), inputs: ctx.input_hashes.clone() },
+        Mode::Probe => WorkloadIdentity::Command {
+            argv: ctx.argv.clone().unwrap_or_default(),
+            inputs: ctx.input_hashes.clone(),
+        },
         Mode::Triage => {
-            let (version, exe) = ctx.workloads.get(&recipe.workload).cloned().unwrap_or_else(|| ("unresolved".into(), None));
-            WorkloadIdentity::Workload { name: recipe.workload.clone(), version, executable_blake3: exe }
+            let (version, exe) = ctx
+                .workloads
+                .get(&recipe.workload)
+                .cloned()
+                .unwrap_or_else(|| ("unresolved".into(), None));
+            WorkloadIdentity::Workload {
+                name: recipe.workload.clone(),
+                version,
+                executable_blake3: exe,
+            }
         }
     }
 }
@@ -65,8 +81,12 @@ fn cell_config(recipe: &Recipe, cell: &Cell) -> Result<String, HashError> {
         Mode::Triage => {
             let mut cfg = cell.effective_workload_config(recipe);
             cfg.insert("steps".into(), cell.effective_steps(recipe).into());
-            let collect: Vec<serde_json::Value> =
-                cell.effective_collect(recipe).collectors.iter().map(|(n, o)| serde_json::json!({"name": n, "options": o})).collect();
+            let collect: Vec<serde_json::Value> = cell
+                .effective_collect(recipe)
+                .collectors
+                .iter()
+                .map(|(n, o)| serde_json::json!({"name": n, "options": o}))
+                .collect();
             if !collect.is_empty() {
                 cfg.insert("_collect".into(), collect.into());
             }
@@ -77,7 +97,9 @@ fn cell_config(recipe: &Recipe, cell: &Cell) -> Result<String, HashError> {
 
 /// The number of trials a cell may run: its own count, or the stop_after cap.
 pub fn trial_count(recipe: &Recipe, cell: &Cell) -> u32 {
-    recipe.stop_after.map_or_else(|| cell.effective_trials(recipe), |s| s.max_trials)
+    recipe
+        .stop_after
+        .map_or_else(|| cell.effective_trials(recipe), |s| s.max_trials)
 }
 
 pub fn trial_inputs(recipe: &Recipe, ctx: &KeyContext) -> Result<Vec<PlannedTrial>, HashError> {
@@ -103,8 +125,16 @@ pub fn trial_inputs(recipe: &Recipe, ctx: &KeyContext) -> Result<Vec<PlannedTria
         };
         let keyer = shared.keyer()?;
         for index in 0..trial_count(recipe, cell) {
-            let inputs = KeyInputs { trial_index: index, ..shared.clone() };
-            out.push(PlannedTrial { cell: ci, index, key: keyer.key(index)?, inputs });
+            let inputs = KeyInputs {
+                trial_index: index,
+                ..shared.clone()
+            };
+            out.push(PlannedTrial {
+                cell: ci,
+                index,
+                key: keyer.key(index)?,
+                inputs,
+            });
         }
     }
     Ok(out)

@@ -9,7 +9,11 @@ use std::path::PathBuf;
 const RECIPE: &str = "schema_version: 1\nmode: probe\ntrials: 3\nmitigation_axis: [none, cuda_launch_blocking]\ndiagnostic_axis: [none]\n";
 
 fn ctx() -> KeyContext {
-    KeyContext { env_snapshot: "host".into(), argv: Some(vec!["true".into()]), ..Default::default() }
+    KeyContext {
+        env_snapshot: "host".into(),
+        argv: Some(vec!["true".into()]),
+        ..Default::default()
+    }
 }
 
 fn setup(text: &str) -> (CompileDb, BuildInputs, SourceText) {
@@ -22,7 +26,9 @@ fn setup(text: &str) -> (CompileDb, BuildInputs, SourceText) {
 fn keys(db: &CompileDb, build: BuildInputs) -> BTreeMap<(String, u32), String> {
     let r = recipe(db, build).as_ref().clone().unwrap();
     let t: Vec<PlannedTrial> = trials(db, build).as_ref().clone().unwrap();
-    t.into_iter().map(|p| ((r.cells[p.cell].name.clone(), p.index), p.key.to_string())).collect()
+    t.into_iter()
+        .map(|p| ((r.cells[p.cell].name.clone(), p.index), p.key.to_string()))
+        .collect()
 }
 
 #[test]
@@ -32,16 +38,24 @@ fn comment_edit_keeps_every_key() {
     let dag_before = dag(&db, build).clone();
     src.set_text(&mut db).to(format!("# a comment\n{RECIPE}"));
     assert_eq!(keys(&db, build), before);
-    assert!(std::sync::Arc::ptr_eq(&dag_before, dag(&db, build)), "early cutoff: the DAG was not rebuilt");
+    assert!(
+        std::sync::Arc::ptr_eq(&dag_before, dag(&db, build)),
+        "early cutoff: the DAG was not rebuilt"
+    );
 }
 
 #[test]
 fn changing_one_cells_mitigation_changes_only_that_cell() {
     let (mut db, build, src) = setup(RECIPE);
     let before = keys(&db, build);
-    src.set_text(&mut db).to(RECIPE.replace("cuda_launch_blocking", "cuda_device_max_connections_1"));
+    src.set_text(&mut db)
+        .to(RECIPE.replace("cuda_launch_blocking", "cuda_device_max_connections_1"));
     let after = keys(&db, build);
-    let kept: Vec<_> = before.iter().filter(|(k, v)| after.get(*k) == Some(*v)).map(|(k, _)| k.0.clone()).collect();
+    let kept: Vec<_> = before
+        .iter()
+        .filter(|(k, v)| after.get(*k) == Some(*v))
+        .map(|(k, _)| k.0.clone())
+        .collect();
     assert_eq!(kept, ["none-none", "none-none", "none-none"]);
     assert_eq!(after.len(), 6);
 }
@@ -50,12 +64,17 @@ fn changing_one_cells_mitigation_changes_only_that_cell() {
 fn raising_trials_adds_only_new_indices() {
     let (mut db, build, src) = setup(RECIPE);
     let before = keys(&db, build);
-    src.set_text(&mut db).to(RECIPE.replace("trials: 3", "trials: 5"));
+    src.set_text(&mut db)
+        .to(RECIPE.replace("trials: 3", "trials: 5"));
     let after = keys(&db, build);
     for (k, v) in &before {
         assert_eq!(after.get(k), Some(v), "{k:?} must be reused");
     }
-    let new: Vec<u32> = after.keys().filter(|k| !before.contains_key(*k)).map(|k| k.1).collect();
+    let new: Vec<u32> = after
+        .keys()
+        .filter(|k| !before.contains_key(*k))
+        .map(|k| k.1)
+        .collect();
     assert_eq!(new, [3, 4, 3, 4]);
 }
 
@@ -63,7 +82,10 @@ fn raising_trials_adds_only_new_indices() {
 fn changing_the_command_changes_every_key() {
     let (mut db, build, _) = setup(RECIPE);
     let before = keys(&db, build);
-    build.set_context(&mut db).to(KeyContext { argv: Some(vec!["false".into()]), ..ctx() });
+    build.set_context(&mut db).to(KeyContext {
+        argv: Some(vec!["false".into()]),
+        ..ctx()
+    });
     let after = keys(&db, build);
     assert!(before.iter().all(|(k, v)| after[k] != *v));
 }
@@ -73,7 +95,11 @@ fn registry_value_change_invalidates_users_of_that_mitigation() {
     let side = r#"{"version": 1, "mitigations": {"my_knob": {"MY_KNOB": "1"}}}"#;
     let db0 = CompileDb::default();
     let mut db = db0;
-    let src = SourceText::new(&db, PathBuf::from("r.yaml"), RECIPE.replace("cuda_launch_blocking", "my_knob"));
+    let src = SourceText::new(
+        &db,
+        PathBuf::from("r.yaml"),
+        RECIPE.replace("cuda_launch_blocking", "my_knob"),
+    );
     let sidecar = SourceText::new(&db, PathBuf::from("side.json"), side.to_string());
     let build = BuildInputs::new(&db, src, None, vec![sidecar], None, ctx());
     let before = keys(&db, build);
@@ -100,7 +126,9 @@ fn equal_envs_share_trials_in_the_dag() {
     }
     assert_eq!(d.cell_trials(0).len(), 2);
     assert_eq!(d.artifact_cells(&aorta_graph::Artifact::MatrixJson), [0, 1]);
-    assert!(d.artifact_cells(&aorta_graph::Artifact::ResolvedRecipe).is_empty());
+    assert!(d
+        .artifact_cells(&aorta_graph::Artifact::ResolvedRecipe)
+        .is_empty());
 }
 
 #[test]

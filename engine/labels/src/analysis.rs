@@ -165,9 +165,13 @@ fn typed(kind: &AttrKind, v: &Json) -> Json {
     match (kind, v) {
         (AttrKind::Source, Json::String(s)) => json!({ "$artifact": s }),
         (AttrKind::Dep | AttrKind::ExecDep, Json::String(s)) => json!({ "$dep": s }),
-        (AttrKind::List(inner), Json::Array(items)) => Json::Array(items.iter().map(|x| typed(inner, x)).collect()),
+        (AttrKind::List(inner), Json::Array(items)) => {
+            Json::Array(items.iter().map(|x| typed(inner, x)).collect())
+        }
         (AttrKind::Option(inner), x) if !x.is_null() => typed(inner, x),
-        (AttrKind::Dict(_, vk), Json::Object(m)) => Json::Object(m.iter().map(|(k, x)| (k.clone(), typed(vk, x))).collect()),
+        (AttrKind::Dict(_, vk), Json::Object(m)) => {
+            Json::Object(m.iter().map(|(k, x)| (k.clone(), typed(vk, x))).collect())
+        }
         _ => v.clone(),
     }
 }
@@ -175,36 +179,78 @@ fn typed(kind: &AttrKind, v: &Json) -> Json {
 /// Analyses every target of `package`'s BUCK file. `Ok(vec![])` when the package has no BUCK.
 pub fn analyse_package(root: &Path, package: &str) -> Result<Vec<Analysed>, String> {
     let session = Session::new(root);
-    let Some(bf) = session.eval_package(package).map_err(|e| e.to_string())? else { return Ok(Vec::new()) };
+    let Some(bf) = session.eval_package(package).map_err(|e| e.to_string())? else {
+        return Ok(Vec::new());
+    };
     let mut out = Vec::new();
     for t in &bf.targets {
-        let frozen = session.load_bzl(package, &t.rule_file).map_err(|e| format!("{}: {e}", t.rule_file))?;
-        let (rule_value, _) = frozen.get_any_visibility(&t.rule).map_err(|e| format!("{}: no rule {}: {e}", t.rule_file, t.rule))?;
-        let rv = rule_value.value().downcast_ref::<RuleValue>().ok_or_else(|| format!("{} is not a rule", t.rule))?;
+        let frozen = session
+            .load_bzl(package, &t.rule_file)
+            .map_err(|e| format!("{}: {e}", t.rule_file))?;
+        let (rule_value, _) = frozen
+            .get_any_visibility(&t.rule)
+            .map_err(|e| format!("{}: no rule {}: {e}", t.rule_file, t.rule))?;
+        let rv = rule_value
+            .value()
+            .downcast_ref::<RuleValue>()
+            .ok_or_else(|| format!("{} is not a rule", t.rule))?;
         let mut attrs = serde_json::Map::new();
         for (k, v) in &t.attrs {
-            let kind = rv.attr_specs().iter().find(|(n, _)| n == k).map(|(_, s)| s.kind.clone());
-            attrs.insert(k.clone(), kind.map_or_else(|| v.clone(), |kind| typed(&kind, v)));
+            let kind = rv
+                .attr_specs()
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, s)| s.kind.clone());
+            attrs.insert(
+                k.clone(),
+                kind.map_or_else(|| v.clone(), |kind| typed(&kind, v)),
+            );
         }
-        let (pkg, file) = t.rule_file.trim_start_matches("//").split_once(':').ok_or("bad rule file label")?;
+        let (pkg, file) = t
+            .rule_file
+            .trim_start_matches("//")
+            .split_once(':')
+            .ok_or("bad rule file label")?;
         let bzl_path = root.join(pkg).join(file);
-        let bzl = std::fs::read_to_string(&bzl_path).map_err(|e| format!("{}: {e}", bzl_path.display()))?;
+        let bzl = std::fs::read_to_string(&bzl_path)
+            .map_err(|e| format!("{}: {e}", bzl_path.display()))?;
         let label = format!("//{package}:{}", t.name);
         let attrs_json = serde_json::to_string(&Json::Object(attrs)).map_err(|e| e.to_string())?;
-        let program = format!("{PRELUDE}\n{bzl}\naorta_analysis_result = __analyse({}, json.decode({}), {})\n", t.rule, serde_json::to_string(&attrs_json).map_err(|e| e.to_string())?, serde_json::to_string(&label).map_err(|e| e.to_string())?);
-        let dialect = Dialect { enable_keyword_only_arguments: true, enable_top_level_stmt: true, ..Dialect::Extended };
-        let ast = AstModule::parse(&format!("analysis of {label}"), program, &dialect).map_err(|e| format!("{label}: {e}"))?;
-        let ctx = EvalContext { file_label: t.rule_file.clone(), package: package.to_owned(), targets: Some(RefCell::default()) };
+        let program = format!(
+            "{PRELUDE}\n{bzl}\naorta_analysis_result = __analyse({}, json.decode({}), {})\n",
+            t.rule,
+            serde_json::to_string(&attrs_json).map_err(|e| e.to_string())?,
+            serde_json::to_string(&label).map_err(|e| e.to_string())?
+        );
+        let dialect = Dialect {
+            enable_keyword_only_arguments: true,
+            enable_top_level_stmt: true,
+            ..Dialect::Extended
+        };
+        let ast = AstModule::parse(&format!("analysis of {label}"), program, &dialect)
+            .map_err(|e| format!("{label}: {e}"))?;
+        let ctx = EvalContext {
+            file_label: t.rule_file.clone(),
+            package: package.to_owned(),
+            targets: Some(RefCell::default()),
+        };
         let result: Result<String, String> = Module::with_temp_heap(|module| {
             let mut eval = Evaluator::new(&module);
             eval.set_print_handler(&QuietPrint);
             eval.extra = Some(&ctx);
-            eval.eval_module(ast, globals()).map_err(|e| format!("{label}: {e}"))?;
-            let v = module.get("aorta_analysis_result").ok_or_else(|| format!("{label}: no result"))?;
+            eval.eval_module(ast, globals())
+                .map_err(|e| format!("{label}: {e}"))?;
+            let v = module
+                .get("aorta_analysis_result")
+                .ok_or_else(|| format!("{label}: no result"))?;
             Ok(v.unpack_str().unwrap_or_default().to_owned())
         });
         let result = serde_json::from_str(&result?).map_err(|e| format!("{label}: {e}"))?;
-        out.push(Analysed { name: t.name.clone(), rule: t.rule.clone(), result });
+        out.push(Analysed {
+            name: t.name.clone(),
+            rule: t.rule.clone(),
+            result,
+        });
     }
     Ok(out)
 }

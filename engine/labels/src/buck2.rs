@@ -286,14 +286,19 @@ impl<'v> StarlarkValue<'v> for Inert {
     }
 
     /// Providers index dependencies (`dep[RunInfo]`), so they are dict keys: hashed by name.
-    fn write_hash(&self, hasher: &mut starlark::collections::StarlarkHasher) -> starlark::Result<()> {
+    fn write_hash(
+        &self,
+        hasher: &mut starlark::collections::StarlarkHasher,
+    ) -> starlark::Result<()> {
         use std::hash::Hash;
         self.name.get().hash(hasher);
         Ok(())
     }
 
     fn equals(&self, other: Value<'v>) -> starlark::Result<bool> {
-        Ok(other.downcast_ref::<Inert>().is_some_and(|o| o.name.get() == self.name.get()))
+        Ok(other
+            .downcast_ref::<Inert>()
+            .is_some_and(|o| o.name.get() == self.name.get()))
     }
 
     fn export_as(

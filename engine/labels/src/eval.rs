@@ -149,7 +149,11 @@ impl<'r> Session<'r> {
         Ok((pkg.to_owned(), self.root.join(pkg).join(file)))
     }
 
-    pub(crate) fn load_bzl(&self, current_package: &str, load_path: &str) -> starlark::Result<FrozenModule> {
+    pub(crate) fn load_bzl(
+        &self,
+        current_package: &str,
+        load_path: &str,
+    ) -> starlark::Result<FrozenModule> {
         let (package, path) = self.locate(current_package, load_path).map_err(err)?;
         if let Some(m) = self.modules.borrow().get(&path) {
             return Ok(m.clone());

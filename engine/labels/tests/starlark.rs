@@ -92,13 +92,25 @@ fn unknown_attribute_suggests_closest() {
 fn per_trial_attributes_are_checked_at_the_buck_call() {
     let ws = Ws::new();
     for (call, needle) in [
-        ("aorta_recipe(name = \"x\", recipe = \"x.yaml\", cels = [\"a\"], trials = 2)", "did you mean `cells`?"),
-        ("aorta_recipe(name = \"x\", recipe = \"x.yaml\", cells = [\"a\"], trials = \"2\")", "attribute `trials`"),
-        ("aorta_recipe(name = \"x\", recipe = \"x.yaml\", gpus = [0])", "attribute `gpus`"),
+        (
+            "aorta_recipe(name = \"x\", recipe = \"x.yaml\", cels = [\"a\"], trials = 2)",
+            "did you mean `cells`?",
+        ),
+        (
+            "aorta_recipe(name = \"x\", recipe = \"x.yaml\", cells = [\"a\"], trials = \"2\")",
+            "attribute `trials`",
+        ),
+        (
+            "aorta_recipe(name = \"x\", recipe = \"x.yaml\", gpus = [0])",
+            "attribute `gpus`",
+        ),
     ] {
         ws.write("recipes/BUCK", &format!("{LOAD}\n{call}\n"));
         let (file, line, col, message) = starlark_parts(&ws, &ws.err("//recipes:x"));
-        assert!(message.contains(needle), "{call}: `{message}` should contain `{needle}`");
+        assert!(
+            message.contains(needle),
+            "{call}: `{message}` should contain `{needle}`"
+        );
         assert_eq!((file.as_str(), line, col), ("recipes/BUCK", 3, 1), "{call}");
     }
 }

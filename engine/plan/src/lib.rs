@@ -87,7 +87,11 @@ fn short_hash(bytes: &[u8]) -> String {
 
 fn describe_environment(e: &EnvironmentRef) -> String {
     let mut parts = vec![e.name.clone()];
-    for (k, v) in [("docker", &e.docker), ("venv", &e.venv), ("buck_target", &e.buck_target)] {
+    for (k, v) in [
+        ("docker", &e.docker),
+        ("venv", &e.venv),
+        ("buck_target", &e.buck_target),
+    ] {
         if let Some(v) = v {
             parts.push(format!("{k}={v}"));
         }
@@ -97,14 +101,24 @@ fn describe_environment(e: &EnvironmentRef) -> String {
 
 /// Builds the plan from the trials the engine compiled (the very keys a build stores);
 /// `argv` is the wrapped command of a probe recipe.
-pub fn plan(recipe: &Recipe, label: Option<&str>, argv: Option<&[String]>, planned: &[PlannedTrial]) -> Plan {
+pub fn plan(
+    recipe: &Recipe,
+    label: Option<&str>,
+    argv: Option<&[String]>,
+    planned: &[PlannedTrial],
+) -> Plan {
     let mut by_cell: Vec<Vec<&PlannedTrial>> = vec![Vec::new(); recipe.cells.len()];
     for p in planned {
         if let Some(v) = by_cell.get_mut(p.cell) {
             v.push(p);
         }
     }
-    let cells: Vec<CellPlan> = recipe.cells.iter().zip(&by_cell).map(|(c, mine)| cell_plan(recipe, c, argv, mine)).collect();
+    let cells: Vec<CellPlan> = recipe
+        .cells
+        .iter()
+        .zip(&by_cell)
+        .map(|(c, mine)| cell_plan(recipe, c, argv, mine))
+        .collect();
     let total_trials = cells.iter().map(|c| u64::from(c.trials)).sum();
     let probe = recipe.probe.as_ref();
     Plan {
@@ -117,21 +131,40 @@ pub fn plan(recipe: &Recipe, label: Option<&str>, argv: Option<&[String]>, plann
         argv: argv.map(<[String]>::to_vec),
         env_passthrough_mode: probe.map(|p| p.env_passthrough_mode),
         timeout_per_trial: probe.and_then(|p| p.timeout_per_trial),
-        disabled_tiers: probe.map(|p| p.disables.tiers.iter().map(|t| t.name().to_string()).collect()).unwrap_or_default(),
-        disabled_detectors: probe.map(|p| p.disables.detectors.clone()).unwrap_or_default(),
+        disabled_tiers: probe
+            .map(|p| {
+                p.disables
+                    .tiers
+                    .iter()
+                    .map(|t| t.name().to_string())
+                    .collect()
+            })
+            .unwrap_or_default(),
+        disabled_detectors: probe
+            .map(|p| p.disables.detectors.clone())
+            .unwrap_or_default(),
         stop_after: recipe.stop_after,
         baseline_cell: recipe.confound.resolved_baseline.clone(),
         baseline_explicit: recipe.confound.baseline_cell.is_some(),
         confound_threshold: recipe.confound.threshold,
         recipe_workload_config: recipe.workload_config.clone(),
-        inline_environments: recipe.inline_environments.iter().map(|e| (e.name.clone(), e.docker.clone())).collect(),
+        inline_environments: recipe
+            .inline_environments
+            .iter()
+            .map(|e| (e.name.clone(), e.docker.clone()))
+            .collect(),
         registry_files: recipe.registry_files.clone(),
         cells,
         total_trials,
     }
 }
 
-fn cell_plan(recipe: &Recipe, cell: &Cell, argv: Option<&[String]>, mine: &[&PlannedTrial]) -> CellPlan {
+fn cell_plan(
+    recipe: &Recipe,
+    cell: &Cell,
+    argv: Option<&[String]>,
+    mine: &[&PlannedTrial],
+) -> CellPlan {
     let trials = match recipe.stop_after {
         Some(s) => s.max_trials,
         None => cell.effective_trials(recipe),
@@ -140,18 +173,36 @@ fn cell_plan(recipe: &Recipe, cell: &Cell, argv: Option<&[String]>, mine: &[&Pla
     let env: Vec<EnvVar> = cell
         .resolved_env
         .iter()
-        .map(|(k, v)| EnvVar { key: k.clone(), value: v.clone(), origin: cell.env_origin.get(k).cloned().unwrap_or_default() })
+        .map(|(k, v)| EnvVar {
+            key: k.clone(),
+            value: v.clone(),
+            origin: cell.env_origin.get(k).cloned().unwrap_or_default(),
+        })
         .collect();
-    let env_lines: String = env.iter().map(|e| format!("{}={}\n", e.key, e.value)).collect();
-    let config_json = mine.first().map(|p| p.inputs.config.to_string()).unwrap_or_default();
-    let env_snapshot = mine.first().map(|p| p.inputs.env_snapshot.to_string()).unwrap_or_default();
+    let env_lines: String = env
+        .iter()
+        .map(|e| format!("{}={}\n", e.key, e.value))
+        .collect();
+    let config_json = mine
+        .first()
+        .map(|p| p.inputs.config.to_string())
+        .unwrap_or_default();
+    let env_snapshot = mine
+        .first()
+        .map(|p| p.inputs.env_snapshot.to_string())
+        .unwrap_or_default();
     let workload_identity = match (recipe.mode, argv) {
         (Mode::Probe, Some(a)) => format!("argv:{}", serde_json::to_string(a).unwrap_or_default()),
         (Mode::Probe, None) => "argv:(given after --)".to_string(),
         // The version and executable hash are in the trial keys; the name is what reads well.
         (Mode::Triage, _) => format!("workload:{}", recipe.workload),
     };
-    let collect = cell.effective_collect(recipe).names().into_iter().map(str::to_string).collect();
+    let collect = cell
+        .effective_collect(recipe)
+        .names()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
     CellPlan {
         name: cell.name.clone(),
         mitigations: cell.mitigations.clone(),
@@ -175,4 +226,3 @@ fn cell_plan(recipe: &Recipe, cell: &Cell, argv: Option<&[String]>, mine: &[&Pla
         },
     }
 }
-

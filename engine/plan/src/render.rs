@@ -10,7 +10,10 @@ fn json_inline(v: &serde_json::Value) -> String {
 }
 
 fn py_list(items: &[String]) -> String {
-    let inner: Vec<String> = items.iter().map(|s| format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))).collect();
+    let inner: Vec<String> = items
+        .iter()
+        .map(|s| format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'")))
+        .collect();
     format!("[{}]", inner.join(", "))
 }
 
@@ -19,14 +22,24 @@ impl Plan {
         let mut out = String::new();
         let ticket = self.ticket.as_deref().unwrap_or("(none)");
         let _ = match self.mode {
-            Mode::Probe => writeln!(out, "Dry run (probe): ticket={ticket} cells={} trials/cell={}", self.cells.len(), self.cells.first().map_or(0, |c| c.trials)),
+            Mode::Probe => writeln!(
+                out,
+                "Dry run (probe): ticket={ticket} cells={} trials/cell={}",
+                self.cells.len(),
+                self.cells.first().map_or(0, |c| c.trials)
+            ),
             Mode::Triage => writeln!(out, "Dry run: {} / ticket={ticket}", self.workload),
         };
         if let Some(label) = &self.label {
             let _ = writeln!(out, "Target: {label}");
         }
         if let Some(p) = &self.recipe_path {
-            let _ = writeln!(out, "Recipe: {} (blake3 {})", p.display(), self.recipe_blake3.as_deref().map_or("", |h| &h[..16]));
+            let _ = writeln!(
+                out,
+                "Recipe: {} (blake3 {})",
+                p.display(),
+                self.recipe_blake3.as_deref().map_or("", |h| &h[..16])
+            );
         }
         for f in &self.registry_files {
             let _ = writeln!(out, "Registry file: {}", f.display());
@@ -43,33 +56,74 @@ impl Plan {
             if let Some(m) = self.env_passthrough_mode {
                 let _ = writeln!(out, "Env-passthrough mode: {}", m.as_str());
             }
-            let timeout = self.timeout_per_trial.map_or("none".to_string(), |t| format!("{t} s"));
+            let timeout = self
+                .timeout_per_trial
+                .map_or("none".to_string(), |t| format!("{t} s"));
             let _ = writeln!(out, "Timeout per trial: {timeout}");
-            let disabled: Vec<String> = self.disabled_tiers.iter().chain(&self.disabled_detectors).cloned().collect();
+            let disabled: Vec<String> = self
+                .disabled_tiers
+                .iter()
+                .chain(&self.disabled_detectors)
+                .cloned()
+                .collect();
             if !disabled.is_empty() {
                 let _ = writeln!(out, "Disabled detectors: {}", disabled.join(", "));
             }
         } else if !self.recipe_workload_config.is_empty() {
-            let _ = writeln!(out, "Recipe workload_config: {}", json_inline(&serde_json::Value::Object(self.recipe_workload_config.clone())));
+            let _ = writeln!(
+                out,
+                "Recipe workload_config: {}",
+                json_inline(&serde_json::Value::Object(
+                    self.recipe_workload_config.clone()
+                ))
+            );
         }
         if let Some(s) = self.stop_after {
-            let _ = writeln!(out, "Stop after: {} {} trial(s), up to {} per cell", s.events, s.event_verdict.as_str(), s.max_trials);
+            let _ = writeln!(
+                out,
+                "Stop after: {} {} trial(s), up to {} per cell",
+                s.events,
+                s.event_verdict.as_str(),
+                s.max_trials
+            );
         }
-        let _ = writeln!(out, "Cells ({}), {} trial(s) in all:", self.cells.len(), self.total_trials);
+        let _ = writeln!(
+            out,
+            "Cells ({}), {} trial(s) in all:",
+            self.cells.len(),
+            self.total_trials
+        );
         for c in &self.cells {
             let mut line = format!(
                 "  - {}: mitigations={} environment={} trials={} steps={}",
                 c.name,
                 py_list(&c.mitigations),
                 c.environment.name,
-                if self.stop_after.is_some() { format!("up to {}", c.trials) } else { c.trials.to_string() },
+                if self.stop_after.is_some() {
+                    format!("up to {}", c.trials)
+                } else {
+                    c.trials.to_string()
+                },
                 c.steps
             );
             if c.workload_config_overridden {
-                let _ = write!(line, " workload_config={}", json_inline(&serde_json::Value::Object(c.workload_config.clone())));
+                let _ = write!(
+                    line,
+                    " workload_config={}",
+                    json_inline(&serde_json::Value::Object(c.workload_config.clone()))
+                );
             }
             if !c.collect.is_empty() || c.collect_overridden {
-                let _ = write!(line, " collect={}{}", py_list(&c.collect), if c.collect_overridden { " (cell override)" } else { "" });
+                let _ = write!(
+                    line,
+                    " collect={}{}",
+                    py_list(&c.collect),
+                    if c.collect_overridden {
+                        " (cell override)"
+                    } else {
+                        ""
+                    }
+                );
             }
             let _ = writeln!(out, "{line}");
             if c.env.is_empty() {
@@ -79,9 +133,23 @@ impl Plan {
                 let _ = writeln!(out, "      env: {}={}  [{}]", e.key, e.value, e.origin);
             }
             let k = &c.key_inputs;
-            let _ = writeln!(out, "      key inputs: {} config={} env={} environment=({})", k.workload_identity, k.config_blake3, k.env_blake3, k.environment);
-            let shown: Vec<String> = k.trial_keys.iter().take(3).enumerate().map(|(i, key)| format!("{i}:{}", &key[..12.min(key.len())])).collect();
-            let more = if k.trial_keys.len() > 3 { format!(" … ({} in all)", k.trial_keys.len()) } else { String::new() };
+            let _ = writeln!(
+                out,
+                "      key inputs: {} config={} env={} environment=({})",
+                k.workload_identity, k.config_blake3, k.env_blake3, k.environment
+            );
+            let shown: Vec<String> = k
+                .trial_keys
+                .iter()
+                .take(3)
+                .enumerate()
+                .map(|(i, key)| format!("{i}:{}", &key[..12.min(key.len())]))
+                .collect();
+            let more = if k.trial_keys.len() > 3 {
+                format!(" … ({} in all)", k.trial_keys.len())
+            } else {
+                String::new()
+            };
             let _ = writeln!(out, "      trial keys: {}{more}", shown.join(" "));
         }
         if !self.inline_environments.is_empty() {
@@ -90,7 +158,11 @@ impl Plan {
                 let _ = writeln!(out, "  - {name} -> {r}");
             }
         }
-        let rule = if self.baseline_explicit { self.baseline_cell.clone() } else { format!("{} (auto)", self.baseline_cell) };
+        let rule = if self.baseline_explicit {
+            self.baseline_cell.clone()
+        } else {
+            format!("{} (auto)", self.baseline_cell)
+        };
         let _ = writeln!(out, "Baseline rule: {rule}");
         let _ = writeln!(out, "Confound threshold: {}", self.confound_threshold);
         let _ = writeln!(

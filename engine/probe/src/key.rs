@@ -124,7 +124,10 @@ impl KeyRules {
             return false;
         }
         // Import-only (`--deep`) fields are never keyed by default either.
-        user(&self.include) || (any(DEFAULT_INCLUDE) && !any(DEFAULT_EXCLUDE) && !any(&crate::schema::IMPORT_ONLY_FIELDS))
+        user(&self.include)
+            || (any(DEFAULT_INCLUDE)
+                && !any(DEFAULT_EXCLUDE)
+                && !any(&crate::schema::IMPORT_ONLY_FIELDS))
     }
 }
 

@@ -327,7 +327,10 @@ pub(crate) fn collect(
     for (name, lib) in cuda_libs.iter_mut() {
         libs::apply_hashes(lib, &hashes, &format!("cuda.libraries.{name}"), reasons);
         if cuda_expected && snap.pytorch.cuda_version.is_some() && lib.path.is_none() {
-            reasons.add(&format!("cuda.libraries.{name}"), "not found in <sys.path>/nvidia/*/lib, LD_LIBRARY_PATH, ldconfig or the toolkit");
+            reasons.add(
+                &format!("cuda.libraries.{name}"),
+                "not found in <sys.path>/nvidia/*/lib, LD_LIBRARY_PATH, ldconfig or the toolkit",
+            );
         }
     }
     for (name, lib) in rocm_sec.libraries.iter_mut() {

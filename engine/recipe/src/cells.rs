@@ -10,14 +10,29 @@ use aorta_registry::Registry;
 use aorta_source::{DiagKind, FieldPath, Node, Value};
 use std::collections::BTreeMap;
 
-const CELL_KEYS: &[&str] = &["name", "mitigations", "environment", "extra_env", "trials", "steps", "workload_config", "collect"];
+const CELL_KEYS: &[&str] = &[
+    "name",
+    "mitigations",
+    "environment",
+    "extra_env",
+    "trials",
+    "steps",
+    "workload_config",
+    "collect",
+];
 const CELL_EXAMPLE: &str = "- {name: baseline, mitigations: [none], environment: local}";
 
 pub(crate) fn triage(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
     let top = FieldPath::root();
     let common = common(cx, root)?;
     let workload_node = root.get("workload").unwrap_or(root);
-    let workload = cx.non_empty_string(workload_node, &top.key("workload"), "the workload to run, e.g. training")?.to_string();
+    let workload = cx
+        .non_empty_string(
+            workload_node,
+            &top.key("workload"),
+            "the workload to run, e.g. training",
+        )?
+        .to_string();
     let steps = cx.positive_u32(root.get("steps").unwrap_or(root), &top.key("steps"))?;
     let save_logs = match root.get("save_logs") {
         None => false,
@@ -35,10 +50,24 @@ pub(crate) fn triage(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> 
     let cp = top.key("cells");
     let items = cx.list(cells_node, &cp, CELL_EXAMPLE)?;
     if items.is_empty() {
-        return Err(cx.schema(cells_node, &cp, "must be a non-empty list of cells", CELL_EXAMPLE));
+        return Err(cx.schema(
+            cells_node,
+            &cp,
+            "must be a non-empty list of cells",
+            CELL_EXAMPLE,
+        ));
     }
     if items.len() as u64 > MAX_CELLS {
-        return Err(cx.err(DiagKind::Limit, cells_node, &cp, format!("{} cells; a recipe may have at most {MAX_CELLS}", items.len()), "split the sweep into several recipes; see \"Limits\" in docs/recipes.md"));
+        return Err(cx.err(
+            DiagKind::Limit,
+            cells_node,
+            &cp,
+            format!(
+                "{} cells; a recipe may have at most {MAX_CELLS}",
+                items.len()
+            ),
+            "split the sweep into several recipes; see \"Limits\" in docs/recipes.md",
+        ));
     }
     let mut cells: Vec<Cell> = Vec::new();
     let mut name_nodes: Vec<&Node> = Vec::new();
@@ -54,16 +83,24 @@ pub(crate) fn triage(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> 
         }
         if let Some(&j) = by_name.get(&cell.name) {
             return Err(Box::new(
-                aorta_source::Diag::new(DiagKind::Cell, format!("duplicate cell name '{}'", cell.name))
-                    .with_path(&p.key("name"))
-                    .at(cx.file, name_node.span.clone(), "second use")
-                    .also_at(name_nodes[j].span.clone(), "first defined here")
-                    .with_help("cell names must be unique: they become directory names"),
+                aorta_source::Diag::new(
+                    DiagKind::Cell,
+                    format!("duplicate cell name '{}'", cell.name),
+                )
+                .with_path(&p.key("name"))
+                .at(cx.file, name_node.span.clone(), "second use")
+                .also_at(name_nodes[j].span.clone(), "first defined here")
+                .with_help("cell names must be unique: they become directory names"),
             ));
         }
         if common.stop_after.is_some() && cell.trials.is_some() {
             let t = item.get("trials").unwrap_or(item);
-            return Err(cx.schema(t, &p.key("trials"), "a per-cell 'trials' override conflicts with stop_after", "stop_after.max_trials caps every cell; remove the cell's trials"));
+            return Err(cx.schema(
+                t,
+                &p.key("trials"),
+                "a per-cell 'trials' override conflicts with stop_after",
+                "stop_after.max_trials caps every cell; remove the cell's trials",
+            ));
         }
         name_nodes.push(name_node);
         by_name.insert(cell.name.clone(), cells.len());
@@ -94,7 +131,11 @@ pub(crate) fn triage(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> 
         save_logs,
         workload_config,
         collect,
-        confound: Confound { threshold: common.threshold, baseline_cell: common.baseline_cell.map(|(n, _)| n), resolved_baseline },
+        confound: Confound {
+            threshold: common.threshold,
+            baseline_cell: common.baseline_cell.map(|(n, _)| n),
+            resolved_baseline,
+        },
         stop_after: common.stop_after,
         env_key: common.env_key,
         cells,
@@ -114,25 +155,56 @@ pub(crate) fn auto_baseline(cells: &[Cell]) -> Option<String> {
         .map(|c| c.name.clone())
 }
 
-fn cell<'n>(cx: &Ctx, item: &'n Node, p: &FieldPath, registry: &Registry, inline: &mut Vec<InlineEnvironment>) -> Res<(Cell, &'n Node)> {
+fn cell<'n>(
+    cx: &Ctx,
+    item: &'n Node,
+    p: &FieldPath,
+    registry: &Registry,
+    inline: &mut Vec<InlineEnvironment>,
+) -> Res<(Cell, &'n Node)> {
     let entries = cx.map(item, p, CELL_EXAMPLE)?;
     cx.only_keys(entries, p, CELL_KEYS, "a cell")?;
     for key in ["name", "mitigations", "environment"] {
         if item.get(key).is_none() {
-            return Err(cx.schema(&Node::new(Value::Null, item.head_span()), p, format!("missing required key '{key}'"), format!("every cell needs name, mitigations and environment: {CELL_EXAMPLE}")));
+            return Err(cx.schema(
+                &Node::new(Value::Null, item.head_span()),
+                p,
+                format!("missing required key '{key}'"),
+                format!("every cell needs name, mitigations and environment: {CELL_EXAMPLE}"),
+            ));
         }
     }
     let name_node = item.get("name").unwrap_or(item);
     let name = cell_name(cx, name_node, &p.key("name"))?;
     let mit_node = item.get("mitigations").unwrap_or(item);
     let mp = p.key("mitigations");
-    let mit_items = cx.list(mit_node, &mp, "a list of mitigation names, e.g. [none] or [tf32_off, xnack]")?;
+    let mit_items = cx.list(
+        mit_node,
+        &mp,
+        "a list of mitigation names, e.g. [none] or [tf32_off, xnack]",
+    )?;
     if mit_items.is_empty() {
-        return Err(cx.schema(mit_node, &mp, "must not be empty", "use ['none'] for the explicit baseline"));
+        return Err(cx.schema(
+            mit_node,
+            &mp,
+            "must not be empty",
+            "use ['none'] for the explicit baseline",
+        ));
     }
-    let named: Vec<(&Node, FieldPath)> = mit_items.iter().enumerate().map(|(i, n)| (n, mp.index(i))).collect();
-    let (mitigations, mut resolved_env, mut env_origin) = resolve_bundles(cx, &name, &named, registry)?;
-    let environment = environment(cx, item.get("environment").unwrap_or(item), &p.key("environment"), registry, inline)?;
+    let named: Vec<(&Node, FieldPath)> = mit_items
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n, mp.index(i)))
+        .collect();
+    let (mitigations, mut resolved_env, mut env_origin) =
+        resolve_bundles(cx, &name, &named, registry)?;
+    let environment = environment(
+        cx,
+        item.get("environment").unwrap_or(item),
+        &p.key("environment"),
+        registry,
+        inline,
+    )?;
     let extra_env = match item.get("extra_env") {
         None => BTreeMap::new(),
         Some(n) if n.is_null() => BTreeMap::new(),
@@ -142,17 +214,42 @@ fn cell<'n>(cx: &Ctx, item: &'n Node, p: &FieldPath, registry: &Registry, inline
         resolved_env.insert(k.clone(), v.clone());
         env_origin.insert(k.clone(), "extra_env".into());
     }
-    let trials = item.get("trials").map(|n| cx.positive_u32(n, &p.key("trials"))).transpose()?;
-    let steps = item.get("steps").map(|n| cx.positive_u32(n, &p.key("steps"))).transpose()?;
-    let workload_config = item.get("workload_config").map(|n| blocks::workload_config(cx, n, &p.key("workload_config"))).transpose()?;
+    let trials = item
+        .get("trials")
+        .map(|n| cx.positive_u32(n, &p.key("trials")))
+        .transpose()?;
+    let steps = item
+        .get("steps")
+        .map(|n| cx.positive_u32(n, &p.key("steps")))
+        .transpose()?;
+    let workload_config = item
+        .get("workload_config")
+        .map(|n| blocks::workload_config(cx, n, &p.key("workload_config")))
+        .transpose()?;
     let collect = match item.get("collect") {
         None => None,
         Some(n) if n.is_null() => {
-            return Err(cx.schema(n, &p.key("collect"), "must not be null", "omit it to inherit the recipe's collectors, or write [] to disable them"));
+            return Err(cx.schema(
+                n,
+                &p.key("collect"),
+                "must not be null",
+                "omit it to inherit the recipe's collectors, or write [] to disable them",
+            ));
         }
         Some(n) => Some(blocks::collect(cx, n, &p.key("collect"))?),
     };
-    let cell = Cell { name, mitigations, environment, extra_env, trials, steps, workload_config, collect, resolved_env, env_origin };
+    let cell = Cell {
+        name,
+        mitigations,
+        environment,
+        extra_env,
+        trials,
+        steps,
+        workload_config,
+        collect,
+        resolved_env,
+        env_origin,
+    };
     Ok((cell, name_node))
 }
 
@@ -160,27 +257,58 @@ fn cell_name(cx: &Ctx, node: &Node, path: &FieldPath) -> Res<String> {
     let help = "use letters, digits, '_', '.' and '-', starting with a letter, digit or '_'";
     let name = cx.non_empty_string(node, path, help)?;
     if RESERVED_CELL_NAMES.contains(&name) {
-        return Err(cx.err(DiagKind::Cell, node, path, format!("cell name '{name}' is reserved"), "names become directories next to matrix.md and matrix.json; pick another"));
+        return Err(cx.err(
+            DiagKind::Cell,
+            node,
+            path,
+            format!("cell name '{name}' is reserved"),
+            "names become directories next to matrix.md and matrix.json; pick another",
+        ));
     }
     if !valid_cell_name(name) {
-        return Err(cx.err(DiagKind::Cell, node, path, format!("cell name '{name}' is not allowed: cell names become directory names"), help));
+        return Err(cx.err(
+            DiagKind::Cell,
+            node,
+            path,
+            format!("cell name '{name}' is not allowed: cell names become directory names"),
+            help,
+        ));
     }
     Ok(name.to_string())
 }
 
 /// Resolves mitigation names and stacks their env bundles in order; two bundles setting one
 /// variable to different values is an error naming both.
-pub(crate) type Bundles = (Vec<String>, BTreeMap<String, String>, BTreeMap<String, String>);
+pub(crate) type Bundles = (
+    Vec<String>,
+    BTreeMap<String, String>,
+    BTreeMap<String, String>,
+);
 
-pub(crate) fn resolve_bundles(cx: &Ctx, cell: &str, names: &[(&Node, FieldPath)], registry: &Registry) -> Res<Bundles> {
+pub(crate) fn resolve_bundles(
+    cx: &Ctx,
+    cell: &str,
+    names: &[(&Node, FieldPath)],
+    registry: &Registry,
+) -> Res<Bundles> {
     let mut mitigations = Vec::new();
     let mut env: BTreeMap<String, String> = BTreeMap::new();
     let mut origin: BTreeMap<String, String> = BTreeMap::new();
     let mut origin_node: BTreeMap<String, &Node> = BTreeMap::new();
     for (node, path) in names {
-        let name = cx.string(node, path, "a mitigation name; `aorta mitigations list` shows them")?;
+        let name = cx.string(
+            node,
+            path,
+            "a mitigation name; `aorta mitigations list` shows them",
+        )?;
         let Some(m) = registry.mitigation(name) else {
-            return Err(cx.err(DiagKind::UnknownName, node, path, format!("unknown mitigation '{name}'"), registry.unknown_mitigation_hint(name)));
+            return Err(cx.err(
+                DiagKind::UnknownName,
+                node,
+                path,
+                format!("unknown mitigation '{name}'"),
+                registry.unknown_mitigation_hint(name),
+            ));
         };
         for (k, v) in &m.env {
             if let Some(prev) = env.get(k) {
@@ -209,38 +337,92 @@ pub(crate) fn resolve_bundles(cx: &Ctx, cell: &str, names: &[(&Node, FieldPath)]
     Ok((mitigations, env, origin))
 }
 
-fn environment(cx: &Ctx, node: &Node, path: &FieldPath, registry: &Registry, inline: &mut Vec<InlineEnvironment>) -> Res<EnvironmentRef> {
+fn environment(
+    cx: &Ctx,
+    node: &Node,
+    path: &FieldPath,
+    registry: &Registry,
+    inline: &mut Vec<InlineEnvironment>,
+) -> Res<EnvironmentRef> {
     let help = "a registered environment name (`aorta environments list`) or {docker: <image ref>}";
     match &node.value {
         Value::Str(name) => {
             let Some(env) = registry.environment(name) else {
-                return Err(cx.err(DiagKind::UnknownName, node, path, format!("unknown environment '{name}'"), registry.unknown_environment_hint(name)));
+                return Err(cx.err(
+                    DiagKind::UnknownName,
+                    node,
+                    path,
+                    format!("unknown environment '{name}'"),
+                    registry.unknown_environment_hint(name),
+                ));
             };
-            Ok(EnvironmentRef { name: env.name.clone(), docker: env.docker.clone(), venv: env.venv.clone(), buck_target: env.buck_target.clone(), inline: false })
+            Ok(EnvironmentRef {
+                name: env.name.clone(),
+                docker: env.docker.clone(),
+                venv: env.venv.clone(),
+                buck_target: env.buck_target.clone(),
+                inline: false,
+            })
         }
         Value::Map(entries) => {
             cx.only_keys(entries, path, &["docker"], "an inline environment")?;
-            let d = node.get("docker").ok_or_else(|| cx.schema(node, path, "missing required key 'docker'", help))?;
-            let docker = cx.non_empty_string(d, &path.key("docker"), "an image reference such as rocm/pytorch:latest")?;
+            let d = node
+                .get("docker")
+                .ok_or_else(|| cx.schema(node, path, "missing required key 'docker'", help))?;
+            let docker = cx.non_empty_string(
+                d,
+                &path.key("docker"),
+                "an image reference such as rocm/pytorch:latest",
+            )?;
             let name = inline_environment_name(docker);
             match inline.iter().find(|e| e.name == name) {
                 Some(e) if e.docker != docker => {
-                    return Err(cx.schema(d, &path.key("docker"), format!("inline images '{}' and '{docker}' hash to the same name {name}", e.docker), "register one of them in a sidecar file under its own name"));
+                    return Err(cx.schema(
+                        d,
+                        &path.key("docker"),
+                        format!(
+                            "inline images '{}' and '{docker}' hash to the same name {name}",
+                            e.docker
+                        ),
+                        "register one of them in a sidecar file under its own name",
+                    ));
                 }
                 Some(_) => {}
-                None => inline.push(InlineEnvironment { name: name.clone(), docker: docker.to_string() }),
+                None => inline.push(InlineEnvironment {
+                    name: name.clone(),
+                    docker: docker.to_string(),
+                }),
             }
-            Ok(EnvironmentRef { name, docker: Some(docker.to_string()), venv: None, buck_target: None, inline: true })
+            Ok(EnvironmentRef {
+                name,
+                docker: Some(docker.to_string()),
+                venv: None,
+                buck_target: None,
+                inline: true,
+            })
         }
-        _ => Err(cx.schema(node, path, format!("must be an environment name or {{docker: ref}}, got {}", node.type_name()), help)),
+        _ => Err(cx.schema(
+            node,
+            path,
+            format!(
+                "must be an environment name or {{docker: ref}}, got {}",
+                node.type_name()
+            ),
+            help,
+        )),
     }
 }
 
 /// Env var maps: string values, POSIX names (`[A-Za-z_][A-Za-z0-9_]*`), no NUL bytes.
 pub(crate) fn env_map(cx: &Ctx, node: &Node, path: &FieldPath) -> Res<BTreeMap<String, String>> {
-    let map = cx.string_map(node, path, "env vars as strings, e.g. {NCCL_DEBUG: \"INFO\"}")?;
+    let map = cx.string_map(
+        node,
+        path,
+        "env vars as strings, e.g. {NCCL_DEBUG: \"INFO\"}",
+    )?;
     // Each key's first entry, found once (a per-key search is quadratic in a wide map).
-    let mut first: std::collections::HashMap<&str, (&Node, &Node)> = std::collections::HashMap::new();
+    let mut first: std::collections::HashMap<&str, (&Node, &Node)> =
+        std::collections::HashMap::new();
     for (kn, vn) in node.as_map().unwrap_or_default() {
         if let Some(k) = kn.as_str() {
             first.entry(k).or_insert((kn, vn));
@@ -250,11 +432,21 @@ pub(crate) fn env_map(cx: &Ctx, node: &Node, path: &FieldPath) -> Res<BTreeMap<S
         let key_node = first.get(k.as_str()).copied();
         if !aorta_registry::is_posix_env_name(k) {
             let n = key_node.map_or(node, |(kn, _)| kn);
-            return Err(cx.schema(n, &path.key(k), format!("'{k}' is not a valid environment variable name"), "names are letters, digits and '_', not starting with a digit"));
+            return Err(cx.schema(
+                n,
+                &path.key(k),
+                format!("'{k}' is not a valid environment variable name"),
+                "names are letters, digits and '_', not starting with a digit",
+            ));
         }
         if v.contains('\0') {
             let n = key_node.map_or(node, |(_, vn)| vn);
-            return Err(cx.schema(n, &path.key(k), "value contains a NUL byte", "environment values cannot hold NUL"));
+            return Err(cx.schema(
+                n,
+                &path.key(k),
+                "value contains a NUL byte",
+                "environment values cannot hold NUL",
+            ));
         }
     }
     Ok(map)

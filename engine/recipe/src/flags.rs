@@ -12,7 +12,11 @@ use std::collections::BTreeMap;
 type Res<T> = Result<T, Box<Diag>>;
 
 fn usage(flag: &str, message: impl Into<String>, help: impl Into<String>) -> Box<Diag> {
-    Box::new(Diag::new(DiagKind::Usage, message).with_path(&FieldPath::named(flag)).with_help(help))
+    Box::new(
+        Diag::new(DiagKind::Usage, message)
+            .with_path(&FieldPath::named(flag))
+            .with_help(help),
+    )
 }
 
 /// `aorta sweep run --workload W --mitigation-axis a,b --environment-axis local,image:R …`
@@ -30,16 +34,37 @@ pub struct FlagRecipe {
 }
 
 fn split_axis(flag: &str, value: &str) -> Res<Vec<String>> {
-    let items: Vec<String> = value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
+    let items: Vec<String> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
     if items.is_empty() {
-        return Err(usage(flag, "the axis is empty", format!("pass a comma-separated list, e.g. {flag} none,tf32_off")));
+        return Err(usage(
+            flag,
+            "the axis is empty",
+            format!("pass a comma-separated list, e.g. {flag} none,tf32_off"),
+        ));
     }
     Ok(items)
 }
 
 fn positive(flag: &str, v: Option<i64>) -> Res<u32> {
-    let v = v.ok_or_else(|| usage(flag, format!("{flag} is required in flag mode"), format!("pass {flag} N")))?;
-    u32::try_from(v).ok().filter(|v| *v >= 1).ok_or_else(|| usage(flag, format!("must be an integer >= 1, got {v}"), format!("pass {flag} N with N >= 1")))
+    let v = v.ok_or_else(|| {
+        usage(
+            flag,
+            format!("{flag} is required in flag mode"),
+            format!("pass {flag} N"),
+        )
+    })?;
+    u32::try_from(v).ok().filter(|v| *v >= 1).ok_or_else(|| {
+        usage(
+            flag,
+            format!("must be an integer >= 1, got {v}"),
+            format!("pass {flag} N with N >= 1"),
+        )
+    })
 }
 
 /// Parses `--collect a,b`: names only, validated, de-duplicated in order.
@@ -47,7 +72,11 @@ pub fn parse_collect_flag(value: &str) -> Res<Collect> {
     let mut c = Collect::default();
     for name in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if !COLLECTORS.contains(&name) {
-            return Err(usage("--collect", format!("unknown collector '{name}'"), format!("valid collectors: {}", COLLECTORS.join(", "))));
+            return Err(usage(
+                "--collect",
+                format!("unknown collector '{name}'"),
+                format!("valid collectors: {}", COLLECTORS.join(", ")),
+            ));
         }
         if !c.collectors.iter().any(|(n, _)| n == name) {
             c.collectors.push((name.to_string(), BTreeMap::new()));
@@ -70,58 +99,126 @@ impl FlagRecipe {
         .collect();
         if !missing.is_empty() {
             return Err(Box::new(
-                Diag::new(DiagKind::Usage, format!("flag mode requires: {}", missing.join(", ")))
-                    .with_help("pass them all, or use --recipe FILE instead"),
+                Diag::new(
+                    DiagKind::Usage,
+                    format!("flag mode requires: {}", missing.join(", ")),
+                )
+                .with_help("pass them all, or use --recipe FILE instead"),
             ));
         }
         let workload = self.workload.clone().unwrap_or_default();
         if workload.trim().is_empty() {
-            return Err(usage("--workload", "must not be empty", "e.g. --workload training"));
+            return Err(usage(
+                "--workload",
+                "must not be empty",
+                "e.g. --workload training",
+            ));
         }
         let trials = positive("--trials", self.trials)?;
         let steps = positive("--steps", self.steps)?;
         let threshold = self.confound_threshold.unwrap_or(1.15);
         if threshold <= 0.0 || !threshold.is_finite() {
-            return Err(usage("--confound-threshold", format!("must be a number > 0, got {threshold}"), "the default is 1.15"));
+            return Err(usage(
+                "--confound-threshold",
+                format!("must be a number > 0, got {threshold}"),
+                "the default is 1.15",
+            ));
         }
         if let Some(t) = &self.ticket {
             if t.trim().is_empty() {
-                return Err(usage("--ticket", "must not be empty", "omit --ticket to write under _no_ticket_"));
+                return Err(usage(
+                    "--ticket",
+                    "must not be empty",
+                    "omit --ticket to write under _no_ticket_",
+                ));
             }
         }
-        let mitigations = split_axis("--mitigation-axis", self.mitigation_axis.as_deref().unwrap_or(""))?;
-        let envs = split_axis("--environment-axis", self.environment_axis.as_deref().unwrap_or(""))?;
+        let mitigations = split_axis(
+            "--mitigation-axis",
+            self.mitigation_axis.as_deref().unwrap_or(""),
+        )?;
+        let envs = split_axis(
+            "--environment-axis",
+            self.environment_axis.as_deref().unwrap_or(""),
+        )?;
         let mut inline: Vec<InlineEnvironment> = Vec::new();
         let mut env_refs = Vec::new();
         for item in &envs {
             if let Some(r) = item.strip_prefix("image:") {
                 if r.trim().is_empty() {
-                    return Err(usage("--environment-axis", "'image:' needs an image reference", "e.g. image:rocm/pytorch:latest"));
+                    return Err(usage(
+                        "--environment-axis",
+                        "'image:' needs an image reference",
+                        "e.g. image:rocm/pytorch:latest",
+                    ));
                 }
                 let name = inline_environment_name(r);
                 if !inline.iter().any(|e| e.name == name) {
-                    inline.push(InlineEnvironment { name: name.clone(), docker: r.to_string() });
+                    inline.push(InlineEnvironment {
+                        name: name.clone(),
+                        docker: r.to_string(),
+                    });
                 }
-                env_refs.push(EnvironmentRef { name, docker: Some(r.to_string()), venv: None, buck_target: None, inline: true });
+                env_refs.push(EnvironmentRef {
+                    name,
+                    docker: Some(r.to_string()),
+                    venv: None,
+                    buck_target: None,
+                    inline: true,
+                });
             } else {
-                let env = registry.environment(item).ok_or_else(|| usage("--environment-axis", format!("unknown environment '{item}'"), registry.unknown_environment_hint(item)))?;
-                env_refs.push(EnvironmentRef { name: env.name.clone(), docker: env.docker.clone(), venv: env.venv.clone(), buck_target: env.buck_target.clone(), inline: false });
+                let env = registry.environment(item).ok_or_else(|| {
+                    usage(
+                        "--environment-axis",
+                        format!("unknown environment '{item}'"),
+                        registry.unknown_environment_hint(item),
+                    )
+                })?;
+                env_refs.push(EnvironmentRef {
+                    name: env.name.clone(),
+                    docker: env.docker.clone(),
+                    venv: env.venv.clone(),
+                    buck_target: env.buck_target.clone(),
+                    inline: false,
+                });
             }
         }
         let n_cells = mitigations.len() as u64 * envs.len() as u64;
         if n_cells > MAX_CELLS {
-            return Err(usage("--mitigation-axis", format!("the axes make {} × {} = {n_cells} cells; at most {MAX_CELLS} are allowed", mitigations.len(), envs.len()), "shorten an axis; see \"Limits\" in docs/recipes.md"));
+            return Err(usage(
+                "--mitigation-axis",
+                format!(
+                    "the axes make {} × {} = {n_cells} cells; at most {MAX_CELLS} are allowed",
+                    mitigations.len(),
+                    envs.len()
+                ),
+                "shorten an axis; see \"Limits\" in docs/recipes.md",
+            ));
         }
         let mut cells: Vec<Cell> = Vec::new();
         for m in &mitigations {
-            let mit = registry.mitigation(m).ok_or_else(|| usage("--mitigation-axis", format!("unknown mitigation '{m}'"), registry.unknown_mitigation_hint(m)))?;
+            let mit = registry.mitigation(m).ok_or_else(|| {
+                usage(
+                    "--mitigation-axis",
+                    format!("unknown mitigation '{m}'"),
+                    registry.unknown_mitigation_hint(m),
+                )
+            })?;
             for env in &env_refs {
                 let name = format!("{m}-{}", env.name);
                 if !valid_cell_name(&name) {
-                    return Err(usage("--mitigation-axis", format!("cell name '{name}' is not allowed"), "mitigation and environment names must make a valid directory name"));
+                    return Err(usage(
+                        "--mitigation-axis",
+                        format!("cell name '{name}' is not allowed"),
+                        "mitigation and environment names must make a valid directory name",
+                    ));
                 }
                 if cells.iter().any(|c| c.name == name) {
-                    return Err(usage("--mitigation-axis", format!("duplicate cell '{name}'"), "list each mitigation and environment once"));
+                    return Err(usage(
+                        "--mitigation-axis",
+                        format!("duplicate cell '{name}'"),
+                        "list each mitigation and environment once",
+                    ));
                 }
                 let origin = mit.env.keys().map(|k| (k.clone(), m.clone())).collect();
                 cells.push(Cell {
@@ -142,9 +239,19 @@ impl FlagRecipe {
             Some(b) if cells.iter().any(|c| &c.name == b) => b.clone(),
             Some(b) => {
                 let names: Vec<&str> = cells.iter().map(|c| c.name.as_str()).collect();
-                return Err(usage("--baseline-cell", format!("'{b}' is not a cell"), format!("cells: {}", names.join(", "))));
+                return Err(usage(
+                    "--baseline-cell",
+                    format!("'{b}' is not a cell"),
+                    format!("cells: {}", names.join(", ")),
+                ));
             }
-            None => auto_baseline(&cells).ok_or_else(|| usage("--baseline-cell", "cannot choose a baseline cell", "include 'none' in --mitigation-axis or pass --baseline-cell"))?,
+            None => auto_baseline(&cells).ok_or_else(|| {
+                usage(
+                    "--baseline-cell",
+                    "cannot choose a baseline cell",
+                    "include 'none' in --mitigation-axis or pass --baseline-cell",
+                )
+            })?,
         };
         let collect = match &self.collect {
             Some(c) => parse_collect_flag(c)?,
@@ -160,7 +267,11 @@ impl FlagRecipe {
             save_logs: false,
             workload_config: JsonMap::new(),
             collect,
-            confound: Confound { threshold, baseline_cell: self.baseline_cell.clone(), resolved_baseline },
+            confound: Confound {
+                threshold,
+                baseline_cell: self.baseline_cell.clone(),
+                resolved_baseline,
+            },
             stop_after: None,
             env_key: EnvKeyRules::default(),
             cells,
@@ -168,8 +279,14 @@ impl FlagRecipe {
             probe: None,
             registry_files: registry.sidecars().to_vec(),
         };
-        if let Some(message) = too_many_trials(&recipe).or_else(|| too_many_settings(&recipe).map(|(m, _)| m)) {
-            return Err(usage("--trials", message, "pass a smaller --trials or shorter axes; see \"Limits\" in docs/recipes.md"));
+        if let Some(message) =
+            too_many_trials(&recipe).or_else(|| too_many_settings(&recipe).map(|(m, _)| m))
+        {
+            return Err(usage(
+                "--trials",
+                message,
+                "pass a smaller --trials or shorter axes; see \"Limits\" in docs/recipes.md",
+            ));
         }
         Ok(recipe)
     }
@@ -205,7 +322,11 @@ impl ProbeOverlays {
     pub fn apply(&self, recipe: &mut Recipe) -> Res<()> {
         if let Some(t) = &self.ticket {
             if t.trim().is_empty() {
-                return Err(usage("--ticket", "must not be empty", "omit --ticket to keep the recipe's ticket"));
+                return Err(usage(
+                    "--ticket",
+                    "must not be empty",
+                    "omit --ticket to keep the recipe's ticket",
+                ));
             }
             recipe.ticket = Some(t.clone());
         }
@@ -214,24 +335,63 @@ impl ProbeOverlays {
             let events = match (self.stop_after_events, recipe_rule) {
                 (Some(e), _) => e,
                 (None, Some(r)) => i64::from(r.events),
-                (None, None) => return Err(usage("--max-trials", "--max-trials requires --stop-after-events", "pass --stop-after-events K too")),
+                (None, None) => {
+                    return Err(usage(
+                        "--max-trials",
+                        "--max-trials requires --stop-after-events",
+                        "pass --stop-after-events K too",
+                    ))
+                }
             };
             let cap = match (self.max_trials, recipe_rule) {
                 (Some(m), _) => m,
                 (None, Some(r)) => i64::from(r.max_trials),
                 (None, None) => {
-                    return Err(usage("--stop-after-events", "--stop-after-events requires --max-trials (the loop needs a hard cap)", "pass --max-trials N"))
+                    return Err(usage(
+                        "--stop-after-events",
+                        "--stop-after-events requires --max-trials (the loop needs a hard cap)",
+                        "pass --max-trials N",
+                    ))
                 }
             };
-            let events = u32::try_from(events).ok().filter(|v| *v >= 1).ok_or_else(|| usage("--stop-after-events", format!("must be >= 1, got {events}"), "pass --stop-after-events K with K >= 1"))?;
-            let cap = u32::try_from(cap).ok().filter(|v| *v >= 1).ok_or_else(|| usage("--max-trials", format!("must be >= 1, got {cap}"), "pass --max-trials N with N >= 1"))?;
+            let events = u32::try_from(events)
+                .ok()
+                .filter(|v| *v >= 1)
+                .ok_or_else(|| {
+                    usage(
+                        "--stop-after-events",
+                        format!("must be >= 1, got {events}"),
+                        "pass --stop-after-events K with K >= 1",
+                    )
+                })?;
+            let cap = u32::try_from(cap).ok().filter(|v| *v >= 1).ok_or_else(|| {
+                usage(
+                    "--max-trials",
+                    format!("must be >= 1, got {cap}"),
+                    "pass --max-trials N with N >= 1",
+                )
+            })?;
             if cap < events {
-                return Err(usage("--max-trials", format!("the cap ({cap}) must be >= the events ({events})"), "raise --max-trials"));
+                return Err(usage(
+                    "--max-trials",
+                    format!("the cap ({cap}) must be >= the events ({events})"),
+                    "raise --max-trials",
+                ));
             }
             let event_verdict = recipe_rule.map_or(Verdict::Fail, |r| r.event_verdict);
-            recipe.stop_after = Some(StopAfter { events, max_trials: cap, event_verdict });
-            if let Some(message) = too_many_trials(recipe).or_else(|| too_many_settings(recipe).map(|(m, _)| m)) {
-                return Err(usage("--max-trials", message, "pass a smaller --max-trials; see \"Limits\" in docs/recipes.md"));
+            recipe.stop_after = Some(StopAfter {
+                events,
+                max_trials: cap,
+                event_verdict,
+            });
+            if let Some(message) =
+                too_many_trials(recipe).or_else(|| too_many_settings(recipe).map(|(m, _)| m))
+            {
+                return Err(usage(
+                    "--max-trials",
+                    message,
+                    "pass a smaller --max-trials; see \"Limits\" in docs/recipes.md",
+                ));
             }
         }
         if let Some(probe) = &mut recipe.probe {
@@ -239,12 +399,18 @@ impl ProbeOverlays {
                 probe.env_passthrough_mode = m;
             }
             for token in &self.disable_detector {
-                probe.disables.add_cli_token(token).map_err(|e| usage("--disable-detector", e.message, e.hint))?;
+                probe
+                    .disables
+                    .add_cli_token(token)
+                    .map_err(|e| usage("--disable-detector", e.message, e.hint))?;
             }
         } else if !self.disable_detector.is_empty() || self.env_passthrough_mode.is_some() {
-            return Err(usage("--disable-detector", "detector and passthrough flags apply only to probe recipes", "set 'mode: probe' in the recipe"));
+            return Err(usage(
+                "--disable-detector",
+                "detector and passthrough flags apply only to probe recipes",
+                "set 'mode: probe' in the recipe",
+            ));
         }
         Ok(())
     }
 }
-

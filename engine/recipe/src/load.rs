@@ -4,25 +4,61 @@
 use crate::blocks;
 use crate::cells;
 use crate::check::{Ctx, Res};
-use crate::limits::{too_many_settings, too_many_trials, MAX_RECIPE_BYTES, SETTINGS_HELP, TRIALS_HELP};
+use crate::limits::{
+    too_many_settings, too_many_trials, MAX_RECIPE_BYTES, SETTINGS_HELP, TRIALS_HELP,
+};
 use crate::model::*;
 use crate::probe;
 use aorta_registry::Registry;
-use aorta_source::{parse_document, suggest, Diag, DiagKind, FieldPath, Node, SourceFile, Syntax, Value};
+use aorta_source::{
+    parse_document, suggest, Diag, DiagKind, FieldPath, Node, SourceFile, Syntax, Value,
+};
 use std::path::{Path, PathBuf};
 
 pub const TRIAGE_KEYS: &[&str] = &[
-    "schema_version", "ticket", "workload", "trials", "steps", "confound", "cells", "workload_config", "save_logs", "collect", "stop_after",
+    "schema_version",
+    "ticket",
+    "workload",
+    "trials",
+    "steps",
+    "confound",
+    "cells",
+    "workload_config",
+    "save_logs",
+    "collect",
+    "stop_after",
     "env_key",
 ];
 pub const PROBE_KEYS: &[&str] = &[
-    "schema_version", "ticket", "mode", "trials", "mitigation_axis", "diagnostic_axis", "step_time_regex", "collect_paths",
-    "timeout_per_trial", "env_passthrough_mode", "confound", "custom_patterns", "hang_window_sec", "hang_grace_period_at_start",
-    "tier3_vram_growth", "stop_after", "disable_detectors", "disable_detector_tiers", "retain", "redaction",
+    "schema_version",
+    "ticket",
+    "mode",
+    "trials",
+    "mitigation_axis",
+    "diagnostic_axis",
+    "step_time_regex",
+    "collect_paths",
+    "timeout_per_trial",
+    "env_passthrough_mode",
+    "confound",
+    "custom_patterns",
+    "hang_window_sec",
+    "hang_grace_period_at_start",
+    "tier3_vram_growth",
+    "stop_after",
+    "disable_detectors",
+    "disable_detector_tiers",
+    "retain",
+    "redaction",
     "env_key",
 ];
 const TRIAGE_REQUIRED: &[&str] = &["schema_version", "workload", "trials", "steps", "cells"];
-const PROBE_REQUIRED: &[&str] = &["schema_version", "trials", "mitigation_axis", "diagnostic_axis"];
+const PROBE_REQUIRED: &[&str] = &[
+    "schema_version",
+    "trials",
+    "mitigation_axis",
+    "diagnostic_axis",
+];
 
 /// A recipe and the registry it was resolved against (project registry + sidecars).
 #[derive(Debug)]
@@ -38,18 +74,36 @@ pub fn load_recipe(path: &Path, sidecars: &[PathBuf]) -> Result<Loaded, Box<Diag
     let project = aorta_registry::project_registry_for(path);
     let registry = Registry::load(project.as_deref(), sidecars)?;
     let mut recipe = parse_recipe(&file, Syntax::for_path(path), &registry)?;
-    recipe.source = Some(RecipeSource { path: path.to_path_buf(), blake3: blake3::hash(file.text().as_bytes()).to_hex().to_string() });
-    recipe.registry_files = project.into_iter().chain(sidecars.iter().cloned()).collect();
+    recipe.source = Some(RecipeSource {
+        path: path.to_path_buf(),
+        blake3: blake3::hash(file.text().as_bytes()).to_hex().to_string(),
+    });
+    recipe.registry_files = project
+        .into_iter()
+        .chain(sidecars.iter().cloned())
+        .collect();
     Ok(Loaded { recipe, registry })
 }
 
 /// Validates an already-read recipe text against `registry`.
-pub fn parse_recipe(file: &SourceFile, syntax: Syntax, registry: &Registry) -> Result<Recipe, Box<Diag>> {
+pub fn parse_recipe(
+    file: &SourceFile,
+    syntax: Syntax,
+    registry: &Registry,
+) -> Result<Recipe, Box<Diag>> {
     if file.text().len() as u64 > MAX_RECIPE_BYTES {
         // load_recipe refuses it before reading it all; this covers texts read elsewhere (watch).
         return Err(Box::new(
-            Diag::new(DiagKind::Limit, format!("{} is larger than {MAX_RECIPE_BYTES} bytes, the limit for a recipe", file.name()))
-                .with_help("aorta refuses a recipe this large before parsing it; is it the right file?"),
+            Diag::new(
+                DiagKind::Limit,
+                format!(
+                    "{} is larger than {MAX_RECIPE_BYTES} bytes, the limit for a recipe",
+                    file.name()
+                ),
+            )
+            .with_help(
+                "aorta refuses a recipe this large before parsing it; is it the right file?",
+            ),
         ));
     }
     let root = parse_document(file, syntax)?;
@@ -65,11 +119,22 @@ pub fn parse_recipe(file: &SourceFile, syntax: Syntax, registry: &Registry) -> R
     }
     if let Some((message, heaviest)) = too_many_settings(&recipe) {
         let top = FieldPath::root();
-        let shared_key = if recipe.probe.is_some() { "custom_patterns" } else { "workload_config" };
+        let shared_key = if recipe.probe.is_some() {
+            "custom_patterns"
+        } else {
+            "workload_config"
+        };
         let (node, path) = match heaviest {
-            Some(i) => match root.get("cells").and_then(Node::as_seq).and_then(|c| c.get(i)) {
+            Some(i) => match root
+                .get("cells")
+                .and_then(Node::as_seq)
+                .and_then(|c| c.get(i))
+            {
                 Some(n) => (n, top.key("cells").index(i)),
-                None => (root.get("mitigation_axis").unwrap_or(&root), top.key("mitigation_axis")),
+                None => (
+                    root.get("mitigation_axis").unwrap_or(&root),
+                    top.key("mitigation_axis"),
+                ),
             },
             None => (root.get(shared_key).unwrap_or(&root), top.key(shared_key)),
         };
@@ -85,10 +150,20 @@ fn trials_node<'n>(root: &'n Node, recipe: &Recipe) -> (&'n Node, FieldPath) {
     if let Some(n) = root.get("stop_after").and_then(|s| s.get("max_trials")) {
         return (n, top.key("stop_after").key("max_trials"));
     }
-    let biggest = recipe.cells.iter().enumerate().filter_map(|(i, c)| c.trials.map(|t| (t, i))).max();
+    let biggest = recipe
+        .cells
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| c.trials.map(|t| (t, i)))
+        .max();
     if let Some((t, i)) = biggest {
         if t > recipe.trials {
-            if let Some(n) = root.get("cells").and_then(Node::as_seq).and_then(|cells| cells.get(i)).and_then(|c| c.get("trials")) {
+            if let Some(n) = root
+                .get("cells")
+                .and_then(Node::as_seq)
+                .and_then(|cells| cells.get(i))
+                .and_then(|c| c.get("trials"))
+            {
                 return (n, top.key("cells").index(i).key("trials"));
             }
         }
@@ -105,8 +180,12 @@ pub enum PeekedMode {
 }
 
 pub fn peek_mode(path: &Path) -> PeekedMode {
-    let Ok(file) = SourceFile::read_limited(path, MAX_RECIPE_BYTES, "recipe") else { return PeekedMode::Unknown };
-    let Ok(root) = parse_document(&file, Syntax::for_path(path)) else { return PeekedMode::Unknown };
+    let Ok(file) = SourceFile::read_limited(path, MAX_RECIPE_BYTES, "recipe") else {
+        return PeekedMode::Unknown;
+    };
+    let Ok(root) = parse_document(&file, Syntax::for_path(path)) else {
+        return PeekedMode::Unknown;
+    };
     if root.as_map().is_none() {
         return PeekedMode::Unknown;
     }
@@ -126,18 +205,44 @@ fn top_level(cx: &Ctx, root: &Node) -> Res<Mode> {
     let top = FieldPath::root();
     let entries = match &root.value {
         Value::Map(m) => m,
-        Value::Null => return Err(cx.schema(root, &top, "the recipe is empty", "start with `schema_version: 1`; see recipes/quickstart.yaml")),
-        _ => return Err(cx.schema(root, &top, format!("a recipe must be a mapping, got {}", root.type_name()), "start with `schema_version: 1`; see recipes/quickstart.yaml")),
+        Value::Null => {
+            return Err(cx.schema(
+                root,
+                &top,
+                "the recipe is empty",
+                "start with `schema_version: 1`; see recipes/quickstart.yaml",
+            ))
+        }
+        _ => {
+            return Err(cx.schema(
+                root,
+                &top,
+                format!("a recipe must be a mapping, got {}", root.type_name()),
+                "start with `schema_version: 1`; see recipes/quickstart.yaml",
+            ))
+        }
     };
     if let Some((k, _)) = root.get_entry("condition") {
-        return Err(cx.schema(k, &top.key("condition"), "a top-level 'condition' is not supported (deferred to Phase 3 in AORTA)", "conditions belong to custom_patterns[i].match.condition"));
+        return Err(cx.schema(
+            k,
+            &top.key("condition"),
+            "a top-level 'condition' is not supported (deferred to Phase 3 in AORTA)",
+            "conditions belong to custom_patterns[i].match.condition",
+        ));
     }
     let mode = match root.get_entry("mode") {
         None => Mode::Triage,
         Some((_, v)) => match v.as_str() {
             Some("triage") => Mode::Triage,
             Some("probe") => Mode::Probe,
-            _ => return Err(cx.schema(v, &top.key("mode"), format!("unknown mode {}", v.repr()), "mode is 'triage' (the default) or 'probe'")),
+            _ => {
+                return Err(cx.schema(
+                    v,
+                    &top.key("mode"),
+                    format!("unknown mode {}", v.repr()),
+                    "mode is 'triage' (the default) or 'probe'",
+                ))
+            }
         },
     };
     let mut union: Vec<&str> = TRIAGE_KEYS.iter().chain(PROBE_KEYS).copied().collect();
@@ -155,8 +260,14 @@ fn top_level(cx: &Ctx, root: &Node) -> Res<Mode> {
         }
     }
     let (bank, other_mode_hint) = match mode {
-        Mode::Triage => (TRIAGE_KEYS, "is a probe-mode key; set 'mode: probe' to use it"),
-        Mode::Probe => (PROBE_KEYS, "is a triage-mode key and not allowed in a probe recipe (mode: probe)"),
+        Mode::Triage => (
+            TRIAGE_KEYS,
+            "is a probe-mode key; set 'mode: probe' to use it",
+        ),
+        Mode::Probe => (
+            PROBE_KEYS,
+            "is a triage-mode key and not allowed in a probe recipe (mode: probe)",
+        ),
     };
     for (k, _) in entries {
         let name = k.as_str().unwrap_or("");
@@ -165,7 +276,12 @@ fn top_level(cx: &Ctx, root: &Node) -> Res<Mode> {
                 Mode::Triage => "probe recipes wrap your command: mode: probe, mitigation_axis, diagnostic_axis",
                 Mode::Probe => "probe recipes build cells from mitigation_axis × diagnostic_axis instead of workload/cells",
             };
-            return Err(cx.schema(k, &top.key(name), format!("'{name}' {other_mode_hint}"), help));
+            return Err(cx.schema(
+                k,
+                &top.key(name),
+                format!("'{name}' {other_mode_hint}"),
+                help,
+            ));
         }
     }
     let required = match mode {
@@ -174,15 +290,42 @@ fn top_level(cx: &Ctx, root: &Node) -> Res<Mode> {
     };
     for key in required {
         if root.get(key).is_none() {
-            let mode_name = if mode == Mode::Probe { "probe" } else { "triage" };
-            return Err(cx.schema(&at(root.head_span()), &top, format!("missing required key '{key}'"), format!("a {mode_name} recipe needs: {}", required.join(", "))));
+            let mode_name = if mode == Mode::Probe {
+                "probe"
+            } else {
+                "triage"
+            };
+            return Err(cx.schema(
+                &at(root.head_span()),
+                &top,
+                format!("missing required key '{key}'"),
+                format!("a {mode_name} recipe needs: {}", required.join(", ")),
+            ));
         }
     }
     let version = root.get("schema_version").unwrap_or(root);
     match version.value {
         Value::Int(crate::SCHEMA_VERSION) => {}
-        Value::Int(v) => return Err(cx.schema(version, &top.key("schema_version"), format!("unsupported version {v}; this build understands version 1"), "set schema_version: 1")),
-        _ => return Err(cx.schema(version, &top.key("schema_version"), format!("must be the integer 1, got {} {}", version.type_name(), version.repr()), "set schema_version: 1")),
+        Value::Int(v) => {
+            return Err(cx.schema(
+                version,
+                &top.key("schema_version"),
+                format!("unsupported version {v}; this build understands version 1"),
+                "set schema_version: 1",
+            ))
+        }
+        _ => {
+            return Err(cx.schema(
+                version,
+                &top.key("schema_version"),
+                format!(
+                    "must be the integer 1, got {} {}",
+                    version.type_name(),
+                    version.repr()
+                ),
+                "set schema_version: 1",
+            ))
+        }
     }
     Ok(mode)
 }
@@ -202,13 +345,24 @@ pub(crate) fn common(cx: &Ctx, root: &Node) -> Res<Common> {
     let ticket = match root.get("ticket") {
         None => None,
         Some(n) if n.is_null() => None,
-        Some(n) => Some(cx.string(n, &top.key("ticket"), "a ticket id such as TICKET-1234; quote it if it looks like a number")?.to_string()),
+        Some(n) => Some(
+            cx.string(
+                n,
+                &top.key("ticket"),
+                "a ticket id such as TICKET-1234; quote it if it looks like a number",
+            )?
+            .to_string(),
+        ),
     };
     let trials = cx.positive_u32(root.get("trials").unwrap_or(root), &top.key("trials"))?;
     let (mut threshold, mut baseline_cell) = (1.15, None);
     if let Some(conf) = root.get("confound") {
         let p = top.key("confound");
-        let entries = cx.map(conf, &p, "confound: {threshold: 1.15, baseline_cell: <cell>}")?;
+        let entries = cx.map(
+            conf,
+            &p,
+            "confound: {threshold: 1.15, baseline_cell: <cell>}",
+        )?;
         cx.only_keys(entries, &p, &["threshold", "baseline_cell"], "confound")?;
         if let Some(t) = conf.get("threshold") {
             threshold = cx.positive_number(t, &p.key("threshold"))?;
@@ -226,11 +380,23 @@ pub(crate) fn common(cx: &Ctx, root: &Node) -> Res<Common> {
         None => EnvKeyRules::default(),
         Some(n) => blocks::env_key(cx, n, &top.key("env_key"))?,
     };
-    Ok(Common { ticket, trials, threshold, baseline_cell, stop_after, env_key })
+    Ok(Common {
+        ticket,
+        trials,
+        threshold,
+        baseline_cell,
+        stop_after,
+        env_key,
+    })
 }
 
 /// Checks an explicit baseline names a cell; the error lists the cells.
-pub(crate) fn check_explicit_baseline(cx: &Ctx, cells: &[Cell], name: &str, node: &Node) -> Res<()> {
+pub(crate) fn check_explicit_baseline(
+    cx: &Ctx,
+    cells: &[Cell],
+    name: &str,
+    node: &Node,
+) -> Res<()> {
     if cells.iter().any(|c| c.name == name) {
         return Ok(());
     }
@@ -239,5 +405,11 @@ pub(crate) fn check_explicit_baseline(cx: &Ctx, cells: &[Cell], name: &str, node
     if let Some(s) = suggest::did_you_mean(name, names.iter().copied()) {
         msg.push_str(&format!(" (did you mean '{s}'?)"));
     }
-    Err(cx.err(DiagKind::Cell, node, &FieldPath::root().key("confound").key("baseline_cell"), msg, format!("cells: {}", names.join(", "))))
+    Err(cx.err(
+        DiagKind::Cell,
+        node,
+        &FieldPath::root().key("confound").key("baseline_cell"),
+        msg,
+        format!("cells: {}", names.join(", ")),
+    ))
 }

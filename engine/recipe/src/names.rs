@@ -6,7 +6,9 @@ use blake2::digest::{Update, VariableOutput};
 /// Cell names are used verbatim as directory components.
 pub fn valid_cell_name(name: &str) -> bool {
     let mut chars = name.chars();
-    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
     first_ok && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
@@ -16,7 +18,16 @@ pub const RESERVED_CELL_NAMES: &[&str] = &[".", "..", "matrix.md", "matrix.json"
 /// AORTA's `seg`: characters outside `[A-Za-z0-9_.-]` become `_`; a leading `.`/`-` or an
 /// empty result gets a `_` prefix. Used to build probe cell names `<m>-<d>`.
 pub fn segment(name: &str) -> String {
-    let s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') { c } else { '_' }).collect();
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
     if s.is_empty() || s.starts_with('.') || s.starts_with('-') {
         format!("_{s}")
     } else {
@@ -29,7 +40,15 @@ pub fn safe_slug(name: &str) -> String {
     if name == "." || name == ".." || name.is_empty() {
         return "_".into();
     }
-    name.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') { c } else { '_' }).collect()
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// `_inline_<8 hex>` from a BLAKE2b digest of 4 bytes (not a truncated 64-byte one), exactly
@@ -38,8 +57,13 @@ pub fn inline_environment_name(docker_ref: &str) -> String {
     let mut hasher = blake2::Blake2bVar::new(4).expect("4 is a valid BLAKE2b output size");
     hasher.update(docker_ref.as_bytes());
     let mut out = [0u8; 4];
-    hasher.finalize_variable(&mut out).expect("buffer matches the output size");
-    format!("_inline_{}", out.iter().map(|b| format!("{b:02x}")).collect::<String>())
+    hasher
+        .finalize_variable(&mut out)
+        .expect("buffer matches the output size");
+    format!(
+        "_inline_{}",
+        out.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    )
 }
 
 #[cfg(test)]

@@ -37,7 +37,8 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
             let d = cx.string(d_node, d_path, "a mitigation name")?;
             let name = format!("{}-{}", segment(m), segment(d));
             let pairs = [(*m_node, m_path.clone()), (*d_node, d_path.clone())];
-            let (mitigations, resolved_env, env_origin) = resolve_bundles(cx, &name, &pairs, registry)?;
+            let (mitigations, resolved_env, env_origin) =
+                resolve_bundles(cx, &name, &pairs, registry)?;
             if let Some((pm, pd)) = by_name.get(&name).map(|&j| origins[j].clone()) {
                 return Err(Box::new(
                     Diag::new(DiagKind::Cell, format!("axis values ({m}, {d}) and ({pm}, {pd}) both make the cell name '{name}'"))
@@ -51,7 +52,13 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
             let cell = Cell {
                 name,
                 mitigations,
-                environment: EnvironmentRef { name: "local".into(), docker: None, venv: None, buck_target: None, inline: false },
+                environment: EnvironmentRef {
+                    name: "local".into(),
+                    docker: None,
+                    venv: None,
+                    buck_target: None,
+                    inline: false,
+                },
                 extra_env: Default::default(),
                 trials: None,
                 steps: None,
@@ -72,21 +79,41 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
             check_explicit_baseline(cx, &cells, name, node)?;
             name.clone()
         }
-        None => cells.iter().find(|c| c.mitigations.iter().all(|m| m == "none")).unwrap_or(&cells[0]).name.clone(),
+        None => cells
+            .iter()
+            .find(|c| c.mitigations.iter().all(|m| m == "none"))
+            .unwrap_or(&cells[0])
+            .name
+            .clone(),
     };
     let step_time_regex = match root.get("step_time_regex") {
         None => None,
         Some(n) if n.is_null() => None,
         Some(n) => {
             let p = top.key("step_time_regex");
-            let s = cx.string(n, &p, "a regex with one group capturing the step time in ms")?;
-            blocks::compile_regex(s).map_err(|e| cx.schema(n, &p, format!("regex does not compile: {e}"), "Python `re` syntax"))?;
+            let s = cx.string(
+                n,
+                &p,
+                "a regex with one group capturing the step time in ms",
+            )?;
+            blocks::compile_regex(s).map_err(|e| {
+                cx.schema(
+                    n,
+                    &p,
+                    format!("regex does not compile: {e}"),
+                    "Python `re` syntax",
+                )
+            })?;
             Some(s.to_string())
         }
     };
     let collect_paths = match root.get("collect_paths") {
         None => Vec::new(),
-        Some(n) => cx.string_list(n, &top.key("collect_paths"), "a list of paths to collect after each trial")?,
+        Some(n) => cx.string_list(
+            n,
+            &top.key("collect_paths"),
+            "a list of paths to collect after each trial",
+        )?,
     };
     let timeout_per_trial = match root.get("timeout_per_trial") {
         None => None,
@@ -99,7 +126,14 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
         Some(n) => {
             let p = top.key("env_passthrough_mode");
             let s = cx.string(n, &p, "inherit or file")?;
-            PassthroughMode::parse(s).ok_or_else(|| cx.schema(n, &p, format!("unknown mode '{s}'"), "inherit (default) or file"))?
+            PassthroughMode::parse(s).ok_or_else(|| {
+                cx.schema(
+                    n,
+                    &p,
+                    format!("unknown mode '{s}'"),
+                    "inherit (default) or file",
+                )
+            })?
         }
     };
     let custom_patterns = match root.get("custom_patterns") {
@@ -116,7 +150,12 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
             let p = top.key("hang_grace_period_at_start");
             let v = cx.number(n, &p)?;
             if v < 0.0 || !v.is_finite() {
-                return Err(cx.schema(n, &p, format!("must be a number >= 0, got {}", n.repr()), "0 means no grace period"));
+                return Err(cx.schema(
+                    n,
+                    &p,
+                    format!("must be a number >= 0, got {}", n.repr()),
+                    "0 means no grace period",
+                ));
             }
             v
         }
@@ -126,8 +165,14 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
         Some(n) => cx.boolean(n, &top.key("tier3_vram_growth"))?,
     };
     let disables = blocks::disables(cx, root)?;
-    let retain = root.get("retain").map(|n| blocks::retain(cx, n, &top.key("retain"))).transpose()?;
-    let redaction = root.get("redaction").map(|n| blocks::redaction(cx, n, &top.key("redaction"))).transpose()?;
+    let retain = root
+        .get("retain")
+        .map(|n| blocks::retain(cx, n, &top.key("retain")))
+        .transpose()?;
+    let redaction = root
+        .get("redaction")
+        .map(|n| blocks::redaction(cx, n, &top.key("redaction")))
+        .transpose()?;
     let probe = ProbeSettings {
         mitigation_axis: names(&m_axis),
         diagnostic_axis: names(&d_axis),
@@ -153,7 +198,11 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
         save_logs: false,
         workload_config: JsonMap::new(),
         collect: Collect::default(),
-        confound: Confound { threshold: common.threshold, baseline_cell: common.baseline_cell.map(|(n, _)| n), resolved_baseline },
+        confound: Confound {
+            threshold: common.threshold,
+            baseline_cell: common.baseline_cell.map(|(n, _)| n),
+            resolved_baseline,
+        },
         stop_after: common.stop_after,
         env_key: common.env_key,
         cells,
@@ -166,16 +215,31 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
 fn axis<'n>(cx: &Ctx, root: &'n Node, key: &str) -> Res<Vec<(&'n Node, FieldPath)>> {
     let p = FieldPath::root().key(key);
     let node = root.get(key).unwrap_or(root);
-    let items = cx.list(node, &p, "a list of mitigation names, e.g. [none, tf32_off]")?;
+    let items = cx.list(
+        node,
+        &p,
+        "a list of mitigation names, e.g. [none, tf32_off]",
+    )?;
     if items.is_empty() {
-        return Err(cx.schema(node, &p, "must be a non-empty list", "include 'none' for the unmitigated baseline"));
+        return Err(cx.schema(
+            node,
+            &p,
+            "must be a non-empty list",
+            "include 'none' for the unmitigated baseline",
+        ));
     }
     for (i, n) in items.iter().enumerate() {
         cx.string(n, &p.index(i), "a mitigation name")?;
     }
-    Ok(items.iter().enumerate().map(|(i, n)| (n, p.index(i))).collect())
+    Ok(items
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n, p.index(i)))
+        .collect())
 }
 
 fn names(axis: &[(&Node, FieldPath)]) -> Vec<String> {
-    axis.iter().filter_map(|(n, _)| n.as_str().map(str::to_string)).collect()
+    axis.iter()
+        .filter_map(|(n, _)| n.as_str().map(str::to_string))
+        .collect()
 }

@@ -8,7 +8,9 @@ fn recipes_dir() -> PathBuf {
 }
 
 fn load(name: &str) -> aorta_recipe::Recipe {
-    load_recipe(&recipes_dir().join(name), &[]).unwrap_or_else(|e| panic!("{name}: {e}")).recipe
+    load_recipe(&recipes_dir().join(name), &[])
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+        .recipe
 }
 
 #[test]
@@ -31,10 +33,16 @@ fn names(r: &aorta_recipe::Recipe) -> Vec<&str> {
 #[test]
 fn fsdp_smoke_cells_and_env() {
     let r = load("example-fsdp-smoke.yaml");
-    assert_eq!(names(&r), ["baseline-local", "tf32_off-local", "xnack-local"]);
+    assert_eq!(
+        names(&r),
+        ["baseline-local", "tf32_off-local", "xnack-local"]
+    );
     assert_eq!(r.ticket.as_deref(), Some("EXAMPLE-151"));
     assert_eq!(r.confound.resolved_baseline, "baseline-local");
-    assert_eq!(r.cells[1].resolved_env.iter().collect::<Vec<_>>(), [(&"DISABLE_TF32".to_string(), &"1".to_string())]);
+    assert_eq!(
+        r.cells[1].resolved_env.iter().collect::<Vec<_>>(),
+        [(&"DISABLE_TF32".to_string(), &"1".to_string())]
+    );
     assert_eq!(r.cells[2].resolved_env["HSA_XNACK"], "1");
 }
 
@@ -43,9 +51,15 @@ fn probe_templates_cells_and_redaction() {
     for v in ["bash", "buck2", "torchrun"] {
         let r = load(&format!("probe-template-{v}.yaml"));
         assert_eq!(r.mode, Mode::Probe);
-        assert_eq!(names(&r), ["none-none", "none-xnack", "tf32_off-none", "tf32_off-xnack"]);
+        assert_eq!(
+            names(&r),
+            ["none-none", "none-xnack", "tf32_off-none", "tf32_off-xnack"]
+        );
         let p = r.probe.unwrap();
-        assert_eq!(p.redaction.unwrap().scrub_env_keys, ["AWS_*", "GCP_*", "*_TOKEN", "*_KEY", "USER", "HOME"]);
+        assert_eq!(
+            p.redaction.unwrap().scrub_env_keys,
+            ["AWS_*", "GCP_*", "*_TOKEN", "*_KEY", "USER", "HOME"]
+        );
         assert_eq!(p.collect_paths, ["${AORTA_ARTIFACT_DIR}/profiles"]);
     }
 }
@@ -57,8 +71,14 @@ fn probe_flag_sweep_is_18_by_3() {
     assert_eq!(r.cells[1].name, "none-hip_launch_blocking");
     assert_eq!(r.cells[1].resolved_env["HIP_LAUNCH_BLOCKING"], "1");
     let last = r.cells.last().unwrap();
-    assert_eq!(last.name, "pytorch_alloc_expandable_segments-amd_log_level_4");
-    assert_eq!(last.resolved_env["PYTORCH_CUDA_ALLOC_CONF"], "expandable_segments:True");
+    assert_eq!(
+        last.name,
+        "pytorch_alloc_expandable_segments-amd_log_level_4"
+    );
+    assert_eq!(
+        last.resolved_env["PYTORCH_CUDA_ALLOC_CONF"],
+        "expandable_segments:True"
+    );
     assert_eq!(last.resolved_env["AMD_LOG_LEVEL"], "4");
 }
 
@@ -81,7 +101,10 @@ fn race_smoke_extra_env_and_sdc_baseline() {
     assert_eq!(r.confound.resolved_baseline, "gdr_flush_on");
     let r = load("ainic-sdc-stress-reproducer.yaml");
     assert_eq!(r.cells[1].resolved_env["GPU_MAX_HW_QUEUES"], "2");
-    assert_eq!(r.cells[3].effective_workload_config(&r)["same_stream_mode"], true);
+    assert_eq!(
+        r.cells[3].effective_workload_config(&r)["same_stream_mode"],
+        true
+    );
 }
 
 #[test]
@@ -96,7 +119,15 @@ fn flag_mode_builds_the_product_and_matches_recipe_inline_names() {
     };
     let r = flags.build(&Registry::builtin()).unwrap();
     let n: Vec<_> = r.cells.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(n, ["none-local", "none-_inline_982a8846", "tf32_off-local", "tf32_off-_inline_982a8846"]);
+    assert_eq!(
+        n,
+        [
+            "none-local",
+            "none-_inline_982a8846",
+            "tf32_off-local",
+            "tf32_off-_inline_982a8846"
+        ]
+    );
     assert_eq!(r.confound.resolved_baseline, "none-local");
     assert_eq!(r.confound.threshold, 1.15);
 }
@@ -116,15 +147,81 @@ fn flag_mode_errors() {
         let e = f.build(&reg).unwrap_err();
         assert!(e.to_string().contains(needle), "{e} lacks {needle}");
     };
-    check(FlagRecipe { steps: None, ..base.clone() }, "--steps");
-    check(FlagRecipe { trials: Some(0), ..base.clone() }, ">= 1");
-    check(FlagRecipe { steps: Some(-1), ..base.clone() }, ">= 1");
-    check(FlagRecipe { workload: Some(" ".into()), ..base.clone() }, "must not be empty");
-    check(FlagRecipe { confound_threshold: Some(0.0), ..base.clone() }, "> 0");
-    check(FlagRecipe { ticket: Some("".into()), ..base.clone() }, "must not be empty");
-    check(FlagRecipe { mitigation_axis: Some(" , ".into()), ..base.clone() }, "axis is empty");
-    check(FlagRecipe { environment_axis: Some("image:".into()), ..base.clone() }, "needs an image reference");
-    check(FlagRecipe { baseline_cell: Some("nope".into()), ..base.clone() }, "'nope' is not a cell");
-    check(FlagRecipe { mitigation_axis: Some("bogus".into()), ..base.clone() }, "unknown mitigation 'bogus'");
-    check(FlagRecipe { collect: Some("bogus".into()), ..base.clone() }, "unknown collector");
+    check(
+        FlagRecipe {
+            steps: None,
+            ..base.clone()
+        },
+        "--steps",
+    );
+    check(
+        FlagRecipe {
+            trials: Some(0),
+            ..base.clone()
+        },
+        ">= 1",
+    );
+    check(
+        FlagRecipe {
+            steps: Some(-1),
+            ..base.clone()
+        },
+        ">= 1",
+    );
+    check(
+        FlagRecipe {
+            workload: Some(" ".into()),
+            ..base.clone()
+        },
+        "must not be empty",
+    );
+    check(
+        FlagRecipe {
+            confound_threshold: Some(0.0),
+            ..base.clone()
+        },
+        "> 0",
+    );
+    check(
+        FlagRecipe {
+            ticket: Some("".into()),
+            ..base.clone()
+        },
+        "must not be empty",
+    );
+    check(
+        FlagRecipe {
+            mitigation_axis: Some(" , ".into()),
+            ..base.clone()
+        },
+        "axis is empty",
+    );
+    check(
+        FlagRecipe {
+            environment_axis: Some("image:".into()),
+            ..base.clone()
+        },
+        "needs an image reference",
+    );
+    check(
+        FlagRecipe {
+            baseline_cell: Some("nope".into()),
+            ..base.clone()
+        },
+        "'nope' is not a cell",
+    );
+    check(
+        FlagRecipe {
+            mitigation_axis: Some("bogus".into()),
+            ..base.clone()
+        },
+        "unknown mitigation 'bogus'",
+    );
+    check(
+        FlagRecipe {
+            collect: Some("bogus".into()),
+            ..base.clone()
+        },
+        "unknown collector",
+    );
 }

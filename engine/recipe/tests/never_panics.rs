@@ -11,7 +11,11 @@ fn check(text: &str, syntax: Syntax) {
         // Every diagnostic renders, and its span lies inside the text.
         let _ = e.to_string();
         if let Some(span) = e.primary_span() {
-            assert!(span.start <= span.end && span.end <= text.len(), "span {span:?} outside text of {} bytes", text.len());
+            assert!(
+                span.start <= span.end && span.end <= text.len(),
+                "span {span:?} outside text of {} bytes",
+                text.len()
+            );
         }
     }
 }
@@ -38,8 +42,13 @@ fn value() -> impl Strategy<Value = String> {
     leaf.prop_recursive(3, 24, 4, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..4).prop_map(|v| format!("[{}]", v.join(", "))),
-            prop::collection::vec((key(), inner), 0..4)
-                .prop_map(|kv| format!("{{{}}}", kv.into_iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", "))),
+            prop::collection::vec((key(), inner), 0..4).prop_map(|kv| format!(
+                "{{{}}}",
+                kv.into_iter()
+                    .map(|(k, v)| format!("{k}: {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
         ]
     })
 }
@@ -48,7 +57,23 @@ fn key() -> impl Strategy<Value = String> {
     let keys: Vec<String> = TRIAGE_KEYS
         .iter()
         .chain(PROBE_KEYS)
-        .chain(&["name", "mitigations", "environment", "extra_env", "docker", "id", "match", "regex", "condition", "events", "max_trials", "on_pass", "threshold", "baseline_cell", "mode"])
+        .chain(&[
+            "name",
+            "mitigations",
+            "environment",
+            "extra_env",
+            "docker",
+            "id",
+            "match",
+            "regex",
+            "condition",
+            "events",
+            "max_trials",
+            "on_pass",
+            "threshold",
+            "baseline_cell",
+            "mode",
+        ])
         .map(|s| s.to_string())
         .collect();
     prop::sample::select(keys)

@@ -10,7 +10,10 @@ use aorta_source::DiagKind::{Cell, Schema, UnknownName, Usage};
 fn axes_make_the_cartesian_product() {
     let r = ok(&probe_with(""));
     let names: Vec<_> = r.cells.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(names, ["none-none", "none-xnack", "tf32_off-none", "tf32_off-xnack"]);
+    assert_eq!(
+        names,
+        ["none-none", "none-xnack", "tf32_off-none", "tf32_off-xnack"]
+    );
     assert_eq!(r.workload, "_subprocess");
     assert_eq!(r.cells[3].mitigations, ["tf32_off", "xnack"]);
     assert_eq!(r.cells[3].resolved_env.len(), 2);
@@ -20,107 +23,278 @@ fn axes_make_the_cartesian_product() {
 
 #[test]
 fn no_mode_is_triage_and_invalid_mode_errors() {
-    err(&probe_with("").replace("mode: probe", "mode: sweep"), Schema, "unknown mode");
-    err(&probe_with("").replace("mode: probe\n", ""), Schema, "probe-mode key");
+    err(
+        &probe_with("").replace("mode: probe", "mode: sweep"),
+        Schema,
+        "unknown mode",
+    );
+    err(
+        &probe_with("").replace("mode: probe\n", ""),
+        Schema,
+        "probe-mode key",
+    );
 }
 
 #[test]
 fn triage_keys_rejected_in_probe_mode() {
-    for extra in ["workload: x", "cells: []", "steps: 3", "save_logs: true", "collect: []", "workload_config: {}"] {
-        err(&probe_with(&format!("{extra}\n")), Schema, "triage-mode key");
+    for extra in [
+        "workload: x",
+        "cells: []",
+        "steps: 3",
+        "save_logs: true",
+        "collect: []",
+        "workload_config: {}",
+    ] {
+        err(
+            &probe_with(&format!("{extra}\n")),
+            Schema,
+            "triage-mode key",
+        );
     }
 }
 
 #[test]
 fn axis_rules() {
-    err(&probe_with("").replace("[none, xnack]", "[none, nope]"), UnknownName, "unknown mitigation 'nope'");
-    err(&probe_with("").replace("diagnostic_axis: [none, xnack]\n", ""), Schema, "missing required key 'diagnostic_axis'");
-    err(&probe_with("").replace("trials: 2\n", ""), Schema, "missing required key 'trials'");
-    err(&probe_with("").replace("[none, xnack]", "[]"), Schema, "non-empty list");
+    err(
+        &probe_with("").replace("[none, xnack]", "[none, nope]"),
+        UnknownName,
+        "unknown mitigation 'nope'",
+    );
+    err(
+        &probe_with("").replace("diagnostic_axis: [none, xnack]\n", ""),
+        Schema,
+        "missing required key 'diagnostic_axis'",
+    );
+    err(
+        &probe_with("").replace("trials: 2\n", ""),
+        Schema,
+        "missing required key 'trials'",
+    );
+    err(
+        &probe_with("").replace("[none, xnack]", "[]"),
+        Schema,
+        "non-empty list",
+    );
 }
 
 #[test]
 fn slug_collisions_are_cell_errors() {
     // Sidecar-free way to collide: the same mitigation twice on one axis.
-    err(&probe_with("").replace("[none, tf32_off]", "[none, none]"), Cell, "both make the cell name 'none-none'");
+    err(
+        &probe_with("").replace("[none, tf32_off]", "[none, none]"),
+        Cell,
+        "both make the cell name 'none-none'",
+    );
 }
 
 #[test]
 fn axis_bundle_conflicts_are_cell_errors() {
-    err(&probe_with("").replace("[none, xnack]", "[hsa_enable_cache]").replace("[none, tf32_off]", "[hsa_disable_cache]"), Cell, "HSA_DISABLE_CACHE");
+    err(
+        &probe_with("")
+            .replace("[none, xnack]", "[hsa_enable_cache]")
+            .replace("[none, tf32_off]", "[hsa_disable_cache]"),
+        Cell,
+        "HSA_DISABLE_CACHE",
+    );
 }
 
 #[test]
 fn scalar_field_rules() {
-    err(&probe_with("step_time_regex: '(unclosed'\n"), Schema, "does not compile");
+    err(
+        &probe_with("step_time_regex: '(unclosed'\n"),
+        Schema,
+        "does not compile",
+    );
     ok(&probe_with("step_time_regex: 'step (?P<ms>[0-9.]+) ms'\n"));
-    err(&probe_with("env_passthrough_mode: both\n"), Schema, "unknown mode 'both'");
+    err(
+        &probe_with("env_passthrough_mode: both\n"),
+        Schema,
+        "unknown mode 'both'",
+    );
     err(&probe_with("timeout_per_trial: 0\n"), Schema, "> 0");
     err(&probe_with("timeout_per_trial: -3\n"), Schema, "> 0");
     ok(&probe_with("hang_grace_period_at_start: 0\n"));
-    err(&probe_with("hang_grace_period_at_start: -1\n"), Schema, ">= 0");
+    err(
+        &probe_with("hang_grace_period_at_start: -1\n"),
+        Schema,
+        ">= 0",
+    );
     err(&probe_with("hang_window_sec: 0\n"), Schema, "> 0");
     assert!(ok(&probe_with("")).probe.unwrap().tier3_vram_growth);
-    assert!(!ok(&probe_with("tier3_vram_growth: false\n")).probe.unwrap().tier3_vram_growth);
-    err(&probe_with("tier3_vram_growth: 'false'\n"), Schema, "true or false");
+    assert!(
+        !ok(&probe_with("tier3_vram_growth: false\n"))
+            .probe
+            .unwrap()
+            .tier3_vram_growth
+    );
+    err(
+        &probe_with("tier3_vram_growth: 'false'\n"),
+        Schema,
+        "true or false",
+    );
     let p = ok(&probe_with("")).probe.unwrap();
-    assert_eq!((p.hang_window_sec, p.hang_grace_period_at_start, p.env_passthrough_mode), (30.0, 60.0, PassthroughMode::Inherit));
+    assert_eq!(
+        (
+            p.hang_window_sec,
+            p.hang_grace_period_at_start,
+            p.env_passthrough_mode
+        ),
+        (30.0, 60.0, PassthroughMode::Inherit)
+    );
 }
 
 #[test]
 fn confound_keys() {
-    err(&probe_with("confound: {baseline_cel: none-none}\n"), Schema, "did you mean 'baseline_cell'");
-    let r = ok(&probe_with("confound: {threshold: 1.2, baseline_cell: tf32_off-none}\n"));
+    err(
+        &probe_with("confound: {baseline_cel: none-none}\n"),
+        Schema,
+        "did you mean 'baseline_cell'",
+    );
+    let r = ok(&probe_with(
+        "confound: {threshold: 1.2, baseline_cell: tf32_off-none}\n",
+    ));
     assert_eq!(r.confound.resolved_baseline, "tf32_off-none");
 }
 
 #[test]
 fn disable_knobs() {
-    let p = ok(&probe_with("disable_detectors: [tier2:hang]\ndisable_detector_tiers: [TIER3]\n")).probe.unwrap();
+    let p = ok(&probe_with(
+        "disable_detectors: [tier2:hang]\ndisable_detector_tiers: [TIER3]\n",
+    ))
+    .probe
+    .unwrap();
     assert_eq!(p.disables.detectors, ["tier2:hang"]);
     assert_eq!(p.disables.tiers, [Tier::Tier3]);
-    assert_eq!(err(&probe_with("disable_detectors: [tier3:vram_growht]\n"), Schema, "unknown tier3 detector"), "tier3:vram_growht");
-    err(&probe_with("disable_detector_tiers: [tier9]\n"), Schema, "unknown detector tier 'tier9'");
-    err(&probe_with("disable_detectors: tier2:hang\n"), Schema, "must be a list");
+    assert_eq!(
+        err(
+            &probe_with("disable_detectors: [tier3:vram_growht]\n"),
+            Schema,
+            "unknown tier3 detector"
+        ),
+        "tier3:vram_growht"
+    );
+    err(
+        &probe_with("disable_detector_tiers: [tier9]\n"),
+        Schema,
+        "unknown detector tier 'tier9'",
+    );
+    err(
+        &probe_with("disable_detectors: tier2:hang\n"),
+        Schema,
+        "must be a list",
+    );
 }
 
 #[test]
 fn stop_after_rules() {
-    let s = ok(&probe_with("stop_after: {events: 3, max_trials: 160}\n")).stop_after.unwrap();
+    let s = ok(&probe_with("stop_after: {events: 3, max_trials: 160}\n"))
+        .stop_after
+        .unwrap();
     assert_eq!(s.event_verdict, Verdict::Fail);
     for v in ["pass", "error"] {
-        ok(&probe_with(&format!("stop_after: {{events: 1, max_trials: 2, event_verdict: {v}}}\n")));
+        ok(&probe_with(&format!(
+            "stop_after: {{events: 1, max_trials: 2, event_verdict: {v}}}\n"
+        )));
     }
-    err(&probe_with("stop_after: {events: 1, max_trials: 2, event_verdict: [fail]}\n"), Schema, "must be a string");
-    err(&probe_with("stop_after: {events: 1, max_trials: 2, event_verdict: maybe}\n"), Schema, "unknown verdict");
-    err(&probe_with("stop_after: {max_trials: 2}\n"), Schema, "missing required key 'events'");
-    err(&probe_with("stop_after: {events: 2}\n"), Schema, "missing required key 'max_trials'");
-    err(&probe_with("stop_after: {events: 3, max_trials: 2}\n"), Schema, "must be >= events");
-    err(&probe_with("stop_after: {events: 1.5, max_trials: 2}\n"), Schema, "integer");
-    err(&probe_with("stop_after: {events: 1, max_trials: 2, extra: 1}\n"), Schema, "unknown key 'extra'");
+    err(
+        &probe_with("stop_after: {events: 1, max_trials: 2, event_verdict: [fail]}\n"),
+        Schema,
+        "must be a string",
+    );
+    err(
+        &probe_with("stop_after: {events: 1, max_trials: 2, event_verdict: maybe}\n"),
+        Schema,
+        "unknown verdict",
+    );
+    err(
+        &probe_with("stop_after: {max_trials: 2}\n"),
+        Schema,
+        "missing required key 'events'",
+    );
+    err(
+        &probe_with("stop_after: {events: 2}\n"),
+        Schema,
+        "missing required key 'max_trials'",
+    );
+    err(
+        &probe_with("stop_after: {events: 3, max_trials: 2}\n"),
+        Schema,
+        "must be >= events",
+    );
+    err(
+        &probe_with("stop_after: {events: 1.5, max_trials: 2}\n"),
+        Schema,
+        "integer",
+    );
+    err(
+        &probe_with("stop_after: {events: 1, max_trials: 2, extra: 1}\n"),
+        Schema,
+        "unknown key 'extra'",
+    );
 }
 
 #[test]
 fn retain_rules() {
     assert!(ok(&probe_with("")).probe.unwrap().retain.is_none());
-    let r = ok(&probe_with("retain: {on_pass: summary}\n")).probe.unwrap().retain.unwrap();
-    assert_eq!((r.on_pass, r.on_fail, r.on_error), (RetainLevel::Summary, RetainLevel::Full, RetainLevel::Full));
-    err(&probe_with("retain: {on_maybe: full}\n"), Schema, "unknown key 'on_maybe'");
-    err(&probe_with("retain: {on_pass: tiny}\n"), Schema, "unknown retention level");
-    err(&probe_with("retain: [on_pass]\n"), Schema, "must be a mapping");
-    err(&probe_with("retain: {on_pass: [full]}\n"), Schema, "must be a string");
+    let r = ok(&probe_with("retain: {on_pass: summary}\n"))
+        .probe
+        .unwrap()
+        .retain
+        .unwrap();
+    assert_eq!(
+        (r.on_pass, r.on_fail, r.on_error),
+        (RetainLevel::Summary, RetainLevel::Full, RetainLevel::Full)
+    );
+    err(
+        &probe_with("retain: {on_maybe: full}\n"),
+        Schema,
+        "unknown key 'on_maybe'",
+    );
+    err(
+        &probe_with("retain: {on_pass: tiny}\n"),
+        Schema,
+        "unknown retention level",
+    );
+    err(
+        &probe_with("retain: [on_pass]\n"),
+        Schema,
+        "must be a mapping",
+    );
+    err(
+        &probe_with("retain: {on_pass: [full]}\n"),
+        Schema,
+        "must be a string",
+    );
     // Several bad keys: the first in sorted order is reported, whatever the document order.
-    err(&probe_with("retain: {on_pass: bad, on_error: worse}\n"), Schema, "'worse'");
+    err(
+        &probe_with("retain: {on_pass: bad, on_error: worse}\n"),
+        Schema,
+        "'worse'",
+    );
 }
 
 #[test]
 fn redaction_rules() {
-    let r = ok(&probe_with("redaction: {scrub_env_keys: ['AWS_*'], scrub_paths: true}\n")).probe.unwrap().redaction.unwrap();
+    let r = ok(&probe_with(
+        "redaction: {scrub_env_keys: ['AWS_*'], scrub_paths: true}\n",
+    ))
+    .probe
+    .unwrap()
+    .redaction
+    .unwrap();
     assert_eq!(r.scrub_env_keys, ["AWS_*"]);
     assert!(r.scrub_paths && !r.scrub_ip_addresses);
-    err(&probe_with("redaction: {scrub_everything: true}\n"), Schema, "unknown key 'scrub_everything'");
+    err(
+        &probe_with("redaction: {scrub_everything: true}\n"),
+        Schema,
+        "unknown key 'scrub_everything'",
+    );
     err(&probe_with("redaction: null\n"), Schema, "not null");
-    err(&probe_with("redaction: {1: true}\n"), Schema, "unknown key 1");
+    err(
+        &probe_with("redaction: {1: true}\n"),
+        Schema,
+        "unknown key 1",
+    );
 }
 
 #[test]
@@ -129,52 +303,149 @@ fn custom_pattern_rules() {
     assert_eq!(p.custom_patterns.len(), 2);
     assert_eq!(p.custom_patterns[0].on_match, OnMatch::Warn);
     assert!(p.custom_patterns[1].required_for_pass);
-    err(&probe_with("custom_patterns: []\n"), Schema, "must not be empty");
-    err(&probe_with("custom_patterns:\n  - {id: a, match: {regex: x}}\n  - {id: a, match: {regex: y}}\n"), Schema, "duplicate custom pattern id 'a'");
-    err(&probe_with("custom_patterns:\n  - {id: a, match: {regex: '(x'}}\n"), Schema, "does not compile");
-    err(&probe_with("custom_patterns:\n  - {id: a, match: {regex: x}, colour: red}\n"), Schema, "unknown key 'colour'");
-    err(&probe_with("custom_patterns:\n  - {id: a, match: {regex: x, flags: i}}\n"), Schema, "unknown key 'flags'");
-    err(&probe_with("custom_patterns:\n  - {id: a, match: {regex: x}, on_match: panic}\n"), Schema, "unknown on_match");
+    err(
+        &probe_with("custom_patterns: []\n"),
+        Schema,
+        "must not be empty",
+    );
+    err(
+        &probe_with(
+            "custom_patterns:\n  - {id: a, match: {regex: x}}\n  - {id: a, match: {regex: y}}\n",
+        ),
+        Schema,
+        "duplicate custom pattern id 'a'",
+    );
+    err(
+        &probe_with("custom_patterns:\n  - {id: a, match: {regex: '(x'}}\n"),
+        Schema,
+        "does not compile",
+    );
+    err(
+        &probe_with("custom_patterns:\n  - {id: a, match: {regex: x}, colour: red}\n"),
+        Schema,
+        "unknown key 'colour'",
+    );
+    err(
+        &probe_with("custom_patterns:\n  - {id: a, match: {regex: x, flags: i}}\n"),
+        Schema,
+        "unknown key 'flags'",
+    );
+    err(
+        &probe_with("custom_patterns:\n  - {id: a, match: {regex: x}, on_match: panic}\n"),
+        Schema,
+        "unknown on_match",
+    );
     err(&probe_with("custom_patterns:\n  - {id: a, match: {regex: x}, on_match: warn, required_for_pass: true}\n"), Schema, "only allowed with on_match: fail");
 }
 
 #[test]
 fn hostile_conditions_are_rejected_at_load_with_their_path() {
-    for hostile in ["__import__('os')", "open('/etc/passwd')", "capture.update({})", "2 ** 8", "'a' in capture", "capture[0]", "math.pi"] {
-        let text = probe_with(&format!("custom_patterns:\n  - {{id: a, match: {{regex: x, condition: \"{hostile}\"}}}}\n"));
+    for hostile in [
+        "__import__('os')",
+        "open('/etc/passwd')",
+        "capture.update({})",
+        "2 ** 8",
+        "'a' in capture",
+        "capture[0]",
+        "math.pi",
+    ] {
+        let text = probe_with(&format!(
+            "custom_patterns:\n  - {{id: a, match: {{regex: x, condition: \"{hostile}\"}}}}\n"
+        ));
         let e = parse(&text).unwrap_err();
-        assert_eq!(e.path.as_ref().unwrap().to_string(), "custom_patterns[0].match.condition", "{hostile}");
+        assert_eq!(
+            e.path.as_ref().unwrap().to_string(),
+            "custom_patterns[0].match.condition",
+            "{hostile}"
+        );
         let span = e.primary_span().unwrap();
-        assert!(text[span.clone()].len() <= hostile.len() + 2, "span {:?} should sit inside the condition", &text[span]);
+        assert!(
+            text[span.clone()].len() <= hostile.len() + 2,
+            "span {:?} should sit inside the condition",
+            &text[span]
+        );
     }
     let long = "1 + ".repeat(70) + "1";
-    err(&probe_with(&format!("custom_patterns:\n  - {{id: a, match: {{regex: x, condition: '{long}'}}}}\n")), Schema, "256");
+    err(
+        &probe_with(&format!(
+            "custom_patterns:\n  - {{id: a, match: {{regex: x, condition: '{long}'}}}}\n"
+        )),
+        Schema,
+        "256",
+    );
 }
 
 #[test]
 fn overlays() {
     let mut r = ok(&probe_with(""));
-    ProbeOverlays { stop_after_events: Some(2), max_trials: Some(5), ..Default::default() }.apply(&mut r).unwrap();
+    ProbeOverlays {
+        stop_after_events: Some(2),
+        max_trials: Some(5),
+        ..Default::default()
+    }
+    .apply(&mut r)
+    .unwrap();
     assert_eq!(r.stop_after.map(|s| (s.events, s.max_trials)), Some((2, 5)));
 
-    let mut r = ok(&probe_with("stop_after: {events: 1, max_trials: 9, event_verdict: error}\n"));
-    ProbeOverlays { stop_after_events: Some(3), ..Default::default() }.apply(&mut r).unwrap();
+    let mut r = ok(&probe_with(
+        "stop_after: {events: 1, max_trials: 9, event_verdict: error}\n",
+    ));
+    ProbeOverlays {
+        stop_after_events: Some(3),
+        ..Default::default()
+    }
+    .apply(&mut r)
+    .unwrap();
     let s = r.stop_after.unwrap();
-    assert_eq!((s.events, s.max_trials, s.event_verdict), (3, 9, Verdict::Error));
+    assert_eq!(
+        (s.events, s.max_trials, s.event_verdict),
+        (3, 9, Verdict::Error)
+    );
 
     let mut r = ok(&probe_with(""));
-    let e = ProbeOverlays { stop_after_events: Some(2), ..Default::default() }.apply(&mut r).unwrap_err();
+    let e = ProbeOverlays {
+        stop_after_events: Some(2),
+        ..Default::default()
+    }
+    .apply(&mut r)
+    .unwrap_err();
     assert!(e.to_string().contains("hard cap") && e.kind == Usage);
-    let e = ProbeOverlays { max_trials: Some(2), ..Default::default() }.apply(&mut r).unwrap_err();
-    assert!(e.to_string().contains("--max-trials requires --stop-after-events"));
-    let e = ProbeOverlays { stop_after_events: Some(5), max_trials: Some(2), ..Default::default() }.apply(&mut r).unwrap_err();
+    let e = ProbeOverlays {
+        max_trials: Some(2),
+        ..Default::default()
+    }
+    .apply(&mut r)
+    .unwrap_err();
+    assert!(e
+        .to_string()
+        .contains("--max-trials requires --stop-after-events"));
+    let e = ProbeOverlays {
+        stop_after_events: Some(5),
+        max_trials: Some(2),
+        ..Default::default()
+    }
+    .apply(&mut r)
+    .unwrap_err();
     assert!(e.to_string().contains("must be >="));
 
     let mut r = ok(&probe_with("disable_detectors: [tier2:hang]\n"));
-    ProbeOverlays { disable_detector: vec!["tier3".into(), "tier2:hang".into()], ..Default::default() }.apply(&mut r).unwrap();
+    ProbeOverlays {
+        disable_detector: vec!["tier3".into(), "tier2:hang".into()],
+        ..Default::default()
+    }
+    .apply(&mut r)
+    .unwrap();
     let p = r.probe.as_ref().unwrap();
-    assert_eq!((p.disables.tiers.clone(), p.disables.detectors.clone()), (vec![Tier::Tier3], vec!["tier2:hang".to_string()]));
-    let e = ProbeOverlays { disable_detector: vec!["tier7".into()], ..Default::default() }.apply(&mut r).unwrap_err();
+    assert_eq!(
+        (p.disables.tiers.clone(), p.disables.detectors.clone()),
+        (vec![Tier::Tier3], vec!["tier2:hang".to_string()])
+    );
+    let e = ProbeOverlays {
+        disable_detector: vec!["tier7".into()],
+        ..Default::default()
+    }
+    .apply(&mut r)
+    .unwrap_err();
     assert!(e.to_string().contains("--disable-detector"));
 }
 
@@ -182,7 +453,18 @@ fn overlays() {
 fn passthrough_precedence() {
     let mut r = ok(&probe_with("env_passthrough_mode: file\n"));
     ProbeOverlays::default().apply(&mut r).unwrap();
-    assert_eq!(r.probe.as_ref().unwrap().env_passthrough_mode, PassthroughMode::File);
-    ProbeOverlays { env_passthrough_mode: Some(PassthroughMode::Inherit), ..Default::default() }.apply(&mut r).unwrap();
-    assert_eq!(r.probe.as_ref().unwrap().env_passthrough_mode, PassthroughMode::Inherit);
+    assert_eq!(
+        r.probe.as_ref().unwrap().env_passthrough_mode,
+        PassthroughMode::File
+    );
+    ProbeOverlays {
+        env_passthrough_mode: Some(PassthroughMode::Inherit),
+        ..Default::default()
+    }
+    .apply(&mut r)
+    .unwrap();
+    assert_eq!(
+        r.probe.as_ref().unwrap().env_passthrough_mode,
+        PassthroughMode::Inherit
+    );
 }

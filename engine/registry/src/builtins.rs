@@ -19,7 +19,11 @@ const fn m(
     env: &'static [(&'static str, &'static str)],
     description: &'static str,
 ) -> BuiltinMitigation {
-    BuiltinMitigation { name, env, description }
+    BuiltinMitigation {
+        name,
+        env,
+        description,
+    }
 }
 
 /// AORTA 0.2.1's 22 built-in mitigations, in the spec's order.
@@ -108,8 +112,14 @@ pub const CUDA_MITIGATIONS: &[BuiltinMitigation] = &[
 /// Built-in environments: both run in the current process with no overrides; `default` is
 /// reserved as a site-configurable alias (AORTA §4.3).
 pub const ENVIRONMENTS: &[(&str, &str)] = &[
-    ("default", "Current process, no overrides (reserved as a site-configurable alias of local)"),
-    ("local", "Current process, no overrides: runs on this host with its own toolchain"),
+    (
+        "default",
+        "Current process, no overrides (reserved as a site-configurable alias of local)",
+    ),
+    (
+        "local",
+        "Current process, no overrides: runs on this host with its own toolchain",
+    ),
 ];
 
 /// Every built-in mitigation, AMD first.

@@ -50,7 +50,12 @@ impl Source {
 /// Basename only, because sidecars are copied into `<run>/sidecars/<basename>`.
 impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let base = |p: &Path| p.file_name().map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let base = |p: &Path| {
+            p.file_name().map_or_else(
+                || p.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            )
+        };
         match self {
             Source::BuiltIn => f.write_str("aorta"),
             Source::Sidecar { path } => write!(f, "sidecar:{}", base(path)),
@@ -102,8 +107,17 @@ impl Registry {
     pub fn builtin() -> Registry {
         let mitigations = builtins::mitigations()
             .map(|b| {
-                let env = b.env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-                let m = Mitigation { name: b.name.into(), env, description: b.description.into(), source: Source::BuiltIn };
+                let env = b
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+                let m = Mitigation {
+                    name: b.name.into(),
+                    env,
+                    description: b.description.into(),
+                    source: Source::BuiltIn,
+                };
                 (m.name.clone(), m)
             })
             .collect();
@@ -121,7 +135,12 @@ impl Registry {
                 (e.name.clone(), e)
             })
             .collect();
-        Registry { mitigations, environments, project: None, sidecars: Vec::new() }
+        Registry {
+            mitigations,
+            environments,
+            project: None,
+            sidecars: Vec::new(),
+        }
     }
 
     /// Built-ins, then the project registry (if given), then sidecars in order. The first
@@ -131,7 +150,10 @@ impl Registry {
     }
 
     /// Like [`Registry::load`], from files already read (path, text).
-    pub fn from_sources(project: Option<(&Path, SourceFile)>, sidecars: &[(PathBuf, SourceFile)]) -> Result<Registry, Box<Diag>> {
+    pub fn from_sources(
+        project: Option<(&Path, SourceFile)>,
+        sidecars: &[(PathBuf, SourceFile)],
+    ) -> Result<Registry, Box<Diag>> {
         load::from_sources(project, sidecars)
     }
 
@@ -167,7 +189,10 @@ impl Registry {
     /// top of its canonical list, so a snapshot can prove which mitigation was active
     /// (AORTA 0.2.1 missed 11 of its own, spec §12.8.1).
     pub fn mitigation_env_vars(&self) -> BTreeSet<String> {
-        self.mitigations.values().flat_map(|m| m.env.keys().cloned()).collect()
+        self.mitigations
+            .values()
+            .flat_map(|m| m.env.keys().cloned())
+            .collect()
     }
 
     /// Help text for an unknown mitigation: close matches first, then every name.
@@ -181,13 +206,19 @@ impl Registry {
 
     /// `unknown mitigation '<name>'` with the hint; the caller adds the recipe location.
     pub fn unknown_mitigation(&self, name: &str) -> Diag {
-        Diag::new(DiagKind::UnknownName, format!("unknown mitigation '{name}'"))
-            .with_help(self.unknown_mitigation_hint(name))
+        Diag::new(
+            DiagKind::UnknownName,
+            format!("unknown mitigation '{name}'"),
+        )
+        .with_help(self.unknown_mitigation_hint(name))
     }
 
     pub fn unknown_environment(&self, name: &str) -> Diag {
-        Diag::new(DiagKind::UnknownName, format!("unknown environment '{name}'"))
-            .with_help(self.unknown_environment_hint(name))
+        Diag::new(
+            DiagKind::UnknownName,
+            format!("unknown environment '{name}'"),
+        )
+        .with_help(self.unknown_environment_hint(name))
     }
 
     /// `NAME  SOURCE  ENV  DESCRIPTION`, one row per mitigation, sorted by name.

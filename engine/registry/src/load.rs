@@ -28,7 +28,9 @@ pub(crate) fn load(project: Option<&Path>, sidecars: &[PathBuf]) -> Result<Regis
         check_project_not_sidecar(project, sidecars)?;
         check_project_symlink(project)?; // before reading it
     }
-    let project_file = project.map(|p| SourceFile::read(p).map(|f| (p, f))).transpose()?;
+    let project_file = project
+        .map(|p| SourceFile::read(p).map(|f| (p, f)))
+        .transpose()?;
     let mut files = Vec::with_capacity(sidecars.len());
     for path in sidecars {
         files.push((path.clone(), SourceFile::read(path)?));
@@ -38,16 +40,28 @@ pub(crate) fn load(project: Option<&Path>, sidecars: &[PathBuf]) -> Result<Regis
 
 /// Builds a registry from already-read files (the incremental compile layer reads them once
 /// and hands the texts here, so a registry is a pure function of its inputs).
-pub(crate) fn from_sources(project: Option<(&Path, SourceFile)>, sidecars: &[(PathBuf, SourceFile)]) -> Result<Registry, Box<Diag>> {
+pub(crate) fn from_sources(
+    project: Option<(&Path, SourceFile)>,
+    sidecars: &[(PathBuf, SourceFile)],
+) -> Result<Registry, Box<Diag>> {
     let paths: Vec<PathBuf> = sidecars.iter().map(|(p, _)| p.clone()).collect();
     check_basenames(&paths)?;
     if let Some((path, _)) = &project {
         check_project_symlink(path)?; // again: watch mode reads the files itself
     }
-    let mut merger = Merger { registry: Registry::builtin(), origins: HashMap::new() };
+    let mut merger = Merger {
+        registry: Registry::builtin(),
+        origins: HashMap::new(),
+    };
     let project_path = project.as_ref().map(|(p, _)| p.to_path_buf());
     if let Some((path, file)) = project {
-        merger.add_file(path, file, Source::Project { path: path.to_path_buf() })?;
+        merger.add_file(
+            path,
+            file,
+            Source::Project {
+                path: path.to_path_buf(),
+            },
+        )?;
     }
     for (path, file) in sidecars {
         merger.add_file(path, file.clone(), Source::Sidecar { path: path.clone() })?;
@@ -67,8 +81,11 @@ fn check_basenames(sidecars: &[PathBuf]) -> Result<(), Box<Diag>> {
     for path in sidecars {
         let Some(base) = path.file_name() else {
             return Err(Box::new(
-                Diag::new(DiagKind::Registry, format!("sidecar path {} does not name a file", path.display()))
-                    .with_help("pass the path of a .json sidecar file"),
+                Diag::new(
+                    DiagKind::Registry,
+                    format!("sidecar path {} does not name a file", path.display()),
+                )
+                .with_help("pass the path of a .json sidecar file"),
             ));
         };
         if let Some(first) = seen.insert(base, path) {
@@ -96,7 +113,10 @@ const PROJECT_ROOT_MARKERS: &[&str] = &[".buckconfig", ".aorta-root", ".git"];
 
 /// The project a directory belongs to: its nearest ancestor holding a root marker, else itself.
 fn project_root(dir: &Path) -> PathBuf {
-    dir.ancestors().find(|d| PROJECT_ROOT_MARKERS.iter().any(|m| d.join(m).exists())).unwrap_or(dir).to_path_buf()
+    dir.ancestors()
+        .find(|d| PROJECT_ROOT_MARKERS.iter().any(|m| d.join(m).exists()))
+        .unwrap_or(dir)
+        .to_path_buf()
 }
 
 /// The project registry is picked up by being next to a recipe, without being named on the
@@ -107,7 +127,10 @@ fn check_project_symlink(project: &Path) -> Result<(), Box<Diag>> {
     if !is_link {
         return Ok(());
     }
-    let dir = project.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = project
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let (Ok(target), Ok(dir)) = (project.canonicalize(), dir.canonicalize()) else {
         return Ok(()); // a dangling link: reading it reports the error
     };
@@ -126,7 +149,9 @@ fn check_project_symlink(project: &Path) -> Result<(), Box<Diag>> {
 
 /// Passing the project registry again as a sidecar would collide on every name; say why.
 fn check_project_not_sidecar(project: &Path, sidecars: &[PathBuf]) -> Result<(), Box<Diag>> {
-    let Ok(project_real) = project.canonicalize() else { return Ok(()) };
+    let Ok(project_real) = project.canonicalize() else {
+        return Ok(());
+    };
     for path in sidecars {
         if path.canonicalize().is_ok_and(|p| p == project_real) {
             return Err(Box::new(
@@ -168,9 +193,25 @@ impl Merger {
         // The path as the user gave it: stable across machines and checkouts.
         let full = path.to_path_buf();
         let file = &parsed.file;
-        let ctx = FileCtx { file, full: &full, source: &source };
-        insert_all(&mut self.registry.mitigations, &mut self.origins, Kind::Mitigation, parsed.mitigations, &ctx)?;
-        insert_all(&mut self.registry.environments, &mut self.origins, Kind::Environment, parsed.environments, &ctx)
+        let ctx = FileCtx {
+            file,
+            full: &full,
+            source: &source,
+        };
+        insert_all(
+            &mut self.registry.mitigations,
+            &mut self.origins,
+            Kind::Mitigation,
+            parsed.mitigations,
+            &ctx,
+        )?;
+        insert_all(
+            &mut self.registry.environments,
+            &mut self.origins,
+            Kind::Environment,
+            parsed.environments,
+            &ctx,
+        )
     }
 }
 
@@ -230,7 +271,10 @@ fn insert_all<T: Named>(
             ));
         }
         let (line, col) = cx.file.line_col(key_span.start);
-        origins.insert((kind, name.clone()), format!("{}:{line}:{col} ({})", cx.full.display(), cx.source));
+        origins.insert(
+            (kind, name.clone()),
+            format!("{}:{line}:{col} ({})", cx.full.display(), cx.source),
+        );
         map.insert(name, item);
     }
     Ok(())

@@ -37,16 +37,35 @@ mod tests {
     #[test]
     fn suggests_closest_first() {
         let names = ["tf32_off", "xnack", "none", "hsa_no_sdma"];
-        assert_eq!(did_you_mean("tf32_of", names.iter().copied()), "did you mean 'tf32_off'? ");
-        assert_eq!(did_you_mean("TF32_OFF", names.iter().copied()), "did you mean 'tf32_off'? ");
-        assert_eq!(did_you_mean("completely_different", names.iter().copied()), "");
+        assert_eq!(
+            did_you_mean("tf32_of", names.iter().copied()),
+            "did you mean 'tf32_off'? "
+        );
+        assert_eq!(
+            did_you_mean("TF32_OFF", names.iter().copied()),
+            "did you mean 'tf32_off'? "
+        );
+        assert_eq!(
+            did_you_mean("completely_different", names.iter().copied()),
+            ""
+        );
         let huge = "x".repeat(20 << 20);
         let t0 = std::time::Instant::now();
         assert_eq!(did_you_mean(&huge, names.iter().copied()), "");
-        assert!(t0.elapsed() < std::time::Duration::from_secs(5), "{:?}", t0.elapsed());
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            t0.elapsed()
+        );
         let many = ["ab", "ac", "ad", "ae", "af"];
-        assert_eq!(did_you_mean("aa", many.iter().copied()), "did you mean 'ab' or 'ac' or 'ad'? ");
+        assert_eq!(
+            did_you_mean("aa", many.iter().copied()),
+            "did you mean 'ab' or 'ac' or 'ad'? "
+        );
         let h = hint("xnak", names.iter().copied());
-        assert!(h.starts_with("did you mean 'xnack'? available: hsa_no_sdma, none, tf32_off, xnack;"), "{h}");
+        assert!(
+            h.starts_with("did you mean 'xnack'? available: hsa_no_sdma, none, tf32_off, xnack;"),
+            "{h}"
+        );
     }
 }

@@ -10,9 +10,18 @@ pub(crate) fn mitigations<'a>(rows: impl Iterator<Item = &'a Mitigation>) -> Str
         let env = if m.env.is_empty() {
             "(none)".to_string()
         } else {
-            m.env.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
+            m.env
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
         };
-        vec![m.name.clone(), m.source.to_string(), env, m.description.clone()]
+        vec![
+            m.name.clone(),
+            m.source.to_string(),
+            env,
+            m.description.clone(),
+        ]
     });
     render(&["NAME", "SOURCE", "ENV", "DESCRIPTION"], rows.collect())
 }
@@ -20,9 +29,26 @@ pub(crate) fn mitigations<'a>(rows: impl Iterator<Item = &'a Mitigation>) -> Str
 pub(crate) fn environments<'a>(rows: impl Iterator<Item = &'a Environment>) -> String {
     let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
     let rows = rows.map(|e| {
-        vec![e.name.clone(), e.source.to_string(), dash(&e.docker), dash(&e.venv), dash(&e.buck_target), e.description.clone()]
+        vec![
+            e.name.clone(),
+            e.source.to_string(),
+            dash(&e.docker),
+            dash(&e.venv),
+            dash(&e.buck_target),
+            e.description.clone(),
+        ]
     });
-    render(&["NAME", "SOURCE", "DOCKER", "VENV", "BUCK_TARGET", "DESCRIPTION"], rows.collect())
+    render(
+        &[
+            "NAME",
+            "SOURCE",
+            "DOCKER",
+            "VENV",
+            "BUCK_TARGET",
+            "DESCRIPTION",
+        ],
+        rows.collect(),
+    )
 }
 
 /// Widths are counted in characters, so non-ASCII names still line up in a terminal.
@@ -36,7 +62,11 @@ fn render(header: &[&str], rows: Vec<Vec<String>>) -> String {
     let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
     let mut out = String::new();
     for row in std::iter::once(&header).chain(&rows) {
-        let line: Vec<String> = row.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect();
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
         out.push_str(line.join("  ").trim_end());
         out.push('\n');
     }
@@ -49,7 +79,13 @@ mod tests {
 
     #[test]
     fn pads_to_widest_and_trims() {
-        let t = render(&["NAME", "X"], vec![vec!["a".into(), "long".into()], vec!["longer_name".into(), "".into()]]);
+        let t = render(
+            &["NAME", "X"],
+            vec![
+                vec!["a".into(), "long".into()],
+                vec!["longer_name".into(), "".into()],
+            ],
+        );
         assert_eq!(t, "NAME         X\na            long\nlonger_name\n");
     }
 }

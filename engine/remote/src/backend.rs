@@ -62,7 +62,11 @@ pub struct FileBackend {
 
 impl FileBackend {
     pub fn new(root: PathBuf) -> Self {
-        FileBackend { root, tmp_max_age: TMP_MAX_AGE, last_sweep: Mutex::new(None) }
+        FileBackend {
+            root,
+            tmp_max_age: TMP_MAX_AGE,
+            last_sweep: Mutex::new(None),
+        }
     }
 
     /// A different age bound for abandoned uploads (tests).
@@ -75,13 +79,17 @@ impl FileBackend {
     /// many. At most once per [`SWEEP_INTERVAL`] per process; never fails an upload.
     pub fn sweep_tmp(&self) -> usize {
         {
-            let Ok(mut last) = self.last_sweep.lock() else { return 0 };
+            let Ok(mut last) = self.last_sweep.lock() else {
+                return 0;
+            };
             if last.is_some_and(|t| t.elapsed() < SWEEP_INTERVAL) {
                 return 0;
             }
             *last = Some(Instant::now());
         }
-        let Ok(entries) = fs::read_dir(self.root.join("tmp")) else { return 0 };
+        let Ok(entries) = fs::read_dir(self.root.join("tmp")) else {
+            return 0;
+        };
         let now = SystemTime::now();
         let mut removed = 0;
         for entry in entries.flatten() {
@@ -91,7 +99,10 @@ impl FileBackend {
             // DirEntry::metadata does not follow symlinks: only plain files are removed.
             let Ok(md) = entry.metadata() else { continue };
             let idle = md.modified().ok().and_then(|m| now.duration_since(m).ok());
-            if md.is_file() && idle.is_some_and(|age| age > self.tmp_max_age) && fs::remove_file(entry.path()).is_ok() {
+            if md.is_file()
+                && idle.is_some_and(|age| age > self.tmp_max_age)
+                && fs::remove_file(entry.path()).is_ok()
+            {
                 removed += 1;
             }
         }
@@ -101,7 +112,9 @@ impl FileBackend {
     fn io(op: &str, path: &Path, e: &io::Error) -> Failure {
         let reason = format!("{op} {}: {e}", path.display());
         match e.kind() {
-            io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem | io::ErrorKind::StorageFull => Failure::Refused(reason),
+            io::ErrorKind::PermissionDenied
+            | io::ErrorKind::ReadOnlyFilesystem
+            | io::ErrorKind::StorageFull => Failure::Refused(reason),
             _ => Failure::Transient(reason),
         }
     }
@@ -109,8 +122,14 @@ impl FileBackend {
     fn reachable(&self) -> Outcome<()> {
         match fs::metadata(&self.root) {
             Ok(md) if md.is_dir() => Ok(()),
-            Ok(_) => Err(Failure::Unreachable(format!("{} is not a directory", self.root.display()))),
-            Err(e) => Err(Failure::Unreachable(format!("{}: {e}", self.root.display()))),
+            Ok(_) => Err(Failure::Unreachable(format!(
+                "{} is not a directory",
+                self.root.display()
+            ))),
+            Err(e) => Err(Failure::Unreachable(format!(
+                "{}: {e}",
+                self.root.display()
+            ))),
         }
     }
 }
@@ -126,7 +145,10 @@ impl Backend for FileBackend {
         };
         let copied = io::copy(&mut f.take(limit + 1), out).map_err(|e| Self::io("read", &p, &e))?;
         if copied > limit {
-            return Err(Failure::Refused(format!("{} is larger than {limit} bytes", p.display())));
+            return Err(Failure::Refused(format!(
+                "{} is larger than {limit} bytes",
+                p.display()
+            )));
         }
         Ok(true)
     }
@@ -151,11 +173,17 @@ impl Backend for FileBackend {
             fs::create_dir_all(d).map_err(|e| Self::io("create", d, &e))?;
         }
         self.sweep_tmp();
-        let mut tmp = tempfile::Builder::new().prefix(PUT_PREFIX).tempfile_in(&tmp_dir).map_err(|e| Self::io("create temp file in", &tmp_dir, &e))?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix(PUT_PREFIX)
+            .tempfile_in(&tmp_dir)
+            .map_err(|e| Self::io("create temp file in", &tmp_dir, &e))?;
         let mut input = File::open(src).map_err(|e| Self::io("open", src, &e))?;
         io::copy(&mut input, tmp.as_file_mut()).map_err(|e| Self::io("write", tmp.path(), &e))?;
-        tmp.as_file().sync_all().map_err(|e| Self::io("fsync", tmp.path(), &e))?;
-        tmp.persist(&dest).map_err(|e| Self::io("rename into", &dest, &e.error))?;
+        tmp.as_file()
+            .sync_all()
+            .map_err(|e| Self::io("fsync", tmp.path(), &e))?;
+        tmp.persist(&dest)
+            .map_err(|e| Self::io("rename into", &dest, &e.error))?;
         if let Ok(d) = File::open(parent) {
             let _ = d.sync_all();
         }
@@ -181,7 +209,11 @@ impl HttpBackend {
             .http_status_as_error(false)
             .user_agent(concat!("aorta/", env!("CARGO_PKG_VERSION")))
             .build();
-        HttpBackend { base, agent: config.into(), token }
+        HttpBackend {
+            base,
+            agent: config.into(),
+            token,
+        }
     }
 
     fn url(&self, path: &str) -> String {
@@ -198,8 +230,20 @@ impl HttpBackend {
     fn transport(url: &str, e: ureq::Error) -> Failure {
         let reason = format!("{url}: {e}");
         match e {
-            ureq::Error::Timeout(_) | ureq::Error::HostNotFound | ureq::Error::ConnectionFailed => Failure::Unreachable(reason),
-            ureq::Error::Io(ref io) if matches!(io.kind(), io::ErrorKind::ConnectionRefused | io::ErrorKind::TimedOut | io::ErrorKind::NotConnected | io::ErrorKind::AddrNotAvailable) => Failure::Unreachable(reason),
+            ureq::Error::Timeout(_) | ureq::Error::HostNotFound | ureq::Error::ConnectionFailed => {
+                Failure::Unreachable(reason)
+            }
+            ureq::Error::Io(ref io)
+                if matches!(
+                    io.kind(),
+                    io::ErrorKind::ConnectionRefused
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::NotConnected
+                        | io::ErrorKind::AddrNotAvailable
+                ) =>
+            {
+                Failure::Unreachable(reason)
+            }
             _ => Failure::Transient(reason),
         }
     }
@@ -217,25 +261,40 @@ impl HttpBackend {
 impl Backend for HttpBackend {
     fn get(&self, path: &str, out: &mut dyn Write, limit: u64) -> Outcome<bool> {
         let url = self.url(path);
-        let resp = self.auth(self.agent.get(&url)).call().map_err(|e| Self::transport(&url, e))?;
+        let resp = self
+            .auth(self.agent.get(&url))
+            .call()
+            .map_err(|e| Self::transport(&url, e))?;
         match resp.status().as_u16() {
             200 => {}
             404 | 410 => return Ok(false),
             code => return Err(Self::status(&url, "GET", code)),
         }
         let reader = resp.into_body().into_reader();
-        let copied = io::copy(&mut reader.take(limit + 1), out).map_err(|e| Failure::Transient(format!("GET {url}: {e}")))?;
+        let copied = io::copy(&mut reader.take(limit + 1), out)
+            .map_err(|e| Failure::Transient(format!("GET {url}: {e}")))?;
         if copied > limit {
-            return Err(Failure::Refused(format!("GET {url}: larger than {limit} bytes")));
+            return Err(Failure::Refused(format!(
+                "GET {url}: larger than {limit} bytes"
+            )));
         }
         Ok(true)
     }
 
     fn head(&self, path: &str) -> Outcome<Option<u64>> {
         let url = self.url(path);
-        let resp = self.auth(self.agent.head(&url)).call().map_err(|e| Self::transport(&url, e))?;
+        let resp = self
+            .auth(self.agent.head(&url))
+            .call()
+            .map_err(|e| Self::transport(&url, e))?;
         match resp.status().as_u16() {
-            200 => Ok(Some(resp.headers().get("content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok()).unwrap_or(u64::MAX))),
+            200 => Ok(Some(
+                resp.headers()
+                    .get("content-length")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(u64::MAX),
+            )),
             404 | 410 => Ok(None),
             code => Err(Self::status(&url, "HEAD", code)),
         }
@@ -243,9 +302,15 @@ impl Backend for HttpBackend {
 
     fn put(&self, path: &str, src: &Path, len: u64) -> Outcome<()> {
         let url = self.url(path);
-        let file = File::open(src).map_err(|e| Failure::Refused(format!("open {}: {e}", src.display())))?;
-        let req = self.auth(self.agent.put(&url)).header("Content-Length", len.to_string()).header("Content-Type", "application/octet-stream");
-        let resp = req.send(ureq::SendBody::from_reader(&mut file.take(len))).map_err(|e| Self::transport(&url, e))?;
+        let file = File::open(src)
+            .map_err(|e| Failure::Refused(format!("open {}: {e}", src.display())))?;
+        let req = self
+            .auth(self.agent.put(&url))
+            .header("Content-Length", len.to_string())
+            .header("Content-Type", "application/octet-stream");
+        let resp = req
+            .send(ureq::SendBody::from_reader(&mut file.take(len)))
+            .map_err(|e| Self::transport(&url, e))?;
         match resp.status().as_u16() {
             200..=299 => Ok(()),
             code => Err(Self::status(&url, "PUT", code)),

@@ -22,10 +22,20 @@ pub struct CloudBackend {
 /// The object_store options for `url`: the cloud's environment variables, lower-cased as
 /// object_store's config keys expect, plus aorta's timeouts.
 pub fn options_from_env(url: &str, timeout: Duration) -> Vec<(String, String)> {
-    let wanted = if url.starts_with("gs://") { "GOOGLE_" } else { "AWS_" };
-    let mut opts: Vec<(String, String)> = std::env::vars().filter(|(k, _)| k.starts_with(wanted)).map(|(k, v)| (k.to_ascii_lowercase(), v)).collect();
+    let wanted = if url.starts_with("gs://") {
+        "GOOGLE_"
+    } else {
+        "AWS_"
+    };
+    let mut opts: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| k.starts_with(wanted))
+        .map(|(k, v)| (k.to_ascii_lowercase(), v))
+        .collect();
     opts.push(("timeout".into(), format!("{}ms", timeout.as_millis())));
-    opts.push(("connect_timeout".into(), format!("{}ms", timeout.as_millis())));
+    opts.push((
+        "connect_timeout".into(),
+        format!("{}ms", timeout.as_millis()),
+    ));
     opts
 }
 
@@ -35,9 +45,19 @@ impl CloudBackend {
         // aws-lc-rs); use ring, which ureq's rustls already brings. Err = one is installed.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let parsed = url::Url::parse(url).map_err(|e| format!("{url}: {e}"))?;
-        let (store, prefix) = object_store::parse_url_opts(&parsed, options_from_env(url, timeout)).map_err(|e| format!("{url}: {e}"))?;
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| format!("cannot start an async runtime: {e}"))?;
-        Ok(CloudBackend { store, prefix, runtime, timeout, url: url.to_owned() })
+        let (store, prefix) = object_store::parse_url_opts(&parsed, options_from_env(url, timeout))
+            .map_err(|e| format!("{url}: {e}"))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start an async runtime: {e}"))?;
+        Ok(CloudBackend {
+            store,
+            prefix,
+            runtime,
+            timeout,
+            url: url.to_owned(),
+        })
     }
 
     fn path(&self, rel: &str) -> ObjectPath {
@@ -48,13 +68,25 @@ impl CloudBackend {
         p
     }
 
-    fn block<T>(&self, what: &str, fut: impl std::future::Future<Output = object_store::Result<T>>) -> Outcome<Option<T>> {
-        let r = self.runtime.block_on(async { tokio::time::timeout(self.timeout, fut).await });
+    fn block<T>(
+        &self,
+        what: &str,
+        fut: impl std::future::Future<Output = object_store::Result<T>>,
+    ) -> Outcome<Option<T>> {
+        let r = self
+            .runtime
+            .block_on(async { tokio::time::timeout(self.timeout, fut).await });
         match r {
-            Err(_) => Err(Failure::Unreachable(format!("{what} {}: timed out after {:?}", self.url, self.timeout))),
+            Err(_) => Err(Failure::Unreachable(format!(
+                "{what} {}: timed out after {:?}",
+                self.url, self.timeout
+            ))),
             Ok(Ok(v)) => Ok(Some(v)),
             Ok(Err(object_store::Error::NotFound { .. })) => Ok(None),
-            Ok(Err(e @ (object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. }))) => Err(Failure::Refused(format!("{what} {}: {e}", self.url))),
+            Ok(Err(
+                e @ (object_store::Error::PermissionDenied { .. }
+                | object_store::Error::Unauthenticated { .. }),
+            )) => Err(Failure::Refused(format!("{what} {}: {e}", self.url))),
             Ok(Err(e)) => Err(Failure::Transient(format!("{what} {}: {e}", self.url))),
         }
     }
@@ -63,9 +95,14 @@ impl CloudBackend {
 impl Backend for CloudBackend {
     fn get(&self, path: &str, out: &mut dyn Write, limit: u64) -> Outcome<bool> {
         let p = self.path(path);
-        let Some(res) = self.block("GET", self.store.get(&p))? else { return Ok(false) };
+        let Some(res) = self.block("GET", self.store.get(&p))? else {
+            return Ok(false);
+        };
         if res.meta.size > limit {
-            return Err(Failure::Refused(format!("GET {path}: {} bytes, more than {limit}", res.meta.size)));
+            return Err(Failure::Refused(format!(
+                "GET {path}: {} bytes, more than {limit}",
+                res.meta.size
+            )));
         }
         // Chunk by chunk into `out` (blobs can be large traces), under the same timeout.
         let mut stream = res.into_stream();
@@ -90,7 +127,9 @@ impl Backend for CloudBackend {
             return Err(Failure::Refused(format!("write {path}: {e}")));
         }
         if copied > limit {
-            return Err(Failure::Refused(format!("GET {path}: larger than {limit} bytes")));
+            return Err(Failure::Refused(format!(
+                "GET {path}: larger than {limit} bytes"
+            )));
         }
         Ok(true)
     }
@@ -102,9 +141,12 @@ impl Backend for CloudBackend {
 
     fn put(&self, path: &str, src: &Path, len: u64) -> Outcome<()> {
         let mut buf = Vec::with_capacity(len as usize);
-        std::fs::File::open(src).and_then(|f| f.take(len).read_to_end(&mut buf)).map_err(|e| Failure::Refused(format!("read {}: {e}", src.display())))?;
+        std::fs::File::open(src)
+            .and_then(|f| f.take(len).read_to_end(&mut buf))
+            .map_err(|e| Failure::Refused(format!("read {}: {e}", src.display())))?;
         let p = self.path(path);
-        self.block("PUT", self.store.put(&p, PutPayload::from(buf))).map(|_| ())
+        self.block("PUT", self.store.put(&p, PutPayload::from(buf)))
+            .map(|_| ())
     }
 }
 
@@ -115,8 +157,12 @@ mod tests {
     #[test]
     fn builds_clients_for_both_clouds_without_network() {
         // Constructing a client does no I/O; this proves the URLs and options are accepted.
-        let b = CloudBackend::new("s3://aorta-test-bucket/ci/cache", Duration::from_secs(1)).unwrap();
-        assert_eq!(b.path("default/ac/12/abc").as_ref(), "ci/cache/default/ac/12/abc");
+        let b =
+            CloudBackend::new("s3://aorta-test-bucket/ci/cache", Duration::from_secs(1)).unwrap();
+        assert_eq!(
+            b.path("default/ac/12/abc").as_ref(),
+            "ci/cache/default/ac/12/abc"
+        );
         let g = CloudBackend::new("gs://aorta-test-bucket", Duration::from_secs(1));
         // gs:// wants credentials at build time on some versions; either way it must not panic.
         if let Ok(g) = g {

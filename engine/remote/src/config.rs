@@ -20,7 +20,10 @@ impl std::str::FromStr for Mode {
         match s {
             "read" => Ok(Mode::Read),
             "readwrite" | "read-write" => Ok(Mode::ReadWrite),
-            other => Err(ConfigError::new(format!("unknown remote cache mode {other:?}"), "use `read` or `readwrite`")),
+            other => Err(ConfigError::new(
+                format!("unknown remote cache mode {other:?}"),
+                "use `read` or `readwrite`",
+            )),
         }
     }
 }
@@ -56,7 +59,10 @@ pub struct ConfigError {
 
 impl ConfigError {
     pub(crate) fn new(message: impl Into<String>, help: impl Into<String>) -> Self {
-        ConfigError { message: message.into(), help: help.into() }
+        ConfigError {
+            message: message.into(),
+            help: help.into(),
+        }
     }
 }
 
@@ -65,48 +71,83 @@ pub fn parse_location(url: &str) -> Result<Location, ConfigError> {
     let url = url.trim();
     let help = "examples: file:///srv/aorta-cache, https://cache.example.com/aorta, s3://bucket/aorta, gs://bucket/aorta";
     let Some((scheme, rest)) = url.split_once("://") else {
-        return Err(ConfigError::new(format!("remote cache {url:?} is not a URL"), help));
+        return Err(ConfigError::new(
+            format!("remote cache {url:?} is not a URL"),
+            help,
+        ));
     };
     match scheme.to_ascii_lowercase().as_str() {
         "file" => {
             // file:///abs/path (empty authority) or file://localhost/abs/path.
             let path = rest.strip_prefix("localhost").unwrap_or(rest);
             if !path.starts_with('/') {
-                return Err(ConfigError::new(format!("remote cache {url:?}: a file:// URL needs an absolute path"), "write file:///abs/dir (three slashes)"));
+                return Err(ConfigError::new(
+                    format!("remote cache {url:?}: a file:// URL needs an absolute path"),
+                    "write file:///abs/dir (three slashes)",
+                ));
             }
             if path.len() == 1 {
-                return Err(ConfigError::new(format!("remote cache {url:?}: refusing the filesystem root"), "name a directory, e.g. file:///srv/aorta-cache"));
+                return Err(ConfigError::new(
+                    format!("remote cache {url:?}: refusing the filesystem root"),
+                    "name a directory, e.g. file:///srv/aorta-cache",
+                ));
             }
             Ok(Location::File(PathBuf::from(path)))
         }
         "http" | "https" => {
             let host = rest.split('/').next().unwrap_or_default();
             if host.is_empty() || host.contains(char::is_whitespace) {
-                return Err(ConfigError::new(format!("remote cache {url:?}: no host"), help));
+                return Err(ConfigError::new(
+                    format!("remote cache {url:?}: no host"),
+                    help,
+                ));
             }
             if rest.contains(['?', '#']) {
-                return Err(ConfigError::new(format!("remote cache {url:?}: query strings and fragments are not supported"), "give the base URL the cache's objects live under"));
+                return Err(ConfigError::new(
+                    format!("remote cache {url:?}: query strings and fragments are not supported"),
+                    "give the base URL the cache's objects live under",
+                ));
             }
-            Ok(Location::Http(format!("{scheme}://{}", rest.trim_end_matches('/'))))
+            Ok(Location::Http(format!(
+                "{scheme}://{}",
+                rest.trim_end_matches('/')
+            )))
         }
         "s3" | "gs" => {
             let bucket = rest.split('/').next().unwrap_or_default();
             if bucket.is_empty() {
-                return Err(ConfigError::new(format!("remote cache {url:?}: no bucket"), format!("write {scheme}://BUCKET/optional/prefix")));
+                return Err(ConfigError::new(
+                    format!("remote cache {url:?}: no bucket"),
+                    format!("write {scheme}://BUCKET/optional/prefix"),
+                ));
             }
-            Ok(Location::Cloud(format!("{scheme}://{}", rest.trim_end_matches('/'))))
+            Ok(Location::Cloud(format!(
+                "{scheme}://{}",
+                rest.trim_end_matches('/')
+            )))
         }
-        other => Err(ConfigError::new(format!("remote cache {url:?}: unsupported scheme {other:?}"), help)),
+        other => Err(ConfigError::new(
+            format!("remote cache {url:?}: unsupported scheme {other:?}"),
+            help,
+        )),
     }
 }
 
 /// A namespace is one path segment: letters, digits, `.`, `_`, `-`; 1–64 chars; not `.`/`..`.
 pub fn validate_namespace(ns: &str) -> Result<(), ConfigError> {
-    let ok = !ns.is_empty() && ns.len() <= 64 && !matches!(ns, "." | ".." | "tmp") && ns.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    let ok = !ns.is_empty()
+        && ns.len() <= 64
+        && !matches!(ns, "." | ".." | "tmp")
+        && ns
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
     if ok {
         Ok(())
     } else {
-        Err(ConfigError::new(format!("remote cache namespace {ns:?} is not a plain name"), "use 1-64 letters, digits, '.', '_' or '-' (e.g. v2 or ci-2026-03)"))
+        Err(ConfigError::new(
+            format!("remote cache namespace {ns:?} is not a plain name"),
+            "use 1-64 letters, digits, '.', '_' or '-' (e.g. v2 or ci-2026-03)",
+        ))
     }
 }
 
@@ -160,7 +201,9 @@ impl Settings {
     /// The `[aorta]` section of `<root>/.buckconfig`: `remote_cache`, `remote_cache_mode`,
     /// `remote_cache_namespace`, `remote_cache_timeout`, `remote_cache_retries`.
     pub fn from_project(root: &Path) -> Settings {
-        let Ok(text) = std::fs::read_to_string(root.join(".buckconfig")) else { return Settings::default() };
+        let Ok(text) = std::fs::read_to_string(root.join(".buckconfig")) else {
+            return Settings::default();
+        };
         let mut s = Settings::default();
         let mut in_aorta = false;
         for line in text.lines() {
@@ -172,7 +215,9 @@ impl Settings {
                 in_aorta = line.trim_start_matches('[').trim_end_matches(']').trim() == "aorta";
                 continue;
             }
-            let Some((k, v)) = line.split_once('=') else { continue };
+            let Some((k, v)) = line.split_once('=') else {
+                continue;
+            };
             if !in_aorta {
                 continue;
             }
@@ -207,25 +252,59 @@ impl Settings {
             return Ok(None);
         }
         let location = parse_location(&url)?;
-        let mode = self.mode.as_deref().map(str::parse).transpose()?.unwrap_or(Mode::Read);
-        let namespace = self.namespace.unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
+        let mode = self
+            .mode
+            .as_deref()
+            .map(str::parse)
+            .transpose()?
+            .unwrap_or(Mode::Read);
+        let namespace = self
+            .namespace
+            .unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
         validate_namespace(&namespace)?;
         let timeout = match self.timeout {
             Some(t) => parse_seconds(&t)?,
             None => DEFAULT_TIMEOUT,
         };
         let retries = match self.retries {
-            Some(r) => r.trim().parse::<u32>().ok().filter(|&n| n <= 10).ok_or_else(|| ConfigError::new(format!("remote cache retries {r:?} is not a number from 0 to 10"), "e.g. 2"))?,
+            Some(r) => r
+                .trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|&n| n <= 10)
+                .ok_or_else(|| {
+                    ConfigError::new(
+                        format!("remote cache retries {r:?} is not a number from 0 to 10"),
+                        "e.g. 2",
+                    )
+                })?,
             None => DEFAULT_RETRIES,
         };
-        let bearer_token = std::env::var("AORTA_REMOTE_CACHE_TOKEN").ok().filter(|t| !t.is_empty());
-        let signing = signing_from(std::env::var_os("AORTA_REMOTE_CACHE_HMAC_KEY"), std::env::var_os("AORTA_REMOTE_CACHE_HMAC_KEY_FILE"))?;
-        Ok(Some(RemoteConfig { url: url.trim().to_owned(), location, mode, namespace, timeout, retries, bearer_token, signing }))
+        let bearer_token = std::env::var("AORTA_REMOTE_CACHE_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty());
+        let signing = signing_from(
+            std::env::var_os("AORTA_REMOTE_CACHE_HMAC_KEY"),
+            std::env::var_os("AORTA_REMOTE_CACHE_HMAC_KEY_FILE"),
+        )?;
+        Ok(Some(RemoteConfig {
+            url: url.trim().to_owned(),
+            location,
+            mode,
+            namespace,
+            timeout,
+            retries,
+            bearer_token,
+            signing,
+        }))
     }
 }
 
 /// The signing key from the secret itself or from a file holding it; not both.
-fn signing_from(secret: Option<std::ffi::OsString>, file: Option<std::ffi::OsString>) -> Result<Option<SigningKey>, ConfigError> {
+fn signing_from(
+    secret: Option<std::ffi::OsString>,
+    file: Option<std::ffi::OsString>,
+) -> Result<Option<SigningKey>, ConfigError> {
     let secret = secret.filter(|s| !s.is_empty());
     let file = file.filter(|f| !f.is_empty());
     match (secret, file) {
@@ -250,8 +329,18 @@ pub fn parse_seconds(t: &str) -> Result<Duration, ConfigError> {
     } else {
         (t.strip_suffix('s').unwrap_or(t), 1.0)
     };
-    let secs = num.trim().parse::<f64>().ok().map(|n| n * scale).filter(|s| s.is_finite() && *s > 0.0 && *s <= 600.0);
-    secs.map(Duration::from_secs_f64).ok_or_else(|| ConfigError::new(format!("remote cache timeout {t:?} is not a duration"), "seconds (10, 2.5, 10s) or milliseconds (500ms), at most 600 s"))
+    let secs = num
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .map(|n| n * scale)
+        .filter(|s| s.is_finite() && *s > 0.0 && *s <= 600.0);
+    secs.map(Duration::from_secs_f64).ok_or_else(|| {
+        ConfigError::new(
+            format!("remote cache timeout {t:?} is not a duration"),
+            "seconds (10, 2.5, 10s) or milliseconds (500ms), at most 600 s",
+        )
+    })
 }
 
 #[cfg(test)]
@@ -260,13 +349,41 @@ mod tests {
 
     #[test]
     fn urls() {
-        assert_eq!(parse_location("file:///srv/cache").unwrap(), Location::File("/srv/cache".into()));
-        assert_eq!(parse_location("file://localhost/srv/c").unwrap(), Location::File("/srv/c".into()));
-        assert_eq!(parse_location("http://127.0.0.1:8080/aorta/").unwrap(), Location::Http("http://127.0.0.1:8080/aorta".into()));
-        assert_eq!(parse_location("HTTPS://cache.example.com").unwrap(), Location::Http("HTTPS://cache.example.com".into()));
-        assert_eq!(parse_location("s3://bucket/pre/fix/").unwrap(), Location::Cloud("s3://bucket/pre/fix".into()));
-        assert_eq!(parse_location("gs://b").unwrap(), Location::Cloud("gs://b".into()));
-        for bad in ["", "cache", "file://rel/dir", "file:///", "http://", "http:///x", "ftp://x/y", "s3://", "http://h/x?y=1"] {
+        assert_eq!(
+            parse_location("file:///srv/cache").unwrap(),
+            Location::File("/srv/cache".into())
+        );
+        assert_eq!(
+            parse_location("file://localhost/srv/c").unwrap(),
+            Location::File("/srv/c".into())
+        );
+        assert_eq!(
+            parse_location("http://127.0.0.1:8080/aorta/").unwrap(),
+            Location::Http("http://127.0.0.1:8080/aorta".into())
+        );
+        assert_eq!(
+            parse_location("HTTPS://cache.example.com").unwrap(),
+            Location::Http("HTTPS://cache.example.com".into())
+        );
+        assert_eq!(
+            parse_location("s3://bucket/pre/fix/").unwrap(),
+            Location::Cloud("s3://bucket/pre/fix".into())
+        );
+        assert_eq!(
+            parse_location("gs://b").unwrap(),
+            Location::Cloud("gs://b".into())
+        );
+        for bad in [
+            "",
+            "cache",
+            "file://rel/dir",
+            "file:///",
+            "http://",
+            "http:///x",
+            "ftp://x/y",
+            "s3://",
+            "http://h/x?y=1",
+        ] {
             assert!(parse_location(bad).is_err(), "{bad:?} accepted");
         }
     }
@@ -283,8 +400,16 @@ mod tests {
 
     #[test]
     fn precedence_and_defaults() {
-        let cli = Settings { url: Some("http://a/x".into()), ..Default::default() };
-        let project = Settings { url: Some("file:///b".into()), mode: Some("readwrite".into()), namespace: Some("p".into()), ..Default::default() };
+        let cli = Settings {
+            url: Some("http://a/x".into()),
+            ..Default::default()
+        };
+        let project = Settings {
+            url: Some("file:///b".into()),
+            mode: Some("readwrite".into()),
+            namespace: Some("p".into()),
+            ..Default::default()
+        };
         let c = cli.or(project).resolve().unwrap().unwrap();
         assert_eq!(c.location, Location::Http("http://a/x".into()));
         assert_eq!(c.mode, Mode::ReadWrite);
@@ -292,12 +417,28 @@ mod tests {
         assert_eq!(c.timeout, DEFAULT_TIMEOUT);
         assert_eq!(c.retries, DEFAULT_RETRIES);
         assert_eq!(Settings::default().resolve().unwrap(), None);
-        assert_eq!(Settings { url: Some("off".into()), ..Default::default() }.resolve().unwrap(), None);
-        let bad = Settings { url: Some("http://a".into()), mode: Some("write".into()), ..Default::default() };
+        assert_eq!(
+            Settings {
+                url: Some("off".into()),
+                ..Default::default()
+            }
+            .resolve()
+            .unwrap(),
+            None
+        );
+        let bad = Settings {
+            url: Some("http://a".into()),
+            mode: Some("write".into()),
+            ..Default::default()
+        };
         assert!(bad.resolve().is_err());
         assert_eq!(parse_seconds("500ms").unwrap(), Duration::from_millis(500));
         assert_eq!(parse_seconds("2.5").unwrap(), Duration::from_millis(2500));
-        assert!(parse_seconds("0").is_err() && parse_seconds("x").is_err() && parse_seconds("1e9").is_err());
+        assert!(
+            parse_seconds("0").is_err()
+                && parse_seconds("x").is_err()
+                && parse_seconds("1e9").is_err()
+        );
     }
 
     #[test]
@@ -305,12 +446,20 @@ mod tests {
         let os = |s: &str| Some(std::ffi::OsString::from(s));
         assert_eq!(signing_from(None, None).unwrap(), None);
         assert_eq!(signing_from(os(""), os("")).unwrap(), None);
-        let k = signing_from(os("0123456789abcdef0123"), None).unwrap().unwrap();
+        let k = signing_from(os("0123456789abcdef0123"), None)
+            .unwrap()
+            .unwrap();
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("key");
         std::fs::write(&file, "0123456789abcdef0123\n").unwrap();
-        assert_eq!(signing_from(None, Some(file.clone().into())).unwrap(), Some(k));
-        assert!(signing_from(os("0123456789abcdef0123"), Some(file.into())).unwrap_err().message.contains("both"));
+        assert_eq!(
+            signing_from(None, Some(file.clone().into())).unwrap(),
+            Some(k)
+        );
+        assert!(signing_from(os("0123456789abcdef0123"), Some(file.into()))
+            .unwrap_err()
+            .message
+            .contains("both"));
         assert!(signing_from(os("short"), None).is_err());
         let e = signing_from(None, Some(dir.path().join("missing").into())).unwrap_err();
         assert!(e.message.contains("cannot read"), "{e}");

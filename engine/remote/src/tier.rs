@@ -5,7 +5,10 @@
 use crate::backend::{Backend, Failure, Outcome};
 use crate::config::{Mode, RemoteConfig};
 use crate::sign::verified_envelope;
-use aorta_store::{decode_ac_entry, encode_ac_entry, BlobRef, CacheTier, Digest, Key, LocalStore, Lookup, Manifest, StoreError};
+use aorta_store::{
+    decode_ac_entry, encode_ac_entry, BlobRef, CacheTier, Digest, Key, LocalStore, Lookup,
+    Manifest, StoreError,
+};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
@@ -59,7 +62,11 @@ pub struct RemoteCache {
 
 impl std::fmt::Debug for RemoteCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RemoteCache").field("url", &self.cfg.url).field("mode", &self.cfg.mode).field("namespace", &self.cfg.namespace).finish()
+        f.debug_struct("RemoteCache")
+            .field("url", &self.cfg.url)
+            .field("mode", &self.cfg.mode)
+            .field("namespace", &self.cfg.namespace)
+            .finish()
     }
 }
 
@@ -95,12 +102,22 @@ fn hash_file(path: &Path) -> io::Result<BlobRef> {
         hasher.update(&buf[..n]);
         size += n as u64;
     }
-    Ok(BlobRef { digest: Digest::from_hash(hasher.finalize()), size })
+    Ok(BlobRef {
+        digest: Digest::from_hash(hasher.finalize()),
+        size,
+    })
 }
 
 impl RemoteCache {
     pub fn new(cfg: RemoteConfig, backend: Box<dyn Backend>) -> Self {
-        RemoteCache { cfg, backend, down: AtomicBool::new(false), down_reason: Mutex::new(None), counters: Counters::default(), backoff: Duration::from_millis(100) }
+        RemoteCache {
+            cfg,
+            backend,
+            down: AtomicBool::new(false),
+            down_reason: Mutex::new(None),
+            counters: Counters::default(),
+            backoff: Duration::from_millis(100),
+        }
     }
 
     /// Shorter waits between retries (tests).
@@ -144,7 +161,10 @@ impl RemoteCache {
     }
 
     fn err(&self, reason: impl Into<String>) -> StoreError {
-        StoreError::Remote { url: self.cfg.url.clone(), reason: reason.into() }
+        StoreError::Remote {
+            url: self.cfg.url.clone(),
+            reason: reason.into(),
+        }
     }
 
     /// Switches the remote off for the rest of the process and says so once.
@@ -200,7 +220,10 @@ impl RemoteCache {
             let there = self.backend.get(&ac, &mut buf, MAX_AC_BYTES)?;
             Ok(there.then_some(buf))
         })?;
-        Ok(found.is_some_and(|bytes| verified_envelope(Some(signing), key, &bytes).is_ok_and(|env| decode_ac_entry(env, key).is_ok())))
+        Ok(found.is_some_and(|bytes| {
+            verified_envelope(Some(signing), key, &bytes)
+                .is_ok_and(|env| decode_ac_entry(env, key).is_ok())
+        }))
     }
 
     fn head_blob(&self, d: &Digest) -> Result<Option<u64>, StoreError> {
@@ -209,8 +232,10 @@ impl RemoteCache {
     }
 
     fn put_object_from_bytes(&self, path: &str, bytes: &[u8]) -> Result<(), StoreError> {
-        let mut tmp = tempfile::NamedTempFile::new().map_err(|e| self.err(format!("cannot create a temp file: {e}")))?;
-        tmp.write_all(bytes).map_err(|e| self.err(format!("cannot write a temp file: {e}")))?;
+        let mut tmp = tempfile::NamedTempFile::new()
+            .map_err(|e| self.err(format!("cannot create a temp file: {e}")))?;
+        tmp.write_all(bytes)
+            .map_err(|e| self.err(format!("cannot write a temp file: {e}")))?;
         self.attempt(|| self.backend.put(path, tmp.path(), bytes.len() as u64))
     }
 }
@@ -223,20 +248,44 @@ impl CacheTier for RemoteCache {
             let there = self.backend.get(&path, &mut buf, MAX_AC_BYTES)?;
             Ok(there.then_some(buf))
         })?;
-        let Some(bytes) = found else { return Ok(Lookup::Miss) };
+        let Some(bytes) = found else {
+            return Ok(Lookup::Miss);
+        };
         let envelope = match verified_envelope(self.cfg.signing.as_ref(), key, &bytes) {
             Ok(e) => e,
-            Err(reason) => return Ok(Lookup::Corrupt { reason: format!("remote entry: {reason}") }),
+            Err(reason) => {
+                return Ok(Lookup::Corrupt {
+                    reason: format!("remote entry: {reason}"),
+                })
+            }
         };
         let m = match decode_ac_entry(envelope, key) {
             Ok(m) => m,
-            Err(reason) => return Ok(Lookup::Corrupt { reason: format!("remote entry: {reason}") }),
+            Err(reason) => {
+                return Ok(Lookup::Corrupt {
+                    reason: format!("remote entry: {reason}"),
+                })
+            }
         };
         for (rel, blob) in &m.outputs {
             match self.head_blob(&blob.digest)? {
                 Some(size) if size == blob.size || size == u64::MAX => {}
-                Some(size) => return Ok(Lookup::Corrupt { reason: format!("remote entry: output {rel:?}: blob {} is {size} bytes, manifest says {}", blob.digest, blob.size) }),
-                None => return Ok(Lookup::Corrupt { reason: format!("remote entry: output {rel:?}: blob {} is missing remotely", blob.digest) }),
+                Some(size) => {
+                    return Ok(Lookup::Corrupt {
+                        reason: format!(
+                        "remote entry: output {rel:?}: blob {} is {size} bytes, manifest says {}",
+                        blob.digest, blob.size
+                    ),
+                    })
+                }
+                None => {
+                    return Ok(Lookup::Corrupt {
+                        reason: format!(
+                            "remote entry: output {rel:?}: blob {} is missing remotely",
+                            blob.digest
+                        ),
+                    })
+                }
             }
         }
         Ok(Lookup::Hit(m))
@@ -245,16 +294,25 @@ impl CacheTier for RemoteCache {
     fn put_manifest(&self, key: &Key, m: &Manifest) -> Result<(), StoreError> {
         self.require_write()?;
         if &m.key != key {
-            return Err(StoreError::InvalidManifest { key: key.to_string(), reason: format!("manifest names key {}", m.key) });
+            return Err(StoreError::InvalidManifest {
+                key: key.to_string(),
+                reason: format!("manifest names key {}", m.key),
+            });
         }
-        m.validate().map_err(|reason| StoreError::InvalidManifest { key: key.to_string(), reason })?;
+        m.validate().map_err(|reason| StoreError::InvalidManifest {
+            key: key.to_string(),
+            reason,
+        })?;
         for blob in m.outputs.values() {
             match self.head_blob(&blob.digest)? {
                 Some(size) if size == blob.size || size == u64::MAX => {}
                 _ => return Err(self.err(format!("refusing to upload the entry for {key}: blob {} is not in the remote cache (upload blobs first)", blob.digest))),
             }
         }
-        let mut bytes = encode_ac_entry(m).map_err(|e| StoreError::InvalidManifest { key: key.to_string(), reason: e.to_string() })?;
+        let mut bytes = encode_ac_entry(m).map_err(|e| StoreError::InvalidManifest {
+            key: key.to_string(),
+            reason: e.to_string(),
+        })?;
         if let Some(signing) = &self.cfg.signing {
             bytes = signing.sign(key, &bytes);
         }
@@ -272,8 +330,17 @@ impl CacheTier for RemoteCache {
         };
         let path = self.cas_object(d);
         let tmp = self.attempt(|| {
-            let tmp = tempfile::Builder::new().prefix(".aorta-remote-").tempfile_in(&parent).map_err(|e| Failure::Refused(format!("create temp file in {}: {e}", parent.display())))?;
-            let mut w = Hashing { inner: tmp.as_file(), hasher: blake3::Hasher::new(), len: 0 };
+            let tmp = tempfile::Builder::new()
+                .prefix(".aorta-remote-")
+                .tempfile_in(&parent)
+                .map_err(|e| {
+                    Failure::Refused(format!("create temp file in {}: {e}", parent.display()))
+                })?;
+            let mut w = Hashing {
+                inner: tmp.as_file(),
+                hasher: blake3::Hasher::new(),
+                len: 0,
+            };
             if !self.backend.get(&path, &mut w, MAX_BLOB_BYTES)? {
                 return Ok(None);
             }
@@ -281,14 +348,22 @@ impl CacheTier for RemoteCache {
             Ok(Some((tmp, actual)))
         })?;
         let Some((tmp, actual)) = tmp else {
-            return Err(StoreError::MissingBlob { digest: d.clone(), path: PathBuf::from(format!("{}/{path}", self.cfg.url)) });
+            return Err(StoreError::MissingBlob {
+                digest: d.clone(),
+                path: PathBuf::from(format!("{}/{path}", self.cfg.url)),
+            });
         };
         if &actual != d {
             // Not the local store's Corrupt: nothing was quarantined, the bytes were dropped.
-            return Err(self.err(format!("{path}: the downloaded bytes hash to {actual}, not {d}; refused")));
+            return Err(self.err(format!(
+                "{path}: the downloaded bytes hash to {actual}, not {d}; refused"
+            )));
         }
-        tmp.as_file().sync_all().map_err(StoreError::io("fsync", tmp.path().to_owned()))?;
-        tmp.persist(dest).map_err(|e| StoreError::io("rename into", dest.to_owned())(e.error))?;
+        tmp.as_file()
+            .sync_all()
+            .map_err(StoreError::io("fsync", tmp.path().to_owned()))?;
+        tmp.persist(dest)
+            .map_err(|e| StoreError::io("rename into", dest.to_owned())(e.error))?;
         Ok(())
     }
 
@@ -304,7 +379,10 @@ impl CacheTier for RemoteCache {
         self.attempt(|| self.backend.put(&path, src, blob.size))?;
         // The file must not have changed while it was being sent.
         if hash_file(src).map_err(StoreError::io("read", src.to_owned()))? != blob {
-            return Err(self.err(format!("{} changed while it was being uploaded", src.display())));
+            return Err(self.err(format!(
+                "{} changed while it was being uploaded",
+                src.display()
+            )));
         }
         Ok(blob)
     }
@@ -344,7 +422,10 @@ impl Tiered {
         }
         match self.try_pull(local, key) {
             Ok(true) => {
-                self.remote.counters.downloaded.fetch_add(1, Ordering::Relaxed);
+                self.remote
+                    .counters
+                    .downloaded
+                    .fetch_add(1, Ordering::Relaxed);
                 Pulled::Remote
             }
             Ok(false) => {
@@ -354,7 +435,9 @@ impl Tiered {
             Err(e) => {
                 self.remote.counters.errors.fetch_add(1, Ordering::Relaxed);
                 if !self.remote.is_disabled() {
-                    eprintln!("aorta: remote cache: cannot fetch trial {key}: {e}; it will run locally");
+                    eprintln!(
+                        "aorta: remote cache: cannot fetch trial {key}: {e}; it will run locally"
+                    );
                 }
                 Pulled::Miss
             }
@@ -366,7 +449,10 @@ impl Tiered {
             Lookup::Hit(m) => m,
             Lookup::Miss => return Ok(false),
             Lookup::Corrupt { reason } => {
-                self.remote.counters.rejected.fetch_add(1, Ordering::Relaxed);
+                self.remote
+                    .counters
+                    .rejected
+                    .fetch_add(1, Ordering::Relaxed);
                 eprintln!("aorta: remote cache: ignoring the entry for trial {key}: {reason}");
                 return Ok(false);
             }
@@ -378,12 +464,19 @@ impl Tiered {
             if local.has_blob(&blob.digest)? {
                 continue;
             }
-            let tmp = tempfile::Builder::new().prefix("remote-").tempdir_in(&tmp_dir).map_err(StoreError::io("create temp dir in", tmp_dir.clone()))?;
+            let tmp = tempfile::Builder::new()
+                .prefix("remote-")
+                .tempdir_in(&tmp_dir)
+                .map_err(StoreError::io("create temp dir in", tmp_dir.clone()))?;
             let file = tmp.path().join("blob");
             self.remote.get_blob_to(&blob.digest, &file)?;
             let stored = local.put_blob_file(&file)?;
             if stored != *blob {
-                return Err(StoreError::Corrupt { path: file, expected: blob.digest.clone(), actual: stored.digest.to_string() });
+                return Err(StoreError::Corrupt {
+                    path: file,
+                    expected: blob.digest.clone(),
+                    actual: stored.digest.to_string(),
+                });
             }
         }
         local.put_manifest(&m)?;
@@ -396,7 +489,16 @@ impl Tiered {
         let threads = 8.min(keys.len()).max(1);
         let chunk = keys.len().div_ceil(threads).max(1);
         std::thread::scope(|s| {
-            let handles: Vec<_> = keys.chunks(chunk).map(|part| s.spawn(move || part.iter().filter(|k| self.pull(local, k) == Pulled::Remote).count())).collect();
+            let handles: Vec<_> = keys
+                .chunks(chunk)
+                .map(|part| {
+                    s.spawn(move || {
+                        part.iter()
+                            .filter(|k| self.pull(local, k) == Pulled::Remote)
+                            .count()
+                    })
+                })
+                .collect();
             handles.into_iter().map(|h| h.join().unwrap_or(0)).sum()
         })
     }
@@ -426,7 +528,10 @@ impl Tiered {
             _ => return Ok(false), // only verified local entries travel
         };
         if self.remote.has_usable_entry(key)? {
-            self.remote.counters.already_present.fetch_add(1, Ordering::Relaxed);
+            self.remote
+                .counters
+                .already_present
+                .fetch_add(1, Ordering::Relaxed);
             return Ok(false);
         }
         let tmp_dir = local.root().join("tmp");
@@ -434,16 +539,26 @@ impl Tiered {
             if self.remote.has_blob(&blob.digest)? {
                 continue;
             }
-            let tmp = tempfile::Builder::new().prefix("push-").tempdir_in(&tmp_dir).map_err(StoreError::io("create temp dir in", tmp_dir.clone()))?;
+            let tmp = tempfile::Builder::new()
+                .prefix("push-")
+                .tempdir_in(&tmp_dir)
+                .map_err(StoreError::io("create temp dir in", tmp_dir.clone()))?;
             let file = tmp.path().join("blob");
             local.get_blob_to(&blob.digest, &file)?; // re-hashed on the way out
             let sent = self.remote.put_blob_from(&file)?;
             if sent != *blob {
-                return Err(StoreError::Corrupt { path: file, expected: blob.digest.clone(), actual: sent.digest.to_string() });
+                return Err(StoreError::Corrupt {
+                    path: file,
+                    expected: blob.digest.clone(),
+                    actual: sent.digest.to_string(),
+                });
             }
         }
         self.remote.put_manifest(key, &m)?;
-        self.remote.counters.uploaded.fetch_add(1, Ordering::Relaxed);
+        self.remote
+            .counters
+            .uploaded
+            .fetch_add(1, Ordering::Relaxed);
         Ok(true)
     }
 
@@ -452,7 +567,10 @@ impl Tiered {
         let threads = 4.min(keys.len()).max(1);
         let chunk = keys.len().div_ceil(threads).max(1);
         std::thread::scope(|s| {
-            let handles: Vec<_> = keys.chunks(chunk).map(|part| s.spawn(move || part.iter().filter(|k| self.push(local, k)).count())).collect();
+            let handles: Vec<_> = keys
+                .chunks(chunk)
+                .map(|part| s.spawn(move || part.iter().filter(|k| self.push(local, k)).count()))
+                .collect();
             handles.into_iter().map(|h| h.join().unwrap_or(0)).sum()
         })
     }

@@ -39,7 +39,10 @@ fn serve(conn: TcpStream, objects: &Objects) {
             return;
         }
         let mut parts = line.split_whitespace();
-        let (method, target) = (parts.next().unwrap_or("").to_owned(), parts.next().unwrap_or("").to_owned());
+        let (method, target) = (
+            parts.next().unwrap_or("").to_owned(),
+            parts.next().unwrap_or("").to_owned(),
+        );
         // GCS sends the object name as one percent-encoded segment; S3 as a path.
         let path = percent_decode(target.split('?').next().unwrap_or(""));
         let mut len = 0usize;
@@ -63,16 +66,28 @@ fn serve(conn: TcpStream, objects: &Objects) {
             return;
         }
         let found = objects.lock().unwrap().get(&path).cloned();
-        let meta = |b: &[u8]| format!("ETag: \"{}\"\r\nLast-Modified: Tue, 01 Dec 2026 00:00:00 GMT\r\nContent-Length: {}\r\n", blake3::hash(b).to_hex(), b.len());
+        let meta = |b: &[u8]| {
+            format!("ETag: \"{}\"\r\nLast-Modified: Tue, 01 Dec 2026 00:00:00 GMT\r\nContent-Length: {}\r\n", blake3::hash(b).to_hex(), b.len())
+        };
         let resp: Vec<u8> = match (method.as_str(), found) {
             ("PUT", _) => {
                 let m = meta(&body);
                 objects.lock().unwrap().insert(path, body);
-                format!("HTTP/1.1 200 OK\r\n{}\r\n", m.replace(&format!("Content-Length: {}", len), "Content-Length: 0")).into_bytes()
+                format!(
+                    "HTTP/1.1 200 OK\r\n{}\r\n",
+                    m.replace(&format!("Content-Length: {}", len), "Content-Length: 0")
+                )
+                .into_bytes()
             }
-            ("GET", Some(b)) => [format!("HTTP/1.1 200 OK\r\n{}\r\n", meta(&b)).into_bytes(), b].concat(),
+            ("GET", Some(b)) => [
+                format!("HTTP/1.1 200 OK\r\n{}\r\n", meta(&b)).into_bytes(),
+                b,
+            ]
+            .concat(),
             ("HEAD", Some(b)) => format!("HTTP/1.1 200 OK\r\n{}\r\n", meta(&b)).into_bytes(),
-            ("GET" | "HEAD", None) => b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_vec(),
+            ("GET" | "HEAD", None) => {
+                b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_vec()
+            }
             _ => b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n".to_vec(),
         };
         if out.write_all(&resp).is_err() {
@@ -86,7 +101,12 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        match (b[i], b.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok()).and_then(|h| u8::from_str_radix(h, 16).ok())) {
+        match (
+            b[i],
+            b.get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok()),
+        ) {
             (b'%', Some(v)) => {
                 out.push(v);
                 i += 3;
@@ -102,16 +122,28 @@ fn percent_decode(s: &str) -> String {
 
 fn commit(store: &LocalStore, seed: &str) -> Key {
     let key = Key::of_bytes(seed.as_bytes());
-    let mut m = Manifest::new(key.clone(), serde_json::json!({"verdict": "pass", "seed": seed}));
-    for (name, body) in [("stdout.log", format!("out {seed}\n")), ("rank0/trace.json", "{}".to_owned())] {
-        m.outputs.insert(name.into(), store.put_blob_bytes(body.as_bytes()).unwrap());
+    let mut m = Manifest::new(
+        key.clone(),
+        serde_json::json!({"verdict": "pass", "seed": seed}),
+    );
+    for (name, body) in [
+        ("stdout.log", format!("out {seed}\n")),
+        ("rank0/trace.json", "{}".to_owned()),
+    ] {
+        m.outputs
+            .insert(name.into(), store.put_blob_bytes(body.as_bytes()).unwrap());
     }
     store.claim(&key).unwrap().commit(&m).unwrap();
     key
 }
 
 fn tiered(url: &str, mode: &str) -> Tiered {
-    let s = Settings { url: Some(url.into()), mode: Some(mode.into()), timeout: Some("3".into()), ..Default::default() };
+    let s = Settings {
+        url: Some(url.into()),
+        mode: Some(mode.into()),
+        timeout: Some("3".into()),
+        ..Default::default()
+    };
     Tiered::new(Arc::new(open(&s.resolve().unwrap().unwrap()).unwrap()))
 }
 
@@ -141,21 +173,54 @@ fn s3_and_gs_round_trip_through_object_store() {
         let b = LocalStore::open(tmp.path().join(format!("{scheme}-b"))).unwrap();
         let key = commit(&a, scheme);
 
-        assert_eq!(tiered(&url, "read").pull(&b, &key), Pulled::Miss, "{scheme}: nothing there yet");
+        assert_eq!(
+            tiered(&url, "read").pull(&b, &key),
+            Pulled::Miss,
+            "{scheme}: nothing there yet"
+        );
         let rw = tiered(&url, "readwrite");
-        assert!(rw.push(&a, &key), "{scheme}: upload; stats {:?}", rw.remote.stats());
+        assert!(
+            rw.push(&a, &key),
+            "{scheme}: upload; stats {:?}",
+            rw.remote.stats()
+        );
         assert!(!rw.push(&a, &key), "{scheme}: already there");
-        let names: Vec<String> = objects.lock().unwrap().keys().filter(|k| k.starts_with(&format!("/{scheme}-bkt/"))).cloned().collect();
-        assert_eq!(names.iter().filter(|n| n.contains("/default/ac/")).count(), 1, "{scheme}: {names:#?}");
-        assert_eq!(names.iter().filter(|n| n.contains("/default/cas/")).count(), 2, "{scheme}: {names:#?}");
+        let names: Vec<String> = objects
+            .lock()
+            .unwrap()
+            .keys()
+            .filter(|k| k.starts_with(&format!("/{scheme}-bkt/")))
+            .cloned()
+            .collect();
+        assert_eq!(
+            names.iter().filter(|n| n.contains("/default/ac/")).count(),
+            1,
+            "{scheme}: {names:#?}"
+        );
+        assert_eq!(
+            names.iter().filter(|n| n.contains("/default/cas/")).count(),
+            2,
+            "{scheme}: {names:#?}"
+        );
 
         let ro = tiered(&url, "read");
-        assert_eq!(ro.pull(&b, &key), Pulled::Remote, "{scheme}: stats {:?}", ro.remote.stats());
-        let Lookup::Hit(m) = b.lookup(&key).unwrap() else { panic!("{scheme}: not committed locally") };
+        assert_eq!(
+            ro.pull(&b, &key),
+            Pulled::Remote,
+            "{scheme}: stats {:?}",
+            ro.remote.stats()
+        );
+        let Lookup::Hit(m) = b.lookup(&key).unwrap() else {
+            panic!("{scheme}: not committed locally")
+        };
         assert_eq!(m, a.lookup(&key).unwrap().hit().unwrap());
 
         // A tampered blob is refused; nothing is committed.
-        let blob = names.iter().find(|n| n.contains("/default/cas/")).unwrap().clone();
+        let blob = names
+            .iter()
+            .find(|n| n.contains("/default/cas/"))
+            .unwrap()
+            .clone();
         objects.lock().unwrap().get_mut(&blob).unwrap()[0] ^= 1;
         let c = LocalStore::open(tmp.path().join(format!("{scheme}-c"))).unwrap();
         assert_eq!(ro.pull(&c, &key), Pulled::Miss);
@@ -164,15 +229,25 @@ fn s3_and_gs_round_trip_through_object_store() {
     }
 
     // An endpoint that does not answer: one bounded wait, then the tier is off; nothing fails.
-    let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
     // SAFETY: as above.
     unsafe { std::env::set_var("AWS_ENDPOINT", format!("http://{closed}")) };
     let t0 = Instant::now();
     let dead = tiered("s3://bkt/x", "read");
     let d = LocalStore::open(tmp.path().join("d")).unwrap();
     for i in 0..5 {
-        assert_eq!(dead.pull(&d, &Key::of_bytes(format!("k{i}").as_bytes())), Pulled::Miss);
+        assert_eq!(
+            dead.pull(&d, &Key::of_bytes(format!("k{i}").as_bytes())),
+            Pulled::Miss
+        );
     }
-    assert!(dead.remote.is_disabled() || dead.remote.stats().errors > 0, "{:?}", dead.remote.stats());
+    assert!(
+        dead.remote.is_disabled() || dead.remote.stats().errors > 0,
+        "{:?}",
+        dead.remote.stats()
+    );
     assert!(t0.elapsed() < Duration::from_secs(60), "{:?}", t0.elapsed());
 }

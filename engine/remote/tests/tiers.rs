@@ -9,7 +9,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 fn config(location: Location, url: &str, mode: Mode, ns: &str) -> RemoteConfig {
-    RemoteConfig { url: url.into(), location, mode, namespace: ns.into(), timeout: Duration::from_secs(2), retries: 1, bearer_token: None, signing: None }
+    RemoteConfig {
+        url: url.into(),
+        location,
+        mode,
+        namespace: ns.into(),
+        timeout: Duration::from_secs(2),
+        retries: 1,
+        bearer_token: None,
+        signing: None,
+    }
 }
 
 fn signed(mut cfg: RemoteConfig, secret: &str) -> RemoteConfig {
@@ -18,7 +27,12 @@ fn signed(mut cfg: RemoteConfig, secret: &str) -> RemoteConfig {
 }
 
 fn file_remote(dir: &std::path::Path, mode: Mode, ns: &str) -> Tiered {
-    let cfg = config(Location::File(dir.to_owned()), &format!("file://{}", dir.display()), mode, ns);
+    let cfg = config(
+        Location::File(dir.to_owned()),
+        &format!("file://{}", dir.display()),
+        mode,
+        ns,
+    );
     Tiered::new(Arc::new(open(&cfg).unwrap()))
 }
 
@@ -34,8 +48,14 @@ fn http_remote(base: &str, mode: Mode, secret: Option<&str>) -> Tiered {
 /// Commits one entry with two outputs into `store`; returns its key.
 fn commit(store: &LocalStore, seed: &str) -> Key {
     let key = Key::of_bytes(seed.as_bytes());
-    let mut m = Manifest::new(key.clone(), serde_json::json!({"verdict": "pass", "seed": seed}));
-    for (name, body) in [("stdout.log", format!("out {seed}\n")), ("rank0/trace.json", "{}".to_owned())] {
+    let mut m = Manifest::new(
+        key.clone(),
+        serde_json::json!({"verdict": "pass", "seed": seed}),
+    );
+    for (name, body) in [
+        ("stdout.log", format!("out {seed}\n")),
+        ("rank0/trace.json", "{}".to_owned()),
+    ] {
         let blob = store.put_blob_bytes(body.as_bytes()).unwrap();
         m.outputs.insert(name.into(), blob);
     }
@@ -63,13 +83,18 @@ fn push_then_pull_into_an_empty_store() {
 
     let ro = file_remote(&remote_dir, Mode::Read, "default");
     assert_eq!(ro.pull(&b, &key), Pulled::Remote);
-    let Lookup::Hit(m) = b.lookup(&key).unwrap() else { panic!("not committed locally") };
+    let Lookup::Hit(m) = b.lookup(&key).unwrap() else {
+        panic!("not committed locally")
+    };
     assert_eq!(m, a.lookup(&key).unwrap().hit().unwrap());
     assert_eq!(ro.pull(&b, &key), Pulled::Local);
 
     // Another namespace disowns everything.
     let other = LocalStore::open(tmp.path().join("c")).unwrap();
-    assert_eq!(file_remote(&remote_dir, Mode::Read, "v2").pull(&other, &key), Pulled::Miss);
+    assert_eq!(
+        file_remote(&remote_dir, Mode::Read, "v2").pull(&other, &key),
+        Pulled::Miss
+    );
 }
 
 #[test]
@@ -85,7 +110,10 @@ fn tampered_remote_objects_are_never_used() {
 
     // A blob whose bytes changed (same size): the download fails its hash, nothing is committed.
     let blob = &m.outputs["stdout.log"];
-    let path = remote_dir.join("default/cas").join(blob.digest.shard()).join(blob.digest.as_str());
+    let path = remote_dir
+        .join("default/cas")
+        .join(blob.digest.shard())
+        .join(blob.digest.as_str());
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[0] ^= 1;
     std::fs::write(&path, &bytes).unwrap();
@@ -95,10 +123,18 @@ fn tampered_remote_objects_are_never_used() {
     assert!(!b.has_blob(&blob.digest).unwrap());
 
     // An AC entry edited by hand fails its checksum: a rejected entry, not a hit.
-    let ac = remote_dir.join("default/ac").join(key.shard()).join(key.as_str());
-    let text = std::fs::read_to_string(&ac).unwrap().replace("\"pass\"", "\"fail\"");
+    let ac = remote_dir
+        .join("default/ac")
+        .join(key.shard())
+        .join(key.as_str());
+    let text = std::fs::read_to_string(&ac)
+        .unwrap()
+        .replace("\"pass\"", "\"fail\"");
     std::fs::write(&ac, text).unwrap();
-    assert!(matches!(rw.remote.get_manifest(&key).unwrap(), Lookup::Corrupt { .. }));
+    assert!(matches!(
+        rw.remote.get_manifest(&key).unwrap(),
+        Lookup::Corrupt { .. }
+    ));
     let c = LocalStore::open(tmp.path().join("c")).unwrap();
     assert_eq!(rw.pull(&c, &key), Pulled::Miss);
     assert_eq!(rw.remote.stats().rejected, 1);
@@ -117,16 +153,34 @@ fn a_manifest_without_its_blobs_is_refused() {
     // And a remote entry whose blob vanished is not a hit.
     assert!(rw.push(&a, &key));
     let blob = &m.outputs["rank0/trace.json"];
-    std::fs::remove_file(remote_dir.join("default/cas").join(blob.digest.shard()).join(blob.digest.as_str())).unwrap();
-    assert!(matches!(rw.remote.get_manifest(&key).unwrap(), Lookup::Corrupt { .. }));
+    std::fs::remove_file(
+        remote_dir
+            .join("default/cas")
+            .join(blob.digest.shard())
+            .join(blob.digest.as_str()),
+    )
+    .unwrap();
+    assert!(matches!(
+        rw.remote.get_manifest(&key).unwrap(),
+        Lookup::Corrupt { .. }
+    ));
 }
 
 #[test]
 fn an_unreachable_cache_costs_one_timeout_and_fails_nothing() {
     // A port nobody listens on: bind, note the port, close.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let url = format!("http://127.0.0.1:{port}/cache");
-    let cfg = config(Location::Http(url.clone()), &url, Mode::ReadWrite, "default");
+    let cfg = config(
+        Location::Http(url.clone()),
+        &url,
+        Mode::ReadWrite,
+        "default",
+    );
     let t = Tiered::new(Arc::new(open(&cfg).unwrap()));
     let tmp = tempfile::tempdir().unwrap();
     let a = LocalStore::open(tmp.path().join("a")).unwrap();
@@ -135,7 +189,11 @@ fn an_unreachable_cache_costs_one_timeout_and_fails_nothing() {
     let t0 = Instant::now();
     assert_eq!(t.pull_many(&b, &keys), 0);
     assert_eq!(t.push_many(&a, &keys), 0);
-    assert!(t0.elapsed() < Duration::from_secs(2), "took {:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        t0.elapsed()
+    );
     let s = t.remote.stats();
     assert!(s.disabled.is_some(), "{s:?}");
 
@@ -148,11 +206,24 @@ fn an_unreachable_cache_costs_one_timeout_and_fails_nothing() {
 
 #[test]
 fn cloud_urls_need_the_cloud_feature_or_work() {
-    let cfg = config(Location::Cloud("s3://bucket/x".into()), "s3://bucket/x", Mode::Read, "default");
+    let cfg = config(
+        Location::Cloud("s3://bucket/x".into()),
+        "s3://bucket/x",
+        Mode::Read,
+        "default",
+    );
     let opened = open(&cfg);
-    assert_eq!(opened.is_ok(), cfg!(feature = "cloud"), "{:?}", opened.as_ref().err());
+    assert_eq!(
+        opened.is_ok(),
+        cfg!(feature = "cloud"),
+        "{:?}",
+        opened.as_ref().err()
+    );
     if let Err(e) = opened {
-        assert!(e.message.contains("without s3://") && e.help.contains("`cloud` feature"), "{e}");
+        assert!(
+            e.message.contains("without s3://") && e.help.contains("`cloud` feature"),
+            "{e}"
+        );
     }
 }
 
@@ -181,20 +252,38 @@ fn signed_records_over_http_refuse_forgeries_and_writers_replace_them() {
 
     // A reader with the secret gets the entry; so does one without (it does not check).
     let b = LocalStore::open(tmp.path().join("b")).unwrap();
-    assert_eq!(http_remote(&base, Mode::Read, Some(SECRET)).pull(&b, &key), Pulled::Remote);
+    assert_eq!(
+        http_remote(&base, Mode::Read, Some(SECRET)).pull(&b, &key),
+        Pulled::Remote
+    );
     assert_eq!(b.lookup(&key).unwrap().hit().unwrap(), m);
     let b2 = LocalStore::open(tmp.path().join("b2")).unwrap();
-    assert_eq!(http_remote(&base, Mode::Read, None).pull(&b2, &key), Pulled::Remote);
+    assert_eq!(
+        http_remote(&base, Mode::Read, None).pull(&b2, &key),
+        Pulled::Remote
+    );
 
     // Forged (valid checksum, no signature), then forged and signed with the wrong key.
     let wrong = SigningKey::from_secret(b"an attacker's own secret, long").unwrap();
-    for (what, record) in [("unsigned", forged_record(&m)), ("wrong key", wrong.sign(&key, &forged_record(&m)))] {
+    for (what, record) in [
+        ("unsigned", forged_record(&m)),
+        ("wrong key", wrong.sign(&key, &forged_record(&m))),
+    ] {
         objects.lock().unwrap().insert(ac_path.clone(), record);
         let reader = http_remote(&base, Mode::Read, Some(SECRET));
-        let Lookup::Corrupt { reason } = reader.remote.get_manifest(&key).unwrap() else { panic!("{what}: accepted") };
-        assert!(reason.contains("signature") || reason.contains("not signed"), "{what}: {reason}");
+        let Lookup::Corrupt { reason } = reader.remote.get_manifest(&key).unwrap() else {
+            panic!("{what}: accepted")
+        };
+        assert!(
+            reason.contains("signature") || reason.contains("not signed"),
+            "{what}: {reason}"
+        );
         let c = LocalStore::open(tmp.path().join(format!("c-{}", what.replace(' ', "-")))).unwrap();
-        assert_eq!(reader.pull(&c, &key), Pulled::Miss, "{what}: the trial must run");
+        assert_eq!(
+            reader.pull(&c, &key),
+            Pulled::Miss,
+            "{what}: the trial must run"
+        );
         assert_eq!(c.lookup(&key).unwrap(), Lookup::Miss);
         assert_eq!(reader.remote.stats().rejected, 1, "{what}");
         // The writer that ran the trial sees an entry readers cannot use, and replaces it.
@@ -214,7 +303,15 @@ fn a_signing_reader_refuses_entries_written_without_a_key() {
     let key = commit(&a, "unsigned-writer");
     assert!(file_remote(&remote_dir, Mode::ReadWrite, "default").push(&a, &key));
     let url = format!("file://{}", remote_dir.display());
-    let cfg = signed(config(Location::File(remote_dir.clone()), &url, Mode::Read, "default"), SECRET);
+    let cfg = signed(
+        config(
+            Location::File(remote_dir.clone()),
+            &url,
+            Mode::Read,
+            "default",
+        ),
+        SECRET,
+    );
     let reader = Tiered::new(Arc::new(open(&cfg).unwrap()));
     let b = LocalStore::open(tmp.path().join("b")).unwrap();
     assert_eq!(reader.pull(&b, &key), Pulled::Miss);
@@ -223,7 +320,8 @@ fn a_signing_reader_refuses_entries_written_without_a_key() {
 
 fn age(path: &std::path::Path, secs: u64) {
     let f = std::fs::File::options().write(true).open(path).unwrap();
-    f.set_modified(SystemTime::now() - Duration::from_secs(secs)).unwrap();
+    f.set_modified(SystemTime::now() - Duration::from_secs(secs))
+        .unwrap();
 }
 
 #[test]
@@ -249,7 +347,11 @@ fn abandoned_uploads_in_tmp_are_swept_by_the_next_write() {
     assert!(!abandoned.exists(), "the abandoned upload is still there");
     assert!(live.exists() && other.exists());
     // Nothing of the push itself stays behind.
-    let left: Vec<_> = std::fs::read_dir(&tmp_dir).unwrap().flatten().map(|e| e.file_name()).collect();
+    let left: Vec<_> = std::fs::read_dir(&tmp_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
     assert_eq!(left.len(), 2, "{left:?}");
 
     // The age bound is the backend's; a sweep runs once per interval.

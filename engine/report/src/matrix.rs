@@ -80,5 +80,4 @@ impl<'r> Matrix<'r> {
     pub fn cell_dir(&self, cell: &str) -> String {
         layout::cell_dir(self.recipe.mode, cell)
     }
-
 }

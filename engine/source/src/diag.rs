@@ -25,10 +25,22 @@ pub fn shorten(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
     let head_chars = max * 2 / 3;
     let tail_chars = max.saturating_sub(head_chars).saturating_sub(1).max(1);
     // Walk from each end: the middle of a 40 MB text is never iterated.
-    let head_end = text.char_indices().nth(head_chars).map_or(text.len(), |(i, _)| i);
-    let tail_start = text.char_indices().rev().nth(tail_chars - 1).map_or(head_end, |(i, _)| i).max(head_end);
+    let head_end = text
+        .char_indices()
+        .nth(head_chars)
+        .map_or(text.len(), |(i, _)| i);
+    let tail_start = text
+        .char_indices()
+        .rev()
+        .nth(tail_chars - 1)
+        .map_or(head_end, |(i, _)| i)
+        .max(head_end);
     let left_out = total - head_chars - tail_chars;
-    std::borrow::Cow::Owned(format!("{}…[{left_out} characters left out]…{}", &text[..head_end], &text[tail_start..]))
+    std::borrow::Cow::Owned(format!(
+        "{}…[{left_out} characters left out]…{}",
+        &text[..head_end],
+        &text[tail_start..]
+    ))
 }
 
 /// What kind of mistake a diagnostic reports; shown as the miette error code.
@@ -84,7 +96,15 @@ pub struct Diag {
 impl Diag {
     pub fn new(kind: DiagKind, message: impl Into<String>) -> Self {
         let message = bounded(message.into(), MAX_MESSAGE_CHARS);
-        Diag { kind, message, path: None, help: None, source: None, labels: Vec::new(), excerpt: OnceLock::new() }
+        Diag {
+            kind,
+            message,
+            path: None,
+            help: None,
+            source: None,
+            labels: Vec::new(),
+            excerpt: OnceLock::new(),
+        }
     }
 
     pub fn with_path(mut self, path: &FieldPath) -> Self {
@@ -102,14 +122,16 @@ impl Diag {
     /// Points the diagnostic at `span` of `file` with a short label.
     pub fn at(mut self, file: &SourceFile, span: Range<usize>, label: impl Into<String>) -> Self {
         self.source = Some(file.clone());
-        self.labels.push((span, bounded(label.into(), MAX_LABEL_CHARS)));
+        self.labels
+            .push((span, bounded(label.into(), MAX_LABEL_CHARS)));
         self.excerpt = OnceLock::new();
         self
     }
 
     /// Adds a second location in the same file (e.g. where a duplicate was first defined).
     pub fn also_at(mut self, span: Range<usize>, label: impl Into<String>) -> Self {
-        self.labels.push((span, bounded(label.into(), MAX_LABEL_CHARS)));
+        self.labels
+            .push((span, bounded(label.into(), MAX_LABEL_CHARS)));
         self.excerpt = OnceLock::new();
         self
     }
@@ -126,7 +148,10 @@ impl Diag {
 
     fn excerpt(&self) -> Option<&Excerpt> {
         let file = self.source.as_ref()?;
-        Some(self.excerpt.get_or_init(|| Excerpt::new(file.name(), file.text(), &self.labels)))
+        Some(
+            self.excerpt
+                .get_or_init(|| Excerpt::new(file.name(), file.text(), &self.labels)),
+        )
     }
 
     /// The first labelled span, for tests and machine-readable output.
@@ -138,7 +163,12 @@ impl Diag {
 impl fmt::Display for Diag {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.path {
-            Some(p) => write!(f, "{}: {}", shorten(p.as_str(), MAX_PATH_CHARS), self.message),
+            Some(p) => write!(
+                f,
+                "{}: {}",
+                shorten(p.as_str(), MAX_PATH_CHARS),
+                self.message
+            ),
             None => f.write_str(&self.message),
         }
     }
@@ -152,7 +182,9 @@ impl Diagnostic for Diag {
     }
 
     fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
-        self.help.as_ref().map(|h| Box::new(h) as Box<dyn fmt::Display>)
+        self.help
+            .as_ref()
+            .map(|h| Box::new(h) as Box<dyn fmt::Display>)
     }
 
     fn source_code(&self) -> Option<&dyn SourceCode> {
@@ -165,15 +197,17 @@ impl Diagnostic for Diag {
             return None;
         }
         let excerpt = self.excerpt()?;
-        Some(Box::new(excerpt.labels.iter().enumerate().map(|(i, (span, label))| {
-            let len = span.end.saturating_sub(span.start);
-            let label = (!label.is_empty()).then(|| label.clone());
-            if i == 0 {
-                LabeledSpan::new_primary_with_span(label, (span.start, len))
-            } else {
-                LabeledSpan::new_with_span(label, (span.start, len))
-            }
-        })))
+        Some(Box::new(excerpt.labels.iter().enumerate().map(
+            |(i, (span, label))| {
+                let len = span.end.saturating_sub(span.start);
+                let label = (!label.is_empty()).then(|| label.clone());
+                if i == 0 {
+                    LabeledSpan::new_primary_with_span(label, (span.start, len))
+                } else {
+                    LabeledSpan::new_with_span(label, (span.start, len))
+                }
+            },
+        )))
     }
 }
 
@@ -188,14 +222,19 @@ fn bounded(text: String, max: usize) -> String {
 mod tests {
     use super::*;
     use crate::MAX_LINE_CHARS;
-    use miette::{GraphicalReportHandler, GraphicalTheme, MietteDiagnostic, NamedSource, ReportHandler};
+    use miette::{
+        GraphicalReportHandler, GraphicalTheme, MietteDiagnostic, NamedSource, ReportHandler,
+    };
     use std::time::{Duration, Instant};
 
     fn render(d: &dyn Diagnostic) -> String {
         struct Show<'a>(&'a dyn Diagnostic);
         impl fmt::Debug for Show<'_> {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                GraphicalReportHandler::new_themed(GraphicalTheme::unicode_nocolor()).with_width(100).with_links(false).debug(self.0, f)
+                GraphicalReportHandler::new_themed(GraphicalTheme::unicode_nocolor())
+                    .with_width(100)
+                    .with_links(false)
+                    .debug(self.0, f)
             }
         }
         format!("{:?}", Show(d))
@@ -211,30 +250,51 @@ mod tests {
                 LabeledSpan::new_with_span(l, (r.start, r.end - r.start))
             }
         });
-        let mut m = MietteDiagnostic::new(d.to_string()).with_code(d.kind.code()).with_labels(labels);
+        let mut m = MietteDiagnostic::new(d.to_string())
+            .with_code(d.kind.code())
+            .with_labels(labels);
         if let Some(h) = &d.help {
             m = m.with_help(h.clone());
         }
-        let report = miette::Report::new(m).with_source_code(NamedSource::new(file.name(), file.text().to_string()));
+        let report = miette::Report::new(m)
+            .with_source_code(NamedSource::new(file.name(), file.text().to_string()));
         render(report.as_ref())
     }
 
     #[test]
     fn short_lines_render_as_miette_renders_the_whole_file() {
-        let text: String = (1..=120).map(|i| format!("key{i}: [value {i}, 'é', other]\n")).collect();
+        let text: String = (1..=120)
+            .map(|i| format!("key{i}: [value {i}, 'é', other]\n"))
+            .collect();
         let file = SourceFile::new("r.yaml", text.clone());
         let at = |line: usize, word: &str| {
-            let start: usize = text.split_inclusive('\n').take(line - 1).map(str::len).sum();
+            let start: usize = text
+                .split_inclusive('\n')
+                .take(line - 1)
+                .map(str::len)
+                .sum();
             let off = start + text[start..].find(word).unwrap();
             off..off + word.len()
         };
         let cases = vec![
             Diag::new(DiagKind::Schema, "one label").at(&file, at(1, "value"), "here"),
-            Diag::new(DiagKind::Schema, "two on a line").at(&file, at(7, "value"), "a").also_at(at(7, "other"), "b"),
-            Diag::new(DiagKind::Schema, "near").at(&file, at(20, "key20"), "again").also_at(at(17, "key17"), "first"),
-            Diag::new(DiagKind::Schema, "deep, near").at(&file, at(90, "key90"), "again").also_at(at(70, "key70"), "first"),
-            Diag::new(DiagKind::Cell, "empty span").at(&file, at(5, "é").start..at(5, "é").start, "").with_help("a hint"),
-            Diag::new(DiagKind::Cell, "multi-line").at(&file, at(3, "value").start..at(6, "other").end, "spans lines"),
+            Diag::new(DiagKind::Schema, "two on a line")
+                .at(&file, at(7, "value"), "a")
+                .also_at(at(7, "other"), "b"),
+            Diag::new(DiagKind::Schema, "near")
+                .at(&file, at(20, "key20"), "again")
+                .also_at(at(17, "key17"), "first"),
+            Diag::new(DiagKind::Schema, "deep, near")
+                .at(&file, at(90, "key90"), "again")
+                .also_at(at(70, "key70"), "first"),
+            Diag::new(DiagKind::Cell, "empty span")
+                .at(&file, at(5, "é").start..at(5, "é").start, "")
+                .with_help("a hint"),
+            Diag::new(DiagKind::Cell, "multi-line").at(
+                &file,
+                at(3, "value").start..at(6, "other").end,
+                "spans lines",
+            ),
             Diag::new(DiagKind::Syntax, "at the end").at(&file, text.len()..text.len(), "end"),
         ];
         for d in &cases {
@@ -251,20 +311,35 @@ mod tests {
         let key = text.find("x: y").unwrap();
         let d = Diag::new(DiagKind::Schema, "unknown key 'x'").at(&file, key..key + 1, "");
         let out = render(&d);
-        assert!(out.contains("[r.yaml:3:1]") && out.contains("x: y"), "{out}");
+        assert!(
+            out.contains("[r.yaml:3:1]") && out.contains("x: y"),
+            "{out}"
+        );
         // A label far into the long line itself: a window around it, the true column in the header.
         let off = 18 + 8 + 65_000;
-        let d = Diag::new(DiagKind::Syntax, "bad").at(&file, off..off + 3, "here").also_at(0..14, "start");
+        let d = Diag::new(DiagKind::Syntax, "bad")
+            .at(&file, off..off + 3, "here")
+            .also_at(0..14, "start");
         let out = render(&d);
         assert!(out.contains("[r.yaml:2:65009]"), "{out}");
         assert!(out.contains("…xxxx") && out.contains("here"), "{out}");
-        assert!(out.lines().all(|l| l.chars().count() < MAX_LINE_CHARS + 40), "{out}");
+        assert!(
+            out.lines().all(|l| l.chars().count() < MAX_LINE_CHARS + 40),
+            "{out}"
+        );
         // One line of 64 KiB + JSON with the error at its end.
-        let json = format!("{{\"schema_version\": 1, \"ticket\": \"{}\", \"nope\": 1}}", "y".repeat(70_000));
+        let json = format!(
+            "{{\"schema_version\": 1, \"ticket\": \"{}\", \"nope\": 1}}",
+            "y".repeat(70_000)
+        );
         let file = SourceFile::new("r.json", json.clone());
         let at = json.find("\"nope\"").unwrap();
-        let out = render(&Diag::new(DiagKind::Schema, "unknown key 'nope'").at(&file, at..at + 6, ""));
-        assert!(out.contains(&format!("[r.json:1:{}]", at + 1)) && out.contains("\"nope\": 1}"), "{out}");
+        let out =
+            render(&Diag::new(DiagKind::Schema, "unknown key 'nope'").at(&file, at..at + 6, ""));
+        assert!(
+            out.contains(&format!("[r.json:1:{}]", at + 1)) && out.contains("\"nope\": 1}"),
+            "{out}"
+        );
     }
 
     #[test]
@@ -272,9 +347,18 @@ mod tests {
         let text = format!("a: '{}'\nb: 1\n", "z".repeat(40 << 20));
         let file = SourceFile::new("big.yaml", text.clone());
         let t0 = Instant::now();
-        let d = Diag::new(DiagKind::Schema, format!("must be a number, got {}", &text[3..])).at(&file, 3..text.len() - 6, "this value").with_help(text.clone());
+        let d = Diag::new(
+            DiagKind::Schema,
+            format!("must be a number, got {}", &text[3..]),
+        )
+        .at(&file, 3..text.len() - 6, "this value")
+        .with_help(text.clone());
         let out = render(&d);
-        assert!(t0.elapsed() < Duration::from_secs(5), "took {:?}", t0.elapsed());
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "took {:?}",
+            t0.elapsed()
+        );
         assert!(out.len() < 8_000, "{} bytes", out.len());
         assert!(out.contains("characters left out"), "{out}");
         assert!(d.to_string().chars().count() <= MAX_MESSAGE_CHARS + 40);
@@ -285,7 +369,10 @@ mod tests {
         assert_eq!(shorten("abc", 10), "abc");
         let long = "é".repeat(50);
         let s = shorten(&long, 20);
-        assert!(s.starts_with("éééé") && s.ends_with('é') && s.contains("left out"), "{s}");
+        assert!(
+            s.starts_with("éééé") && s.ends_with('é') && s.contains("left out"),
+            "{s}"
+        );
     }
 
     #[test]

@@ -31,7 +31,10 @@ pub struct SourceFile {
 
 impl SourceFile {
     pub fn new(name: impl Into<String>, text: impl Into<String>) -> Self {
-        SourceFile { name: Arc::from(name.into()), text: Arc::from(text.into()) }
+        SourceFile {
+            name: Arc::from(name.into()),
+            text: Arc::from(text.into()),
+        }
     }
 
     /// Reads a file as UTF-8. Errors are diagnostics naming the file.
@@ -46,16 +49,26 @@ impl SourceFile {
         use std::io::Read;
         let name = path.display().to_string();
         let io_error = |e: std::io::Error| {
-            Box::new(Diag::new(DiagKind::Io, format!("cannot read {name}: {e}")).with_help("check the path and its permissions"))
+            Box::new(
+                Diag::new(DiagKind::Io, format!("cannot read {name}: {e}"))
+                    .with_help("check the path and its permissions"),
+            )
         };
         let file = std::fs::File::open(path).map_err(io_error)?;
         let mut bytes = Vec::new();
-        file.take(max_bytes.saturating_add(1)).read_to_end(&mut bytes).map_err(io_error)?;
+        file.take(max_bytes.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(io_error)?;
         if bytes.len() as u64 > max_bytes {
             let what = if what.is_empty() { "file" } else { what };
             return Err(Box::new(
-                Diag::new(DiagKind::Limit, format!("{name} is larger than {max_bytes} bytes, the limit for a {what}"))
-                    .with_help(format!("aorta refuses a {what} this large before parsing it; is it the right file?")),
+                Diag::new(
+                    DiagKind::Limit,
+                    format!("{name} is larger than {max_bytes} bytes, the limit for a {what}"),
+                )
+                .with_help(format!(
+                    "aorta refuses a {what} this large before parsing it; is it the right file?"
+                )),
             ));
         }
         let text = String::from_utf8(bytes).map_err(|e| {

@@ -56,6 +56,9 @@ mod tests {
         let p = FieldPath::root().key("cells").index(2).key("mitigations");
         assert_eq!(p.to_string(), "cells[2].mitigations");
         assert_eq!(FieldPath::root().to_string(), "<root>");
-        assert_eq!(FieldPath::named("--collect").index(0).to_string(), "--collect[0]");
+        assert_eq!(
+            FieldPath::named("--collect").index(0).to_string(),
+            "--collect[0]"
+        );
     }
 }

@@ -40,7 +40,9 @@ fn yaml11_int(s: &str) -> Option<Result<i64, String>> {
         return None;
     }
     let digits_ok = |t: &str, radix: u32| {
-        !t.is_empty() && t.chars().all(|c| c == '_' || c.is_digit(radix)) && t.chars().any(|c| c != '_')
+        !t.is_empty()
+            && t.chars().all(|c| c == '_' || c.is_digit(radix))
+            && t.chars().any(|c| c != '_')
     };
     let (radix, digits) = if let Some(b) = body.strip_prefix("0b") {
         (2, b)
@@ -50,7 +52,9 @@ fn yaml11_int(s: &str) -> Option<Result<i64, String>> {
         return sexagesimal_int(body).map(|v| v.map(|v| sign * v));
     } else if body.len() > 1 && body.starts_with('0') {
         (8, &body[1..])
-    } else if body == "0" || (body.starts_with(|c: char| c.is_ascii_digit()) && !body.starts_with('0')) {
+    } else if body == "0"
+        || (body.starts_with(|c: char| c.is_ascii_digit()) && !body.starts_with('0'))
+    {
         (10, body)
     } else {
         return None;
@@ -61,14 +65,20 @@ fn yaml11_int(s: &str) -> Option<Result<i64, String>> {
     let clean: String = digits.chars().filter(|c| *c != '_').collect();
     // Parse with the sign attached so i64::MIN fits.
     let signed = if sign < 0 { format!("-{clean}") } else { clean };
-    Some(i64::from_str_radix(&signed, radix).map_err(|_| format!("integer {s} does not fit in 64 bits")))
+    Some(
+        i64::from_str_radix(&signed, radix)
+            .map_err(|_| format!("integer {s} does not fit in 64 bits")),
+    )
 }
 
 /// `190:20:30` style base-60 integers (YAML 1.1); rare, but PyYAML accepts them.
 fn sexagesimal_int(body: &str) -> Option<Result<i64, String>> {
     let mut parts = body.split(':');
     let first = parts.next()?;
-    if first.is_empty() || first.starts_with('0') || !first.chars().all(|c| c.is_ascii_digit() || c == '_') {
+    if first.is_empty()
+        || first.starts_with('0')
+        || !first.chars().all(|c| c.is_ascii_digit() || c == '_')
+    {
         return None;
     }
     let mut total: i64 = first.replace('_', "").parse().ok()?;
@@ -115,14 +125,23 @@ fn yaml11_float(s: &str) -> Option<f64> {
         // `.5` form: PyYAML wants a digit right after the dot and no sign.
         s == body && frac.starts_with(|c: char| c.is_ascii_digit())
     } else {
-        int_part.starts_with(|c: char| c.is_ascii_digit()) && int_part.chars().all(|c| c.is_ascii_digit() || c == '_')
+        int_part.starts_with(|c: char| c.is_ascii_digit())
+            && int_part.chars().all(|c| c.is_ascii_digit() || c == '_')
     };
     if !int_ok || !frac.chars().all(|c| c.is_ascii_digit() || c == '_') {
         return None;
     }
     let text: String = format!("{int_part}.{frac}").replace('_', "");
-    let text = if text.ends_with('.') { format!("{text}0") } else { text };
-    let text = if text.starts_with('.') { format!("0{text}") } else { text };
+    let text = if text.ends_with('.') {
+        format!("{text}0")
+    } else {
+        text
+    };
+    let text = if text.starts_with('.') {
+        format!("0{text}")
+    } else {
+        text
+    };
     let value: f64 = match exponent {
         Some(e) => format!("{text}e{e}").parse().ok()?,
         None => text.parse().ok()?,

@@ -71,7 +71,11 @@ impl Node {
 
     /// The key node and value node of `key`, for diagnostics that point at the key.
     pub fn get_entry(&self, key: &str) -> Option<(&Node, &Node)> {
-        self.as_map()?.iter().rev().find(|(k, _)| k.as_str() == Some(key)).map(|(k, v)| (k, v))
+        self.as_map()?
+            .iter()
+            .rev()
+            .find(|(k, _)| k.as_str() == Some(key))
+            .map(|(k, v)| (k, v))
     }
 
     /// A short span to point at for "this whole mapping" problems: its first line.
@@ -162,8 +166,22 @@ impl Node {
     fn full_repr(&self) -> String {
         match &self.value {
             Value::Str(s) => format!("{s:?}"),
-            Value::Seq(items) => format!("[{}]", items.iter().map(Node::full_repr).collect::<Vec<_>>().join(", ")),
-            Value::Map(entries) => format!("{{{}}}", entries.iter().map(|(k, v)| format!("{}: {}", k.full_repr(), v.full_repr())).collect::<Vec<_>>().join(", ")),
+            Value::Seq(items) => format!(
+                "[{}]",
+                items
+                    .iter()
+                    .map(Node::full_repr)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Value::Map(entries) => format!(
+                "{{{}}}",
+                entries
+                    .iter()
+                    .map(|(k, v)| format!("{}: {}", k.full_repr(), v.full_repr()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             _ => self.repr(),
         }
     }
@@ -206,8 +224,15 @@ mod tests {
         assert_eq!(map.repr(), "{\"k\": null}");
         let long = s(&"é".repeat(1_000_000));
         let r = long.repr();
-        assert!(r.chars().count() <= MAX_REPR_CHARS + 3 && r.ends_with("…\""), "{r}");
-        let many = Node::synthetic(Value::Seq((0..100_000).map(|i| Node::synthetic(Value::Int(i))).collect()));
+        assert!(
+            r.chars().count() <= MAX_REPR_CHARS + 3 && r.ends_with("…\""),
+            "{r}"
+        );
+        let many = Node::synthetic(Value::Seq(
+            (0..100_000)
+                .map(|i| Node::synthetic(Value::Int(i)))
+                .collect(),
+        ));
         let r = many.repr();
         assert!(r.len() <= MAX_REPR_CHARS + 20 && r.ends_with("…]"), "{r}");
         let nested = Node::synthetic(Value::Map(vec![(s("k"), many.clone())]));

@@ -40,16 +40,28 @@ pub fn parse_document(file: &SourceFile, syntax: Syntax) -> Result<Node, Box<Dia
         check_json_syntax(file)?;
     }
     let offsets = CharOffsets::new(file.text());
-    let mut builder = Builder { file, syntax, offsets: &offsets, stack: Vec::new(), anchors: HashMap::new(), root: None, nodes: 0, merge_keys: Default::default() };
+    let mut builder = Builder {
+        file,
+        syntax,
+        offsets: &offsets,
+        stack: Vec::new(),
+        anchors: HashMap::new(),
+        root: None,
+        nodes: 0,
+        merge_keys: Default::default(),
+    };
     let mut parser = Parser::new_from_str(file.text());
     let mut documents = 0;
     while let Some(item) = parser.next_event() {
         let (event, span) = item.map_err(|e| {
             let at = offsets.byte(e.marker().index());
             Box::new(
-                Diag::new(DiagKind::Syntax, format!("{} is not valid YAML: {}", file.name(), e.info()))
-                    .at(file, at..at, "here")
-                    .with_help("check indentation, colons and quotes around this line"),
+                Diag::new(
+                    DiagKind::Syntax,
+                    format!("{} is not valid YAML: {}", file.name(), e.info()),
+                )
+                .at(file, at..at, "here")
+                .with_help("check indentation, colons and quotes around this line"),
             )
         })?;
         match event {
@@ -58,9 +70,12 @@ pub fn parse_document(file: &SourceFile, syntax: Syntax) -> Result<Node, Box<Dia
                 if documents > 1 {
                     let at = offsets.range(span);
                     return Err(Box::new(
-                        Diag::new(DiagKind::Syntax, format!("{} holds more than one YAML document", file.name()))
-                            .at(file, at, "second document starts here")
-                            .with_help("a recipe is a single document; remove the extra `---`"),
+                        Diag::new(
+                            DiagKind::Syntax,
+                            format!("{} holds more than one YAML document", file.name()),
+                        )
+                        .at(file, at, "second document starts here")
+                        .with_help("a recipe is a single document; remove the extra `---`"),
                     ));
                 }
             }
@@ -76,18 +91,29 @@ fn check_json_syntax(file: &SourceFile) -> Result<(), Box<Diag>> {
     if let Err(e) = serde_json::from_str::<serde_json::Value>(file.text()) {
         let at = line_col_to_byte(file.text(), e.line(), e.column());
         return Err(Box::new(
-            Diag::new(DiagKind::Syntax, format!("{} is not valid JSON: {e}", file.name()))
-                .at(file, at..at, "here")
-                .with_help("JSON needs double quotes, no trailing commas and no comments"),
+            Diag::new(
+                DiagKind::Syntax,
+                format!("{} is not valid JSON: {e}", file.name()),
+            )
+            .at(file, at..at, "here")
+            .with_help("JSON needs double quotes, no trailing commas and no comments"),
         ));
     }
     Ok(())
 }
 
 fn line_col_to_byte(text: &str, line: usize, col: usize) -> usize {
-    let line_start: usize = text.split_inclusive('\n').take(line.saturating_sub(1)).map(str::len).sum();
+    let line_start: usize = text
+        .split_inclusive('\n')
+        .take(line.saturating_sub(1))
+        .map(str::len)
+        .sum();
     let rest = &text[line_start.min(text.len())..];
-    let col_bytes: usize = rest.chars().take(col.saturating_sub(1)).map(char::len_utf8).sum();
+    let col_bytes: usize = rest
+        .chars()
+        .take(col.saturating_sub(1))
+        .map(char::len_utf8)
+        .sum();
     (line_start + col_bytes).min(text.len())
 }
 
@@ -100,8 +126,15 @@ struct CharOffsets {
 
 impl CharOffsets {
     fn new(text: &str) -> Self {
-        let table = if text.is_ascii() { Vec::new() } else { text.char_indices().map(|(b, _)| b).collect() };
-        CharOffsets { table, len: text.len() }
+        let table = if text.is_ascii() {
+            Vec::new()
+        } else {
+            text.char_indices().map(|(b, _)| b).collect()
+        };
+        CharOffsets {
+            table,
+            len: text.len(),
+        }
     }
 
     fn byte(&self, char_index: usize) -> usize {
@@ -118,8 +151,17 @@ impl CharOffsets {
 }
 
 enum Frame {
-    Seq { items: Vec<Node>, start: usize, anchor: usize },
-    Map { entries: Vec<(Node, Node)>, pending_key: Option<Node>, start: usize, anchor: usize },
+    Seq {
+        items: Vec<Node>,
+        start: usize,
+        anchor: usize,
+    },
+    Map {
+        entries: Vec<(Node, Node)>,
+        pending_key: Option<Node>,
+        start: usize,
+        anchor: usize,
+    },
 }
 
 struct Builder<'a> {
@@ -136,7 +178,11 @@ struct Builder<'a> {
 
 impl Builder<'_> {
     fn error(&self, span: Range<usize>, message: String, help: &str) -> Box<Diag> {
-        Box::new(Diag::new(DiagKind::Syntax, message).at(self.file, span, "here").with_help(help))
+        Box::new(
+            Diag::new(DiagKind::Syntax, message)
+                .at(self.file, span, "here")
+                .with_help(help),
+        )
     }
 
     fn event(&mut self, event: Event<'_>, span: Span) -> Result<(), Box<Diag>> {
@@ -151,42 +197,84 @@ impl Builder<'_> {
             }
             Event::Alias(id) => {
                 let Some(anchored) = self.anchors.get(&id) else {
-                    return Err(self.error(range, "alias refers to an unknown anchor".into(), "define the `&anchor` before using `*anchor`"));
+                    return Err(self.error(
+                        range,
+                        "alias refers to an unknown anchor".into(),
+                        "define the `&anchor` before using `*anchor`",
+                    ));
                 };
                 // Counted before it is copied: the copy is what must not happen.
                 self.nodes += count_nodes(anchored);
                 if self.nodes > MAX_NODES {
-                    return Err(self.error(range, format!("aliases expand to too many nodes (more than {MAX_NODES})"), "do not nest aliases of aliases"));
+                    return Err(self.error(
+                        range,
+                        format!("aliases expand to too many nodes (more than {MAX_NODES})"),
+                        "do not nest aliases of aliases",
+                    ));
                 }
                 let node = anchored.clone();
-                self.push(Node { span: range, ..node }, 0)
+                self.push(
+                    Node {
+                        span: range,
+                        ..node
+                    },
+                    0,
+                )
             }
-            Event::SequenceStart(anchor, tag) | Event::MappingStart(anchor, tag) if tag.as_deref().is_some_and(|t| !is_collection_tag(t)) => {
+            Event::SequenceStart(anchor, tag) | Event::MappingStart(anchor, tag)
+                if tag.as_deref().is_some_and(|t| !is_collection_tag(t)) =>
+            {
                 let _ = anchor;
                 let tag = tag.as_deref().map(show_tag).unwrap_or_default();
-                Err(self.error(range, format!("unsupported tag {tag}"), "recipes are plain data; remove the tag"))
+                Err(self.error(
+                    range,
+                    format!("unsupported tag {tag}"),
+                    "recipes are plain data; remove the tag",
+                ))
             }
             Event::SequenceStart(anchor, _) => {
                 self.enter(range.clone())?;
-                self.stack.push(Frame::Seq { items: Vec::new(), start: range.start, anchor });
+                self.stack.push(Frame::Seq {
+                    items: Vec::new(),
+                    start: range.start,
+                    anchor,
+                });
                 Ok(())
             }
             Event::MappingStart(anchor, _) => {
                 self.enter(range.clone())?;
-                self.stack.push(Frame::Map { entries: Vec::new(), pending_key: None, start: range.start, anchor });
+                self.stack.push(Frame::Map {
+                    entries: Vec::new(),
+                    pending_key: None,
+                    start: range.start,
+                    anchor,
+                });
                 Ok(())
             }
             Event::SequenceEnd => match self.stack.pop() {
-                Some(Frame::Seq { items, start, anchor }) => {
+                Some(Frame::Seq {
+                    items,
+                    start,
+                    anchor,
+                }) => {
                     let end = items.last().map_or(range.end, |n| n.span.end.max(start));
                     self.push(Node::new(Value::Seq(items), start..end.max(start)), anchor)
                 }
                 _ => Err(self.error(range, "unbalanced sequence".into(), "check the brackets")),
             },
             Event::MappingEnd => match self.stack.pop() {
-                Some(Frame::Map { entries, start, anchor, .. }) => {
-                    let start = entries.first().map_or(start, |(k, _)| k.span.start.min(start.max(k.span.start)));
-                    let end = entries.last().map_or(range.end, |(_, v)| v.span.end.max(start));
+                Some(Frame::Map {
+                    entries,
+                    start,
+                    anchor,
+                    ..
+                }) => {
+                    let start = entries
+                        .first()
+                        .map_or(start, |(k, _)| k.span.start.min(start.max(k.span.start)));
+                    let end = entries
+                        .last()
+                        .map_or(range.end, |(_, v)| v.span.end.max(start));
                     let entries = apply_merge_keys(self.file, entries, &self.merge_keys)?;
                     self.push(Node::new(Value::Map(entries), start..end), anchor)
                 }
@@ -198,12 +286,22 @@ impl Builder<'_> {
 
     fn enter(&self, range: Range<usize>) -> Result<(), Box<Diag>> {
         if self.stack.len() >= MAX_DEPTH {
-            return Err(self.error(range, format!("nesting deeper than {MAX_DEPTH} levels"), "flatten the structure"));
+            return Err(self.error(
+                range,
+                format!("nesting deeper than {MAX_DEPTH} levels"),
+                "flatten the structure",
+            ));
         }
         Ok(())
     }
 
-    fn scalar(&self, text: &str, style: ScalarStyle, tag: Option<&Tag>, range: Range<usize>) -> Result<Value, Box<Diag>> {
+    fn scalar(
+        &self,
+        text: &str,
+        style: ScalarStyle,
+        tag: Option<&Tag>,
+        range: Range<usize>,
+    ) -> Result<Value, Box<Diag>> {
         let resolve = |s: &str| match self.syntax {
             Syntax::Yaml => resolve_yaml11(s),
             Syntax::Json => resolve_json(s),
@@ -215,7 +313,10 @@ impl Builder<'_> {
                 "null" | "bool" | "int" | "float" => resolve_yaml11(text).and_then(|v| {
                     let ok = matches!(
                         (t.suffix.as_str(), &v),
-                        ("null", Value::Null) | ("bool", Value::Bool(_)) | ("int", Value::Int(_)) | ("float", Value::Float(_))
+                        ("null", Value::Null)
+                            | ("bool", Value::Bool(_))
+                            | ("int", Value::Int(_))
+                            | ("float", Value::Float(_))
                     );
                     match (ok, t.suffix.as_str(), &v) {
                         (true, _, _) => Ok(v),
@@ -228,13 +329,23 @@ impl Builder<'_> {
             None if style == ScalarStyle::Plain => resolve(text),
             None => Ok(Value::Str(text.to_string())),
         };
-        value.map_err(|m| self.error(range, m, "quote the value to make it a string, or fix the number"))
+        value.map_err(|m| {
+            self.error(
+                range,
+                m,
+                "quote the value to make it a string, or fix the number",
+            )
+        })
     }
 
     fn push(&mut self, node: Node, anchor: usize) -> Result<(), Box<Diag>> {
         self.nodes += 1;
         if self.nodes > MAX_NODES {
-            return Err(self.error(node.span, format!("the document has too many values (more than {MAX_NODES})"), "a recipe or registry this large is not one aorta can plan; split it"));
+            return Err(self.error(
+                node.span,
+                format!("the document has too many values (more than {MAX_NODES})"),
+                "a recipe or registry this large is not one aorta can plan; split it",
+            ));
         }
         if anchor != 0 {
             self.anchors.insert(anchor, node.clone());
@@ -242,7 +353,11 @@ impl Builder<'_> {
         match self.stack.last_mut() {
             None => self.root = Some(node),
             Some(Frame::Seq { items, .. }) => items.push(node),
-            Some(Frame::Map { entries, pending_key, .. }) => match pending_key.take() {
+            Some(Frame::Map {
+                entries,
+                pending_key,
+                ..
+            }) => match pending_key.take() {
                 None => *pending_key = Some(node),
                 Some(key) => entries.push((key, node)),
             },
@@ -273,14 +388,21 @@ fn count_nodes(node: &Node) -> usize {
     1 + match &node.value {
         Value::Str(s) => s.len() / 64,
         Value::Seq(items) => items.iter().map(count_nodes).sum(),
-        Value::Map(entries) => entries.iter().map(|(k, v)| count_nodes(k) + count_nodes(v)).sum(),
+        Value::Map(entries) => entries
+            .iter()
+            .map(|(k, v)| count_nodes(k) + count_nodes(v))
+            .sum(),
         _ => 0,
     }
 }
 
 /// YAML 1.1 merge keys: `<<: *base` (or a list of them) adds entries not already present.
 /// A merge value that is not a mapping (or list of mappings) is an error, as in PyYAML.
-fn apply_merge_keys(file: &SourceFile, entries: Vec<(Node, Node)>, merge_keys: &std::collections::HashSet<usize>) -> Result<Vec<(Node, Node)>, Box<Diag>> {
+fn apply_merge_keys(
+    file: &SourceFile,
+    entries: Vec<(Node, Node)>,
+    merge_keys: &std::collections::HashSet<usize>,
+) -> Result<Vec<(Node, Node)>, Box<Diag>> {
     let is_merge = |k: &Node| k.as_str() == Some("<<") && merge_keys.contains(&k.span.start);
     if !entries.iter().any(|(k, _)| is_merge(k)) {
         return Ok(entries);
@@ -301,10 +423,16 @@ fn apply_merge_keys(file: &SourceFile, entries: Vec<(Node, Node)>, merge_keys: &
                 Some(m) => merged.extend(m.iter().cloned()),
                 None => {
                     return Err(Box::new(
-                        Diag::new(DiagKind::Syntax, format!("a merge key (<<) needs a mapping or a list of mappings, got {}", src.type_name()))
-                            .at(file, src.span.clone(), "not a mapping")
-                            .also_at(k.span.clone(), "merge key")
-                            .with_help("write <<: *anchor where the anchor names a mapping"),
+                        Diag::new(
+                            DiagKind::Syntax,
+                            format!(
+                                "a merge key (<<) needs a mapping or a list of mappings, got {}",
+                                src.type_name()
+                            ),
+                        )
+                        .at(file, src.span.clone(), "not a mapping")
+                        .also_at(k.span.clone(), "merge key")
+                        .with_help("write <<: *anchor where the anchor names a mapping"),
                     ))
                 }
             }
@@ -312,7 +440,8 @@ fn apply_merge_keys(file: &SourceFile, entries: Vec<(Node, Node)>, merge_keys: &
     }
     let mut out: Vec<(Node, Node)> = Vec::new();
     for (k, v) in merged {
-        let shadowed = own.iter().any(|(ok, _)| ok.value == k.value) || out.iter().any(|(ok, _)| ok.value == k.value);
+        let shadowed = own.iter().any(|(ok, _)| ok.value == k.value)
+            || out.iter().any(|(ok, _)| ok.value == k.value);
         if !shadowed {
             out.push((k, v));
         }
@@ -350,7 +479,10 @@ mod tests {
     #[test]
     fn quoted_merge_key_is_text() {
         let n = parse("a:\n  '<<': x\n");
-        assert_eq!(n.get("a").unwrap().get("<<").unwrap().value, Value::Str("x".into()));
+        assert_eq!(
+            n.get("a").unwrap().get("<<").unwrap().value,
+            Value::Str("x".into())
+        );
         assert!(parse_document(&SourceFile::new("t.yaml", "a:\n  <<: 3\n"), Syntax::Yaml).is_err());
     }
 
@@ -385,10 +517,20 @@ mod tests {
         // Four levels of 30 aliases (810,000 nodes) used to parse, then took seconds to plan.
         let mut parts = vec![format!("&l0 [{}]", vec!["lol"; 30].join(", "))];
         for i in 1..4 {
-            parts.push(format!("&l{i} [{}]", vec![format!("*l{}", i - 1); 30].join(", ")));
+            parts.push(format!(
+                "&l{i} [{}]",
+                vec![format!("*l{}", i - 1); 30].join(", ")
+            ));
         }
-        let e = parse_document(&SourceFile::new("t.yaml", format!("a: [{}]\n", parts.join(", "))), Syntax::Yaml).unwrap_err();
-        assert!(e.to_string().contains("aliases expand to too many nodes"), "{e}");
+        let e = parse_document(
+            &SourceFile::new("t.yaml", format!("a: [{}]\n", parts.join(", "))),
+            Syntax::Yaml,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("aliases expand to too many nodes"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -410,18 +552,40 @@ mod tests {
 
     #[test]
     fn language_tags_on_collections_are_refused() {
-        for text in ["a: !!python/tuple [1, 2]\n", "a: !!python/object:os.system {x: 1}\n", "a: !custom [1]\n"] {
-            assert!(parse_document(&SourceFile::new("t.yaml", text), Syntax::Yaml).is_err(), "{text}");
+        for text in [
+            "a: !!python/tuple [1, 2]\n",
+            "a: !!python/object:os.system {x: 1}\n",
+            "a: !custom [1]\n",
+        ] {
+            assert!(
+                parse_document(&SourceFile::new("t.yaml", text), Syntax::Yaml).is_err(),
+                "{text}"
+            );
         }
-        assert_eq!(parse("a: !!seq [1]\n").get("a").unwrap().as_seq().unwrap().len(), 1);
-        assert!(parse("a: !!map {x: 1}\n").get("a").unwrap().get("x").is_some());
+        assert_eq!(
+            parse("a: !!seq [1]\n")
+                .get("a")
+                .unwrap()
+                .as_seq()
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(parse("a: !!map {x: 1}\n")
+            .get("a")
+            .unwrap()
+            .get("x")
+            .is_some());
     }
 
     #[test]
     fn unsupported_tags_are_refused() {
         let f = SourceFile::new("t.yaml", "a: !!python/object:os.system x\n");
         assert!(parse_document(&f, Syntax::Yaml).is_err());
-        assert_eq!(parse("a: !!str 12\n").get("a").unwrap().value, Value::Str("12".into()));
+        assert_eq!(
+            parse("a: !!str 12\n").get("a").unwrap().value,
+            Value::Str("12".into())
+        );
     }
 
     #[test]

@@ -54,7 +54,10 @@ pub struct LocalStore {
 
 impl Clone for LocalStore {
     fn clone(&self) -> Self {
-        LocalStore { root: self.root.clone(), known: Default::default() }
+        LocalStore {
+            root: self.root.clone(),
+            known: Default::default(),
+        }
     }
 }
 
@@ -70,7 +73,10 @@ pub type Store = LocalStore;
 impl LocalStore {
     /// Opens (creating if needed) the store at `root`. Refuses a store written by a newer format.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
-        let store = LocalStore { root: root.into(), known: Default::default() };
+        let store = LocalStore {
+            root: root.into(),
+            known: Default::default(),
+        };
         fs::create_dir_all(&store.root)
             .map_err(StoreError::io("create store root", &store.root))?;
         let version_path = store.root.join("VERSION");
@@ -125,7 +131,8 @@ impl LocalStore {
 
     /// Makes every entry written so far durable (one `syncfs`; see the fsio module docs).
     pub fn sync(&self) -> Result<()> {
-        crate::fsio::sync_filesystem(&self.root).map_err(StoreError::io("sync the store's filesystem", &self.root))
+        crate::fsio::sync_filesystem(&self.root)
+            .map_err(StoreError::io("sync the store's filesystem", &self.root))
     }
 
     pub fn root(&self) -> &Path {
@@ -192,12 +199,22 @@ impl LocalStore {
 
     /// [`Self::shard_exists`], remembering a shard once seen.
     fn shard_known(&self, dir: &Path) -> Result<bool> {
-        if self.known.lock().unwrap_or_else(|e| e.into_inner()).shards.contains(dir) {
+        if self
+            .known
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .shards
+            .contains(dir)
+        {
             return Ok(true);
         }
         let there = Self::shard_exists(dir)?;
         if there {
-            self.known.lock().unwrap_or_else(|e| e.into_inner()).shards.insert(dir.to_path_buf());
+            self.known
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .shards
+                .insert(dir.to_path_buf());
         }
         Ok(there)
     }
@@ -371,7 +388,10 @@ impl LocalStore {
     }
 
     /// Lookup with the key's claim already held: quarantines a bad entry immediately.
-    pub(crate) fn lookup_claimed<T: serde::de::DeserializeOwned>(&self, key: &Key) -> Result<Lookup<T>> {
+    pub(crate) fn lookup_claimed<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &Key,
+    ) -> Result<Lookup<T>> {
         match self.read_entry::<T>(key)? {
             Err(reason) => {
                 self.quarantine(&self.ac_path(key))?;
@@ -382,7 +402,10 @@ impl LocalStore {
     }
 
     /// `Ok(Ok(Hit|Miss))`, `Ok(Err(reason))` for a bad entry, `Err` for real I/O trouble.
-    fn read_entry<T: serde::de::DeserializeOwned>(&self, key: &Key) -> Result<Result<Lookup<T>, String>> {
+    fn read_entry<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &Key,
+    ) -> Result<Result<Lookup<T>, String>> {
         let path = self.ac_path(key);
         if !self.shard_known(path.parent().expect("shard"))? {
             return Ok(Ok(Lookup::Miss));
@@ -420,7 +443,9 @@ impl LocalStore {
         // LRU touch, at most once an hour per entry: touching on every hit dirtied 10,000 inodes
         // in a cached rerun, which the end-of-build syncfs then had to write. Best effort (a
         // read-only store still serves hits).
-        let stale = md.modified().map_or(true, |t| t.elapsed().map_or(true, |age| age > LRU_TOUCH_AFTER));
+        let stale = md.modified().map_or(true, |t| {
+            t.elapsed().map_or(true, |age| age > LRU_TOUCH_AFTER)
+        });
         if stale {
             let _ = f.set_modified(std::time::SystemTime::now());
         }
@@ -432,13 +457,23 @@ impl LocalStore {
         for (rel, blob) in &m.outputs {
             let path = self.blob_path(&blob.digest);
             let entry = (path, blob.size);
-            if self.known.lock().unwrap_or_else(|e| e.into_inner()).blobs.contains(&entry) {
+            if self
+                .known
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .blobs
+                .contains(&entry)
+            {
                 continue;
             }
             let path = entry.0.clone();
             match regular_file_len(&path) {
                 Some(len) if len == blob.size => {
-                    self.known.lock().unwrap_or_else(|e| e.into_inner()).blobs.insert(entry);
+                    self.known
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .blobs
+                        .insert(entry);
                 }
                 Some(len) => {
                     return Err(format!(

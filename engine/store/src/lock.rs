@@ -175,7 +175,11 @@ fn ofd_lock_byte(file: &File, offset: i64, block: bool) -> io::Result<bool> {
     fl.l_whence = libc::SEEK_SET as libc::c_short;
     fl.l_start = offset as libc::off_t;
     fl.l_len = 1;
-    let cmd = if block { libc::F_OFD_SETLKW } else { libc::F_OFD_SETLK };
+    let cmd = if block {
+        libc::F_OFD_SETLKW
+    } else {
+        libc::F_OFD_SETLK
+    };
     loop {
         // SAFETY: valid descriptor and a pointer to a live flock.
         if unsafe { libc::fcntl(file.as_raw_fd(), cmd, &mut fl) } == 0 {

@@ -53,7 +53,6 @@ impl<T> Manifest<T> {
         }
     }
 
-
     /// Checks what the store relies on: safe output paths and a finite duration (JSON has no
     /// NaN, so a NaN would make the entry unreadable).
     pub fn validate(&self) -> Result<(), String> {
@@ -129,7 +128,10 @@ pub(crate) fn encode_entry<T: Serialize>(m: &Manifest<T>) -> serde_json::Result<
 }
 
 /// Parses and checks an AC file's bytes; the `Err` is a human-readable reason.
-pub(crate) fn decode_entry<T: serde::de::DeserializeOwned>(bytes: &[u8], expected: &Key) -> Result<Manifest<T>, String> {
+pub(crate) fn decode_entry<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    expected: &Key,
+) -> Result<Manifest<T>, String> {
     let env: EnvelopeIn =
         serde_json::from_slice(bytes).map_err(|e| format!("unparseable entry: {e}"))?;
     if env.format != AC_FORMAT {
@@ -262,7 +264,9 @@ mod tests {
         assert!(why.contains("unparseable"), "{why}");
 
         let other = Key::of_bytes(b"other");
-        assert!(decode_entry::<serde_json::Value>(&bytes, &other).unwrap_err().contains("not"));
+        assert!(decode_entry::<serde_json::Value>(&bytes, &other)
+            .unwrap_err()
+            .contains("not"));
 
         let why = decode_entry::<serde_json::Value>(b"\x00\xff garbage", &key()).unwrap_err();
         assert!(why.contains("unparseable"), "{why}");

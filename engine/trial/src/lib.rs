@@ -6,8 +6,8 @@
 
 mod small_map;
 
-pub use small_map::SmallMap;
 use serde::{Deserialize, Serialize};
+pub use small_map::SmallMap;
 
 /// Bumped when the record's meaning changes; part of every trial key.
 pub const TRIAL_RECORD_SCHEMA: &str = "aorta.trial/1";
@@ -117,7 +117,10 @@ impl TrialRecord {
     /// AORTA's `trial_verdict` (§3.5) is already resolved into `verdict` by whoever built the
     /// record; this checks the invariant that error statuses are never a pass.
     pub fn is_consistent(&self) -> bool {
-        !matches!(self.exit_status, ExitStatus::InfrastructureFailed | ExitStatus::WorkloadSetupFailed) || self.verdict == Verdict::Error
+        !matches!(
+            self.exit_status,
+            ExitStatus::InfrastructureFailed | ExitStatus::WorkloadSetupFailed
+        ) || self.verdict == Verdict::Error
     }
 }
 

@@ -11,7 +11,10 @@ pub struct SmallMap<V>(Vec<(String, V)>);
 
 impl<V> SmallMap<V> {
     pub fn get(&self, key: &str) -> Option<&V> {
-        self.0.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok().map(|i| &self.0[i].1)
+        self.0
+            .binary_search_by(|(k, _)| k.as_str().cmp(key))
+            .ok()
+            .map(|i| &self.0[i].1)
     }
 
     /// Inserts or replaces, keeping the keys sorted.
@@ -66,7 +69,8 @@ impl<V: Clone> From<&SmallMap<V>> for BTreeMap<String, V> {
 impl<V> std::ops::Index<&str> for SmallMap<V> {
     type Output = V;
     fn index(&self, key: &str) -> &V {
-        self.get(key).unwrap_or_else(|| panic!("no key {key:?} in the map"))
+        self.get(key)
+            .unwrap_or_else(|| panic!("no key {key:?} in the map"))
     }
 }
 
@@ -92,12 +96,19 @@ mod tests {
 
     #[test]
     fn serialises_like_a_btreemap_and_stays_sorted() {
-        let b: BTreeMap<String, f64> = [("tier3".to_string(), 1.0), ("tier1".to_string(), 2.0)].into();
+        let b: BTreeMap<String, f64> =
+            [("tier3".to_string(), 1.0), ("tier1".to_string(), 2.0)].into();
         let mut s: SmallMap<f64> = b.clone().into();
-        assert_eq!(serde_json::to_string(&s).unwrap(), serde_json::to_string(&b).unwrap());
+        assert_eq!(
+            serde_json::to_string(&s).unwrap(),
+            serde_json::to_string(&b).unwrap()
+        );
         s.insert("tier2".into(), 3.0);
         s.insert("tier1".into(), 4.0);
-        assert_eq!(serde_json::to_string(&s).unwrap(), r#"{"tier1":4.0,"tier2":3.0,"tier3":1.0}"#);
+        assert_eq!(
+            serde_json::to_string(&s).unwrap(),
+            r#"{"tier1":4.0,"tier2":3.0,"tier3":1.0}"#
+        );
         let back: SmallMap<f64> = serde_json::from_str(r#"{"b":1,"a":2}"#).unwrap();
         assert_eq!(back.keys().collect::<Vec<_>>(), ["a", "b"]);
         assert_eq!(back["a"], 2.0);

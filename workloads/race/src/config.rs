@@ -103,9 +103,21 @@ pub const MAX_BUFFER_DEPTH: u32 = 16;
 /// AORTA fields this workload accepts but does not model (transformer compute, optimizers,
 /// AMD's GPU_MAX_HW_QUEUES): setting one is a warning, not an error.
 const ACCEPTED_NO_EFFECT: &[&str] = &[
-    "model_dim", "num_heads", "ffn_size", "seq_len", "batch_size", "include_backward_compute",
-    "real_backward", "optimizer", "optimizer_lr", "optimizer_weight_decay", "optimizer_betas",
-    "optimizer_eps", "deterministic", "deterministic_seed", "gpu_max_hw_queues",
+    "model_dim",
+    "num_heads",
+    "ffn_size",
+    "seq_len",
+    "batch_size",
+    "include_backward_compute",
+    "real_backward",
+    "optimizer",
+    "optimizer_lr",
+    "optimizer_weight_decay",
+    "optimizer_betas",
+    "optimizer_eps",
+    "deterministic",
+    "deterministic_seed",
+    "gpu_max_hw_queues",
 ];
 
 /// A configuration error: the key, what is wrong, and how to fix it.
@@ -123,26 +135,52 @@ impl std::fmt::Display for ConfigError {
 }
 
 fn err(key: &str, message: impl Into<String>, hint: impl Into<String>) -> ConfigError {
-    ConfigError { key: key.into(), message: message.into(), hint: hint.into() }
+    ConfigError {
+        key: key.into(),
+        message: message.into(),
+        hint: hint.into(),
+    }
 }
 
 fn as_u64(key: &str, v: &Value) -> Result<u64, ConfigError> {
-    v.as_u64().ok_or_else(|| err(key, format!("expected a non-negative integer, got {v}"), format!("{key}: 10")))
+    v.as_u64().ok_or_else(|| {
+        err(
+            key,
+            format!("expected a non-negative integer, got {v}"),
+            format!("{key}: 10"),
+        )
+    })
 }
 
 fn as_bool(key: &str, v: &Value) -> Result<bool, ConfigError> {
-    v.as_bool().ok_or_else(|| err(key, format!("expected true or false, got {v}"), format!("{key}: true")))
+    v.as_bool().ok_or_else(|| {
+        err(
+            key,
+            format!("expected true or false, got {v}"),
+            format!("{key}: true"),
+        )
+    })
 }
 
 fn as_f64(key: &str, v: &Value) -> Result<f64, ConfigError> {
     match v.as_f64() {
         Some(x) if x.is_finite() && x >= 0.0 => Ok(x),
-        _ => Err(err(key, format!("expected a number >= 0, got {v}"), format!("{key}: 100"))),
+        _ => Err(err(
+            key,
+            format!("expected a number >= 0, got {v}"),
+            format!("{key}: 100"),
+        )),
     }
 }
 
 fn as_str<'a>(key: &str, v: &'a Value) -> Result<&'a str, ConfigError> {
-    v.as_str().ok_or_else(|| err(key, format!("expected a string, got {v}"), format!("{key}: <name>")))
+    v.as_str().ok_or_else(|| {
+        err(
+            key,
+            format!("expected a string, got {v}"),
+            format!("{key}: <name>"),
+        )
+    })
 }
 
 fn positive(key: &str, v: &Value) -> Result<u64, ConfigError> {
@@ -229,13 +267,21 @@ impl RaceConfig {
             }
         }
         if c.race_window_us > 1e6 {
-            return Err(err("race_window_us", "must be at most 1 s (1e6 µs)", "race_window_us: 200"));
+            return Err(err(
+                "race_window_us",
+                "must be at most 1 s (1e6 µs)",
+                "race_window_us: 200",
+            ));
         }
         if c.gemm_size > 32768 {
             return Err(err("gemm_size", "must be at most 32768", "gemm_size: 4096"));
         }
         if c.buffer_depth > MAX_BUFFER_DEPTH {
-            return Err(err("buffer_depth", format!("must be at most {MAX_BUFFER_DEPTH}"), "buffer_depth: 2"));
+            return Err(err(
+                "buffer_depth",
+                format!("must be at most {MAX_BUFFER_DEPTH}"),
+                "buffer_depth: 2",
+            ));
         }
         if c.h2d_prefetch && c.mode != Mode::Ddp {
             warnings.push("race: h2d_prefetch only applies to mode ddp".into());
@@ -271,8 +317,14 @@ mod tests {
         let (c, w) = parse(json!({})).unwrap();
         assert!(w.is_empty());
         assert_eq!((c.warmup_iterations, c.verify_iterations), (100, 10000));
-        assert_eq!((c.h2d_tensor_size, c.alltoall_tensor_size, c.fsdp_shard_size), (1_000_000, 100_000, 100_000));
-        assert_eq!((c.dtype, c.gemm_size, c.gemm_layers, c.num_layers), (Dtype::Bf16, 5120, 26, 4));
+        assert_eq!(
+            (c.h2d_tensor_size, c.alltoall_tensor_size, c.fsdp_shard_size),
+            (1_000_000, 100_000, 100_000)
+        );
+        assert_eq!(
+            (c.dtype, c.gemm_size, c.gemm_layers, c.num_layers),
+            (Dtype::Bf16, 5120, 26, 4)
+        );
         assert!(c.stop_on_first_corruption && !c.missing_sync && c.reuse_buffers && c.pin_memory);
         assert_eq!(c.buffer_depth, 2, "fixed is double-buffered by default");
         assert!(c.pipelined());
@@ -286,19 +338,35 @@ mod tests {
         assert!(!c.pipelined(), "the planted bug stays single-buffered");
         assert!(w[0].contains("buffer_depth"));
         let (_, w) = parse(json!({"missing_sync": true})).unwrap();
-        assert!(w.is_empty(), "no warning when the depth is left at its default");
-        for bad in [json!({"buffer_depth": 0}), json!({"buffer_depth": 17}), json!({"buffer_depth": 2.5})] {
+        assert!(
+            w.is_empty(),
+            "no warning when the depth is left at its default"
+        );
+        for bad in [
+            json!({"buffer_depth": 0}),
+            json!({"buffer_depth": 17}),
+            json!({"buffer_depth": 2.5}),
+        ] {
             assert_eq!(parse(bad).unwrap_err().key, "buffer_depth");
         }
     }
 
     #[test]
     fn reads_every_kind_of_value() {
-        let (c, _) = parse(json!({"mode": "fsdp", "dtype": "fp32", "missing_sync": true, "race_window_us": 50.5,
-            "comm_priority": "high", "verify_iterations": 7, "nproc": 2})).unwrap();
-        assert_eq!((c.mode, c.dtype, c.comm_priority), (Mode::Fsdp, Dtype::F32, CommPriority::High));
+        let (c, _) = parse(
+            json!({"mode": "fsdp", "dtype": "fp32", "missing_sync": true, "race_window_us": 50.5,
+            "comm_priority": "high", "verify_iterations": 7, "nproc": 2}),
+        )
+        .unwrap();
+        assert_eq!(
+            (c.mode, c.dtype, c.comm_priority),
+            (Mode::Fsdp, Dtype::F32, CommPriority::High)
+        );
         assert!(c.missing_sync);
-        assert_eq!((c.race_window_us, c.verify_iterations, c.nproc), (50.5, 7, 2));
+        assert_eq!(
+            (c.race_window_us, c.verify_iterations, c.nproc),
+            (50.5, 7, 2)
+        );
     }
 
     #[test]
@@ -321,7 +389,9 @@ mod tests {
 
     #[test]
     fn unknown_keys_warn_and_aorta_keys_pass() {
-        let (_, w) = parse(json!({"colour": 1, "steps": 3, "_aorta_collect": [], "optimizer": "adamw"})).unwrap();
+        let (_, w) =
+            parse(json!({"colour": 1, "steps": 3, "_aorta_collect": [], "optimizer": "adamw"}))
+                .unwrap();
         assert_eq!(w.len(), 2);
         assert!(w[0].contains("colour") && w[1].contains("optimizer"));
     }

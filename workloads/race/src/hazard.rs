@@ -57,7 +57,16 @@ impl Hazard {
 
 impl std::fmt::Display for Hazard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} on buffer {}: iteration {} op {} vs iteration {} op {}", self.kind(), self.buf, self.first.iter, self.first.op, self.second.iter, self.second.op)
+        write!(
+            f,
+            "{} on buffer {}: iteration {} op {} vs iteration {} op {}",
+            self.kind(),
+            self.buf,
+            self.first.iter,
+            self.first.op,
+            self.second.iter,
+            self.second.op
+        )
     }
 }
 
@@ -66,7 +75,10 @@ pub fn accesses(op: &Op) -> Vec<(BufId, bool)> {
     match *op {
         Op::HostFill { buf, .. } | Op::Fill { buf, .. } => vec![(buf, true)],
         Op::Copy { dst, src, .. } | Op::Consume { dst, src, .. } => vec![(src, false), (dst, true)],
-        Op::AllReduce { send, recv, .. } | Op::AllToAll { send, recv, .. } | Op::AllGather { send, recv, .. } | Op::ReduceScatter { send, recv, .. } => {
+        Op::AllReduce { send, recv, .. }
+        | Op::AllToAll { send, recv, .. }
+        | Op::AllGather { send, recv, .. }
+        | Op::ReduceScatter { send, recv, .. } => {
             vec![(send, false), (recv, true)]
         }
         Op::Gemm { .. } | Op::Delay { .. } | Op::Record { .. } | Op::Wait { .. } => Vec::new(),
@@ -120,7 +132,13 @@ impl Order {
 
     fn access(&self, iter: usize, op: usize, write: bool) -> Access {
         let unit = self.units[iter][op];
-        Access { iter, op, write, unit, tick: self.clocks[iter][op][unit] }
+        Access {
+            iter,
+            op,
+            write,
+            unit,
+            tick: self.clocks[iter][op][unit],
+        }
     }
 
     /// Whether `a` (issued first) happens before `b`.
@@ -150,7 +168,11 @@ pub fn hazards(plans: &[Plan], bufs: &[BufSpec], barrier: bool) -> Vec<Hazard> {
                 let a = order.access(i, k, write);
                 for p in &seen[buf] {
                     if (p.write || write) && !order.before(p, &a) {
-                        out.push(Hazard { buf, first: *p, second: a });
+                        out.push(Hazard {
+                            buf,
+                            first: *p,
+                            second: a,
+                        });
                     }
                 }
                 seen[buf].push(a);
@@ -166,24 +188,56 @@ mod tests {
     use crate::plan::StreamId::{self, Comm, Compute};
 
     fn plan(ops: Vec<Op>) -> Plan {
-        Plan { ops, checks: Vec::new(), checksum_group: Vec::new(), events: 4, dropped_waits: 0 }
+        Plan {
+            ops,
+            checks: Vec::new(),
+            checksum_group: Vec::new(),
+            events: 4,
+            dropped_waits: 0,
+        }
     }
 
     fn bufs() -> Vec<BufSpec> {
-        (0..3).map(|_| BufSpec { name: "b", elems: 1, host: false }).collect()
+        (0..3)
+            .map(|_| BufSpec {
+                name: "b",
+                elems: 1,
+                host: false,
+            })
+            .collect()
     }
 
     fn fill(stream: StreamId, buf: BufId) -> Op {
-        Op::Fill { stream, buf, value: 1.0, slow: false }
+        Op::Fill {
+            stream,
+            buf,
+            value: 1.0,
+            slow: false,
+        }
     }
 
     fn gather(send: BufId, recv: BufId) -> Op {
-        Op::AllGather { stream: Comm, send, recv }
+        Op::AllGather {
+            stream: Comm,
+            send,
+            recv,
+        }
     }
 
     #[test]
     fn an_event_orders_a_read_after_its_write_and_its_absence_is_a_race() {
-        let ordered = plan(vec![fill(Compute, 0), Op::Record { stream: Compute, event: 0 }, Op::Wait { stream: Comm, event: 0 }, gather(0, 1)]);
+        let ordered = plan(vec![
+            fill(Compute, 0),
+            Op::Record {
+                stream: Compute,
+                event: 0,
+            },
+            Op::Wait {
+                stream: Comm,
+                event: 0,
+            },
+            gather(0, 1),
+        ]);
         assert!(hazards(&[ordered], &bufs(), true).is_empty());
         let racy = plan(vec![fill(Compute, 0), gather(0, 1)]);
         let h = hazards(&[racy], &bufs(), true);
@@ -193,10 +247,32 @@ mod tests {
     #[test]
     fn a_wait_is_on_the_latest_record_issued_before_it() {
         // The wait is issued before the record: it does not order the fill.
-        let early = plan(vec![Op::Wait { stream: Comm, event: 0 }, fill(Compute, 0), Op::Record { stream: Compute, event: 0 }, gather(0, 1)]);
+        let early = plan(vec![
+            Op::Wait {
+                stream: Comm,
+                event: 0,
+            },
+            fill(Compute, 0),
+            Op::Record {
+                stream: Compute,
+                event: 0,
+            },
+            gather(0, 1),
+        ]);
         assert_eq!(hazards(&[early], &bufs(), true).len(), 1);
         // Re-recorded before the fill: the wait sees the first record only.
-        let stale = plan(vec![Op::Record { stream: Compute, event: 0 }, Op::Wait { stream: Comm, event: 0 }, fill(Compute, 0), gather(0, 1)]);
+        let stale = plan(vec![
+            Op::Record {
+                stream: Compute,
+                event: 0,
+            },
+            Op::Wait {
+                stream: Comm,
+                event: 0,
+            },
+            fill(Compute, 0),
+            gather(0, 1),
+        ]);
         assert_eq!(hazards(&[stale], &bufs(), true).len(), 1);
     }
 
@@ -207,15 +283,38 @@ mod tests {
         let it = |war: bool| {
             let mut ops = Vec::new();
             if war {
-                ops.push(Op::Wait { stream: Compute, event: 1 });
+                ops.push(Op::Wait {
+                    stream: Compute,
+                    event: 1,
+                });
             }
-            ops.extend([fill(Compute, 0), Op::Record { stream: Compute, event: 0 }, Op::Wait { stream: Comm, event: 0 }, gather(0, 1), Op::Record { stream: Comm, event: 1 }]);
+            ops.extend([
+                fill(Compute, 0),
+                Op::Record {
+                    stream: Compute,
+                    event: 0,
+                },
+                Op::Wait {
+                    stream: Comm,
+                    event: 0,
+                },
+                gather(0, 1),
+                Op::Record {
+                    stream: Comm,
+                    event: 1,
+                },
+            ]);
             plan(ops)
         };
         let bare = [it(false), it(false)];
         assert!(hazards(&bare, &bufs(), true).is_empty());
         let h = hazards(&bare, &bufs(), false);
-        assert!(h.iter().any(|h| h.kind() == "WAR" && h.buf == 0 && (h.first.iter, h.second.iter) == (0, 1)), "{h:?}");
+        assert!(
+            h.iter().any(|h| h.kind() == "WAR"
+                && h.buf == 0
+                && (h.first.iter, h.second.iter) == (0, 1)),
+            "{h:?}"
+        );
         assert!(hazards(&[it(true), it(true), it(true)], &bufs(), false).is_empty());
     }
 
@@ -223,7 +322,16 @@ mod tests {
     fn host_writes_precede_later_device_work_and_need_the_barrier_after_it() {
         let mut b = bufs();
         b[2].host = true;
-        let it = || plan(vec![Op::HostFill { buf: 2, value: 1.0 }, Op::Copy { stream: StreamId::Copy, dst: 0, src: 2 }]);
+        let it = || {
+            plan(vec![
+                Op::HostFill { buf: 2, value: 1.0 },
+                Op::Copy {
+                    stream: StreamId::Copy,
+                    dst: 0,
+                    src: 2,
+                },
+            ])
+        };
         assert!(hazards(&[it(), it()], &b, true).is_empty());
         // Back to back, the host buffer is left out (only the host's synchronisation orders it)
         // and the device copies are ordered by their stream.

@@ -12,7 +12,10 @@ use crate::rendezvous::free_port;
 
 /// Env every rank gets besides the rank variables: NVLink SHARP/multicast off (it can put a
 /// shared host's GPUs out of service).
-pub const SAFE_ENV: &[(&str, &str)] = &[("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")];
+pub const SAFE_ENV: &[(&str, &str)] = &[
+    ("NCCL_NVLS_ENABLE", "0"),
+    ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
+];
 
 pub fn rank_env(rank: u32, world: u32, port: u16) -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = vec![
@@ -62,7 +65,10 @@ pub fn launch(nproc: u32, config: &Path, result: &Path, grace: Duration) -> Resu
                     let code = st.code().unwrap_or(1);
                     codes[r] = Some(code);
                     if code != 0 && deadline.is_none() {
-                        eprintln!("race: rank {rank} exited with {code}; waiting {} s for the others", grace.as_secs());
+                        eprintln!(
+                            "race: rank {rank} exited with {code}; waiting {} s for the others",
+                            grace.as_secs()
+                        );
                         deadline = Some(Instant::now() + grace);
                     }
                 }

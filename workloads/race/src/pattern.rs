@@ -66,14 +66,22 @@ impl Dtype {
     pub fn get(self, bytes: &[u8], i: usize) -> f32 {
         let w = self.bytes();
         let s = &bytes[i * w..i * w + w];
-        let bits = if w == 4 { u32::from_le_bytes([s[0], s[1], s[2], s[3]]) } else { u16::from_le_bytes([s[0], s[1]]) as u32 };
+        let bits = if w == 4 {
+            u32::from_le_bytes([s[0], s[1], s[2], s[3]])
+        } else {
+            u16::from_le_bytes([s[0], s[1]]) as u32
+        };
         self.decode(bits)
     }
 
     /// A buffer of `n` elements all equal to `x`.
     pub fn fill(self, n: usize, x: f32) -> Vec<u8> {
         let bits = self.encode(x);
-        let one: Vec<u8> = if self.bytes() == 4 { bits.to_le_bytes().to_vec() } else { (bits as u16).to_le_bytes().to_vec() };
+        let one: Vec<u8> = if self.bytes() == 4 {
+            bits.to_le_bytes().to_vec()
+        } else {
+            (bits as u16).to_le_bytes().to_vec()
+        };
         one.repeat(n)
     }
 }
@@ -99,12 +107,20 @@ fn f32_to_f16(x: f32) -> u16 {
         let half = 1u32 << (shift - 1);
         let r = m >> shift;
         let rem = m & ((1 << shift) - 1);
-        let r = if rem > half || (rem == half && r & 1 == 1) { r + 1 } else { r };
+        let r = if rem > half || (rem == half && r & 1 == 1) {
+            r + 1
+        } else {
+            r
+        };
         return sign | r as u16;
     }
     let r = ((e as u32) << 10) | (man >> 13);
     let rem = man & 0x1fff;
-    let r = if rem > 0x1000 || (rem == 0x1000 && r & 1 == 1) { r + 1 } else { r };
+    let r = if rem > 0x1000 || (rem == 0x1000 && r & 1 == 1) {
+        r + 1
+    } else {
+        r
+    };
     sign | r as u16
 }
 
@@ -195,7 +211,14 @@ impl Corruption {
         let mut v = serde_json::to_value(self).unwrap_or_else(|_| json!({}));
         let hint = format!(
             "{} on rank {} at iteration {}: expected {} got {} in {}/{} elements of {}",
-            self.kind, self.rank, self.iteration, self.expected, self.actual, self.mismatches, self.elements, self.buffer
+            self.kind,
+            self.rank,
+            self.iteration,
+            self.expected,
+            self.actual,
+            self.mismatches,
+            self.elements,
+            self.buffer
         );
         if let Some(o) = v.as_object_mut() {
             o.insert("hint".into(), hint.into());
@@ -209,7 +232,15 @@ pub fn close(actual: f64, expected: f64) -> bool {
 }
 
 /// Check each region of `bytes`; one record per region that has any bad element.
-pub fn verify(bytes: &[u8], dtype: Dtype, regions: &[Region], kind: &str, buffer: &str, rank: u32, iteration: u64) -> Vec<Corruption> {
+pub fn verify(
+    bytes: &[u8],
+    dtype: Dtype,
+    regions: &[Region],
+    kind: &str,
+    buffer: &str,
+    rank: u32,
+    iteration: u64,
+) -> Vec<Corruption> {
     let mut out = Vec::new();
     for r in regions {
         let expected = dtype.round(r.expected) as f64;
@@ -246,7 +277,11 @@ pub fn verify(bytes: &[u8], dtype: Dtype, regions: &[Region], kind: &str, buffer
 pub fn checksum(bytes: &[u8], dtype: Dtype) -> u64 {
     let w = dtype.bytes();
     bytes.chunks_exact(w).fold(0u64, |acc, c| {
-        let v = if w == 4 { u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as u64 } else { u16::from_le_bytes([c[0], c[1]]) as u64 };
+        let v = if w == 4 {
+            u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as u64
+        } else {
+            u16::from_le_bytes([c[0], c[1]]) as u64
+        };
         acc.wrapping_add(v)
     })
 }
@@ -284,7 +319,10 @@ mod tests {
                     }
                 }
                 assert_ne!(value::h2d(0, it), value::h2d(0, it + 1));
-                assert_ne!(value::reduce_out(world, it, 0), value::reduce_out(world, it + 1, 0));
+                assert_ne!(
+                    value::reduce_out(world, it, 0),
+                    value::reduce_out(world, it + 1, 0)
+                );
             }
         }
         let sum: f32 = (0..4).map(|r| value::reduce_in(r, 5, 1)).sum();
@@ -297,14 +335,30 @@ mod tests {
         let mut b = d.fill(8, 3.0);
         b.extend(d.fill(8, 4.0));
         let regions = [
-            Region { offset: 0, len: 8, expected: 3.0, src_rank: Some(0) },
-            Region { offset: 8, len: 8, expected: 5.0, src_rank: Some(1) },
+            Region {
+                offset: 0,
+                len: 8,
+                expected: 3.0,
+                src_rank: Some(0),
+            },
+            Region {
+                offset: 8,
+                len: 8,
+                expected: 5.0,
+                src_rank: Some(1),
+            },
         ];
         let c = verify(&b, d, &regions, "all_to_all", "a2a_recv", 1, 42);
         assert_eq!(c.len(), 1);
         let c = &c[0];
-        assert_eq!((c.kind.as_str(), c.rank, c.iteration, c.src_rank), ("all_to_all", 1, 42, Some(1)));
-        assert_eq!((c.expected, c.actual, c.first_index, c.mismatches), (5.0, 4.0, 8, 8));
+        assert_eq!(
+            (c.kind.as_str(), c.rank, c.iteration, c.src_rank),
+            ("all_to_all", 1, 42, Some(1))
+        );
+        assert_eq!(
+            (c.expected, c.actual, c.first_index, c.mismatches),
+            (5.0, 4.0, 8, 8)
+        );
         let j = c.to_json();
         assert_eq!(j["type"], "all_to_all");
         assert!(j["hint"].as_str().unwrap().contains("expected 5 got 4"));
@@ -319,7 +373,12 @@ mod tests {
         assert!(!close(0.002, 0.0));
         let mut b = Dtype::F32.fill(4, 100.0);
         b[4..8].copy_from_slice(&100.05f32.to_le_bytes());
-        let r = [Region { offset: 0, len: 4, expected: 100.0, src_rank: None }];
+        let r = [Region {
+            offset: 0,
+            len: 4,
+            expected: 100.0,
+            src_rank: None,
+        }];
         assert!(verify(&b, Dtype::F32, &r, "t", "b", 0, 0).is_empty());
         b[4..8].copy_from_slice(&100.5f32.to_le_bytes());
         assert_eq!(verify(&b, Dtype::F32, &r, "t", "b", 0, 0)[0].first_index, 1);
@@ -328,6 +387,9 @@ mod tests {
     #[test]
     fn checksum_sums_integer_views() {
         assert_eq!(checksum(&Dtype::Bf16.fill(3, 1.0), Dtype::Bf16), 3 * 0x3f80);
-        assert_eq!(checksum(&Dtype::F32.fill(2, 1.0), Dtype::F32), 2 * 0x3f80_0000);
+        assert_eq!(
+            checksum(&Dtype::F32.fill(2, 1.0), Dtype::F32),
+            2 * 0x3f80_0000
+        );
     }
 }

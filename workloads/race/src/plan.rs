@@ -41,25 +41,70 @@ pub struct BufSpec {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
     /// The host writes `value` into a host buffer before any GPU work of the iteration.
-    HostFill { buf: BufId, value: f32 },
+    HostFill {
+        buf: BufId,
+        value: f32,
+    },
     /// Asynchronous copy (host→device or device→device), `min(len)` elements.
-    Copy { stream: StreamId, dst: BufId, src: BufId },
+    Copy {
+        stream: StreamId,
+        dst: BufId,
+        src: BufId,
+    },
     /// A kernel that writes `value` everywhere; `slow`: each block first holds its SM for the
     /// race window, so the data lands late (a long producer).
-    Fill { stream: StreamId, buf: BufId, value: f32, slow: bool },
+    Fill {
+        stream: StreamId,
+        buf: BufId,
+        value: f32,
+        slow: bool,
+    },
     /// A kernel that copies `src` into `dst` (what compute saw), then holds for the race window
     /// when `slow` (a long consumer that read early).
-    Consume { stream: StreamId, dst: BufId, src: BufId, slow: bool },
+    Consume {
+        stream: StreamId,
+        dst: BufId,
+        src: BufId,
+        slow: bool,
+    },
     /// `count` GEMMs of the configured size (compute load).
-    Gemm { stream: StreamId, count: u32 },
+    Gemm {
+        stream: StreamId,
+        count: u32,
+    },
     /// A one-block spin kernel of `us` (wire time a one-rank collective does not have).
-    Delay { stream: StreamId, us: f64 },
-    AllReduce { stream: StreamId, send: BufId, recv: BufId },
-    AllToAll { stream: StreamId, send: BufId, recv: BufId },
-    AllGather { stream: StreamId, send: BufId, recv: BufId },
-    ReduceScatter { stream: StreamId, send: BufId, recv: BufId },
-    Record { stream: StreamId, event: EventId },
-    Wait { stream: StreamId, event: EventId },
+    Delay {
+        stream: StreamId,
+        us: f64,
+    },
+    AllReduce {
+        stream: StreamId,
+        send: BufId,
+        recv: BufId,
+    },
+    AllToAll {
+        stream: StreamId,
+        send: BufId,
+        recv: BufId,
+    },
+    AllGather {
+        stream: StreamId,
+        send: BufId,
+        recv: BufId,
+    },
+    ReduceScatter {
+        stream: StreamId,
+        send: BufId,
+        recv: BufId,
+    },
+    Record {
+        stream: StreamId,
+        event: EventId,
+    },
+    Wait {
+        stream: StreamId,
+        event: EventId,
+    },
 }
 
 impl Op {
@@ -67,8 +112,15 @@ impl Op {
         use Op::*;
         match self {
             HostFill { .. } => None,
-            Copy { stream, .. } | Fill { stream, .. } | Consume { stream, .. } | Gemm { stream, .. } | Delay { stream, .. } => Some(*stream),
-            AllReduce { stream, .. } | AllToAll { stream, .. } | AllGather { stream, .. } | ReduceScatter { stream, .. } => Some(*stream),
+            Copy { stream, .. }
+            | Fill { stream, .. }
+            | Consume { stream, .. }
+            | Gemm { stream, .. }
+            | Delay { stream, .. } => Some(*stream),
+            AllReduce { stream, .. }
+            | AllToAll { stream, .. }
+            | AllGather { stream, .. }
+            | ReduceScatter { stream, .. } => Some(*stream),
             Record { stream, .. } | Wait { stream, .. } => Some(*stream),
         }
     }
@@ -171,22 +223,38 @@ impl Builder<'_> {
     fn gemm(&mut self) {
         if self.l.cfg.simulate_compute {
             let stream = self.s(StreamId::Compute);
-            self.ops.push(Op::Gemm { stream, count: self.l.cfg.gemm_layers });
+            self.ops.push(Op::Gemm {
+                stream,
+                count: self.l.cfg.gemm_layers,
+            });
         }
     }
     fn delay(&mut self) {
         if self.l.cfg.comm_delay_us > 0.0 {
             let stream = self.s(StreamId::Comm);
-            self.ops.push(Op::Delay { stream, us: self.l.cfg.comm_delay_us });
+            self.ops.push(Op::Delay {
+                stream,
+                us: self.l.cfg.comm_delay_us,
+            });
         }
     }
     fn fill(&mut self, stream: StreamId, buf: BufId, value: f32, slow: bool) {
         let stream = self.s(stream);
-        self.ops.push(Op::Fill { stream, buf, value, slow });
+        self.ops.push(Op::Fill {
+            stream,
+            buf,
+            value,
+            slow,
+        });
     }
     fn consume(&mut self, dst: BufId, src: BufId) {
         let stream = self.s(StreamId::Compute);
-        self.ops.push(Op::Consume { stream, dst, src, slow: true });
+        self.ops.push(Op::Consume {
+            stream,
+            dst,
+            src,
+            slow: true,
+        });
     }
     fn record_ev(&mut self, stream: StreamId, event: EventId) {
         let stream = self.s(stream);
@@ -210,16 +278,31 @@ impl Builder<'_> {
         self.wait(stream, ev_read(buf));
     }
     fn check(&mut self, kind: &str, buf: BufId, regions: Vec<Region>, layer: Option<u32>) {
-        self.checks.push(Check { kind: kind.into(), buf, regions, layer });
+        self.checks.push(Check {
+            kind: kind.into(),
+            buf,
+            regions,
+            layer,
+        });
     }
     fn whole(&self, buf: BufId, expected: f32) -> Vec<Region> {
-        vec![Region { offset: 0, len: self.l.bufs[buf].elems, expected, src_rank: None }]
+        vec![Region {
+            offset: 0,
+            len: self.l.bufs[buf].elems,
+            expected,
+            src_rank: None,
+        }]
     }
     /// Chunk j of `buf` came from rank j.
     fn by_source(&self, buf: BufId, f: impl Fn(u32) -> f32) -> Vec<Region> {
         let chunk = self.l.bufs[buf].elems / self.l.world as usize;
         (0..self.l.world)
-            .map(|j| Region { offset: j as usize * chunk, len: chunk, expected: f(j), src_rank: Some(j) })
+            .map(|j| Region {
+                offset: j as usize * chunk,
+                len: chunk,
+                expected: f(j),
+                src_rank: Some(j),
+            })
             .collect()
     }
 }
@@ -257,15 +340,26 @@ impl Layout {
         buf(&mut b, "h2d", cfg.h2d_tensor_size, false);
         buf(&mut b, "h2d_seen", cfg.h2d_tensor_size, false);
         let prefetch = cfg.mode == Mode::Ddp && cfg.h2d_prefetch;
-        let n = if prefetch || cfg.pipelined() { cfg.h2d_tensor_size } else { 0 };
+        let n = if prefetch || cfg.pipelined() {
+            cfg.h2d_tensor_size
+        } else {
+            0
+        };
         // Pipelined, the two batch buffers are copies 0 and 1 of one rotation.
-        let (host1, dev1) = if cfg.pipelined() { ("h2d_host", "h2d") } else { ("h2d_host_next", "h2d_next") };
+        let (host1, dev1) = if cfg.pipelined() {
+            ("h2d_host", "h2d")
+        } else {
+            ("h2d_host_next", "h2d_next")
+        };
         buf(&mut b, host1, n, true);
         buf(&mut b, dev1, n, false);
         match cfg.mode {
             Mode::Default => {
                 if cfg.alltoall_tensor_size < w {
-                    return Err(format!("alltoall_tensor_size {} is smaller than the world size {world}", cfg.alltoall_tensor_size));
+                    return Err(format!(
+                        "alltoall_tensor_size {} is smaller than the world size {world}",
+                        cfg.alltoall_tensor_size
+                    ));
                 }
                 let a2a = cfg.alltoall_tensor_size / w * w;
                 buf(&mut b, "a2a_send", a2a, false);
@@ -294,7 +388,13 @@ impl Layout {
             }
         }
         let pipe = cfg.pipelined().then(|| Pipe::new(cfg, &mut b));
-        Ok(Layout { bufs: b, cfg: cfg.clone(), rank, world, pipe })
+        Ok(Layout {
+            bufs: b,
+            cfg: cfg.clone(),
+            rank,
+            world,
+            pipe,
+        })
     }
 
     /// Copies of each buffer that crosses streams (1: single-buffered).
@@ -305,7 +405,13 @@ impl Layout {
     /// The plan of iteration `iter`; `first` is the first iteration this process runs (a
     /// prefetching mode must load the current batch itself).
     pub fn plan(&self, iter: u64, first: bool) -> Plan {
-        let mut b = Builder { l: self, ops: Vec::new(), checks: Vec::new(), events: 0, dropped: 0 };
+        let mut b = Builder {
+            l: self,
+            ops: Vec::new(),
+            checks: Vec::new(),
+            events: 0,
+            dropped: 0,
+        };
         let mut group = Vec::new();
         if let Some(p) = &self.pipe {
             match self.cfg.mode {
@@ -322,15 +428,28 @@ impl Layout {
                 Mode::Fsdp => self.fsdp(&mut b, iter, &mut group),
             }
         }
-        Plan { ops: b.ops, checks: b.checks, checksum_group: group, events: b.events, dropped_waits: b.dropped }
+        Plan {
+            ops: b.ops,
+            checks: b.checks,
+            checksum_group: group,
+            events: b.events,
+            dropped_waits: b.dropped,
+        }
     }
 
     /// H2D of the batch on the copy stream; compute reads it (planted wait).
     fn h2d(&self, b: &mut Builder, iter: u64) {
         let v = value::h2d(self.rank, iter);
-        b.op(Op::HostFill { buf: H2D_HOST, value: v });
+        b.op(Op::HostFill {
+            buf: H2D_HOST,
+            value: v,
+        });
         let s = b.s(StreamId::Copy);
-        b.op(Op::Copy { stream: s, dst: H2D_DEV, src: H2D_HOST });
+        b.op(Op::Copy {
+            stream: s,
+            dst: H2D_DEV,
+            src: H2D_HOST,
+        });
         let e = b.record(StreamId::Copy);
         b.planted_wait(StreamId::Compute, e);
         b.consume(H2D_SEEN, H2D_DEV);
@@ -342,23 +461,56 @@ impl Layout {
     /// backward GEMMs, all_reduce on the compute stream.
     fn default_mode(&self, b: &mut Builder, iter: u64) {
         let (r, w) = (self.rank, self.world);
-        let (a2a_send, a2a_recv, ar_send, ar_recv) = (FIRST_MODE_BUF, FIRST_MODE_BUF + 1, FIRST_MODE_BUF + 2, FIRST_MODE_BUF + 3);
+        let (a2a_send, a2a_recv, ar_send, ar_recv) = (
+            FIRST_MODE_BUF,
+            FIRST_MODE_BUF + 1,
+            FIRST_MODE_BUF + 2,
+            FIRST_MODE_BUF + 3,
+        );
         self.h2d(b, iter);
         b.gemm();
-        b.fill(StreamId::Compute, a2a_send, value::from_src(r, w, iter, 0), true);
+        b.fill(
+            StreamId::Compute,
+            a2a_send,
+            value::from_src(r, w, iter, 0),
+            true,
+        );
         let produced = b.record(StreamId::Compute);
         b.planted_wait(StreamId::Comm, produced);
         let s = b.s(StreamId::Comm);
-        b.op(Op::AllToAll { stream: s, send: a2a_send, recv: a2a_recv });
+        b.op(Op::AllToAll {
+            stream: s,
+            send: a2a_send,
+            recv: a2a_recv,
+        });
         b.delay();
         let exchanged = b.record(StreamId::Comm);
         b.gemm();
         b.wait(StreamId::Compute, exchanged);
-        b.fill(StreamId::Compute, ar_send, value::reduce_in(r, iter, 0), false);
+        b.fill(
+            StreamId::Compute,
+            ar_send,
+            value::reduce_in(r, iter, 0),
+            false,
+        );
         let s = b.s(StreamId::Compute);
-        b.op(Op::AllReduce { stream: s, send: ar_send, recv: ar_recv });
-        b.check("all_to_all", a2a_recv, b.by_source(a2a_recv, |j| value::from_src(j, w, iter, 0)), None);
-        b.check("all_reduce", ar_recv, b.whole(ar_recv, value::reduce_out(w, iter, 0)), None);
+        b.op(Op::AllReduce {
+            stream: s,
+            send: ar_send,
+            recv: ar_recv,
+        });
+        b.check(
+            "all_to_all",
+            a2a_recv,
+            b.by_source(a2a_recv, |j| value::from_src(j, w, iter, 0)),
+            None,
+        );
+        b.check(
+            "all_reduce",
+            ar_recv,
+            b.whole(ar_recv, value::reduce_out(w, iter, 0)),
+            None,
+        );
     }
 
     /// Gradient all_reduce (one bucket or one per layer) on the comm stream overlapping the
@@ -366,18 +518,40 @@ impl Layout {
     fn ddp(&self, b: &mut Builder, iter: u64, first: bool) {
         let (r, w) = (self.rank, self.world);
         if self.cfg.h2d_prefetch {
-            let (cur, next) = if iter % 2 == 0 { (H2D_DEV, H2D_DEV_NEXT) } else { (H2D_DEV_NEXT, H2D_DEV) };
-            let (hcur, hnext) = if iter % 2 == 0 { (H2D_HOST, H2D_HOST_NEXT) } else { (H2D_HOST_NEXT, H2D_HOST) };
+            let (cur, next) = if iter % 2 == 0 {
+                (H2D_DEV, H2D_DEV_NEXT)
+            } else {
+                (H2D_DEV_NEXT, H2D_DEV)
+            };
+            let (hcur, hnext) = if iter % 2 == 0 {
+                (H2D_HOST, H2D_HOST_NEXT)
+            } else {
+                (H2D_HOST_NEXT, H2D_HOST)
+            };
             let cs = b.s(StreamId::Copy);
             let v = value::h2d(r, iter);
             if first {
-                b.op(Op::HostFill { buf: hcur, value: v });
-                b.op(Op::Copy { stream: cs, dst: cur, src: hcur });
+                b.op(Op::HostFill {
+                    buf: hcur,
+                    value: v,
+                });
+                b.op(Op::Copy {
+                    stream: cs,
+                    dst: cur,
+                    src: hcur,
+                });
             }
             let vn = value::h2d(r, iter + 1);
-            b.op(Op::HostFill { buf: hnext, value: vn });
+            b.op(Op::HostFill {
+                buf: hnext,
+                value: vn,
+            });
             let loaded = b.record(StreamId::Copy);
-            b.op(Op::Copy { stream: cs, dst: next, src: hnext });
+            b.op(Op::Copy {
+                stream: cs,
+                dst: next,
+                src: hnext,
+            });
             // This batch was loaded by the previous iteration (synchronised) or just above.
             b.planted_wait(StreamId::Compute, loaded);
             b.consume(H2D_SEEN, cur);
@@ -391,19 +565,37 @@ impl Layout {
         let mut reduced = Vec::new();
         for k in 0..buckets {
             let (grad, red) = (FIRST_MODE_BUF + 2 * k, FIRST_MODE_BUF + 2 * k + 1);
-            let layers = if self.cfg.ddp_bucketed { 1 } else { self.cfg.num_layers };
+            let layers = if self.cfg.ddp_bucketed {
+                1
+            } else {
+                self.cfg.num_layers
+            };
             for _ in 0..layers {
                 b.gemm();
             }
             let salt = k as u64;
-            b.fill(StreamId::Compute, grad, value::reduce_in(r, iter, salt), true);
+            b.fill(
+                StreamId::Compute,
+                grad,
+                value::reduce_in(r, iter, salt),
+                true,
+            );
             let produced = b.record(StreamId::Compute);
             b.planted_wait(StreamId::Comm, produced);
             let s = b.s(StreamId::Comm);
-            b.op(Op::AllReduce { stream: s, send: grad, recv: red });
+            b.op(Op::AllReduce {
+                stream: s,
+                send: grad,
+                recv: red,
+            });
             b.delay();
             reduced.push(b.record(StreamId::Comm));
-            b.check("all_reduce", red, b.whole(red, value::reduce_out(w, iter, salt)), Some(k as u32));
+            b.check(
+                "all_reduce",
+                red,
+                b.whole(red, value::reduce_out(w, iter, salt)),
+                Some(k as u32),
+            );
         }
         // The optimizer step needs every reduced gradient.
         for e in reduced {
@@ -419,8 +611,19 @@ impl Layout {
         let layers = self.cfg.num_layers as usize;
         let slots = fsdp_slots(&self.cfg);
         let lbase = FIRST_MODE_BUF + slots;
-        let (shard, seen, fgrad, gshard) = (|l: usize| lbase + 4 * l, |l: usize| lbase + 4 * l + 1, |l: usize| lbase + 4 * l + 2, |l: usize| lbase + 4 * l + 3);
-        let param_salt = |l: usize| if self.cfg.shared_layer_weights { 0 } else { l as u64 };
+        let (shard, seen, fgrad, gshard) = (
+            |l: usize| lbase + 4 * l,
+            |l: usize| lbase + 4 * l + 1,
+            |l: usize| lbase + 4 * l + 2,
+            |l: usize| lbase + 4 * l + 3,
+        );
+        let param_salt = |l: usize| {
+            if self.cfg.shared_layer_weights {
+                0
+            } else {
+                l as u64
+            }
+        };
         self.h2d(b, iter);
         let mut consumed: Vec<EventId> = Vec::new();
         for l in 0..layers {
@@ -429,9 +632,18 @@ impl Layout {
                 // The slot is reused: compute must be done reading layer l - slots.
                 b.planted_wait(StreamId::Comm, consumed[l - slots]);
             }
-            b.fill(StreamId::Comm, shard(l), value::from_src(r, w, iter, param_salt(l)), true);
+            b.fill(
+                StreamId::Comm,
+                shard(l),
+                value::from_src(r, w, iter, param_salt(l)),
+                true,
+            );
             let s = b.s(StreamId::Comm);
-            b.op(Op::AllGather { stream: s, send: shard(l), recv: full });
+            b.op(Op::AllGather {
+                stream: s,
+                send: shard(l),
+                recv: full,
+            });
             b.delay();
             let gathered = b.record(StreamId::Comm);
             b.planted_wait(StreamId::Compute, gathered);
@@ -439,22 +651,41 @@ impl Layout {
             consumed.push(b.record(StreamId::Compute));
             b.gemm();
             let salt = param_salt(l);
-            b.check("all_gather", seen(l), b.by_source(seen(l), |j| value::from_src(j, w, iter, salt)), Some(l as u32));
+            b.check(
+                "all_gather",
+                seen(l),
+                b.by_source(seen(l), |j| value::from_src(j, w, iter, salt)),
+                Some(l as u32),
+            );
             if self.cfg.shared_layer_weights {
                 group.push((l as u32, seen(l)));
             }
         }
         for l in (0..layers).rev() {
             b.gemm();
-            b.fill(StreamId::Compute, fgrad(l), value::reduce_in(r, iter, l as u64), true);
+            b.fill(
+                StreamId::Compute,
+                fgrad(l),
+                value::reduce_in(r, iter, l as u64),
+                true,
+            );
             let produced = b.record(StreamId::Compute);
             b.planted_wait(StreamId::Comm, produced);
             let s = b.s(StreamId::Comm);
-            b.op(Op::ReduceScatter { stream: s, send: fgrad(l), recv: gshard(l) });
+            b.op(Op::ReduceScatter {
+                stream: s,
+                send: fgrad(l),
+                recv: gshard(l),
+            });
             b.delay();
             let done = b.record(StreamId::Comm);
             b.wait(StreamId::Compute, done);
-            b.check("reduce_scatter", gshard(l), b.whole(gshard(l), value::reduce_out(w, iter, l as u64)), Some(l as u32));
+            b.check(
+                "reduce_scatter",
+                gshard(l),
+                b.whole(gshard(l), value::reduce_out(w, iter, l as u64)),
+                Some(l as u32),
+            );
         }
     }
 
@@ -472,10 +703,17 @@ impl Layout {
         let r = self.rank;
         let load = |b: &mut Builder, t: u64| {
             let (host, dev) = (p.h2d_host[p.slot(t)], p.h2d_dev[p.slot(t)]);
-            b.op(Op::HostFill { buf: host, value: value::h2d(r, t) });
+            b.op(Op::HostFill {
+                buf: host,
+                value: value::h2d(r, t),
+            });
             b.after_read(StreamId::Copy, dev);
             let s = b.s(StreamId::Copy);
-            b.op(Op::Copy { stream: s, dst: dev, src: host });
+            b.op(Op::Copy {
+                stream: s,
+                dst: dev,
+                src: host,
+            });
             b.wrote(StreamId::Copy, dev);
         };
         if first {
@@ -486,7 +724,11 @@ impl Layout {
         b.consume(H2D_SEEN, cur);
         b.read_done(StreamId::Compute, cur);
         load(b, iter + 1);
-        let (v, vn, next) = (value::h2d(r, iter), value::h2d(r, iter + 1), p.h2d_dev[p.slot(iter + 1)]);
+        let (v, vn, next) = (
+            value::h2d(r, iter),
+            value::h2d(r, iter + 1),
+            p.h2d_dev[p.slot(iter + 1)],
+        );
         b.check("h2d", cur, b.whole(cur, v), None);
         b.check("h2d_consumed", H2D_SEEN, b.whole(H2D_SEEN, v), None);
         b.check("h2d_prefetch", next, b.whole(next, vn), None);
@@ -494,7 +736,8 @@ impl Layout {
 
     fn default_pipelined(&self, b: &mut Builder, p: &Pipe, iter: u64, first: bool) {
         let (r, w) = (self.rank, self.world);
-        let (a2a_recv, ar_send, ar_recv) = (FIRST_MODE_BUF + 1, FIRST_MODE_BUF + 2, FIRST_MODE_BUF + 3);
+        let (a2a_recv, ar_send, ar_recv) =
+            (FIRST_MODE_BUF + 1, FIRST_MODE_BUF + 2, FIRST_MODE_BUF + 3);
         let sends = &p.send[0];
         // Compute writes iteration t's all_to_all input (slow producer), into copy t.
         let produce = |b: &mut Builder, t: u64| {
@@ -512,7 +755,11 @@ impl Layout {
         let cur = sends[p.slot(iter)];
         b.after_write(StreamId::Comm, cur);
         let s = b.s(StreamId::Comm);
-        b.op(Op::AllToAll { stream: s, send: cur, recv: a2a_recv });
+        b.op(Op::AllToAll {
+            stream: s,
+            send: cur,
+            recv: a2a_recv,
+        });
         b.delay();
         b.read_done(StreamId::Comm, cur);
         b.wrote(StreamId::Comm, a2a_recv);
@@ -521,11 +768,30 @@ impl Layout {
         b.gemm();
         // One communicator: this all_reduce follows the all_to_all (as single-buffered).
         b.after_write(StreamId::Compute, a2a_recv);
-        b.fill(StreamId::Compute, ar_send, value::reduce_in(r, iter, 0), false);
+        b.fill(
+            StreamId::Compute,
+            ar_send,
+            value::reduce_in(r, iter, 0),
+            false,
+        );
         let s = b.s(StreamId::Compute);
-        b.op(Op::AllReduce { stream: s, send: ar_send, recv: ar_recv });
-        b.check("all_to_all", a2a_recv, b.by_source(a2a_recv, |j| value::from_src(j, w, iter, 0)), None);
-        b.check("all_reduce", ar_recv, b.whole(ar_recv, value::reduce_out(w, iter, 0)), None);
+        b.op(Op::AllReduce {
+            stream: s,
+            send: ar_send,
+            recv: ar_recv,
+        });
+        b.check(
+            "all_to_all",
+            a2a_recv,
+            b.by_source(a2a_recv, |j| value::from_src(j, w, iter, 0)),
+            None,
+        );
+        b.check(
+            "all_reduce",
+            ar_recv,
+            b.whole(ar_recv, value::reduce_out(w, iter, 0)),
+            None,
+        );
     }
 
     fn ddp_pipelined(&self, b: &mut Builder, p: &Pipe, iter: u64, first: bool) {
@@ -536,7 +802,12 @@ impl Layout {
         let produce = |b: &mut Builder, t: u64, k: usize| {
             let buf = p.send[k][p.slot(t)];
             b.after_read(StreamId::Compute, buf);
-            b.fill(StreamId::Compute, buf, value::reduce_in(r, t, k as u64), true);
+            b.fill(
+                StreamId::Compute,
+                buf,
+                value::reduce_in(r, t, k as u64),
+                true,
+            );
             b.wrote(StreamId::Compute, buf);
         };
         self.h2d_pipelined(b, p, iter, first);
@@ -549,14 +820,27 @@ impl Layout {
             let cur = p.send[k][p.slot(iter)];
             b.after_write(StreamId::Comm, cur);
             let s = b.s(StreamId::Comm);
-            b.op(Op::AllReduce { stream: s, send: cur, recv: reduced(k) });
+            b.op(Op::AllReduce {
+                stream: s,
+                send: cur,
+                recv: reduced(k),
+            });
             b.delay();
             b.read_done(StreamId::Comm, cur);
             b.wrote(StreamId::Comm, reduced(k));
-            b.check("all_reduce", reduced(k), b.whole(reduced(k), value::reduce_out(w, iter, k as u64)), Some(k as u32));
+            b.check(
+                "all_reduce",
+                reduced(k),
+                b.whole(reduced(k), value::reduce_out(w, iter, k as u64)),
+                Some(k as u32),
+            );
         }
         b.gemm();
-        let layers = if self.cfg.ddp_bucketed { 1 } else { self.cfg.num_layers };
+        let layers = if self.cfg.ddp_bucketed {
+            1
+        } else {
+            self.cfg.num_layers
+        };
         for k in 0..buckets {
             for _ in 0..layers {
                 b.gemm();
@@ -577,27 +861,59 @@ impl Layout {
     /// next iteration; this iteration's reduce_scatters read the previous iteration's. On the
     /// comm stream: in-iteration gathers, then the reduce_scatters (they need nothing from this
     /// iteration), then the next iteration's gathers (they wait for this forward's reads).
-    fn fsdp_pipelined(&self, b: &mut Builder, p: &Pipe, iter: u64, first: bool, group: &mut Vec<(u32, BufId)>) {
+    fn fsdp_pipelined(
+        &self,
+        b: &mut Builder,
+        p: &Pipe,
+        iter: u64,
+        first: bool,
+        group: &mut Vec<(u32, BufId)>,
+    ) {
         let (r, w) = (self.rank, self.world);
         let layers = self.cfg.num_layers as usize;
         let lbase = FIRST_MODE_BUF + fsdp_slots(&self.cfg);
-        let (shard, seen, gshard) = (|l: usize| lbase + 4 * l, |l: usize| lbase + 4 * l + 1, |l: usize| lbase + 4 * l + 3);
-        let salt = |l: usize| if self.cfg.shared_layer_weights { 0 } else { l as u64 };
+        let (shard, seen, gshard) = (
+            |l: usize| lbase + 4 * l,
+            |l: usize| lbase + 4 * l + 1,
+            |l: usize| lbase + 4 * l + 3,
+        );
+        let salt = |l: usize| {
+            if self.cfg.shared_layer_weights {
+                0
+            } else {
+                l as u64
+            }
+        };
         let ring = p.ring.len();
-        let ring_buf = |t: u64, l: usize| p.ring[((t * layers as u64 + l as u64) % ring as u64) as usize];
+        let ring_buf =
+            |t: u64, l: usize| p.ring[((t * layers as u64 + l as u64) % ring as u64) as usize];
         let gather = |b: &mut Builder, t: u64, l: usize| {
             let buf = ring_buf(t, l);
-            b.fill(StreamId::Comm, shard(l), value::from_src(r, w, t, salt(l)), true);
+            b.fill(
+                StreamId::Comm,
+                shard(l),
+                value::from_src(r, w, t, salt(l)),
+                true,
+            );
             b.after_read(StreamId::Comm, buf);
             let s = b.s(StreamId::Comm);
-            b.op(Op::AllGather { stream: s, send: shard(l), recv: buf });
+            b.op(Op::AllGather {
+                stream: s,
+                send: shard(l),
+                recv: buf,
+            });
             b.delay();
             b.wrote(StreamId::Comm, buf);
         };
         let produce = |b: &mut Builder, t: u64, l: usize| {
             let buf = p.send[l][p.slot(t)];
             b.after_read(StreamId::Compute, buf);
-            b.fill(StreamId::Compute, buf, value::reduce_in(r, t, l as u64), true);
+            b.fill(
+                StreamId::Compute,
+                buf,
+                value::reduce_in(r, t, l as u64),
+                true,
+            );
             b.wrote(StreamId::Compute, buf);
         };
         let reduce_all = |b: &mut Builder| {
@@ -605,7 +921,11 @@ impl Layout {
                 let cur = p.send[l][p.slot(iter)];
                 b.after_write(StreamId::Comm, cur);
                 let s = b.s(StreamId::Comm);
-                b.op(Op::ReduceScatter { stream: s, send: cur, recv: gshard(l) });
+                b.op(Op::ReduceScatter {
+                    stream: s,
+                    send: cur,
+                    recv: gshard(l),
+                });
                 b.delay();
                 b.read_done(StreamId::Comm, cur);
             }
@@ -627,7 +947,12 @@ impl Layout {
             b.read_done(StreamId::Compute, full);
             b.gemm();
             let sl = salt(l);
-            b.check("all_gather", seen(l), b.by_source(seen(l), |j| value::from_src(j, w, iter, sl)), Some(l as u32));
+            b.check(
+                "all_gather",
+                seen(l),
+                b.by_source(seen(l), |j| value::from_src(j, w, iter, sl)),
+                Some(l as u32),
+            );
             if self.cfg.shared_layer_weights {
                 group.push((l as u32, seen(l)));
             }
@@ -643,7 +968,12 @@ impl Layout {
         for l in (0..layers).rev() {
             b.gemm();
             produce(b, iter + 1, l);
-            b.check("reduce_scatter", gshard(l), b.whole(gshard(l), value::reduce_out(w, iter, l as u64)), Some(l as u32));
+            b.check(
+                "reduce_scatter",
+                gshard(l),
+                b.whole(gshard(l), value::reduce_out(w, iter, l as u64)),
+                Some(l as u32),
+            );
         }
     }
 }
@@ -657,16 +987,36 @@ impl Pipe {
             Mode::Default => (vec![copies(b, vec![FIRST_MODE_BUF], n)], Vec::new()),
             Mode::Ddp => {
                 let (buckets, _) = ddp_buckets(cfg);
-                ((0..buckets).map(|k| copies(b, vec![FIRST_MODE_BUF + 2 * k], n)).collect(), Vec::new())
+                (
+                    (0..buckets)
+                        .map(|k| copies(b, vec![FIRST_MODE_BUF + 2 * k], n))
+                        .collect(),
+                    Vec::new(),
+                )
             }
             Mode::Fsdp => {
                 let slots = fsdp_slots(cfg);
                 let lbase = FIRST_MODE_BUF + slots;
-                let send = (0..cfg.num_layers as usize).map(|l| copies(b, vec![lbase + 4 * l + 2], n)).collect();
-                (send, copies(b, (FIRST_MODE_BUF..FIRST_MODE_BUF + slots).collect(), fsdp_ring(cfg, n)))
+                let send = (0..cfg.num_layers as usize)
+                    .map(|l| copies(b, vec![lbase + 4 * l + 2], n))
+                    .collect();
+                (
+                    send,
+                    copies(
+                        b,
+                        (FIRST_MODE_BUF..FIRST_MODE_BUF + slots).collect(),
+                        fsdp_ring(cfg, n),
+                    ),
+                )
             }
         };
-        Pipe { depth: n, h2d_host, h2d_dev, send, ring }
+        Pipe {
+            depth: n,
+            h2d_host,
+            h2d_dev,
+            send,
+            ring,
+        }
     }
 
     /// The copy that holds iteration t's data.
@@ -724,11 +1074,17 @@ pub fn stale_collision(cfg: &RaceConfig, world: u32) -> Option<String> {
 fn collision(cfg: &RaceConfig, world: u32, depth: u64) -> Option<String> {
     let k = value::src_period(world);
     if depth % value::H2D_PERIOD == 0 {
-        return Some(format!("batches {depth} iterations apart carry the same pattern"));
+        return Some(format!(
+            "batches {depth} iterations apart carry the same pattern"
+        ));
     }
-    let grads = |what: &str| (depth % value::REDUCE_PERIOD == 0).then(|| format!("{what} {depth} iterations apart carry the same pattern"));
+    let grads = |what: &str| {
+        (depth % value::REDUCE_PERIOD == 0)
+            .then(|| format!("{what} {depth} iterations apart carry the same pattern"))
+    };
     match cfg.mode {
-        Mode::Default => (depth % k == 0).then(|| format!("all_to_all inputs {depth} iterations apart carry the same pattern")),
+        Mode::Default => (depth % k == 0)
+            .then(|| format!("all_to_all inputs {depth} iterations apart carry the same pattern")),
         Mode::Ddp => grads("gradients"),
         Mode::Fsdp => {
             if let Some(why) = grads("gradients") {

@@ -92,21 +92,45 @@ pub fn setup_failed(result: Option<&Path>, kind: &str, error: &str, hint: &str) 
 const GPU_HINT: &str = "run on a machine with an NVIDIA GPU; CUDA libraries (NVRTC, cuBLASLt) on LD_LIBRARY_PATH, NCCL via AORTA_NCCL_LIB or the nvidia-nccl wheel";
 
 fn rdzv_timeout() -> Duration {
-    let s = std::env::var("AORTA_RACE_RDZV_TIMEOUT_S").ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(120);
+    let s = std::env::var("AORTA_RACE_RDZV_TIMEOUT_S")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(120);
     Duration::from_secs(s.max(1))
 }
 
 fn run_trial(config: &Path, result: &Path, nproc_cli: Option<u32>) -> i32 {
-    let doc: Value = match std::fs::read_to_string(config).map_err(|e| e.to_string()).and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string())) {
+    let doc: Value = match std::fs::read_to_string(config)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+    {
         Ok(v) => v,
-        Err(e) => return setup_failed(Some(result), "config", &format!("{}: {e}", config.display()), "the engine writes CONFIG.json"),
+        Err(e) => {
+            return setup_failed(
+                Some(result),
+                "config",
+                &format!("{}: {e}", config.display()),
+                "the engine writes CONFIG.json",
+            )
+        }
     };
-    let mut map: Map<String, Value> = doc.get("config").and_then(Value::as_object).cloned().unwrap_or_default();
+    let mut map: Map<String, Value> = doc
+        .get("config")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
     let trial = doc.get("trial_index").and_then(Value::as_u64).unwrap_or(0);
     let backend = match map.remove("backend") {
         None => "cuda".to_string(),
         Some(Value::String(s)) if s == "cuda" || s == "sim" => s,
-        Some(v) => return setup_failed(Some(result), "config", &format!("workload_config.backend: {v} (cuda | sim)"), "backend: cuda"),
+        Some(v) => {
+            return setup_failed(
+                Some(result),
+                "config",
+                &format!("workload_config.backend: {v} (cuda | sim)"),
+                "backend: cuda",
+            )
+        }
     };
     let (cfg, warnings) = match RaceConfig::from_map(&map) {
         Ok(x) => x,
@@ -115,7 +139,14 @@ fn run_trial(config: &Path, result: &Path, nproc_cli: Option<u32>) -> i32 {
     warnings.iter().for_each(|w| eprintln!("WARNING {w}"));
     let dist = match DistEnv::from_env(|k| std::env::var(k).ok()) {
         Ok(d) => d,
-        Err(e) => return setup_failed(Some(result), "launch", &e, "start ranks with torchrun, or use --nproc N"),
+        Err(e) => {
+            return setup_failed(
+                Some(result),
+                "launch",
+                &e,
+                "start ranks with torchrun, or use --nproc N",
+            )
+        }
     };
     match dist {
         Some(d) => run_rank(&cfg, &backend, d, result, trial),
@@ -125,14 +156,24 @@ fn run_trial(config: &Path, result: &Path, nproc_cli: Option<u32>) -> i32 {
                 match crate::launch::launch(nproc, config, result, Duration::from_secs(30)) {
                     Ok(code) => {
                         if !result.exists() {
-                            return setup_failed(Some(result), "launch", &format!("rank 0 ended (exit {code}) without a result"), "see stderr.log for each rank's messages");
+                            return setup_failed(
+                                Some(result),
+                                "launch",
+                                &format!("rank 0 ended (exit {code}) without a result"),
+                                "see stderr.log for each rank's messages",
+                            );
                         }
                         code
                     }
                     Err(e) => setup_failed(Some(result), "launch", &e, "see stderr.log"),
                 }
             } else {
-                let one = DistEnv { rank: 0, world: 1, local_rank: 0, master: String::new() };
+                let one = DistEnv {
+                    rank: 0,
+                    world: 1,
+                    local_rank: 0,
+                    master: String::new(),
+                };
                 run_rank(&cfg, &backend, one, result, trial)
             }
         }
@@ -152,7 +193,11 @@ fn run_rank(cfg: &RaceConfig, backend: &str, d: DistEnv, result: &Path, trial: u
     let layout = match Layout::new(cfg, d.rank, d.world) {
         Ok(l) => l,
         Err(e) => {
-            let hint = if e.contains("buffer_depth") { "set the buffer_depth the message names" } else { "make every tensor size at least the world size" };
+            let hint = if e.contains("buffer_depth") {
+                "set the buffer_depth the message names"
+            } else {
+                "make every tensor size at least the world size"
+            };
             return setup_failed(out_path, "config", &e, hint);
         }
     };
@@ -168,7 +213,9 @@ fn run_rank(cfg: &RaceConfig, backend: &str, d: DistEnv, result: &Path, trial: u
     let listener = if is_root && d.world > 1 {
         match Server::bind(&d.master) {
             Ok(l) => Some(l),
-            Err(e) => return setup_failed(out_path, "rendezvous", &e, "set MASTER_PORT to a free port"),
+            Err(e) => {
+                return setup_failed(out_path, "rendezvous", &e, "set MASTER_PORT to a free port")
+            }
         }
     } else {
         None
@@ -187,7 +234,10 @@ fn run_rank(cfg: &RaceConfig, backend: &str, d: DistEnv, result: &Path, trial: u
     let mut info = json!({"backend": backend});
     if backend == "sim" {
         ex = if d.world == 1 {
-            Ok(Box::new(SimExecutor { sim: Sim::new(&layout.bufs, cfg.dtype, 1), rng: Some(Rng(trial + 1)) }))
+            Ok(Box::new(SimExecutor {
+                sim: Sim::new(&layout.bufs, cfg.dtype, 1),
+                rng: Some(Rng(trial + 1)),
+            }))
         } else {
             Err("backend sim runs world size 1 only".into())
         };
@@ -218,7 +268,14 @@ fn run_rank(cfg: &RaceConfig, backend: &str, d: DistEnv, result: &Path, trial: u
                 let id = s.barrier(own_id);
                 (Peers::Root(s), id)
             }
-            Err(e) => return setup_failed(out_path, "rendezvous", &e, "every rank must reach MASTER_ADDR:MASTER_PORT"),
+            Err(e) => {
+                return setup_failed(
+                    out_path,
+                    "rendezvous",
+                    &e,
+                    "every rank must reach MASTER_ADDR:MASTER_PORT",
+                )
+            }
         },
         (None, Some(mut c)) => {
             let id = c.barrier(own_id.map(|_| ()));
@@ -229,13 +286,22 @@ fn run_rank(cfg: &RaceConfig, backend: &str, d: DistEnv, result: &Path, trial: u
     let (mut ex, id) = match (ex, id) {
         (Ok(ex), Ok(id)) => (ex, id),
         (_, Err(e)) | (Err(e), _) => {
-            let kind = if e.contains("rendezvous") { "rendezvous" } else { "gpu_unavailable" };
+            let kind = if e.contains("rendezvous") {
+                "rendezvous"
+            } else {
+                "gpu_unavailable"
+            };
             return setup_failed(out_path, kind, &e, GPU_HINT);
         }
     };
     if backend == "cuda" {
         if let Err(e) = ex.init_comm(&id, d.rank) {
-            return setup_failed(out_path, "nccl", &e, "NCCL_DEBUG=INFO shows why the communicator failed");
+            return setup_failed(
+                out_path,
+                "nccl",
+                &e,
+                "NCCL_DEBUG=INFO shows why the communicator failed",
+            );
         }
     }
     eprintln!("race: rank {} of {} ready ({})", d.rank, d.world, info);
@@ -260,7 +326,16 @@ fn run_rank(cfg: &RaceConfig, backend: &str, d: DistEnv, result: &Path, trial: u
 
 /// Rank 0: merge every rank's summary into the WorkloadResult.
 #[allow(clippy::too_many_arguments)]
-fn finish(cfg: &RaceConfig, out: &Outcome, own: Value, others: Vec<(u32, Result<Vec<u8>, String>)>, layout: &Layout, world: u32, info: Value, result: &Path) -> i32 {
+fn finish(
+    cfg: &RaceConfig,
+    out: &Outcome,
+    own: Value,
+    others: Vec<(u32, Result<Vec<u8>, String>)>,
+    layout: &Layout,
+    world: u32,
+    info: Value,
+    result: &Path,
+) -> i32 {
     let mut ranks = vec![own];
     let mut details: Vec<Value> = Vec::new();
     for (rank, r) in others {
@@ -284,16 +359,28 @@ fn finish(cfg: &RaceConfig, out: &Outcome, own: Value, others: Vec<(u32, Result<
             details.push(json!({"type": "gpu_error", "rank": r["rank"], "error": e, "hint": "a CUDA or NCCL call failed mid-run; see stderr.log"}));
         }
         for c in r["corruptions"].as_array().into_iter().flatten() {
-            *by_type.entry(c["type"].as_str().unwrap_or("?").to_string()).or_default() += 1;
+            *by_type
+                .entry(c["type"].as_str().unwrap_or("?").to_string())
+                .or_default() += 1;
             if details.len() < MAX_RECORDS {
                 details.push(c.clone());
             }
         }
     }
-    let errors = details.iter().any(|d| d["type"] == "gpu_error" || d["type"] == "rank_lost");
+    let errors = details
+        .iter()
+        .any(|d| d["type"] == "gpu_error" || d["type"] == "rank_lost");
     let steps = &out.step_times_ms;
-    let avg = if steps.is_empty() { 0.0 } else { steps.iter().sum::<f64>() / steps.len() as f64 };
-    let warm = if out.warmup_ms.is_empty() { 0.0 } else { out.warmup_ms.iter().sum::<f64>() / out.warmup_ms.len() as f64 };
+    let avg = if steps.is_empty() {
+        0.0
+    } else {
+        steps.iter().sum::<f64>() / steps.len() as f64
+    };
+    let warm = if out.warmup_ms.is_empty() {
+        0.0
+    } else {
+        out.warmup_ms.iter().sum::<f64>() / out.warmup_ms.len() as f64
+    };
     let plan = layout.plan(cfg.warmup_iterations, false);
     let r = json!({
         "passed": failures == 0 && !errors,
@@ -320,6 +407,9 @@ fn finish(cfg: &RaceConfig, out: &Outcome, own: Value, others: Vec<(u32, Result<
         eprintln!("race: cannot write {}: {e}", result.display());
         return 1;
     }
-    eprintln!("race: {} verified iterations, {failures} corrupted, avg step {avg:.3} ms", steps.len());
+    eprintln!(
+        "race: {} verified iterations, {failures} corrupted, avg step {avg:.3} ms",
+        steps.len()
+    );
     i32::from(out.error.is_some())
 }

@@ -30,10 +30,14 @@ impl DistEnv {
     /// From RANK, WORLD_SIZE, LOCAL_RANK (default RANK), MASTER_ADDR, MASTER_PORT; `None` when
     /// RANK is unset (not launched as a rank).
     pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Option<DistEnv>, String> {
-        let Some(rank) = get("RANK") else { return Ok(None) };
+        let Some(rank) = get("RANK") else {
+            return Ok(None);
+        };
         let num = |k: &str, v: Option<String>| -> Result<u32, String> {
             let v = v.ok_or_else(|| format!("RANK is set but {k} is not (torchrun sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)"))?;
-            v.trim().parse().map_err(|_| format!("{k}={v:?} is not a non-negative integer"))
+            v.trim()
+                .parse()
+                .map_err(|_| format!("{k}={v:?} is not a non-negative integer"))
         };
         let rank = num("RANK", Some(rank))?;
         let world = num("WORLD_SIZE", get("WORLD_SIZE"))?;
@@ -49,7 +53,12 @@ impl DistEnv {
         if port == 0 || port > 65535 {
             return Err(format!("MASTER_PORT={port} is not a TCP port"));
         }
-        Ok(Some(DistEnv { rank, world, local_rank, master: format!("{addr}:{port}") }))
+        Ok(Some(DistEnv {
+            rank,
+            world,
+            local_rank,
+            master: format!("{addr}:{port}"),
+        }))
     }
 }
 
@@ -73,13 +82,19 @@ fn send(s: &mut TcpStream, tag: u8, payload: &[u8]) -> Result<(), String> {
 }
 
 fn recv(s: &mut TcpStream, deadline: Instant) -> Result<(u8, Vec<u8>), String> {
-    let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-    s.set_read_timeout(Some(left)).map_err(|e| io("set timeout", e))?;
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1));
+    s.set_read_timeout(Some(left))
+        .map_err(|e| io("set timeout", e))?;
     let mut head = [0u8; 5];
-    s.read_exact(&mut head).map_err(|e| io("receive (peer gone or timed out)", e))?;
+    s.read_exact(&mut head)
+        .map_err(|e| io("receive (peer gone or timed out)", e))?;
     let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
     if len > MAX_FRAME {
-        return Err(format!("rendezvous: frame of {len} bytes (not an aorta peer?)"));
+        return Err(format!(
+            "rendezvous: frame of {len} bytes (not an aorta peer?)"
+        ));
     }
     let mut body = vec![0u8; len];
     s.read_exact(&mut body).map_err(|e| io("receive", e))?;
@@ -101,14 +116,20 @@ impl Server {
     /// Accept the other `world - 1` ranks.
     pub fn accept(listener: TcpListener, world: u32, timeout: Duration) -> Result<Server, String> {
         let deadline = Instant::now() + timeout;
-        listener.set_nonblocking(true).map_err(|e| io("listen", e))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| io("listen", e))?;
         let mut peers: Vec<(u32, TcpStream)> = Vec::new();
         while peers.len() + 1 < world as usize {
             match listener.accept() {
                 Ok((mut s, from)) => {
                     s.set_nonblocking(false).map_err(|e| io("accept", e))?;
-                    s.set_write_timeout(Some(timeout)).map_err(|e| io("accept", e))?;
-                    let hello = recv(&mut s, deadline.min(Instant::now() + Duration::from_secs(10)));
+                    s.set_write_timeout(Some(timeout))
+                        .map_err(|e| io("accept", e))?;
+                    let hello = recv(
+                        &mut s,
+                        deadline.min(Instant::now() + Duration::from_secs(10)),
+                    );
                     match hello {
                         Ok((HELLO, b)) if b.len() == 16 && &b[..8] == MAGIC => {
                             let rank = u32::from_le_bytes([b[8], b[9], b[10], b[11]]);
@@ -154,7 +175,11 @@ impl Server {
                 Ok((FAIL, m)) => {
                     failure.get_or_insert(format!("rank {rank}: {}", String::from_utf8_lossy(&m)));
                 }
-                Ok((t, _)) => return Err(format!("rendezvous: rank {rank} sent frame {t} at the barrier")),
+                Ok((t, _)) => {
+                    return Err(format!(
+                        "rendezvous: rank {rank} sent frame {t} at the barrier"
+                    ))
+                }
                 Err(e) => {
                     failure.get_or_insert(format!("rank {rank}: {e}"));
                 }
@@ -208,10 +233,20 @@ impl Client {
                     let _ = e;
                     std::thread::sleep(Duration::from_millis(50));
                 }
-                Err(e) => return Err(io(&format!("rank {rank} cannot reach rank 0 at {a} within {} s", timeout.as_secs()), e)),
+                Err(e) => {
+                    return Err(io(
+                        &format!(
+                            "rank {rank} cannot reach rank 0 at {a} within {} s",
+                            timeout.as_secs()
+                        ),
+                        e,
+                    ))
+                }
             }
         };
-        stream.set_write_timeout(Some(timeout)).map_err(|e| io("connect", e))?;
+        stream
+            .set_write_timeout(Some(timeout))
+            .map_err(|e| io("connect", e))?;
         let mut hello = MAGIC.to_vec();
         hello.extend(rank.to_le_bytes());
         hello.extend(world.to_le_bytes());
@@ -246,5 +281,7 @@ impl Client {
 /// A free TCP port on the loopback interface (for `--nproc`).
 pub fn free_port() -> Result<u16, String> {
     let l = TcpListener::bind("127.0.0.1:0").map_err(|e| io("pick a port", e))?;
-    l.local_addr().map(|a| a.port()).map_err(|e| io("pick a port", e))
+    l.local_addr()
+        .map(|a| a.port())
+        .map_err(|e| io("pick a port", e))
 }

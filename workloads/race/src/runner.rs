@@ -45,11 +45,27 @@ pub struct Outcome {
 pub const MAX_RECORDS: usize = 100;
 
 /// Verify one iteration's buffers.
-pub fn check_iteration(ex: &mut dyn Executor, plan: &Plan, dtype: Dtype, rank: u32, iter: u64, layout: &Layout, out: &mut Outcome) -> Result<usize, String> {
+pub fn check_iteration(
+    ex: &mut dyn Executor,
+    plan: &Plan,
+    dtype: Dtype,
+    rank: u32,
+    iter: u64,
+    layout: &Layout,
+    out: &mut Outcome,
+) -> Result<usize, String> {
     let mut found = Vec::new();
     for c in &plan.checks {
         let bytes = ex.read(c.buf)?;
-        let mut v = verify(&bytes, dtype, &c.regions, &c.kind, layout.bufs[c.buf].name, rank, iter);
+        let mut v = verify(
+            &bytes,
+            dtype,
+            &c.regions,
+            &c.kind,
+            layout.bufs[c.buf].name,
+            rank,
+            iter,
+        );
         v.iter_mut().for_each(|x| x.layer = c.layer);
         found.extend(v);
     }
@@ -82,7 +98,13 @@ pub fn check_iteration(ex: &mut dyn Executor, plan: &Plan, dtype: Dtype, rank: u
     Ok(n)
 }
 
-pub fn run(ex: &mut dyn Executor, cfg: &RaceConfig, layout: &Layout, rank: u32, log: &mut dyn FnMut(String)) -> Outcome {
+pub fn run(
+    ex: &mut dyn Executor,
+    cfg: &RaceConfig,
+    layout: &Layout,
+    rank: u32,
+    log: &mut dyn FnMut(String),
+) -> Outcome {
     let t0 = Instant::now();
     let mut out = Outcome::default();
     if let Err(e) = run_inner(ex, cfg, layout, rank, log, &mut out) {
@@ -92,7 +114,14 @@ pub fn run(ex: &mut dyn Executor, cfg: &RaceConfig, layout: &Layout, rank: u32, 
     out
 }
 
-fn run_inner(ex: &mut dyn Executor, cfg: &RaceConfig, layout: &Layout, rank: u32, log: &mut dyn FnMut(String), out: &mut Outcome) -> Result<(), String> {
+fn run_inner(
+    ex: &mut dyn Executor,
+    cfg: &RaceConfig,
+    layout: &Layout,
+    rank: u32,
+    log: &mut dyn FnMut(String),
+    out: &mut Outcome,
+) -> Result<(), String> {
     for it in 0..cfg.warmup_iterations {
         let ms = ex.execute(&layout.plan(it, it == 0))?;
         out.warmup_ms.push(ms);
@@ -109,7 +138,9 @@ fn run_inner(ex: &mut dyn Executor, cfg: &RaceConfig, layout: &Layout, rank: u32
             out.corrupt_iterations += 1;
             out.first_failure_iteration.get_or_insert(it);
             if rank == 0 || out.corrupt_iterations == 1 {
-                log(format!("race: rank {rank} iteration {it}: {bad} corrupted region(s)"));
+                log(format!(
+                    "race: rank {rank} iteration {it}: {bad} corrupted region(s)"
+                ));
             }
         }
         if (i + 1) % cfg.log_interval == 0 {
@@ -146,7 +177,9 @@ impl Executor for SimExecutor {
         let t = Instant::now();
         match &mut self.rng {
             None => self.sim.run_ordered(std::slice::from_ref(plan)),
-            Some(rng) => self.sim.run_scheduled(plan, |ready| rng.next_u64() as usize % ready.len()),
+            Some(rng) => self
+                .sim
+                .run_scheduled(plan, |ready| rng.next_u64() as usize % ready.len()),
         }
         Ok(t.elapsed().as_secs_f64() * 1e3)
     }

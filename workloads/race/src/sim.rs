@@ -14,8 +14,14 @@ pub struct Sim {
 
 impl Sim {
     pub fn new(bufs: &[BufSpec], dtype: Dtype, world: u32) -> Sim {
-        let one: Vec<Vec<u8>> = bufs.iter().map(|b| vec![0u8; b.elems * dtype.bytes()]).collect();
-        Sim { dtype, mem: vec![one; world as usize] }
+        let one: Vec<Vec<u8>> = bufs
+            .iter()
+            .map(|b| vec![0u8; b.elems * dtype.bytes()])
+            .collect();
+        Sim {
+            dtype,
+            mem: vec![one; world as usize],
+        }
     }
 
     fn elems(&self, r: usize, b: usize) -> usize {
@@ -46,7 +52,9 @@ impl Sim {
         match *op {
             Op::AllReduce { send, recv, .. } => {
                 let n = self.elems(0, recv);
-                let sum: Vec<f32> = (0..n).map(|i| (0..w).map(|r| get(&self.mem[r][send], i)).sum()).collect();
+                let sum: Vec<f32> = (0..n)
+                    .map(|i| (0..w).map(|r| get(&self.mem[r][send], i)).sum())
+                    .collect();
                 for r in 0..w {
                     self.mem[r][recv] = sum.iter().flat_map(|x| bytes(d, *x)).collect();
                 }
@@ -56,7 +64,8 @@ impl Sim {
                 let old: Vec<Vec<u8>> = (0..w).map(|r| self.mem[r][send].clone()).collect();
                 for r in 0..w {
                     for (j, o) in old.iter().enumerate() {
-                        self.mem[r][recv][j * c..(j + 1) * c].copy_from_slice(&o[r * c..(r + 1) * c]);
+                        self.mem[r][recv][j * c..(j + 1) * c]
+                            .copy_from_slice(&o[r * c..(r + 1) * c]);
                     }
                 }
             }
@@ -73,7 +82,9 @@ impl Sim {
                 let n = self.elems(0, recv);
                 for r in 0..w {
                     let part: Vec<u8> = (0..n)
-                        .flat_map(|i| bytes(d, (0..w).map(|q| get(&self.mem[q][send], r * n + i)).sum()))
+                        .flat_map(|i| {
+                            bytes(d, (0..w).map(|q| get(&self.mem[q][send], r * n + i)).sum())
+                        })
                         .collect();
                     self.mem[r][recv] = part;
                 }
@@ -84,7 +95,10 @@ impl Sim {
 
     fn exec(&mut self, op: &Op) {
         match op {
-            Op::AllReduce { .. } | Op::AllToAll { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. } => self.collective(op),
+            Op::AllReduce { .. }
+            | Op::AllToAll { .. }
+            | Op::AllGather { .. }
+            | Op::ReduceScatter { .. } => self.collective(op),
             _ => (0..self.mem.len()).for_each(|r| self.local(r, op)),
         }
     }
@@ -93,7 +107,15 @@ impl Sim {
     pub fn run_ordered(&mut self, plans: &[Plan]) {
         for k in 0..plans[0].ops.len() {
             let op = &plans[0].ops[k];
-            if op.stream().is_some() && matches!(op, Op::AllReduce { .. } | Op::AllToAll { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. }) {
+            if op.stream().is_some()
+                && matches!(
+                    op,
+                    Op::AllReduce { .. }
+                        | Op::AllToAll { .. }
+                        | Op::AllGather { .. }
+                        | Op::ReduceScatter { .. }
+                )
+            {
                 self.collective(op);
             } else {
                 for (r, p) in plans.iter().enumerate() {
@@ -141,7 +163,10 @@ impl Sim {
             done[i] = true;
             self.exec(&plan.ops[i]);
         }
-        debug_assert!((0..STREAMS).all(|s| head[s] == queues[s].len()), "a wait on an event recorded later on a stream that waits for it");
+        debug_assert!(
+            (0..STREAMS).all(|s| head[s] == queues[s].len()),
+            "a wait on an event recorded later on a stream that waits for it"
+        );
     }
 }
 

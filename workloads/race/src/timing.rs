@@ -42,10 +42,15 @@ impl Costs {
     pub fn of(&self, op: &Op) -> f64 {
         match *op {
             Op::Gemm { count, .. } => self.gemm * count as f64,
-            Op::Fill { slow, .. } | Op::Consume { slow, .. } => self.kernel + if slow { self.window } else { 0.0 },
+            Op::Fill { slow, .. } | Op::Consume { slow, .. } => {
+                self.kernel + if slow { self.window } else { 0.0 }
+            }
             Op::Delay { us, .. } => us,
             Op::Copy { .. } => self.copy,
-            Op::AllReduce { .. } | Op::AllToAll { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. } => self.collective,
+            Op::AllReduce { .. }
+            | Op::AllToAll { .. }
+            | Op::AllGather { .. }
+            | Op::ReduceScatter { .. } => self.collective,
             Op::HostFill { .. } | Op::Record { .. } | Op::Wait { .. } => 0.0,
         }
     }
@@ -57,20 +62,59 @@ mod tests {
     use crate::plan::StreamId::{Comm, Compute};
 
     fn plan(ops: Vec<Op>) -> Plan {
-        Plan { ops, checks: Vec::new(), checksum_group: Vec::new(), events: 2, dropped_waits: 0 }
+        Plan {
+            ops,
+            checks: Vec::new(),
+            checksum_group: Vec::new(),
+            events: 2,
+            dropped_waits: 0,
+        }
     }
 
-    const K: Costs = Costs { gemm: 10.0, window: 0.0, kernel: 0.0, collective: 1.0, copy: 0.0 };
+    const K: Costs = Costs {
+        gemm: 10.0,
+        window: 0.0,
+        kernel: 0.0,
+        collective: 1.0,
+        copy: 0.0,
+    };
 
     #[test]
     fn streams_overlap_and_waits_serialise() {
-        let gemm = Op::Gemm { stream: Compute, count: 3 };
-        let delay = Op::Delay { stream: Comm, us: 20.0 };
-        assert_eq!(makespan(&plan(vec![gemm.clone(), delay.clone()]), |o| K.of(o)), 30.0);
-        let serial = plan(vec![gemm.clone(), Op::Record { stream: Compute, event: 0 }, Op::Wait { stream: Comm, event: 0 }, delay.clone()]);
+        let gemm = Op::Gemm {
+            stream: Compute,
+            count: 3,
+        };
+        let delay = Op::Delay {
+            stream: Comm,
+            us: 20.0,
+        };
+        assert_eq!(
+            makespan(&plan(vec![gemm.clone(), delay.clone()]), |o| K.of(o)),
+            30.0
+        );
+        let serial = plan(vec![
+            gemm.clone(),
+            Op::Record {
+                stream: Compute,
+                event: 0,
+            },
+            Op::Wait {
+                stream: Comm,
+                event: 0,
+            },
+            delay.clone(),
+        ]);
         assert_eq!(makespan(&serial, |o| K.of(o)), 50.0);
         // A wait on an earlier iteration's record (none in this plan) costs nothing.
-        let earlier = plan(vec![Op::Wait { stream: Comm, event: 1 }, delay, gemm]);
+        let earlier = plan(vec![
+            Op::Wait {
+                stream: Comm,
+                event: 1,
+            },
+            delay,
+            gemm,
+        ]);
         assert_eq!(makespan(&earlier, |o| K.of(o)), 30.0);
     }
 }

@@ -22,7 +22,8 @@ fn id_broadcast_and_result_gather() {
             thread::spawn(move || {
                 let mut c = Client::join(&a, r, 4, T).unwrap();
                 let id = c.barrier(Ok(())).unwrap();
-                c.send_result(format!("{{\"rank\": {r}, \"id0\": {}}}", id[0]).as_bytes()).unwrap();
+                c.send_result(format!("{{\"rank\": {r}, \"id0\": {}}}", id[0]).as_bytes())
+                    .unwrap();
             })
         })
         .collect();
@@ -36,7 +37,10 @@ fn id_broadcast_and_result_gather() {
     assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), vec![1, 2, 3]);
     for (r, b) in got {
         let v: serde_json::Value = serde_json::from_slice(&b.unwrap()).unwrap();
-        assert_eq!((v["rank"].as_u64(), v["id0"].as_u64()), (Some(r as u64), Some(42)));
+        assert_eq!(
+            (v["rank"].as_u64(), v["id0"].as_u64()),
+            (Some(r as u64), Some(42))
+        );
     }
 }
 
@@ -49,7 +53,11 @@ fn a_failing_rank_aborts_all_with_its_message() {
             let a = a.clone();
             thread::spawn(move || {
                 let mut c = Client::join(&a, r, 3, T).unwrap();
-                c.barrier(if r == 2 { Err("no GPU 2".into()) } else { Ok(()) })
+                c.barrier(if r == 2 {
+                    Err("no GPU 2".into())
+                } else {
+                    Ok(())
+                })
             })
         })
         .collect();
@@ -82,18 +90,44 @@ fn strangers_are_ignored_and_wrong_world_sizes_refused() {
 fn join_gives_up_after_its_timeout() {
     let a = addr();
     let t = std::time::Instant::now();
-    let e = Client::join(&a, 1, 2, Duration::from_millis(300)).err().unwrap();
+    let e = Client::join(&a, 1, 2, Duration::from_millis(300))
+        .err()
+        .unwrap();
     assert!(e.contains("cannot reach rank 0"), "{e}");
     assert!(t.elapsed() < Duration::from_secs(5));
 }
 
 #[test]
 fn torchrun_env_is_read_and_checked() {
-    let env = |pairs: &'static [(&'static str, &'static str)]| move |k: &str| pairs.iter().find(|p| p.0 == k).map(|p| p.1.to_string());
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| pairs.iter().find(|p| p.0 == k).map(|p| p.1.to_string())
+    };
     assert_eq!(DistEnv::from_env(env(&[])).unwrap(), None);
-    let d = DistEnv::from_env(env(&[("RANK", "1"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "h"), ("MASTER_PORT", "29500")])).unwrap().unwrap();
-    assert_eq!((d.rank, d.world, d.local_rank, d.master.as_str()), (1, 2, 1, "h:29500"));
-    assert!(DistEnv::from_env(env(&[("RANK", "0")])).unwrap_err().contains("WORLD_SIZE"));
-    assert!(DistEnv::from_env(env(&[("RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "h"), ("MASTER_PORT", "0")])).is_err());
-    assert!(DistEnv::from_env(env(&[("RANK", "a"), ("WORLD_SIZE", "1")])).unwrap_err().contains("RANK"));
+    let d = DistEnv::from_env(env(&[
+        ("RANK", "1"),
+        ("WORLD_SIZE", "2"),
+        ("MASTER_ADDR", "h"),
+        ("MASTER_PORT", "29500"),
+    ]))
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        (d.rank, d.world, d.local_rank, d.master.as_str()),
+        (1, 2, 1, "h:29500")
+    );
+    assert!(DistEnv::from_env(env(&[("RANK", "0")]))
+        .unwrap_err()
+        .contains("WORLD_SIZE"));
+    assert!(DistEnv::from_env(env(&[
+        ("RANK", "0"),
+        ("WORLD_SIZE", "1"),
+        ("MASTER_ADDR", "h"),
+        ("MASTER_PORT", "0")
+    ]))
+    .is_err());
+    assert!(
+        DistEnv::from_env(env(&[("RANK", "a"), ("WORLD_SIZE", "1")]))
+            .unwrap_err()
+            .contains("RANK")
+    );
 }

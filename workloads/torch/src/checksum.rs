@@ -29,7 +29,10 @@ pub fn checksum_u64(t: &Tensor) -> u64 {
 
 /// Bits of a scalar tensor's value, for `loss_bits`-style reporting.
 pub fn scalar_bits(t: &Tensor) -> String {
-    format!("{:#010x}", (t.to_kind(Kind::Float).double_value(&[]) as f32).to_bits())
+    format!(
+        "{:#010x}",
+        (t.to_kind(Kind::Float).double_value(&[]) as f32).to_bits()
+    )
 }
 
 /// True when every element is finite.

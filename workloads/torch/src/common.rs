@@ -18,7 +18,12 @@ pub struct ModelDefaults {
 
 /// Reads `kind`, `hidden_size`, `num_layers`, `num_heads`, `ffn_size`, `vocab_size`,
 /// `num_experts` (and `moe.num_experts`) from `r`, with `kinds` the accepted spellings.
-pub fn read_model(r: &mut Reader, d: &ModelDefaults, kinds: &[&str], max_seq: i64) -> (ModelCfg, String) {
+pub fn read_model(
+    r: &mut Reader,
+    d: &ModelDefaults,
+    kinds: &[&str],
+    max_seq: i64,
+) -> (ModelCfg, String) {
     let kind_name = r.choice("kind", d.kind, kinds);
     let hidden = r.uint("hidden_size", d.hidden, 1) as i64;
     let layers = r.uint("num_layers", d.layers, 1) as i64;
@@ -35,11 +40,18 @@ pub fn read_model(r: &mut Reader, d: &ModelDefaults, kinds: &[&str], max_seq: i6
     }
     moe.ignore("enabled");
     moe.done();
-    let kind = if kind_name == "mlp" { ModelKind::Mlp } else { ModelKind::Transformer };
+    let kind = if kind_name == "mlp" {
+        ModelKind::Mlp
+    } else {
+        ModelKind::Transformer
+    };
     let experts = match kind_name.as_str() {
         "moe_transformer" => {
             if experts < 2 {
-                r.invalid("num_experts", format!("moe_transformer needs num_experts >= 2, got {experts}"));
+                r.invalid(
+                    "num_experts",
+                    format!("moe_transformer needs num_experts >= 2, got {experts}"),
+                );
             }
             experts
         }
@@ -47,9 +59,22 @@ pub fn read_model(r: &mut Reader, d: &ModelDefaults, kinds: &[&str], max_seq: i6
         _ => experts,
     };
     if kind == ModelKind::Transformer && hidden % heads != 0 {
-        r.invalid("hidden_size", format!("{hidden} is not divisible by num_heads {heads}"));
+        r.invalid(
+            "hidden_size",
+            format!("{hidden} is not divisible by num_heads {heads}"),
+        );
     }
-    let cfg = ModelCfg { kind, hidden, layers, heads, ffn, vocab, experts, max_seq, plant: Plant::None };
+    let cfg = ModelCfg {
+        kind,
+        hidden,
+        layers,
+        heads,
+        ffn,
+        vocab,
+        experts,
+        max_seq,
+        plant: Plant::None,
+    };
     (cfg, kind_name)
 }
 
@@ -63,7 +88,11 @@ pub fn build(cfg: &ModelCfg, seed: u64, kind: Kind, device: Device) -> (nn::VarS
 }
 
 pub fn parameter_count(vs: &nn::VarStore) -> i64 {
-    vs.trainable_variables().iter().map(Tensor::numel).map(|n| n as i64).sum()
+    vs.trainable_variables()
+        .iter()
+        .map(Tensor::numel)
+        .map(|n| n as i64)
+        .sum()
 }
 
 /// `[batch, seq + 1]` uniform tokens from libtorch's CPU generator (same on every device),

@@ -26,7 +26,11 @@ pub struct Reader {
 
 impl Reader {
     pub fn new(map: Map<String, Value>) -> Self {
-        Reader { prefix: String::new(), map, shared: Rc::default() }
+        Reader {
+            prefix: String::new(),
+            map,
+            shared: Rc::default(),
+        }
     }
 
     fn path(&self, key: &str) -> String {
@@ -112,7 +116,10 @@ impl Reader {
     pub fn pair(&mut self, key: &str, default: (f64, f64)) -> (f64, f64) {
         match self.take(key) {
             None => default,
-            Some(v) => match v.as_array().map(|a| a.iter().filter_map(Value::as_f64).collect::<Vec<_>>()) {
+            Some(v) => match v
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_f64).collect::<Vec<_>>())
+            {
                 Some(p) if p.len() == 2 => (p[0], p[1]),
                 _ => {
                     self.err(key, format!("{v} is not a pair of numbers"));
@@ -132,7 +139,11 @@ impl Reader {
                 Map::new()
             }
         };
-        Reader { prefix: format!("{}.", self.path(key)), map, shared: self.shared.clone() }
+        Reader {
+            prefix: format!("{}.", self.path(key)),
+            map,
+            shared: self.shared.clone(),
+        }
     }
 
     /// Records a rule violation found after reading (e.g. hidden % heads).
@@ -142,7 +153,12 @@ impl Reader {
 
     /// Ends reading this object: its unread keys become "unknown".
     pub fn done(self) {
-        let unknown: Vec<String> = self.map.keys().filter(|k| !k.starts_with("_aorta_")).map(|k| self.path(k)).collect();
+        let unknown: Vec<String> = self
+            .map
+            .keys()
+            .filter(|k| !k.starts_with("_aorta_"))
+            .map(|k| self.path(k))
+            .collect();
         self.shared.borrow_mut().unknown.extend(unknown);
     }
 
@@ -154,7 +170,10 @@ impl Reader {
         if s.errors.is_empty() {
             Ok(s.unknown.clone())
         } else {
-            Err(SetupError::config(format!("invalid workload_config: {}", s.errors.join("; ")), hint))
+            Err(SetupError::config(
+                format!("invalid workload_config: {}", s.errors.join("; ")),
+                hint,
+            ))
         }
     }
 }
@@ -195,7 +214,10 @@ mod tests {
         assert_eq!(r.uint("missing", 7, 1), 7);
         assert!(r.boolean("b", false));
         let mut m = r.sub("m");
-        assert_eq!(m.choice("kind", "transformer", &["mlp", "transformer"]), "mlp");
+        assert_eq!(
+            m.choice("kind", "transformer", &["mlp", "transformer"]),
+            "mlp"
+        );
         m.done();
         assert_eq!(r.finish("h").unwrap(), Vec::<String>::new());
     }
@@ -210,9 +232,21 @@ mod tests {
         m.done();
         let e = r.finish("see docs").unwrap_err();
         assert_eq!(e.kind, "config");
-        assert!(e.error.contains("a: 0 is not an integer >= 1"), "{}", e.error);
-        assert!(e.error.contains("m.kind: \"cnn\" is not one of mlp"), "{}", e.error);
-        assert!(e.error.contains("b: \"yes\" is not true or false"), "{}", e.error);
+        assert!(
+            e.error.contains("a: 0 is not an integer >= 1"),
+            "{}",
+            e.error
+        );
+        assert!(
+            e.error.contains("m.kind: \"cnn\" is not one of mlp"),
+            "{}",
+            e.error
+        );
+        assert!(
+            e.error.contains("b: \"yes\" is not true or false"),
+            "{}",
+            e.error
+        );
         assert_eq!(e.hint, "see docs");
     }
 
@@ -220,7 +254,10 @@ mod tests {
     fn unknown_keys_reported_with_path_and_aorta_keys_skipped() {
         let mut r = reader(json!({"zz": 1, "_aorta_x": 2, "m": {"y": 1}}));
         r.sub("m").done();
-        assert_eq!(r.finish("").unwrap(), vec!["m.y".to_string(), "zz".to_string()]);
+        assert_eq!(
+            r.finish("").unwrap(),
+            vec!["m.y".to_string(), "zz".to_string()]
+        );
     }
 
     #[test]

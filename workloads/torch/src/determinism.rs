@@ -16,9 +16,9 @@ use tch::{nn, Kind, Tensor};
 use crate::checksum::{scalar_bits, tensor_checksum};
 use crate::common::{build, read_model, ModelDefaults};
 use crate::config::{dtype_name, parse_dtype, Reader, DTYPES};
+use crate::device;
 use crate::model::{loss, Attend, Model, ModelCfg, Plant};
 use crate::protocol::{Outcome, SetupError, Trial};
-use crate::device;
 
 pub const NAME: &str = "llm_determinism";
 const HINT: &str = "see docs/workloads.md#llm_determinism for the keys and their ranges";
@@ -44,10 +44,21 @@ pub struct Config {
 pub fn parse(t: &Trial) -> Result<Config, SetupError> {
     let mut r = Reader::new(t.config.clone());
     let seq_len = r.uint("seq_len", 512, 1) as i64;
-    let defaults = ModelDefaults { kind: "transformer", hidden: 2048, layers: 24, heads: 16, ffn: 5632, experts: 1 };
+    let defaults = ModelDefaults {
+        kind: "transformer",
+        hidden: 2048,
+        layers: 24,
+        heads: 16,
+        ffn: 5632,
+        experts: 1,
+    };
     // AORTA's keys sit at the top level here; `model` names a kind in some recipes.
     let (mut model, _) = read_model(&mut r, &defaults, &["transformer"], seq_len);
-    let plant = r.choice("plant_nondeterminism", "none", &["none", "index_add", "scatter_add"]);
+    let plant = r.choice(
+        "plant_nondeterminism",
+        "none",
+        &["none", "index_add", "scatter_add"],
+    );
     model.plant = match plant.as_str() {
         "index_add" => Plant::IndexAdd,
         "scatter_add" => Plant::ScatterAdd,
@@ -62,7 +73,9 @@ pub fn parse(t: &Trial) -> Result<Config, SetupError> {
         steps: t.steps.unwrap_or_else(|| r.uint("steps", 1, 1)),
         checksum_mode: r.choice("checksum_mode", "per_rank", &["per_rank", "global"]),
         capture_dir: r.opt_str("capture_dir"),
-        model_label: r.opt_str("model_label").unwrap_or_else(|| "generic-repeated-block".into()),
+        model_label: r
+            .opt_str("model_label")
+            .unwrap_or_else(|| "generic-repeated-block".into()),
         device: r.choice("device", "auto", &["auto", "cuda", "cpu"]),
         deterministic: r.boolean("deterministic", true),
         allow_tf32: r.boolean("allow_tf32", false),
@@ -88,15 +101,25 @@ pub struct RunSums {
 /// Reasons two runs differ, in the order a reader wants them: blocks first (where it began).
 pub fn compare(a: &RunSums, b: &RunSums) -> Vec<String> {
     let mut out = Vec::new();
-    for (what, x, y) in [("pre", &a.block_pre, &b.block_pre), ("post", &a.block_post, &b.block_post)] {
+    for (what, x, y) in [
+        ("pre", &a.block_pre, &b.block_pre),
+        ("post", &a.block_post, &b.block_post),
+    ] {
         if x.len() != y.len() {
-            out.push(format!("block {what} checksum count {} != {}", x.len(), y.len()));
+            out.push(format!(
+                "block {what} checksum count {} != {}",
+                x.len(),
+                y.len()
+            ));
         }
     }
     if out.is_empty() {
         // Block by block, input before output: the first reason is where the bits parted.
         for i in 0..a.block_pre.len() {
-            for (what, x, y) in [("pre", &a.block_pre, &b.block_pre), ("post", &a.block_post, &b.block_post)] {
+            for (what, x, y) in [
+                ("pre", &a.block_pre, &b.block_pre),
+                ("post", &a.block_post, &b.block_post),
+            ] {
                 if x[i] != y[i] {
                     out.push(format!("block[{i}].{what} {} != {}", x[i], y[i]));
                 }
@@ -109,7 +132,10 @@ pub fn compare(a: &RunSums, b: &RunSums) -> Vec<String> {
     if a.logits != b.logits {
         out.push(format!("logits {} != {}", a.logits, b.logits));
     }
-    for (kind, x, y) in [("grad", &a.grads, &b.grads), ("param", &a.params, &b.params)] {
+    for (kind, x, y) in [
+        ("grad", &a.grads, &b.grads),
+        ("param", &a.params, &b.params),
+    ] {
         for (name, p) in x {
             match y.get(name) {
                 Some(q) if q == p => {}
@@ -121,7 +147,13 @@ pub fn compare(a: &RunSums, b: &RunSums) -> Vec<String> {
     out
 }
 
-fn one_run(model: &Model, vs: &nn::VarStore, inputs: &Tensor, labels: &Tensor, seed: u64) -> RunSums {
+fn one_run(
+    model: &Model,
+    vs: &nn::VarStore,
+    inputs: &Tensor,
+    labels: &Tensor,
+    seed: u64,
+) -> RunSums {
     device::seed(seed + 1);
     for p in vs.trainable_variables() {
         let mut g = p.grad();
@@ -137,15 +169,33 @@ fn one_run(model: &Model, vs: &nn::VarStore, inputs: &Tensor, labels: &Tensor, s
     let l = loss(&logits, labels);
     l.backward();
     let vars = vs.variables();
-    let grads = vars.iter().filter(|(_, t)| t.grad().defined()).map(|(n, t)| (n.clone(), tensor_checksum(&t.grad()))).collect();
-    let params = vars.iter().map(|(n, t)| (n.clone(), tensor_checksum(t))).collect();
-    RunSums { loss_bits: scalar_bits(&l), logits: tensor_checksum(&logits), block_pre: pre, block_post: post, grads, params }
+    let grads = vars
+        .iter()
+        .filter(|(_, t)| t.grad().defined())
+        .map(|(n, t)| (n.clone(), tensor_checksum(&t.grad())))
+        .collect();
+    let params = vars
+        .iter()
+        .map(|(n, t)| (n.clone(), tensor_checksum(t)))
+        .collect();
+    RunSums {
+        loss_bits: scalar_bits(&l),
+        logits: tensor_checksum(&logits),
+        block_pre: pre,
+        block_post: post,
+        grads,
+        params,
+    }
 }
 
 pub fn run(t: &Trial) -> Result<Outcome, SetupError> {
     let cfg = parse(t)?;
     let dev = device::resolve(&cfg.device)?;
-    let torch_err = |e: String| SetupError { kind: "torch_error", error: e, hint: "see stderr.log".into() };
+    let torch_err = |e: String| SetupError {
+        kind: "torch_error",
+        error: e,
+        hint: "see stderr.log".into(),
+    };
     device::set_deterministic(cfg.deterministic).map_err(torch_err)?;
     if cfg.deterministic {
         device::sdpa_math_only().map_err(torch_err)?;
@@ -153,24 +203,43 @@ pub fn run(t: &Trial) -> Result<Outcome, SetupError> {
     let tf32 = device::set_tf32(cfg.allow_tf32).map_err(torch_err)?;
     let (vs, model) = build(&cfg.model, cfg.seed, cfg.dtype, dev);
     device::seed(cfg.seed); // AORTA: input ids from a CPU generator seeded seed + rank
-    let inputs = Tensor::randint(cfg.model.vocab, [cfg.batch_size, cfg.seq_len], (Kind::Int64, tch::Device::Cpu));
+    let inputs = Tensor::randint(
+        cfg.model.vocab,
+        [cfg.batch_size, cfg.seq_len],
+        (Kind::Int64, tch::Device::Cpu),
+    );
     let labels = inputs.roll([-1], [1]).to_device(dev);
     let inputs = inputs.to_device(dev);
     let mut capture = match &cfg.capture_dir {
         Some(d) => {
             let dir = t.trial_dir.join(d);
-            std::fs::create_dir_all(&dir).map_err(|e| torch_err(format!("capture_dir {}: {e}", dir.display())))?;
-            Some(std::fs::File::create(dir.join("rank000.jsonl")).map_err(|e| torch_err(format!("capture file: {e}")))?)
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| torch_err(format!("capture_dir {}: {e}", dir.display())))?;
+            Some(
+                std::fs::File::create(dir.join("rank000.jsonl"))
+                    .map_err(|e| torch_err(format!("capture file: {e}")))?,
+            )
         }
         None => None,
     };
     // The parameter the perturbation knob nudges in run 2: the first by name.
-    let first_param = vs.variables().into_iter().min_by(|a, b| a.0.cmp(&b.0)).map(|(_, t)| t);
+    let first_param = vs
+        .variables()
+        .into_iter()
+        .min_by(|a, b| a.0.cmp(&b.0))
+        .map(|(_, t)| t);
 
-    let mut out = Outcome { configured_iterations: cfg.steps, ..Default::default() };
+    let mut out = Outcome {
+        configured_iterations: cfg.steps,
+        ..Default::default()
+    };
     let (mut steps, mut reasons, mut run_ms) = (Vec::new(), Vec::new(), Vec::new());
     for step in 0..cfg.steps {
-        let snapshot: Vec<Tensor> = vs.trainable_variables().iter().map(|p| p.detach().copy()).collect();
+        let snapshot: Vec<Tensor> = vs
+            .trainable_variables()
+            .iter()
+            .map(|p| p.detach().copy())
+            .collect();
         let t0 = Instant::now();
         let r1 = one_run(&model, &vs, &inputs, &labels, cfg.seed);
         device::sync(dev);
@@ -193,7 +262,10 @@ pub fn run(t: &Trial) -> Result<Outcome, SetupError> {
                 let _ = writeln!(f, "{line}");
             }
         }
-        let step_reasons: Vec<String> = compare(&r1, &r2).into_iter().map(|r| format!("step{step}: {r}")).collect();
+        let step_reasons: Vec<String> = compare(&r1, &r2)
+            .into_iter()
+            .map(|r| format!("step{step}: {r}"))
+            .collect();
         if !step_reasons.is_empty() {
             out.first_failure_iteration.get_or_insert(step);
         }
@@ -215,12 +287,21 @@ pub fn run(t: &Trial) -> Result<Outcome, SetupError> {
     m.insert("capture_dir".into(), json!(cfg.capture_dir));
     m.insert("model_label".into(), json!(cfg.model_label));
     m.insert("deterministic".into(), json!(device::deterministic()));
-    m.insert("sdpa_backend".into(), json!(if cfg.deterministic { "math" } else { "auto" }));
+    m.insert(
+        "sdpa_backend".into(),
+        json!(if cfg.deterministic { "math" } else { "auto" }),
+    );
     m.insert("tf32".into(), json!(tf32));
     m.insert("plant_nondeterminism".into(), json!(cfg.plant));
-    m.insert("ranks_with_divergence".into(), json!(if reasons.is_empty() { vec![] } else { vec![0] }));
+    m.insert(
+        "ranks_with_divergence".into(),
+        json!(if reasons.is_empty() { vec![] } else { vec![0] }),
+    );
     m.insert("steps".into(), Value::Array(steps));
-    m.insert("divergence_reasons".into(), json!(reasons.iter().take(32).collect::<Vec<_>>()));
+    m.insert(
+        "divergence_reasons".into(),
+        json!(reasons.iter().take(32).collect::<Vec<_>>()),
+    );
     m.insert("run_times_ms".into(), json!(run_ms));
     Ok(out)
 }
@@ -265,17 +346,48 @@ mod tests {
         b.block_pre[1] = "y".into();
         b.loss_bits = "0x9".into();
         b.grads.insert("w".into(), "h".into());
-        assert_eq!(compare(&sums(), &b), vec!["block[1].pre b != y", "block[1].post d != x", "loss_bits 0x1 != 0x9", "grad[w] g != h"]);
+        assert_eq!(
+            compare(&sums(), &b),
+            vec![
+                "block[1].pre b != y",
+                "block[1].post d != x",
+                "loss_bits 0x1 != 0x9",
+                "grad[w] g != h"
+            ]
+        );
         let mut c = sums();
         c.block_pre.pop();
-        assert_eq!(compare(&sums(), &c), vec!["block pre checksum count 2 != 1"]);
+        assert_eq!(
+            compare(&sums(), &c),
+            vec!["block pre checksum count 2 != 1"]
+        );
     }
 
     #[test]
     fn aorta_defaults() {
-        let t = Trial { steps: None, config: Default::default(), trial_dir: ".".into(), cell: String::new(), trial_index: 0 };
+        let t = Trial {
+            steps: None,
+            config: Default::default(),
+            trial_dir: ".".into(),
+            cell: String::new(),
+            trial_index: 0,
+        };
         let c = parse(&t).unwrap();
-        assert_eq!((c.model.layers, c.model.hidden, c.model.ffn, c.model.heads, c.seq_len, c.batch_size, c.steps), (24, 2048, 5632, 16, 512, 1, 1));
-        assert_eq!((c.dtype, c.deterministic, c.model.plant), (Kind::BFloat16, true, Plant::None));
+        assert_eq!(
+            (
+                c.model.layers,
+                c.model.hidden,
+                c.model.ffn,
+                c.model.heads,
+                c.seq_len,
+                c.batch_size,
+                c.steps
+            ),
+            (24, 2048, 5632, 16, 512, 1, 1)
+        );
+        assert_eq!(
+            (c.dtype, c.deterministic, c.model.plant),
+            (Kind::BFloat16, true, Plant::None)
+        );
     }
 }

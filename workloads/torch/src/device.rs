@@ -23,7 +23,9 @@ fn load_cuda() -> Result<(), String> {
             // SAFETY: the shim writes at most errlen bytes, NUL-terminated, into buf.
             match unsafe { aorta_load_cuda(buf.as_mut_ptr().cast(), buf.len() as i32) } {
                 0 => Ok(()),
-                _ => Err(std::ffi::CStr::from_bytes_until_nul(&buf).map(|c| c.to_string_lossy().into_owned()).unwrap_or_default()),
+                _ => Err(std::ffi::CStr::from_bytes_until_nul(&buf)
+                    .map(|c| c.to_string_lossy().into_owned())
+                    .unwrap_or_default()),
             }
         })
         .clone()
@@ -107,7 +109,8 @@ pub fn deterministic() -> bool {
 /// TF32 for cuBLAS matmuls and cuDNN. `DISABLE_TF32=1` (the `tf32_off` mitigation) or
 /// `NVIDIA_TF32_OVERRIDE=0` in the environment win over the config.
 pub fn set_tf32(want: bool) -> Result<bool, String> {
-    let env_off = std::env::var("DISABLE_TF32").is_ok_and(|v| v == "1") || std::env::var("NVIDIA_TF32_OVERRIDE").is_ok_and(|v| v == "0");
+    let env_off = std::env::var("DISABLE_TF32").is_ok_and(|v| v == "1")
+        || std::env::var("NVIDIA_TF32_OVERRIDE").is_ok_and(|v| v == "0");
     let on = want && !env_off;
     // SAFETY: as above.
     match unsafe { aorta_set_tf32(i32::from(on)) } {
@@ -137,7 +140,15 @@ pub fn sync(d: Device) {
 /// properties); None on CPU or when nvidia-smi is missing.
 pub fn gpu_model(d: Device) -> Option<String> {
     let Device::Cuda(i) = d else { return None };
-    let out = std::process::Command::new("nvidia-smi").args(["--query-gpu=name", "--format=csv,noheader", "-i", &i.to_string()]).output().ok()?;
+    let out = std::process::Command::new("nvidia-smi")
+        .args([
+            "--query-gpu=name",
+            "--format=csv,noheader",
+            "-i",
+            &i.to_string(),
+        ])
+        .output()
+        .ok()?;
     let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
     (out.status.success() && !s.is_empty()).then_some(s)
 }
@@ -170,10 +181,16 @@ mod tests {
 
     #[test]
     fn peaks() {
-        assert_eq!(peak_tflops("NVIDIA H200", Kind::BFloat16, false), Some(989.4));
+        assert_eq!(
+            peak_tflops("NVIDIA H200", Kind::BFloat16, false),
+            Some(989.4)
+        );
         assert_eq!(peak_tflops("NVIDIA H200", Kind::Float, true), Some(494.7));
         assert_eq!(peak_tflops("NVIDIA H200", Kind::Float, false), Some(66.9));
-        assert_eq!(peak_tflops("NVIDIA A100-SXM4-80GB", Kind::Half, false), Some(312.0));
+        assert_eq!(
+            peak_tflops("NVIDIA A100-SXM4-80GB", Kind::Half, false),
+            Some(312.0)
+        );
         assert_eq!(peak_tflops("Some CPU", Kind::Float, false), None);
     }
 

@@ -19,7 +19,8 @@ use crate::protocol::{Outcome, SetupError, Trial};
 use crate::stats::percentile;
 
 pub const NAME: &str = "inference";
-const HINT: &str = "see docs/workloads.md#inference for the keys (unknown keys are errors here, as in AORTA)";
+const HINT: &str =
+    "see docs/workloads.md#inference for the keys (unknown keys are errors here, as in AORTA)";
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -49,10 +50,18 @@ pub struct Config {
 
 pub fn parse(t: &Trial) -> Result<Config, SetupError> {
     let mut r = Reader::new(t.config.clone());
-    let mode = r.choice("mode", "offline_batch", &["offline_batch", "continuous_batch"]);
+    let mode = r.choice(
+        "mode",
+        "offline_batch",
+        &["offline_batch", "continuous_batch"],
+    );
     let seed = r.uint("seed", 1234, 0);
     let deterministic = r.boolean("deterministic", false);
-    let attention_backend = r.choice("attention_backend", "auto", crate::device::ATTENTION_BACKENDS);
+    let attention_backend = r.choice(
+        "attention_backend",
+        "auto",
+        crate::device::ATTENTION_BACKENDS,
+    );
     let device = r.choice("device", "auto", &["auto", "cuda", "cpu"]);
     let dtype = parse_dtype(&r.choice("dtype", "bfloat16", DTYPES)).unwrap_or(Kind::BFloat16);
     let warmup_steps = r.uint("warmup_steps", 1, 0);
@@ -63,9 +72,21 @@ pub fn parse(t: &Trial) -> Result<Config, SetupError> {
     let prompt_len = q.uint("prompt_len", 128, 1) as i64;
     let generate_tokens = q.uint("generate_tokens", 32, 0) as i64;
     q.done();
-    let defaults = ModelDefaults { kind: "decoder_transformer", hidden: 512, layers: 4, heads: 8, ffn: 2048, experts: 1 };
+    let defaults = ModelDefaults {
+        kind: "decoder_transformer",
+        hidden: 512,
+        layers: 4,
+        heads: 8,
+        ffn: 2048,
+        experts: 1,
+    };
     let mut m = r.sub("model");
-    let (model, kind) = read_model(&mut m, &defaults, &["mlp", "encoder_transformer", "decoder_transformer"], prompt_len + generate_tokens.max(1));
+    let (model, kind) = read_model(
+        &mut m,
+        &defaults,
+        &["mlp", "encoder_transformer", "decoder_transformer"],
+        prompt_len + generate_tokens.max(1),
+    );
     m.done();
     let mut s = r.sub("serving");
     let kv_cache = s.boolean("kv_cache", true);
@@ -83,18 +104,44 @@ pub fn parse(t: &Trial) -> Result<Config, SetupError> {
     let expected_checksum = r.opt_str("expected_logits_checksum");
     let continuous = mode == "continuous_batch" || cb_enabled;
     if continuous && generate_tokens < 1 {
-        r.invalid("request.generate_tokens", "continuous_batch needs generate_tokens >= 1");
+        r.invalid(
+            "request.generate_tokens",
+            "continuous_batch needs generate_tokens >= 1",
+        );
     }
     if continuous && kind == "encoder_transformer" {
-        r.invalid("model.kind", "continuous_batch needs an autoregressive model (mlp or decoder_transformer)");
+        r.invalid(
+            "model.kind",
+            "continuous_batch needs an autoregressive model (mlp or decoder_transformer)",
+        );
     }
     let unknown = r.finish(HINT)?;
     if !unknown.is_empty() {
-        return Err(SetupError::config(format!("unknown workload_config keys: {}", unknown.join(", ")), HINT));
+        return Err(SetupError::config(
+            format!("unknown workload_config keys: {}", unknown.join(", ")),
+            HINT,
+        ));
     }
     Ok(Config {
-        continuous, deterministic, attention_backend, seed, device, dtype, warmup_steps, steps, batch_size, prompt_len, generate_tokens, model,
-        encoder: kind == "encoder_transformer", kv_cache, max_active, check_nan, check_nonfinite, compare_checksum, expected_checksum,
+        continuous,
+        deterministic,
+        attention_backend,
+        seed,
+        device,
+        dtype,
+        warmup_steps,
+        steps,
+        batch_size,
+        prompt_len,
+        generate_tokens,
+        model,
+        encoder: kind == "encoder_transformer",
+        kv_cache,
+        max_active,
+        check_nan,
+        check_nonfinite,
+        compare_checksum,
+        expected_checksum,
     })
 }
 
@@ -145,9 +192,17 @@ fn offline_step(c: &Config, m: &Model, prompt: &Tensor, dev: Device, tally: &mut
     let b = c.batch_size;
     let slots = Tensor::arange(b, (Kind::Int64, dev));
     let transformer = m.cfg.kind == ModelKind::Transformer;
-    let mut cache = (c.kv_cache && transformer && !c.encoder).then(|| m.new_cache(b, c.prompt_len + c.generate_tokens, c.dtype, dev));
+    let mut cache = (c.kv_cache && transformer && !c.encoder)
+        .then(|| m.new_cache(b, c.prompt_len + c.generate_tokens, c.dtype, dev));
     let (logits, ms) = timed(dev, || match cache.as_mut() {
-        Some(kv) => m.forward(prompt, Attend::Prefill { cache: kv, slots: &slots }, &mut |_, _, _| {}),
+        Some(kv) => m.forward(
+            prompt,
+            Attend::Prefill {
+                cache: kv,
+                slots: &slots,
+            },
+            &mut |_, _, _| {},
+        ),
         None if c.encoder => m.forward(prompt, Attend::Encoder, &mut |_, _, _| {}),
         None => m.forward(prompt, Attend::Full, &mut |_, _, _| {}),
     });
@@ -166,7 +221,11 @@ fn offline_step(c: &Config, m: &Model, prompt: &Tensor, dev: Device, tally: &mut
         }
         let (l, ms) = timed(dev, || match cache.as_mut() {
             // Every row of a static batch is at the same position, in its own slot.
-            Some(kv) => m.forward(&next, Attend::DecodeAt { cache: kv, pos }, &mut |_, _, _| {}),
+            Some(kv) => m.forward(
+                &next,
+                Attend::DecodeAt { cache: kv, pos },
+                &mut |_, _, _| {},
+            ),
             // The MLP sees one token at a time anyway; without a cache the transformer recomputes.
             None if !transformer && c.kv_cache => m.forward(&next, Attend::Full, &mut |_, _, _| {}),
             None => m.forward(&seq, Attend::Full, &mut |_, _, _| {}),
@@ -182,10 +241,18 @@ fn offline_step(c: &Config, m: &Model, prompt: &Tensor, dev: Device, tally: &mut
 /// Continuous batching over `batch_size` requests, at most `max_active` at once, for at most
 /// `ticks` ticks. Returns per-tick times, the number of unfinished requests, and the final
 /// logits of every finished request in request order.
-fn continuous(c: &Config, m: &Model, prompts: &Tensor, dev: Device, ticks: u64, tally: &mut Tally) -> (Vec<f64>, i64, Tensor) {
+fn continuous(
+    c: &Config,
+    m: &Model,
+    prompts: &Tensor,
+    dev: Device,
+    ticks: u64,
+    tally: &mut Tally,
+) -> (Vec<f64>, i64, Tensor) {
     let total = c.batch_size;
     let transformer = m.cfg.kind == ModelKind::Transformer;
-    let mut cache = transformer.then(|| m.new_cache(c.max_active, c.prompt_len + c.generate_tokens, c.dtype, dev));
+    let mut cache = transformer
+        .then(|| m.new_cache(c.max_active, c.prompt_len + c.generate_tokens, c.dtype, dev));
     let mut queue: std::collections::VecDeque<i64> = (0..total).collect();
     // (request, slot, length so far, tokens generated, newest token [1,1], newest logits [vocab])
     let mut active: Vec<(i64, i64, i64, i64, Tensor, Tensor)> = Vec::new();
@@ -196,14 +263,28 @@ fn continuous(c: &Config, m: &Model, prompts: &Tensor, dev: Device, ticks: u64, 
             break;
         }
         let t0 = Instant::now();
-        let free: Vec<i64> = (0..c.max_active).filter(|s| !active.iter().any(|a| a.1 == *s)).collect();
-        let admit: Vec<(i64, i64)> = free.iter().filter_map(|&s| queue.pop_front().map(|r| (r, s))).collect();
+        let free: Vec<i64> = (0..c.max_active)
+            .filter(|s| !active.iter().any(|a| a.1 == *s))
+            .collect();
+        let admit: Vec<(i64, i64)> = free
+            .iter()
+            .filter_map(|&s| queue.pop_front().map(|r| (r, s)))
+            .collect();
         if !admit.is_empty() {
-            let reqs = Tensor::from_slice(&admit.iter().map(|a| a.0).collect::<Vec<_>>()).to_device(dev);
-            let slots = Tensor::from_slice(&admit.iter().map(|a| a.1).collect::<Vec<_>>()).to_device(dev);
+            let reqs =
+                Tensor::from_slice(&admit.iter().map(|a| a.0).collect::<Vec<_>>()).to_device(dev);
+            let slots =
+                Tensor::from_slice(&admit.iter().map(|a| a.1).collect::<Vec<_>>()).to_device(dev);
             let p = prompts.index_select(0, &reqs);
             let (l, ms) = timed(dev, || match cache.as_mut() {
-                Some(kv) => m.forward(&p, Attend::Prefill { cache: kv, slots: &slots }, &mut |_, _, _| {}),
+                Some(kv) => m.forward(
+                    &p,
+                    Attend::Prefill {
+                        cache: kv,
+                        slots: &slots,
+                    },
+                    &mut |_, _, _| {},
+                ),
                 None => m.forward(&p, Attend::Full, &mut |_, _, _| {}),
             });
             tally.prefill_ms.push(ms);
@@ -214,13 +295,30 @@ fn continuous(c: &Config, m: &Model, prompts: &Tensor, dev: Device, ticks: u64, 
                 active.push((r, s, c.prompt_len, 1, li.argmax(-1, false).view([1, 1]), li));
             }
         }
-        let decoding: Vec<usize> = (0..active.len()).filter(|&i| active[i].3 < c.generate_tokens).collect();
+        let decoding: Vec<usize> = (0..active.len())
+            .filter(|&i| active[i].3 < c.generate_tokens)
+            .collect();
         if !decoding.is_empty() {
-            let toks = Tensor::cat(&decoding.iter().map(|&i| &active[i].4).collect::<Vec<_>>(), 0);
-            let slots = Tensor::from_slice(&decoding.iter().map(|&i| active[i].1).collect::<Vec<_>>()).to_device(dev);
-            let lens = Tensor::from_slice(&decoding.iter().map(|&i| active[i].2).collect::<Vec<_>>()).to_device(dev);
+            let toks = Tensor::cat(
+                &decoding.iter().map(|&i| &active[i].4).collect::<Vec<_>>(),
+                0,
+            );
+            let slots =
+                Tensor::from_slice(&decoding.iter().map(|&i| active[i].1).collect::<Vec<_>>())
+                    .to_device(dev);
+            let lens =
+                Tensor::from_slice(&decoding.iter().map(|&i| active[i].2).collect::<Vec<_>>())
+                    .to_device(dev);
             let (l, ms) = timed(dev, || match cache.as_mut() {
-                Some(kv) => m.forward(&toks, Attend::Decode { cache: kv, slots: &slots, lens: &lens }, &mut |_, _, _| {}),
+                Some(kv) => m.forward(
+                    &toks,
+                    Attend::Decode {
+                        cache: kv,
+                        slots: &slots,
+                        lens: &lens,
+                    },
+                    &mut |_, _, _| {},
+                ),
                 None => m.forward(&toks, Attend::Full, &mut |_, _, _| {}),
             });
             tally.decode_ms.push(ms);
@@ -236,21 +334,30 @@ fn continuous(c: &Config, m: &Model, prompts: &Tensor, dev: Device, ticks: u64, 
                 a.5 = li;
             }
         }
-        let (done, still): (Vec<_>, Vec<_>) = active.into_iter().partition(|a| a.3 >= c.generate_tokens);
+        let (done, still): (Vec<_>, Vec<_>) =
+            active.into_iter().partition(|a| a.3 >= c.generate_tokens);
         finished.extend(done.into_iter().map(|a| (a.0, a.5)));
         active = still;
         tick_ms.push(t0.elapsed().as_secs_f64() * 1e3);
     }
     finished.sort_by_key(|f| f.0);
     let unfinished = queue.len() as i64 + active.len() as i64;
-    let logits = if finished.is_empty() { Tensor::zeros([0], (Kind::Float, dev)) } else { Tensor::stack(&finished.iter().map(|f| &f.1).collect::<Vec<_>>(), 0) };
+    let logits = if finished.is_empty() {
+        Tensor::zeros([0], (Kind::Float, dev))
+    } else {
+        Tensor::stack(&finished.iter().map(|f| &f.1).collect::<Vec<_>>(), 0)
+    };
     (tick_ms, unfinished, logits)
 }
 
 pub fn run(t: &Trial) -> Result<Outcome, SetupError> {
     let c = parse(t)?;
     let dev = device::resolve(&c.device)?;
-    let torch_err = |e: String| SetupError { kind: "torch_error", error: e, hint: "see stderr.log".into() };
+    let torch_err = |e: String| SetupError {
+        kind: "torch_error",
+        error: e,
+        hint: "see stderr.log".into(),
+    };
     device::set_tf32(false).map_err(torch_err)?;
     if c.deterministic {
         device::set_deterministic(true).map_err(torch_err)?;
@@ -262,8 +369,16 @@ pub fn run(t: &Trial) -> Result<Outcome, SetupError> {
     let (_vs, m) = build(&c.model, c.seed, c.dtype, dev);
     let _g = tch::no_grad_guard();
     device::seed(c.seed);
-    let prompts = Tensor::randint(c.model.vocab, [c.batch_size, c.prompt_len], (Kind::Int64, Device::Cpu)).to_device(dev);
-    let mut out = Outcome { configured_iterations: c.steps, ..Default::default() };
+    let prompts = Tensor::randint(
+        c.model.vocab,
+        [c.batch_size, c.prompt_len],
+        (Kind::Int64, Device::Cpu),
+    )
+    .to_device(dev);
+    let mut out = Outcome {
+        configured_iterations: c.steps,
+        ..Default::default()
+    };
     let mut checksums = Vec::new();
     let mut tally = Tally::default();
     if c.continuous {
@@ -308,30 +423,70 @@ pub fn run(t: &Trial) -> Result<Outcome, SetupError> {
     }
     if let (Some(want), Some(got)) = (&c.expected_checksum, checksums.first()) {
         if want != got {
-            out.fail(None, json!({"type": "logits_checksum_mismatch", "expected": want, "actual": got,
-                "hint": "logits differ from the recipe's expected_logits_checksum"}));
+            out.fail(
+                None,
+                json!({"type": "logits_checksum_mismatch", "expected": want, "actual": got,
+                "hint": "logits differ from the recipe's expected_logits_checksum"}),
+            );
         }
     }
     let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
     let decode_s = tally.decode_ms.iter().sum::<f64>() / 1e3;
     let prefill_s = tally.prefill_ms.iter().sum::<f64>() / 1e3;
-    let prompt_tokens = (c.batch_size * c.prompt_len) as f64 * if c.continuous { 1.0 } else { c.steps as f64 };
-    let tps = if tally.decoded > 0 && decode_s > 0.0 { Some(tally.decoded as f64 / decode_s) } else { (prefill_s > 0.0).then(|| prompt_tokens / prefill_s) };
-    let timed_steps: Vec<f64> = out.step_times_ms.iter().copied().filter(|&x| x > 0.0).collect();
+    let prompt_tokens =
+        (c.batch_size * c.prompt_len) as f64 * if c.continuous { 1.0 } else { c.steps as f64 };
+    let tps = if tally.decoded > 0 && decode_s > 0.0 {
+        Some(tally.decoded as f64 / decode_s)
+    } else {
+        (prefill_s > 0.0).then(|| prompt_tokens / prefill_s)
+    };
+    let timed_steps: Vec<f64> = out
+        .step_times_ms
+        .iter()
+        .copied()
+        .filter(|&x| x > 0.0)
+        .collect();
     let mm = &mut out.metrics;
-    mm.insert("mode".into(), json!(if c.continuous { "continuous_batch" } else { "offline_batch" }));
+    mm.insert(
+        "mode".into(),
+        json!(if c.continuous {
+            "continuous_batch"
+        } else {
+            "offline_batch"
+        }),
+    );
     mm.insert("device".into(), json!(device::device_name(dev)));
     mm.insert("dtype".into(), json!(dtype_name(c.dtype)));
     mm.insert("kv_cache".into(), json!(c.kv_cache));
-    mm.insert("prefill_latency_ms".into(), json!(if c.continuous { None } else { mean(&tally.prefill_ms) }));
+    mm.insert(
+        "prefill_latency_ms".into(),
+        json!(if c.continuous {
+            None
+        } else {
+            mean(&tally.prefill_ms)
+        }),
+    );
     mm.insert("decode_latency_ms".into(), json!(mean(&tally.decode_ms)));
     mm.insert("tokens_per_sec".into(), json!(tps));
     mm.insert("decoded_tokens".into(), json!(tally.decoded));
-    mm.insert("step_time_p50".into(), json!(percentile(&timed_steps, 50.0)));
-    mm.insert("step_time_p99".into(), json!(percentile(&timed_steps, 99.0)));
+    mm.insert(
+        "step_time_p50".into(),
+        json!(percentile(&timed_steps, 50.0)),
+    );
+    mm.insert(
+        "step_time_p99".into(),
+        json!(percentile(&timed_steps, 99.0)),
+    );
     mm.insert("logits_checksum".into(), json!(checksums.first()));
     mm.insert("deterministic".into(), json!(c.deterministic));
-    mm.insert("attention_backend".into(), json!(if c.deterministic && c.attention_backend == "auto" { "math" } else { c.attention_backend.as_str() }));
+    mm.insert(
+        "attention_backend".into(),
+        json!(if c.deterministic && c.attention_backend == "auto" {
+            "math"
+        } else {
+            c.attention_backend.as_str()
+        }),
+    );
     Ok(out)
 }
 
@@ -341,23 +496,51 @@ mod tests {
     use serde_json::{json, Value};
 
     fn trial(v: Value) -> Trial {
-        Trial { steps: None, config: v.as_object().unwrap().clone(), trial_dir: ".".into(), cell: String::new(), trial_index: 0 }
+        Trial {
+            steps: None,
+            config: v.as_object().unwrap().clone(),
+            trial_dir: ".".into(),
+            cell: String::new(),
+            trial_index: 0,
+        }
     }
 
     #[test]
     fn defaults_and_mode_reconciliation() {
         let c = parse(&trial(json!({}))).unwrap();
-        assert_eq!((c.batch_size, c.prompt_len, c.generate_tokens, c.max_active, c.continuous), (4, 128, 32, 8, false));
+        assert_eq!(
+            (
+                c.batch_size,
+                c.prompt_len,
+                c.generate_tokens,
+                c.max_active,
+                c.continuous
+            ),
+            (4, 128, 32, 8, false)
+        );
         assert_eq!((c.model.hidden, c.model.layers, c.model.heads), (512, 4, 8));
-        let c = parse(&trial(json!({"serving": {"continuous_batch": {"enabled": true}}}))).unwrap();
+        let c = parse(&trial(
+            json!({"serving": {"continuous_batch": {"enabled": true}}}),
+        ))
+        .unwrap();
         assert!(c.continuous);
     }
 
     #[test]
     fn unknown_keys_are_errors() {
-        let e = parse(&trial(json!({"scheduler": "offline_batch", "request": {"max_new_tokens": 3}}))).unwrap_err();
-        assert!(e.error.contains("request.max_new_tokens") && e.error.contains("scheduler"), "{}", e.error);
-        let e = parse(&trial(json!({"mode": "continuous_batch", "request": {"generate_tokens": 0}}))).unwrap_err();
+        let e = parse(&trial(
+            json!({"scheduler": "offline_batch", "request": {"max_new_tokens": 3}}),
+        ))
+        .unwrap_err();
+        assert!(
+            e.error.contains("request.max_new_tokens") && e.error.contains("scheduler"),
+            "{}",
+            e.error
+        );
+        let e = parse(&trial(
+            json!({"mode": "continuous_batch", "request": {"generate_tokens": 0}}),
+        ))
+        .unwrap_err();
         assert!(e.error.contains("generate_tokens >= 1"), "{}", e.error);
     }
 
@@ -375,11 +558,16 @@ mod tests {
         let _g = tch::no_grad_guard();
         let prompts = Tensor::randint(40, [3, 5], (Kind::Int64, Device::Cpu));
         let a = offline_step(&off, &m, &prompts, Device::Cpu, &mut Tally::default());
-        let (ticks, unfinished, b) = continuous(&on, &m, &prompts, Device::Cpu, 20, &mut Tally::default());
+        let (ticks, unfinished, b) =
+            continuous(&on, &m, &prompts, Device::Cpu, 20, &mut Tally::default());
         assert_eq!(unfinished, 0);
         assert!(ticks.len() < 20);
-        assert!(a.allclose(&b, 1e-4, 1e-4, false), "offline and continuous logits differ");
-        let (_, unfinished, _) = continuous(&on, &m, &prompts, Device::Cpu, 2, &mut Tally::default());
+        assert!(
+            a.allclose(&b, 1e-4, 1e-4, false),
+            "offline and continuous logits differ"
+        );
+        let (_, unfinished, _) =
+            continuous(&on, &m, &prompts, Device::Cpu, 2, &mut Tally::default());
         assert!(unfinished > 0);
     }
 }

@@ -43,14 +43,30 @@ fn ptr(t: &Tensor) -> *mut torch_sys::C_tensor {
 }
 
 impl FusedAdamW {
-    pub fn new(params: Vec<Tensor>, lr: f64, betas: (f64, f64), weight_decay: f64, eps: f64) -> Self {
+    pub fn new(
+        params: Vec<Tensor>,
+        lr: f64,
+        betas: (f64, f64),
+        weight_decay: f64,
+        eps: f64,
+    ) -> Self {
         let _g = tch::no_grad_guard();
         let exp_avgs = params.iter().map(Tensor::zeros_like).collect();
         let exp_avg_sqs = params.iter().map(Tensor::zeros_like).collect();
         let device = params.first().map_or(tch::Device::Cpu, Tensor::device);
         let all_steps = Tensor::zeros([params.len() as i64], (Kind::Float, device));
         let steps = (0..params.len() as i64).map(|i| all_steps.get(i)).collect();
-        FusedAdamW { params, exp_avgs, exp_avg_sqs, all_steps, steps, lr, betas, weight_decay, eps }
+        FusedAdamW {
+            params,
+            exp_avgs,
+            exp_avg_sqs,
+            all_steps,
+            steps,
+            lr,
+            betas,
+            weight_decay,
+            eps,
+        }
     }
 
     /// Sets every gradient to none (no kernel; backward writes fresh ones).
@@ -65,7 +81,9 @@ impl FusedAdamW {
     pub fn step(&mut self) -> Result<(), String> {
         let _g = tch::no_grad_guard();
         let grads: Vec<Tensor> = self.params.iter().map(Tensor::grad).collect();
-        let with_grad: Vec<usize> = (0..self.params.len()).filter(|&i| grads[i].defined()).collect();
+        let with_grad: Vec<usize> = (0..self.params.len())
+            .filter(|&i| grads[i].defined())
+            .collect();
         if with_grad.is_empty() {
             return Ok(());
         }
@@ -77,16 +95,38 @@ impl FusedAdamW {
             }
         }
         let pick = |v: &[Tensor]| with_grad.iter().map(|&i| ptr(&v[i])).collect::<Vec<_>>();
-        let (p, g, m, v, s) = (pick(&self.params), pick(&grads), pick(&self.exp_avgs), pick(&self.exp_avg_sqs), pick(&self.steps));
+        let (p, g, m, v, s) = (
+            pick(&self.params),
+            pick(&grads),
+            pick(&self.exp_avgs),
+            pick(&self.exp_avg_sqs),
+            pick(&self.steps),
+        );
         let mut err = vec![0u8; 1024];
         // SAFETY: five arrays of `n` pointers to live tensors; the shim writes at most errlen
         // bytes, NUL-terminated, into err.
         let rc = unsafe {
-            aorta_fused_adamw(p.as_ptr(), g.as_ptr(), m.as_ptr(), v.as_ptr(), s.as_ptr(), p.len() as i32, self.lr, self.betas.0, self.betas.1, self.weight_decay, self.eps, err.as_mut_ptr().cast(), err.len() as i32)
+            aorta_fused_adamw(
+                p.as_ptr(),
+                g.as_ptr(),
+                m.as_ptr(),
+                v.as_ptr(),
+                s.as_ptr(),
+                p.len() as i32,
+                self.lr,
+                self.betas.0,
+                self.betas.1,
+                self.weight_decay,
+                self.eps,
+                err.as_mut_ptr().cast(),
+                err.len() as i32,
+            )
         };
         match rc {
             0 => Ok(()),
-            _ => Err(std::ffi::CStr::from_bytes_until_nul(&err).map(|c| c.to_string_lossy().into_owned()).unwrap_or_default()),
+            _ => Err(std::ffi::CStr::from_bytes_until_nul(&err)
+                .map(|c| c.to_string_lossy().into_owned())
+                .unwrap_or_default()),
         }
     }
 }
@@ -123,7 +163,12 @@ mod tests {
         }
         let got: Vec<f32> = Vec::<f32>::try_from(&p.detach()).unwrap();
         for i in 0..3 {
-            assert!((got[i] as f64 - w[i]).abs() < 1e-6, "param {i}: {} vs {}", got[i], w[i]);
+            assert!(
+                (got[i] as f64 - w[i]).abs() < 1e-6,
+                "param {i}: {} vs {}",
+                got[i],
+                w[i]
+            );
         }
     }
 
@@ -131,12 +176,21 @@ mod tests {
     fn parameters_without_a_gradient_keep_their_state() {
         let a = Tensor::from_slice(&[1.0f32]).set_requires_grad(true);
         let b = Tensor::from_slice(&[1.0f32]).set_requires_grad(true);
-        let mut opt = FusedAdamW::new(vec![a.shallow_clone(), b.shallow_clone()], 0.1, (0.9, 0.999), 0.0, 1e-8);
+        let mut opt = FusedAdamW::new(
+            vec![a.shallow_clone(), b.shallow_clone()],
+            0.1,
+            (0.9, 0.999),
+            0.0,
+            1e-8,
+        );
         opt.zero_grad();
         (&a * 2.0).sum(Kind::Float).backward();
         opt.step().unwrap();
         assert_eq!(f64::try_from(&b.detach()).unwrap(), 1.0);
         assert!(f64::try_from(&a.detach()).unwrap() < 1.0);
-        assert_eq!(Vec::<f32>::try_from(&opt.all_steps).unwrap(), vec![1.0, 0.0]);
+        assert_eq!(
+            Vec::<f32>::try_from(&opt.all_steps).unwrap(),
+            vec![1.0, 0.0]
+        );
     }
 }

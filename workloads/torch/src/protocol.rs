@@ -30,7 +30,11 @@ pub struct SetupError {
 
 impl SetupError {
     pub fn config(error: impl Into<String>, hint: impl Into<String>) -> Self {
-        SetupError { kind: "config", error: error.into(), hint: hint.into() }
+        SetupError {
+            kind: "config",
+            error: error.into(),
+            hint: hint.into(),
+        }
     }
 }
 
@@ -77,34 +81,66 @@ pub fn main(name: &str, args: &[String], run: fn(&Trial) -> Result<Outcome, Setu
 }
 
 pub fn read_trial(config: &Path) -> Result<Trial, SetupError> {
-    let text = std::fs::read_to_string(config)
-        .map_err(|e| SetupError::config(format!("cannot read {}: {e}", config.display()), "the engine writes CONFIG.json"))?;
-    let doc: Value = serde_json::from_str(&text)
-        .map_err(|e| SetupError::config(format!("{}: {e}", config.display()), "CONFIG.json must be a JSON object"))?;
+    let text = std::fs::read_to_string(config).map_err(|e| {
+        SetupError::config(
+            format!("cannot read {}: {e}", config.display()),
+            "the engine writes CONFIG.json",
+        )
+    })?;
+    let doc: Value = serde_json::from_str(&text).map_err(|e| {
+        SetupError::config(
+            format!("{}: {e}", config.display()),
+            "CONFIG.json must be a JSON object",
+        )
+    })?;
     let config_map = match doc.get("config") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(m)) => m.clone(),
-        Some(other) => return Err(SetupError::config(format!("`config` must be an object, got {other}"), "workload_config is a mapping")),
+        Some(other) => {
+            return Err(SetupError::config(
+                format!("`config` must be an object, got {other}"),
+                "workload_config is a mapping",
+            ))
+        }
     };
     let steps = match doc.get("steps") {
         None | Some(Value::Null) => None,
-        Some(v) => Some(v.as_u64().filter(|&s| s >= 1).ok_or_else(|| SetupError::config(format!("steps: {v} is not an integer >= 1"), "--steps N with N >= 1"))?),
+        Some(v) => Some(v.as_u64().filter(|&s| s >= 1).ok_or_else(|| {
+            SetupError::config(
+                format!("steps: {v} is not an integer >= 1"),
+                "--steps N with N >= 1",
+            )
+        })?),
     };
     Ok(Trial {
         steps,
         config: config_map,
-        trial_dir: doc.get("trial_dir").and_then(Value::as_str).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".")),
-        cell: doc.get("cell").and_then(Value::as_str).unwrap_or("").to_string(),
+        trial_dir: doc
+            .get("trial_dir")
+            .and_then(Value::as_str)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(".")),
+        cell: doc
+            .get("cell")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
         trial_index: doc.get("trial_index").and_then(Value::as_u64).unwrap_or(0),
     })
 }
 
-fn run_trial(name: &str, config: &Path, result: &Path, run: fn(&Trial) -> Result<Outcome, SetupError>) -> i32 {
+fn run_trial(
+    name: &str,
+    config: &Path,
+    result: &Path,
+    run: fn(&Trial) -> Result<Outcome, SetupError>,
+) -> i32 {
     let start = Instant::now();
-    let outcome = read_trial(config).and_then(|t| match catch_unwind(AssertUnwindSafe(|| run(&t))) {
-        Ok(r) => r.map(Ok),
-        Err(p) => Ok(Err(panic_text(&p))),
-    });
+    let outcome =
+        read_trial(config).and_then(|t| match catch_unwind(AssertUnwindSafe(|| run(&t))) {
+            Ok(r) => r.map(Ok),
+            Err(p) => Ok(Err(panic_text(&p))),
+        });
     let elapsed = start.elapsed().as_secs_f64();
     let (doc, code) = match outcome {
         Err(e) => {
@@ -113,12 +149,22 @@ fn run_trial(name: &str, config: &Path, result: &Path, run: fn(&Trial) -> Result
         }
         Ok(Err(msg)) => {
             eprintln!("{name}: libtorch error: {msg}");
-            let o = Outcome { failures: vec![json!({"type": "torch_error", "error": msg, "hint": "see stderr.log"})], ..Default::default() };
+            let o = Outcome {
+                failures: vec![
+                    json!({"type": "torch_error", "error": msg, "hint": "see stderr.log"}),
+                ],
+                ..Default::default()
+            };
             (result_json(&o, elapsed), 1)
         }
         Ok(Ok(o)) => (result_json(&o, elapsed), 0),
     };
-    match write_atomic(result, serde_json::to_string_pretty(&doc).unwrap_or_default().as_bytes()) {
+    match write_atomic(
+        result,
+        serde_json::to_string_pretty(&doc)
+            .unwrap_or_default()
+            .as_bytes(),
+    ) {
         Ok(()) => code,
         Err(e) => {
             eprintln!("{name}: cannot write {}: {e}", result.display());
@@ -128,7 +174,10 @@ fn run_trial(name: &str, config: &Path, result: &Path, run: fn(&Trial) -> Result
 }
 
 fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
-    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "panic".into())
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panic".into())
 }
 
 pub fn setup_failed_json(e: &SetupError) -> Value {

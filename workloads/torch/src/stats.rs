@@ -46,11 +46,27 @@ mod tests {
 
     #[test]
     fn flops_match_6n_plus_attention() {
-        let c = ModelCfg { kind: ModelKind::Transformer, hidden: 2048, layers: 24, heads: 16, ffn: 5632, vocab: 32000, experts: 1, max_seq: 512, plant: Plant::None };
+        let c = ModelCfg {
+            kind: ModelKind::Transformer,
+            hidden: 2048,
+            layers: 24,
+            heads: 16,
+            ffn: 5632,
+            vocab: 32000,
+            experts: 1,
+            max_seq: 512,
+            plant: Plant::None,
+        };
         let n: i64 = 24 * (4 * 2048 * 2048 + 2 * 2048 * 5632) + 2048 * 32000;
         let want = (6 * n + 12 * 24 * 512 * 2048) as f64 * 512.0;
         assert_eq!(train_step_flops(&c, 1, 512), want);
-        let mlp = ModelCfg { kind: ModelKind::Mlp, ..c };
-        assert_eq!(forward_flops_per_token(&mlp, 512), (2 * (24 * 2048 * 2048 + 2048 * 32000_i64)) as f64);
+        let mlp = ModelCfg {
+            kind: ModelKind::Mlp,
+            ..c
+        };
+        assert_eq!(
+            forward_flops_per_token(&mlp, 512),
+            (2 * (24 * 2048 * 2048 + 2048 * 32000_i64)) as f64
+        );
     }
 }

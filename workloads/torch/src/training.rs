@@ -7,10 +7,10 @@ use std::time::Instant;
 use serde_json::{json, Value};
 use tch::{Kind, Tensor};
 
-use crate::optim::FusedAdamW;
 use crate::common::{build, parameter_count, read_model, token_batch, ModelDefaults};
 use crate::config::{dtype_name, parse_dtype, Reader, DTYPES};
 use crate::model::{loss, Attend};
+use crate::optim::FusedAdamW;
 use crate::protocol::{Outcome, SetupError, Trial};
 use crate::stats::{percentile, train_step_flops};
 use crate::{device, model::ModelCfg};
@@ -54,11 +54,30 @@ pub fn parse(t: &Trial) -> Result<Config, SetupError> {
     let warmup_steps = r.uint("warmup_steps", 1, 0);
     let steps = t.steps.unwrap_or_else(|| r.uint("steps", 4, 1));
     r.ignore("steps");
-    let defaults = ModelDefaults { kind: "transformer", hidden: 256, layers: 2, heads: 4, ffn: 1024, experts: 4 };
+    let defaults = ModelDefaults {
+        kind: "transformer",
+        hidden: 256,
+        layers: 2,
+        heads: 4,
+        ffn: 1024,
+        experts: 4,
+    };
     let mut m = r.sub("model");
-    let (model, model_kind) = read_model(&mut m, &defaults, &["mlp", "transformer", "moe_transformer"], seq_len);
+    let (model, model_kind) = read_model(
+        &mut m,
+        &defaults,
+        &["mlp", "transformer", "moe_transformer"],
+        seq_len,
+    );
     m.done();
-    let model = if model_kind == "transformer" { ModelCfg { experts: 1, ..model } } else { model };
+    let model = if model_kind == "transformer" {
+        ModelCfg {
+            experts: 1,
+            ..model
+        }
+    } else {
+        model
+    };
     let mut o = r.sub("optimizer");
     o.choice("kind", "adamw", &["adamw"]);
     let lr = o.float("lr", 1e-4);
@@ -75,8 +94,26 @@ pub fn parse(t: &Trial) -> Result<Config, SetupError> {
     let peak_tflops = r.opt_float("peak_tflops");
     let unknown = r.finish(HINT)?;
     Ok(Config {
-        parallelism, seed, device, dtype, batch_size, seq_len, warmup_steps, steps, model, model_kind, lr, weight_decay, betas, eps,
-        check_loss, check_grad, check_output, allow_tf32, peak_tflops, unknown,
+        parallelism,
+        seed,
+        device,
+        dtype,
+        batch_size,
+        seq_len,
+        warmup_steps,
+        steps,
+        model,
+        model_kind,
+        lr,
+        weight_decay,
+        betas,
+        eps,
+        check_loss,
+        check_grad,
+        check_output,
+        allow_tf32,
+        peak_tflops,
+        unknown,
     })
 }
 
@@ -95,14 +132,27 @@ pub fn run(t: &Trial) -> Result<Outcome, SetupError> {
         eprintln!("training: WARNING: ignoring unknown workload_config key {k}");
     }
     let dev = device::resolve(&cfg.device)?;
-    let tf32 = device::set_tf32(cfg.allow_tf32).map_err(|e| SetupError { kind: "torch_error", error: e, hint: "see stderr.log".into() })?;
+    let tf32 = device::set_tf32(cfg.allow_tf32).map_err(|e| SetupError {
+        kind: "torch_error",
+        error: e,
+        hint: "see stderr.log".into(),
+    })?;
     let (vs, model) = build(&cfg.model, cfg.seed, cfg.dtype, dev);
     let params = vs.trainable_variables();
-    let mut opt = FusedAdamW::new(params.iter().map(Tensor::shallow_clone).collect(), lr_at(cfg.lr, cfg.warmup_steps, 0), cfg.betas, cfg.weight_decay, cfg.eps);
+    let mut opt = FusedAdamW::new(
+        params.iter().map(Tensor::shallow_clone).collect(),
+        lr_at(cfg.lr, cfg.warmup_steps, 0),
+        cfg.betas,
+        cfg.weight_decay,
+        cfg.eps,
+    );
     // Per-rank CPU generator seed as AORTA (rank 0): the token stream is the same on any device.
     device::seed(cfg.seed + 7919);
 
-    let mut out = Outcome { configured_iterations: cfg.steps, ..Default::default() };
+    let mut out = Outcome {
+        configured_iterations: cfg.steps,
+        ..Default::default()
+    };
     let mut final_loss = None;
     for step in 0..cfg.steps {
         let (inputs, targets) = token_batch(cfg.batch_size, cfg.seq_len, cfg.model.vocab, dev);
@@ -137,14 +187,26 @@ pub fn run(t: &Trial) -> Result<Outcome, SetupError> {
                 "hint": "non-finite numbers: try dtype float32, a lower lr, or the tf32_off mitigation"}));
         }
     }
-    let timed: Vec<f64> = out.step_times_ms.iter().skip(cfg.warmup_steps as usize).copied().collect();
-    let timed = if timed.is_empty() { out.step_times_ms.clone() } else { timed };
+    let timed: Vec<f64> = out
+        .step_times_ms
+        .iter()
+        .skip(cfg.warmup_steps as usize)
+        .copied()
+        .collect();
+    let timed = if timed.is_empty() {
+        out.step_times_ms.clone()
+    } else {
+        timed
+    };
     let mean_s = timed.iter().sum::<f64>() / timed.len().max(1) as f64 / 1e3;
     let tokens = (cfg.batch_size * cfg.seq_len) as f64;
     let flops = train_step_flops(&cfg.model, cfg.batch_size, cfg.seq_len);
     let achieved = (mean_s > 0.0).then(|| flops / mean_s / 1e12);
     let gpu = device::gpu_model(dev);
-    let peak = cfg.peak_tflops.or_else(|| gpu.as_deref().and_then(|g| device::peak_tflops(g, cfg.dtype, tf32)));
+    let peak = cfg.peak_tflops.or_else(|| {
+        gpu.as_deref()
+            .and_then(|g| device::peak_tflops(g, cfg.dtype, tf32))
+    });
     let m = &mut out.metrics;
     m.insert("parallelism".into(), json!(cfg.parallelism));
     m.insert("rank".into(), json!(0));
@@ -158,11 +220,20 @@ pub fn run(t: &Trial) -> Result<Outcome, SetupError> {
     m.insert("final_loss".into(), json!(final_loss));
     m.insert("step_time_p50".into(), json!(percentile(&timed, 50.0)));
     m.insert("step_time_p99".into(), json!(percentile(&timed, 99.0)));
-    m.insert("tokens_per_sec".into(), json!((mean_s > 0.0).then(|| tokens / mean_s)));
+    m.insert(
+        "tokens_per_sec".into(),
+        json!((mean_s > 0.0).then(|| tokens / mean_s)),
+    );
     m.insert("flops_per_step".into(), json!(flops));
     m.insert("achieved_tflops".into(), json!(achieved));
     m.insert("peak_tflops".into(), json!(peak));
-    m.insert("mfu".into(), achieved.zip(peak).map(|(a, p)| json!(a / p)).unwrap_or(Value::Null));
+    m.insert(
+        "mfu".into(),
+        achieved
+            .zip(peak)
+            .map(|(a, p)| json!(a / p))
+            .unwrap_or(Value::Null),
+    );
     m.insert("ignored_keys".into(), json!(cfg.unknown));
     Ok(out)
 }
@@ -170,7 +241,12 @@ pub fn run(t: &Trial) -> Result<Outcome, SetupError> {
 /// One device sync for all gradients (a sync per parameter would distort nothing timed, but
 /// costs seconds on big models). Parameters without a gradient (unrouted experts) are skipped.
 fn grads_finite(params: &[Tensor]) -> bool {
-    let flags: Vec<Tensor> = params.iter().map(Tensor::grad).filter(Tensor::defined).map(|g| g.isfinite().all()).collect();
+    let flags: Vec<Tensor> = params
+        .iter()
+        .map(Tensor::grad)
+        .filter(Tensor::defined)
+        .map(|g| g.isfinite().all())
+        .collect();
     flags.is_empty() || Tensor::stack(&flags, 0).all().int64_value(&[]) != 0
 }
 
@@ -180,31 +256,70 @@ mod tests {
     use serde_json::json;
 
     fn trial(config: Value, steps: Option<u64>) -> Trial {
-        Trial { steps, config: config.as_object().unwrap().clone(), trial_dir: ".".into(), cell: "c".into(), trial_index: 0 }
+        Trial {
+            steps,
+            config: config.as_object().unwrap().clone(),
+            trial_dir: ".".into(),
+            cell: "c".into(),
+            trial_index: 0,
+        }
     }
 
     #[test]
     fn aorta_defaults() {
         let c = parse(&trial(json!({}), None)).unwrap();
-        assert_eq!((c.batch_size, c.seq_len, c.steps, c.warmup_steps, c.seed), (2, 128, 4, 1, 1234));
-        assert_eq!((c.model.hidden, c.model.layers, c.model.heads, c.model.ffn, c.model.vocab, c.model.experts), (256, 2, 4, 1024, 32000, 1));
+        assert_eq!(
+            (c.batch_size, c.seq_len, c.steps, c.warmup_steps, c.seed),
+            (2, 128, 4, 1, 1234)
+        );
+        assert_eq!(
+            (
+                c.model.hidden,
+                c.model.layers,
+                c.model.heads,
+                c.model.ffn,
+                c.model.vocab,
+                c.model.experts
+            ),
+            (256, 2, 4, 1024, 32000, 1)
+        );
         assert_eq!(c.dtype, Kind::BFloat16);
         assert_eq!((c.lr, c.betas, c.eps), (1e-4, (0.9, 0.98), 1e-8));
     }
 
     #[test]
     fn dispatcher_steps_win_and_moe_needs_two_experts() {
-        let c = parse(&trial(json!({"steps": 9, "model": {"kind": "moe_transformer", "moe": {"num_experts": 3}}}), Some(5))).unwrap();
+        let c = parse(&trial(
+            json!({"steps": 9, "model": {"kind": "moe_transformer", "moe": {"num_experts": 3}}}),
+            Some(5),
+        ))
+        .unwrap();
         assert_eq!((c.steps, c.model.experts), (5, 3));
-        let e = parse(&trial(json!({"model": {"kind": "moe_transformer", "num_experts": 1}}), None)).unwrap_err();
+        let e = parse(&trial(
+            json!({"model": {"kind": "moe_transformer", "num_experts": 1}}),
+            None,
+        ))
+        .unwrap_err();
         assert!(e.error.contains("model.num_experts"), "{}", e.error);
     }
 
     #[test]
     fn bad_values_are_config_errors_unknown_keys_warnings() {
-        let e = parse(&trial(json!({"dtype": "int8", "model": {"hidden_size": 30, "num_heads": 4}}), None)).unwrap_err();
-        assert!(e.error.contains("dtype") && e.error.contains("model.hidden_size: 30 is not divisible"), "{}", e.error);
-        let c = parse(&trial(json!({"optimizer": {"name": "adamw"}, "checks": {"nan_inf": true}}), None)).unwrap();
+        let e = parse(&trial(
+            json!({"dtype": "int8", "model": {"hidden_size": 30, "num_heads": 4}}),
+            None,
+        ))
+        .unwrap_err();
+        assert!(
+            e.error.contains("dtype") && e.error.contains("model.hidden_size: 30 is not divisible"),
+            "{}",
+            e.error
+        );
+        let c = parse(&trial(
+            json!({"optimizer": {"name": "adamw"}, "checks": {"nan_inf": true}}),
+            None,
+        ))
+        .unwrap();
         assert_eq!(c.unknown, vec!["optimizer.name", "checks.nan_inf"]);
     }
 

@@ -21,8 +21,20 @@ fn run(name: &str, steps: Option<u64>, config: Value) -> (i32, Value) {
     let doc = json!({"protocol": 1, "workload": name, "cell": "c", "trial_index": 0, "steps": steps,
                      "config": config, "trial_dir": dir.path()});
     std::fs::write(&cfg, doc.to_string()).unwrap();
-    let out = Command::new(bin(name)).args(["run", "--config"]).arg(&cfg).arg("--result").arg(&res).current_dir(dir.path()).output().unwrap();
-    let result = read(&res).unwrap_or_else(|| panic!("no result; stderr: {}", String::from_utf8_lossy(&out.stderr)));
+    let out = Command::new(bin(name))
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .arg("--result")
+        .arg(&res)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let result = read(&res).unwrap_or_else(|| {
+        panic!(
+            "no result; stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
     (out.status.code().unwrap_or(-1), result)
 }
 
@@ -50,12 +62,22 @@ fn training_runs_and_reports() {
     for kind in ["mlp", "transformer", "moe_transformer"] {
         let mut model = tiny();
         model["kind"] = json!(kind);
-        let (code, r) = run("training", Some(3), json!({"device": "cpu", "dtype": "fp32", "seq_len": 8, "model": model}));
+        let (code, r) = run(
+            "training",
+            Some(3),
+            json!({"device": "cpu", "dtype": "fp32", "seq_len": 8, "model": model}),
+        );
         assert_eq!(code, 0, "{r}");
         assert_eq!(r["passed"], true);
         assert_eq!(r["executed_iterations"], 3);
         assert_eq!(r["step_times_ms"].as_array().unwrap().len(), 3);
-        for k in ["final_loss", "step_time_p50", "step_time_p99", "tokens_per_sec", "parameter_count"] {
+        for k in [
+            "final_loss",
+            "step_time_p50",
+            "step_time_p99",
+            "tokens_per_sec",
+            "parameter_count",
+        ] {
             assert!(r["metrics"][k].is_number(), "{kind}: {k} in {r}");
         }
         assert_eq!(r["metrics"]["model_kind"], kind);
@@ -66,7 +88,11 @@ fn training_runs_and_reports() {
 fn training_catches_non_finite_loss() {
     let mut model = tiny();
     model["kind"] = json!("mlp");
-    let (code, r) = run("training", Some(2), json!({"device": "cpu", "dtype": "fp32", "seq_len": 4, "model": model, "optimizer": {"lr": 1e30}}));
+    let (code, r) = run(
+        "training",
+        Some(2),
+        json!({"device": "cpu", "dtype": "fp32", "seq_len": 4, "model": model, "optimizer": {"lr": 1e30}}),
+    );
     assert_eq!(code, 0);
     assert_eq!(r["passed"], false, "{r}");
     assert_eq!(r["first_failure_iteration"], 1);
@@ -74,24 +100,39 @@ fn training_catches_non_finite_loss() {
 
 #[test]
 fn bad_config_is_a_setup_failure_with_a_hint() {
-    for (name, cfg) in [("training", json!({"batch_size": 0})), ("inference", json!({"max_new_tokens": 3})), ("llm_determinism", json!({"dtype": "int4"}))] {
+    for (name, cfg) in [
+        ("training", json!({"batch_size": 0})),
+        ("inference", json!({"max_new_tokens": 3})),
+        ("llm_determinism", json!({"dtype": "int4"})),
+    ] {
         let (code, r) = run(name, None, cfg);
         assert_eq!(code, 2, "{name}: {r}");
         assert_eq!(r["main_work_started"], false);
         assert_eq!(r["failure_details"][0]["type"], "config");
-        assert!(r["failure_details"][0]["hint"].as_str().unwrap().contains("docs/workloads.md"));
+        assert!(r["failure_details"][0]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("docs/workloads.md"));
     }
 }
 
 #[test]
 fn inference_both_modes() {
     let req = json!({"batch_size": 3, "prompt_len": 6, "generate_tokens": 4});
-    let (code, r) = run("inference", Some(2), json!({"device": "cpu", "dtype": "fp32", "request": req, "model": tiny()}));
+    let (code, r) = run(
+        "inference",
+        Some(2),
+        json!({"device": "cpu", "dtype": "fp32", "request": req, "model": tiny()}),
+    );
     assert_eq!(code, 0, "{r}");
     assert_eq!(r["passed"], true, "{r}");
     let m = &r["metrics"];
     assert_eq!(m["decoded_tokens"], 2 * 3 * 3);
-    assert!(m["prefill_latency_ms"].is_number() && m["decode_latency_ms"].is_number() && m["tokens_per_sec"].is_number());
+    assert!(
+        m["prefill_latency_ms"].is_number()
+            && m["decode_latency_ms"].is_number()
+            && m["tokens_per_sec"].is_number()
+    );
     assert!(m["logits_checksum"].as_str().unwrap().starts_with("0x"));
     let cb = json!({"device": "cpu", "dtype": "fp32", "mode": "continuous_batch", "request": req, "model": tiny(),
                     "serving": {"continuous_batch": {"max_active_requests": 2}}, "expected_logits_checksum": "0x0"});
@@ -119,6 +160,12 @@ fn determinism_identical_runs_match_and_a_forced_difference_is_caught() {
     assert_eq!(code, 0);
     assert_eq!(r["passed"], false);
     let reasons = r["metrics"]["divergence_reasons"].as_array().unwrap();
-    assert!(reasons[0].as_str().unwrap().starts_with("step0: block[0].post"), "{reasons:?}");
+    assert!(
+        reasons[0]
+            .as_str()
+            .unwrap()
+            .starts_with("step0: block[0].post"),
+        "{reasons:?}"
+    );
     assert_eq!(r["metrics"]["ranks_with_divergence"], json!([0]));
 }

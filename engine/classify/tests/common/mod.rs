@@ -3,7 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use aorta_classify::{classify, Classification, ClassifierConfig, CustomDetector, Observation, OnMatch};
+use aorta_classify::{
+    classify, Classification, ClassifierConfig, CustomDetector, Observation, OnMatch,
+};
 
 pub const MIB: usize = 1024 * 1024;
 
@@ -14,7 +16,9 @@ pub struct Trial {
 
 impl Trial {
     pub fn new() -> Trial {
-        Trial { dir: tempfile::tempdir().unwrap() }
+        Trial {
+            dir: tempfile::tempdir().unwrap(),
+        }
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
@@ -40,7 +44,9 @@ impl Trial {
 }
 
 pub fn fixture(name: &str) -> String {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
@@ -60,12 +66,21 @@ pub fn custom(id: &str, regex: &str) -> CustomDetector {
     CustomDetector::new(id, regex, None, OnMatch::Fail, false).unwrap()
 }
 
-pub fn custom_with(id: &str, regex: &str, condition: Option<&str>, on_match: OnMatch, required: bool) -> CustomDetector {
+pub fn custom_with(
+    id: &str,
+    regex: &str,
+    condition: Option<&str>,
+    on_match: OnMatch,
+    required: bool,
+) -> CustomDetector {
     CustomDetector::new(id, regex, condition, on_match, required).unwrap()
 }
 
 pub fn with_custom(custom: Vec<CustomDetector>) -> ClassifierConfig {
-    ClassifierConfig { custom, ..Default::default() }
+    ClassifierConfig {
+        custom,
+        ..Default::default()
+    }
 }
 
 pub fn run(obs: &Observation) -> Classification {

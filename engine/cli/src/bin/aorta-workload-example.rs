@@ -10,7 +10,10 @@ use serde_json::{json, Value};
 use std::time::Instant;
 
 fn describe() {
-    println!("{}", json!({"protocol": 1, "name": "example", "version": "1.0.0", "launch_mode": "single_process", "min_world_size": 1}));
+    println!(
+        "{}",
+        json!({"protocol": 1, "name": "example", "version": "1.0.0", "launch_mode": "single_process", "min_world_size": 1})
+    );
 }
 
 /// A deterministic pseudo-random vector (xorshift), so every trial sums the same numbers.
@@ -28,16 +31,32 @@ fn data(n: usize, seed: u64) -> Vec<f32> {
 
 fn parallel_sum(v: &[f32], threads: usize) -> f32 {
     let chunk = v.len().div_ceil(threads.max(1)).max(1);
-    std::thread::scope(|s| v.chunks(chunk).map(|c| s.spawn(move || c.iter().sum::<f32>())).collect::<Vec<_>>().into_iter().map(|h| h.join().unwrap_or(f32::NAN)).sum())
+    std::thread::scope(|s| {
+        v.chunks(chunk)
+            .map(|c| s.spawn(move || c.iter().sum::<f32>()))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().unwrap_or(f32::NAN))
+            .sum()
+    })
 }
 
 fn run(config_path: &str, result_path: &str) -> Result<(), String> {
-    let cfg: Value = serde_json::from_str(&std::fs::read_to_string(config_path).map_err(|e| format!("cannot read {config_path}: {e}"))?).map_err(|e| format!("{config_path}: {e}"))?;
+    let cfg: Value = serde_json::from_str(
+        &std::fs::read_to_string(config_path)
+            .map_err(|e| format!("cannot read {config_path}: {e}"))?,
+    )
+    .map_err(|e| format!("{config_path}: {e}"))?;
     let opts = &cfg["config"];
     let steps = cfg["steps"].as_u64().unwrap_or(1);
     let n = opts["elements"].as_u64().unwrap_or(100_000) as usize;
-    let env_threads = std::env::var("AORTA_EXAMPLE_THREADS").ok().and_then(|t| t.parse::<usize>().ok());
-    let threads = env_threads.or(opts["threads"].as_u64().map(|t| t as usize)).unwrap_or(4).max(1);
+    let env_threads = std::env::var("AORTA_EXAMPLE_THREADS")
+        .ok()
+        .and_then(|t| t.parse::<usize>().ok());
+    let threads = env_threads
+        .or(opts["threads"].as_u64().map(|t| t as usize))
+        .unwrap_or(4)
+        .max(1);
     let (mut times, mut mismatches, mut first_failure) = (Vec::new(), 0u64, None);
     for step in 0..steps {
         let t0 = Instant::now();
@@ -65,12 +84,18 @@ fn run(config_path: &str, result_path: &str) -> Result<(), String> {
         "metrics": {"threads": threads, "elements": n},
         "main_work_started": true,
     });
-    std::fs::write(result_path, result.to_string()).map_err(|e| format!("cannot write {result_path}: {e}"))
+    std::fs::write(result_path, result.to_string())
+        .map_err(|e| format!("cannot write {result_path}: {e}"))
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let code = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+    let code = match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
         [_, "describe"] => {
             describe();
             0

@@ -186,9 +186,15 @@ pub fn max_streams(cfg: &crate::config::Config) -> usize {
 }
 
 /// `n` streams, each with a device buffer of `elems` f32s (at least one, never a zero-size alloc).
-pub fn streams_with_buffers(gpu: &mut dyn Gpu, n: usize, elems: u32) -> Result<(Vec<Stream>, Vec<Buf>)> {
+pub fn streams_with_buffers(
+    gpu: &mut dyn Gpu,
+    n: usize,
+    elems: u32,
+) -> Result<(Vec<Stream>, Vec<Buf>)> {
     let pool = create_streams(gpu, n)?;
-    let bufs = (0..n).map(|_| gpu.alloc(elems.max(1) as usize * 4, MemKind::Device)).collect::<Result<_>>()?;
+    let bufs = (0..n)
+        .map(|_| gpu.alloc(elems.max(1) as usize * 4, MemKind::Device))
+        .collect::<Result<_>>()?;
     Ok((pool, bufs))
 }
 

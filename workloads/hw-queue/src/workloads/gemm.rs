@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use super::common::{clock_sync, create_streams, max_streams, streams_with_buffers, tune_gemm, StreamEvents};
+use super::common::{
+    clock_sync, create_streams, max_streams, streams_with_buffers, tune_gemm, StreamEvents,
+};
 use super::dtype_name;
 use crate::backend::{host_ns, Gemm, GemmShape, Gpu, Kernel, Result, Stream};
 use crate::config::{Config, Order};

@@ -3,7 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use super::common::{clock_sync, create_streams, max_streams, stamp_intervals, streams_with_buffers, ClockSync, StreamEvents};
+use super::common::{
+    clock_sync, create_streams, max_streams, stamp_intervals, streams_with_buffers, ClockSync,
+    StreamEvents,
+};
 use super::timing_passes;
 use crate::backend::{host_ns, Buf, Gpu, Kernel, MemKind, Result, Stream};
 use crate::config::{Config, Order, Timer};

@@ -73,7 +73,10 @@ fn nccl_dtype(d: Dtype) -> ncclDataType_t {
 fn attr(dev: sys::CUdevice, a: sys::CUdevice_attribute) -> Result<i32, String> {
     let mut v = 0;
     // SAFETY: valid out-pointer and device.
-    ck(unsafe { sys::cuDeviceGetAttribute(&mut v, a, dev) }, "cuDeviceGetAttribute")?;
+    ck(
+        unsafe { sys::cuDeviceGetAttribute(&mut v, a, dev) },
+        "cuDeviceGetAttribute",
+    )?;
     Ok(v)
 }
 
@@ -81,7 +84,10 @@ fn dev_alloc(bytes: usize) -> Result<sys::CUdeviceptr, String> {
     let mut p = 0;
     // SAFETY: valid out-pointer; a context is current.
     unsafe {
-        ck(sys::cuMemAlloc_v2(&mut p, bytes.max(4)), &format!("cuMemAlloc ({bytes} bytes)"))?;
+        ck(
+            sys::cuMemAlloc_v2(&mut p, bytes.max(4)),
+            &format!("cuMemAlloc ({bytes} bytes)"),
+        )?;
         ck(sys::cuMemsetD8_v2(p, 0, bytes.max(4)), "cuMemsetD8")?;
     }
     Ok(p)
@@ -106,48 +112,91 @@ pub fn check_libraries(cfg: &RaceConfig) -> Result<(), String> {
 
 impl Runtime {
     /// Context, streams, kernels, buffers, GEMM and the NCCL library on GPU `ordinal`.
-    pub fn new(cfg: &RaceConfig, layout: &Layout, ordinal: u32, world: u32) -> Result<Runtime, String> {
+    pub fn new(
+        cfg: &RaceConfig,
+        layout: &Layout,
+        ordinal: u32,
+        world: u32,
+    ) -> Result<Runtime, String> {
         use sys::CUdevice_attribute::*;
         check_libraries(cfg)?;
-        let nccl = nccl::Nccl::load(&nccl::candidates(|k| std::env::var(k).ok(), &nccl::python_sites()))?;
+        let nccl = nccl::Nccl::load(&nccl::candidates(
+            |k| std::env::var(k).ok(),
+            &nccl::python_sites(),
+        ))?;
         // SAFETY: driver calls in order with valid out-pointers.
         unsafe {
             ck(sys::cuInit(0), "cuInit")?;
             let mut count = 0;
             ck(sys::cuDeviceGetCount(&mut count), "cuDeviceGetCount")?;
             if ordinal as i32 >= count {
-                return Err(format!("GPU {ordinal} requested (LOCAL_RANK), {count} visible"));
+                return Err(format!(
+                    "GPU {ordinal} requested (LOCAL_RANK), {count} visible"
+                ));
             }
             let mut dev = 0;
             ck(sys::cuDeviceGet(&mut dev, ordinal as i32), "cuDeviceGet")?;
             let mut ctx = ptr::null_mut();
-            ck(sys::cuDevicePrimaryCtxRetain(&mut ctx, dev), "cuDevicePrimaryCtxRetain")?;
+            ck(
+                sys::cuDevicePrimaryCtxRetain(&mut ctx, dev),
+                "cuDevicePrimaryCtxRetain",
+            )?;
             ck(sys::cuCtxSetCurrent(ctx), "cuCtxSetCurrent")?;
             let (mut least, mut greatest) = (0, 0);
-            ck(sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest), "cuCtxGetStreamPriorityRange")?;
+            ck(
+                sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest),
+                "cuCtxGetStreamPriorityRange",
+            )?;
             let mut streams = [ptr::null_mut(); STREAMS];
             for (i, s) in streams.iter_mut().enumerate() {
-                let prio = if i == StreamId::Comm as usize && cfg.comm_priority == CommPriority::High { greatest } else { 0 };
+                let prio =
+                    if i == StreamId::Comm as usize && cfg.comm_priority == CommPriority::High {
+                        greatest
+                    } else {
+                        0
+                    };
                 let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
-                ck(sys::cuStreamCreateWithPriority(s, flags, prio), "cuStreamCreateWithPriority")?;
+                ck(
+                    sys::cuStreamCreateWithPriority(s, flags, prio),
+                    "cuStreamCreateWithPriority",
+                )?;
             }
-            let (major, minor) = (attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?, attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?);
+            let (major, minor) = (
+                attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+                attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+            );
             let sms = attr(dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
             let mut name = [0i8; 256];
-            ck(sys::cuDeviceGetName(name.as_mut_ptr() as *mut _, 256, dev), "cuDeviceGetName")?;
-            let name = std::ffi::CStr::from_ptr(name.as_ptr() as *const _).to_string_lossy().into_owned();
+            ck(
+                sys::cuDeviceGetName(name.as_mut_ptr() as *mut _, 256, dev),
+                "cuDeviceGetName",
+            )?;
+            let name = std::ffi::CStr::from_ptr(name.as_ptr() as *const _)
+                .to_string_lossy()
+                .into_owned();
             let mut drv = 0;
             ck(sys::cuDriverGetVersion(&mut drv), "cuDriverGetVersion")?;
-            let opts = cudarc::nvrtc::CompileOptions { arch: aorta_hw_queue::backend::kernels::arch_for(major, minor), name: Some("race.cu".into()), ..Default::default() };
-            let ptx = cudarc::nvrtc::compile_ptx_with_opts(kernels::SOURCE, opts).map_err(|e| format!("NVRTC: {e:?}"))?;
+            let opts = cudarc::nvrtc::CompileOptions {
+                arch: aorta_hw_queue::backend::kernels::arch_for(major, minor),
+                name: Some("race.cu".into()),
+                ..Default::default()
+            };
+            let ptx = cudarc::nvrtc::compile_ptx_with_opts(kernels::SOURCE, opts)
+                .map_err(|e| format!("NVRTC: {e:?}"))?;
             let src = CString::new(ptx.to_src()).map_err(|e| e.to_string())?;
             let mut module = ptr::null_mut();
-            ck(sys::cuModuleLoadData(&mut module, src.as_ptr() as *const c_void), "cuModuleLoadData (keep NVRTC no newer than the driver's CUDA)")?;
+            ck(
+                sys::cuModuleLoadData(&mut module, src.as_ptr() as *const c_void),
+                "cuModuleLoadData (keep NVRTC no newer than the driver's CUDA)",
+            )?;
             let mut funcs = Vec::new();
             for n in kernels::NAMES {
                 let mut f = ptr::null_mut();
                 let c = CString::new(n).map_err(|e| e.to_string())?;
-                ck(sys::cuModuleGetFunction(&mut f, module, c.as_ptr()), "cuModuleGetFunction")?;
+                ck(
+                    sys::cuModuleGetFunction(&mut f, module, c.as_ptr()),
+                    "cuModuleGetFunction",
+                )?;
                 funcs.push(f);
             }
             let mut bufs = Vec::new();
@@ -157,14 +206,21 @@ impl Runtime {
                     (false, _) => Mem::Dev(dev_alloc(bytes)?),
                     (true, true) => {
                         let mut h = ptr::null_mut();
-                        ck(sys::cuMemHostAlloc(&mut h, bytes.max(4), 0), "cuMemHostAlloc")?;
+                        ck(
+                            sys::cuMemHostAlloc(&mut h, bytes.max(4), 0),
+                            "cuMemHostAlloc",
+                        )?;
                         Mem::Pinned(h as *mut u8)
                     }
                     (true, false) => Mem::Pageable(vec![0u8; bytes]),
                 };
                 bufs.push((m, bytes));
             }
-            let gemm = if cfg.simulate_compute { Some(gemm(cfg.gemm_size, cfg.dtype)?) } else { None };
+            let gemm = if cfg.simulate_compute {
+                Some(gemm(cfg.gemm_size, cfg.dtype)?)
+            } else {
+                None
+            };
             let flag = dev_alloc(4)?;
             let nver = nccl.version()?;
             let info = serde_json::json!({
@@ -191,7 +247,13 @@ impl Runtime {
             };
             if let Some((_, g)) = &rt.gemm {
                 for input in g.inputs() {
-                    rt.fill_raw(input, (cfg.gemm_size * cfg.gemm_size) as usize, 0.01, 0, streams[0])?;
+                    rt.fill_raw(
+                        input,
+                        (cfg.gemm_size * cfg.gemm_size) as usize,
+                        0.01,
+                        0,
+                        streams[0],
+                    )?;
                 }
             }
             ck(sys::cuCtxSynchronize(), "cuCtxSynchronize")?;
@@ -203,22 +265,67 @@ impl Runtime {
         self.nccl.as_ref().ok_or("NCCL not loaded")?.unique_id()
     }
 
-    fn launch(&self, f: usize, grid: u32, block: u32, stream: sys::CUstream, args: &mut [*mut c_void]) -> Result<(), String> {
+    fn launch(
+        &self,
+        f: usize,
+        grid: u32,
+        block: u32,
+        stream: sys::CUstream,
+        args: &mut [*mut c_void],
+    ) -> Result<(), String> {
         // SAFETY: f is loaded and args match its signature (callers below).
-        ck(unsafe { sys::cuLaunchKernel(self.funcs[f], grid, 1, 1, block, 1, 1, 0, stream, args.as_mut_ptr(), ptr::null_mut()) }, kernels::NAMES[f])
+        ck(
+            unsafe {
+                sys::cuLaunchKernel(
+                    self.funcs[f],
+                    grid,
+                    1,
+                    1,
+                    block,
+                    1,
+                    1,
+                    0,
+                    stream,
+                    args.as_mut_ptr(),
+                    ptr::null_mut(),
+                )
+            },
+            kernels::NAMES[f],
+        )
     }
 
-    fn fill_raw(&self, p: sys::CUdeviceptr, n: usize, v: f32, hold_ns: u64, stream: sys::CUstream) -> Result<(), String> {
-        let (mut p, mut n, mut bits, mut w, mut h) = (p, n as u64, self.dtype.encode(v), self.dtype.bytes() as i32, hold_ns);
+    fn fill_raw(
+        &self,
+        p: sys::CUdeviceptr,
+        n: usize,
+        v: f32,
+        hold_ns: u64,
+        stream: sys::CUstream,
+    ) -> Result<(), String> {
+        let (mut p, mut n, mut bits, mut w, mut h) = (
+            p,
+            n as u64,
+            self.dtype.encode(v),
+            self.dtype.bytes() as i32,
+            hold_ns,
+        );
         let grid = self.blocks.min(n.div_ceil(256).max(1) as u32);
-        let mut args = [arg(&mut p), arg(&mut n), arg(&mut bits), arg(&mut w), arg(&mut h)];
+        let mut args = [
+            arg(&mut p),
+            arg(&mut n),
+            arg(&mut bits),
+            arg(&mut w),
+            arg(&mut h),
+        ];
         self.launch(kernels::FILL, grid, 256, stream, &mut args)
     }
 
     fn dptr(&self, b: usize) -> Result<sys::CUdeviceptr, String> {
         match &self.bufs[b].0 {
             Mem::Dev(p) => Ok(*p),
-            _ => Err(format!("buffer {b} is host memory where device memory is needed")),
+            _ => Err(format!(
+                "buffer {b} is host memory where device memory is needed"
+            )),
         }
     }
 
@@ -238,7 +345,9 @@ impl Runtime {
                 let pattern = self.dtype.fill(self.bufs[buf].1 / el, value);
                 match &mut self.bufs[buf].0 {
                     // SAFETY: the previous iteration was synchronised, so no copy reads it now.
-                    Mem::Pinned(h) => unsafe { ptr::copy_nonoverlapping(pattern.as_ptr(), *h, pattern.len()) },
+                    Mem::Pinned(h) => unsafe {
+                        ptr::copy_nonoverlapping(pattern.as_ptr(), *h, pattern.len())
+                    },
                     Mem::Pageable(v) => v.copy_from_slice(&pattern),
                     Mem::Dev(_) => return Err("HostFill of a device buffer".into()),
                 }
@@ -249,17 +358,47 @@ impl Runtime {
                 // SAFETY: both buffers hold at least `bytes`; the stream belongs to the context.
                 unsafe {
                     match &self.bufs[src].0 {
-                        Mem::Pinned(h) => ck(sys::cuMemcpyHtoDAsync_v2(d, *h as *const c_void, bytes, st(stream)), "cuMemcpyHtoDAsync")?,
-                        Mem::Pageable(v) => ck(sys::cuMemcpyHtoDAsync_v2(d, v.as_ptr() as *const c_void, bytes, st(stream)), "cuMemcpyHtoDAsync")?,
-                        Mem::Dev(s) => ck(sys::cuMemcpyDtoDAsync_v2(d, *s, bytes, st(stream)), "cuMemcpyDtoDAsync")?,
+                        Mem::Pinned(h) => ck(
+                            sys::cuMemcpyHtoDAsync_v2(d, *h as *const c_void, bytes, st(stream)),
+                            "cuMemcpyHtoDAsync",
+                        )?,
+                        Mem::Pageable(v) => ck(
+                            sys::cuMemcpyHtoDAsync_v2(
+                                d,
+                                v.as_ptr() as *const c_void,
+                                bytes,
+                                st(stream),
+                            ),
+                            "cuMemcpyHtoDAsync",
+                        )?,
+                        Mem::Dev(s) => ck(
+                            sys::cuMemcpyDtoDAsync_v2(d, *s, bytes, st(stream)),
+                            "cuMemcpyDtoDAsync",
+                        )?,
                     }
                 }
             }
-            Op::Fill { stream, buf, value, slow } => {
+            Op::Fill {
+                stream,
+                buf,
+                value,
+                slow,
+            } => {
                 let hold = if slow { self.window_ns } else { 0 };
-                self.fill_raw(self.dptr(buf)?, self.bufs[buf].1 / el, value, hold, st(stream))?;
+                self.fill_raw(
+                    self.dptr(buf)?,
+                    self.bufs[buf].1 / el,
+                    value,
+                    hold,
+                    st(stream),
+                )?;
             }
-            Op::Consume { stream, dst, src, slow } => {
+            Op::Consume {
+                stream,
+                dst,
+                src,
+                slow,
+            } => {
                 let (mut d, mut s) = (self.dptr(dst)?, self.dptr(src)?);
                 let mut n16 = (self.bufs[dst].1.min(self.bufs[src].1) / 2) as u64;
                 let mut hold = if slow { self.window_ns } else { 0 };
@@ -282,33 +421,78 @@ impl Runtime {
                 let (n, c) = self.comm()?;
                 let count = self.bufs[recv].1 / el;
                 // SAFETY: device buffers of the plan's sizes, live communicator and stream.
-                unsafe { n.all_reduce(self.dptr(send)? as *const c_void, self.dptr(recv)? as *mut c_void, count, dt, ncclRedOp_t::ncclSum, c, st(stream) as _) }?;
+                unsafe {
+                    n.all_reduce(
+                        self.dptr(send)? as *const c_void,
+                        self.dptr(recv)? as *mut c_void,
+                        count,
+                        dt,
+                        ncclRedOp_t::ncclSum,
+                        c,
+                        st(stream) as _,
+                    )
+                }?;
             }
             Op::AllGather { stream, send, recv } => {
                 let (n, c) = self.comm()?;
                 let count = self.bufs[send].1 / el;
                 // SAFETY: device buffers of the plan's sizes, live communicator and stream.
-                unsafe { n.all_gather(self.dptr(send)? as *const c_void, self.dptr(recv)? as *mut c_void, count, dt, c, st(stream) as _) }?;
+                unsafe {
+                    n.all_gather(
+                        self.dptr(send)? as *const c_void,
+                        self.dptr(recv)? as *mut c_void,
+                        count,
+                        dt,
+                        c,
+                        st(stream) as _,
+                    )
+                }?;
             }
             Op::ReduceScatter { stream, send, recv } => {
                 let (n, c) = self.comm()?;
                 let count = self.bufs[recv].1 / el;
                 // SAFETY: device buffers of the plan's sizes, live communicator and stream.
-                unsafe { n.reduce_scatter(self.dptr(send)? as *const c_void, self.dptr(recv)? as *mut c_void, count, dt, c, st(stream) as _) }?;
+                unsafe {
+                    n.reduce_scatter(
+                        self.dptr(send)? as *const c_void,
+                        self.dptr(recv)? as *mut c_void,
+                        count,
+                        dt,
+                        c,
+                        st(stream) as _,
+                    )
+                }?;
             }
             Op::AllToAll { stream, send, recv } => {
                 let (n, c) = self.comm()?;
                 let chunk = self.bufs[send].1 / el / self.world as usize;
                 // SAFETY: device buffers of the plan's sizes, live communicator and stream.
-                unsafe { n.all_to_all(self.dptr(send)?, self.dptr(recv)?, chunk, el, self.world, dt, c, st(stream) as _) }?;
+                unsafe {
+                    n.all_to_all(
+                        self.dptr(send)?,
+                        self.dptr(recv)?,
+                        chunk,
+                        el,
+                        self.world,
+                        dt,
+                        c,
+                        st(stream) as _,
+                    )
+                }?;
             }
             Op::Record { stream, event } => {
                 // SAFETY: the event was created for this context.
-                ck(unsafe { sys::cuEventRecord(self.events[event], st(stream)) }, "cuEventRecord")?;
+                ck(
+                    unsafe { sys::cuEventRecord(self.events[event], st(stream)) },
+                    "cuEventRecord",
+                )?;
             }
             Op::Wait { stream, event } => {
                 // SAFETY: as above.
-                ck(unsafe { sys::cuStreamWaitEvent(st(stream), self.events[event], 0) }, "cuStreamWaitEvent")?;
+                ck(
+                    unsafe { sys::cuStreamWaitEvent(st(stream), self.events[event], 0) },
+                    "cuStreamWaitEvent",
+                )?;
             }
         }
         Ok(())
@@ -331,7 +515,10 @@ impl Executor for Runtime {
             let mut e = ptr::null_mut();
             let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
             // SAFETY: valid out-pointer.
-            ck(unsafe { sys::cuEventCreate(&mut e, flags) }, "cuEventCreate")?;
+            ck(
+                unsafe { sys::cuEventCreate(&mut e, flags) },
+                "cuEventCreate",
+            )?;
             self.events.push(e);
         }
         let t = Instant::now();
@@ -339,7 +526,10 @@ impl Executor for Runtime {
             self.op(op)?;
         }
         // SAFETY: plain synchronisation.
-        ck(unsafe { sys::cuCtxSynchronize() }, "cuCtxSynchronize (after the iteration)")?;
+        ck(
+            unsafe { sys::cuCtxSynchronize() },
+            "cuCtxSynchronize (after the iteration)",
+        )?;
         Ok(t.elapsed().as_secs_f64() * 1e3)
     }
 
@@ -349,7 +539,10 @@ impl Executor for Runtime {
             Mem::Dev(p) => {
                 let mut v = vec![0u8; *bytes];
                 // SAFETY: the buffer holds `bytes`; the device is synchronised.
-                ck(unsafe { sys::cuMemcpyDtoH_v2(v.as_mut_ptr() as *mut c_void, *p, *bytes) }, "cuMemcpyDtoH")?;
+                ck(
+                    unsafe { sys::cuMemcpyDtoH_v2(v.as_mut_ptr() as *mut c_void, *p, *bytes) },
+                    "cuMemcpyDtoH",
+                )?;
                 Ok(v)
             }
             // SAFETY: a pinned allocation of `bytes`.
@@ -367,10 +560,27 @@ impl Executor for Runtime {
         let mut out = 0f32;
         // SAFETY: a 4-byte device buffer; synchronous copies around the collective.
         unsafe {
-            ck(sys::cuMemcpyHtoD_v2(self.flag, &v as *const f32 as *const c_void, 4), "cuMemcpyHtoD (stop flag)")?;
-            n.all_reduce(self.flag as *const c_void, self.flag as *mut c_void, 1, ncclDataType_t::ncclFloat32, ncclRedOp_t::ncclMax, c, self.streams[0] as _)?;
-            ck(sys::cuStreamSynchronize(self.streams[0]), "cuStreamSynchronize (stop flag)")?;
-            ck(sys::cuMemcpyDtoH_v2(&mut out as *mut f32 as *mut c_void, self.flag, 4), "cuMemcpyDtoH (stop flag)")?;
+            ck(
+                sys::cuMemcpyHtoD_v2(self.flag, &v as *const f32 as *const c_void, 4),
+                "cuMemcpyHtoD (stop flag)",
+            )?;
+            n.all_reduce(
+                self.flag as *const c_void,
+                self.flag as *mut c_void,
+                1,
+                ncclDataType_t::ncclFloat32,
+                ncclRedOp_t::ncclMax,
+                c,
+                self.streams[0] as _,
+            )?;
+            ck(
+                sys::cuStreamSynchronize(self.streams[0]),
+                "cuStreamSynchronize (stop flag)",
+            )?;
+            ck(
+                sys::cuMemcpyDtoH_v2(&mut out as *mut f32 as *mut c_void, self.flag, 4),
+                "cuMemcpyDtoH (stop flag)",
+            )?;
         }
         Ok(out > 0.5)
     }
@@ -384,7 +594,19 @@ fn gemm(n: u64, dtype: Dtype) -> Result<(Lt, LtGemm), String> {
         Dtype::F16 => GemmDtype::F16,
     };
     let lt = Lt::new().map_err(|e| e.to_string())?;
-    let g = LtGemm::new(&lt, GemmShape { m: n, n, k: n, dtype }, 1, 1, |_, _, _, _| Ok(())).map_err(|e| e.to_string())?;
+    let g = LtGemm::new(
+        &lt,
+        GemmShape {
+            m: n,
+            n,
+            k: n,
+            dtype,
+        },
+        1,
+        1,
+        |_, _, _, _| Ok(()),
+    )
+    .map_err(|e| e.to_string())?;
     Ok((lt, g))
 }
 

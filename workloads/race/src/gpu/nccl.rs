@@ -6,7 +6,9 @@
 use std::ffi::{c_int, c_void, CStr};
 use std::path::PathBuf;
 
-use cudarc::nccl::sys::{cudaStream_t, ncclComm_t, ncclDataType_t, ncclRedOp_t, ncclResult_t, ncclUniqueId};
+use cudarc::nccl::sys::{
+    cudaStream_t, ncclComm_t, ncclDataType_t, ncclRedOp_t, ncclResult_t, ncclUniqueId,
+};
 use libloading::Library;
 
 type Buf = *const c_void;
@@ -17,21 +19,63 @@ pub struct Nccl {
     pub path: String,
     get_version: unsafe extern "C" fn(*mut c_int) -> ncclResult_t,
     get_unique_id: unsafe extern "C" fn(*mut ncclUniqueId) -> ncclResult_t,
-    comm_init_rank: unsafe extern "C" fn(*mut ncclComm_t, c_int, ncclUniqueId, c_int) -> ncclResult_t,
+    comm_init_rank:
+        unsafe extern "C" fn(*mut ncclComm_t, c_int, ncclUniqueId, c_int) -> ncclResult_t,
     comm_destroy: unsafe extern "C" fn(ncclComm_t) -> ncclResult_t,
     error_string: unsafe extern "C" fn(ncclResult_t) -> *const std::ffi::c_char,
-    all_reduce: unsafe extern "C" fn(Buf, MutBuf, usize, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t) -> ncclResult_t,
-    all_gather: unsafe extern "C" fn(Buf, MutBuf, usize, ncclDataType_t, ncclComm_t, cudaStream_t) -> ncclResult_t,
-    reduce_scatter: unsafe extern "C" fn(Buf, MutBuf, usize, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t) -> ncclResult_t,
-    send: unsafe extern "C" fn(Buf, usize, ncclDataType_t, c_int, ncclComm_t, cudaStream_t) -> ncclResult_t,
-    recv: unsafe extern "C" fn(MutBuf, usize, ncclDataType_t, c_int, ncclComm_t, cudaStream_t) -> ncclResult_t,
+    all_reduce: unsafe extern "C" fn(
+        Buf,
+        MutBuf,
+        usize,
+        ncclDataType_t,
+        ncclRedOp_t,
+        ncclComm_t,
+        cudaStream_t,
+    ) -> ncclResult_t,
+    all_gather: unsafe extern "C" fn(
+        Buf,
+        MutBuf,
+        usize,
+        ncclDataType_t,
+        ncclComm_t,
+        cudaStream_t,
+    ) -> ncclResult_t,
+    reduce_scatter: unsafe extern "C" fn(
+        Buf,
+        MutBuf,
+        usize,
+        ncclDataType_t,
+        ncclRedOp_t,
+        ncclComm_t,
+        cudaStream_t,
+    ) -> ncclResult_t,
+    send: unsafe extern "C" fn(
+        Buf,
+        usize,
+        ncclDataType_t,
+        c_int,
+        ncclComm_t,
+        cudaStream_t,
+    ) -> ncclResult_t,
+    recv: unsafe extern "C" fn(
+        MutBuf,
+        usize,
+        ncclDataType_t,
+        c_int,
+        ncclComm_t,
+        cudaStream_t,
+    ) -> ncclResult_t,
     group_start: unsafe extern "C" fn() -> ncclResult_t,
     group_end: unsafe extern "C" fn() -> ncclResult_t,
 }
 
 /// Where to look for libnccl, in order.
 pub fn candidates(get: impl Fn(&str) -> Option<String>, python_site: &[PathBuf]) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = ["AORTA_NCCL_LIB", "NCCL_LIB"].iter().filter_map(|k| get(k)).map(PathBuf::from).collect();
+    let mut out: Vec<PathBuf> = ["AORTA_NCCL_LIB", "NCCL_LIB"]
+        .iter()
+        .filter_map(|k| get(k))
+        .map(PathBuf::from)
+        .collect();
     for site in python_site {
         out.push(site.join("nvidia/nccl/lib/libnccl.so.2"));
     }
@@ -44,7 +88,10 @@ pub fn python_sites() -> Vec<PathBuf> {
     let mut out = Vec::new();
     for py in ["python3", "/opt/torch/.venv/bin/python3"] {
         let r = std::process::Command::new(py)
-            .args(["-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+            .args([
+                "-c",
+                "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+            ])
             .stderr(std::process::Stdio::null())
             .output();
         if let Ok(o) = r {
@@ -63,7 +110,8 @@ pub fn python_sites() -> Vec<PathBuf> {
 macro_rules! sym {
     ($lib:expr, $name:literal) => {
         // SAFETY: the signature matches nccl.h (as cudarc's bindings declare it).
-        *unsafe { $lib.get($name) }.map_err(|e| format!("{}: {e}", String::from_utf8_lossy($name)))?
+        *unsafe { $lib.get($name) }
+            .map_err(|e| format!("{}: {e}", String::from_utf8_lossy($name)))?
     };
 }
 
@@ -84,7 +132,11 @@ impl Nccl {
         Err(format!(
             "NCCL (libnccl.so.2) was not found{}: set AORTA_NCCL_LIB to its full path, e.g. \
              <site-packages>/nvidia/nccl/lib/libnccl.so.2 from the nvidia-nccl wheel",
-            if tried.is_empty() { String::new() } else { format!(" ({})", tried.join("; ")) }
+            if tried.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", tried.join("; "))
+            }
         ))
     }
 
@@ -112,7 +164,9 @@ impl Nccl {
             return Ok(());
         }
         // SAFETY: NCCL returns a static string.
-        let s = unsafe { CStr::from_ptr((self.error_string)(r)) }.to_string_lossy().into_owned();
+        let s = unsafe { CStr::from_ptr((self.error_string)(r)) }
+            .to_string_lossy()
+            .into_owned();
         Err(format!("{what}: {r:?} ({s})"))
     }
 
@@ -140,7 +194,10 @@ impl Nccl {
         }
         let mut comm = std::ptr::null_mut();
         // SAFETY: valid out-pointer; id from ncclGetUniqueId on rank 0.
-        self.ck(unsafe { (self.comm_init_rank)(&mut comm, world as c_int, cid, rank as c_int) }, "ncclCommInitRank")?;
+        self.ck(
+            unsafe { (self.comm_init_rank)(&mut comm, world as c_int, cid, rank as c_int) },
+            "ncclCommInitRank",
+        )?;
         Ok(comm)
     }
 
@@ -157,38 +214,88 @@ impl Nccl {
     /// # Safety
     /// See above.
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn all_reduce(&self, s: Buf, r: MutBuf, n: usize, dt: ncclDataType_t, op: ncclRedOp_t, c: ncclComm_t, st: cudaStream_t) -> Result<(), String> {
+    pub unsafe fn all_reduce(
+        &self,
+        s: Buf,
+        r: MutBuf,
+        n: usize,
+        dt: ncclDataType_t,
+        op: ncclRedOp_t,
+        c: ncclComm_t,
+        st: cudaStream_t,
+    ) -> Result<(), String> {
         // SAFETY: the caller upholds this function's contract (see "The collectives").
-        self.ck(unsafe { (self.all_reduce)(s, r, n, dt, op, c, st) }, "ncclAllReduce")
+        self.ck(
+            unsafe { (self.all_reduce)(s, r, n, dt, op, c, st) },
+            "ncclAllReduce",
+        )
     }
     /// # Safety
     /// See above.
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn all_gather(&self, s: Buf, r: MutBuf, n: usize, dt: ncclDataType_t, c: ncclComm_t, st: cudaStream_t) -> Result<(), String> {
+    pub unsafe fn all_gather(
+        &self,
+        s: Buf,
+        r: MutBuf,
+        n: usize,
+        dt: ncclDataType_t,
+        c: ncclComm_t,
+        st: cudaStream_t,
+    ) -> Result<(), String> {
         // SAFETY: the caller upholds this function's contract (see "The collectives").
-        self.ck(unsafe { (self.all_gather)(s, r, n, dt, c, st) }, "ncclAllGather")
+        self.ck(
+            unsafe { (self.all_gather)(s, r, n, dt, c, st) },
+            "ncclAllGather",
+        )
     }
     /// # Safety
     /// See above.
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn reduce_scatter(&self, s: Buf, r: MutBuf, n: usize, dt: ncclDataType_t, c: ncclComm_t, st: cudaStream_t) -> Result<(), String> {
+    pub unsafe fn reduce_scatter(
+        &self,
+        s: Buf,
+        r: MutBuf,
+        n: usize,
+        dt: ncclDataType_t,
+        c: ncclComm_t,
+        st: cudaStream_t,
+    ) -> Result<(), String> {
         // SAFETY: the caller upholds this function's contract (see "The collectives").
-        self.ck(unsafe { (self.reduce_scatter)(s, r, n, dt, ncclRedOp_t::ncclSum, c, st) }, "ncclReduceScatter")
+        self.ck(
+            unsafe { (self.reduce_scatter)(s, r, n, dt, ncclRedOp_t::ncclSum, c, st) },
+            "ncclReduceScatter",
+        )
     }
     /// all_to_all as grouped send/recv of `chunk` elements per peer (`bytes` per element).
     /// # Safety
     /// See above; the counts are `world * chunk` elements in each of `s` and `r`.
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn all_to_all(&self, s: u64, r: u64, chunk: usize, bytes: usize, world: u32, dt: ncclDataType_t, c: ncclComm_t, st: cudaStream_t) -> Result<(), String> {
+    pub unsafe fn all_to_all(
+        &self,
+        s: u64,
+        r: u64,
+        chunk: usize,
+        bytes: usize,
+        world: u32,
+        dt: ncclDataType_t,
+        c: ncclComm_t,
+        st: cudaStream_t,
+    ) -> Result<(), String> {
         // SAFETY: no arguments; it only opens a group for the calls below.
         self.ck(unsafe { (self.group_start)() }, "ncclGroupStart")?;
         for j in 0..world as usize {
             let off = (j * chunk * bytes) as u64;
             // SAFETY: the caller's contract: `s` and `r` hold `world * chunk` elements of `bytes`
             // bytes, so peer j's `chunk` elements at `off` are in bounds; live communicator, stream.
-            let a = self.ck(unsafe { (self.send)((s + off) as Buf, chunk, dt, j as c_int, c, st) }, "ncclSend");
+            let a = self.ck(
+                unsafe { (self.send)((s + off) as Buf, chunk, dt, j as c_int, c, st) },
+                "ncclSend",
+            );
             // SAFETY: as for the send just above.
-            let b = self.ck(unsafe { (self.recv)((r + off) as MutBuf, chunk, dt, j as c_int, c, st) }, "ncclRecv");
+            let b = self.ck(
+                unsafe { (self.recv)((r + off) as MutBuf, chunk, dt, j as c_int, c, st) },
+                "ncclRecv",
+            );
             if let Err(e) = a.and(b) {
                 // SAFETY: no arguments; closes the group opened above before bailing out.
                 unsafe { (self.group_end)() };
@@ -206,7 +313,10 @@ mod tests {
 
     #[test]
     fn search_order_is_env_then_sites_then_loader() {
-        let c = candidates(|k| (k == "NCCL_LIB").then(|| "/x/libnccl.so.2".into()), &[PathBuf::from("/site")]);
+        let c = candidates(
+            |k| (k == "NCCL_LIB").then(|| "/x/libnccl.so.2".into()),
+            &[PathBuf::from("/site")],
+        );
         assert_eq!(c[0], PathBuf::from("/x/libnccl.so.2"));
         assert_eq!(c[1], PathBuf::from("/site/nvidia/nccl/lib/libnccl.so.2"));
         assert_eq!(c.last().unwrap(), &PathBuf::from("libnccl.so"));
@@ -214,7 +324,12 @@ mod tests {
 
     #[test]
     fn missing_nccl_is_a_clear_error() {
-        let e = Nccl::load(&[PathBuf::from("/nonexistent/libnccl.so.2"), PathBuf::from("libnccl-not-here.so.2")]).err().unwrap();
+        let e = Nccl::load(&[
+            PathBuf::from("/nonexistent/libnccl.so.2"),
+            PathBuf::from("libnccl-not-here.so.2"),
+        ])
+        .err()
+        .unwrap();
         assert!(e.contains("AORTA_NCCL_LIB"), "{e}");
     }
 }
