@@ -72,8 +72,8 @@ fn nccl_dtype(d: Dtype) -> ncclDataType_t {
 
 fn attr(dev: sys::CUdevice, a: sys::CUdevice_attribute) -> Result<i32, String> {
     let mut v = 0;
-    // SAFETY: valid out-pointer and device.
     ck(
+        // SAFETY: valid out-pointer and device.
         unsafe { sys::cuDeviceGetAttribute(&mut v, a, dev) },
         "cuDeviceGetAttribute",
     )?;
@@ -273,8 +273,8 @@ impl Runtime {
         stream: sys::CUstream,
         args: &mut [*mut c_void],
     ) -> Result<(), String> {
-        // SAFETY: f is loaded and args match its signature (callers below).
         ck(
+            // SAFETY: f is loaded and args match its signature (callers below).
             unsafe {
                 sys::cuLaunchKernel(
                     self.funcs[f],
@@ -481,15 +481,15 @@ impl Runtime {
                 }?;
             }
             Op::Record { stream, event } => {
-                // SAFETY: the event was created for this context.
                 ck(
+                    // SAFETY: the event was created for this context.
                     unsafe { sys::cuEventRecord(self.events[event], st(stream)) },
                     "cuEventRecord",
                 )?;
             }
             Op::Wait { stream, event } => {
-                // SAFETY: as above.
                 ck(
+                    // SAFETY: as above.
                     unsafe { sys::cuStreamWaitEvent(st(stream), self.events[event], 0) },
                     "cuStreamWaitEvent",
                 )?;
@@ -514,8 +514,8 @@ impl Executor for Runtime {
         while self.events.len() < plan.events {
             let mut e = ptr::null_mut();
             let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
-            // SAFETY: valid out-pointer.
             ck(
+                // SAFETY: valid out-pointer.
                 unsafe { sys::cuEventCreate(&mut e, flags) },
                 "cuEventCreate",
             )?;
@@ -525,8 +525,8 @@ impl Executor for Runtime {
         for op in &plan.ops {
             self.op(op)?;
         }
-        // SAFETY: plain synchronisation.
         ck(
+            // SAFETY: plain synchronisation.
             unsafe { sys::cuCtxSynchronize() },
             "cuCtxSynchronize (after the iteration)",
         )?;
@@ -538,8 +538,8 @@ impl Executor for Runtime {
         match m {
             Mem::Dev(p) => {
                 let mut v = vec![0u8; *bytes];
-                // SAFETY: the buffer holds `bytes`; the device is synchronised.
                 ck(
+                    // SAFETY: the buffer holds `bytes`; the device is synchronised.
                     unsafe { sys::cuMemcpyDtoH_v2(v.as_mut_ptr() as *mut c_void, *p, *bytes) },
                     "cuMemcpyDtoH",
                 )?;

@@ -193,8 +193,8 @@ impl Nccl {
             *d = *s as std::ffi::c_char;
         }
         let mut comm = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; id from ncclGetUniqueId on rank 0.
         self.ck(
+            // SAFETY: valid out-pointer; id from ncclGetUniqueId on rank 0.
             unsafe { (self.comm_init_rank)(&mut comm, world as c_int, cid, rank as c_int) },
             "ncclCommInitRank",
         )?;
@@ -224,8 +224,8 @@ impl Nccl {
         c: ncclComm_t,
         st: cudaStream_t,
     ) -> Result<(), String> {
-        // SAFETY: the caller upholds this function's contract (see "The collectives").
         self.ck(
+            // SAFETY: the caller upholds this function's contract (see "The collectives").
             unsafe { (self.all_reduce)(s, r, n, dt, op, c, st) },
             "ncclAllReduce",
         )
@@ -242,8 +242,8 @@ impl Nccl {
         c: ncclComm_t,
         st: cudaStream_t,
     ) -> Result<(), String> {
-        // SAFETY: the caller upholds this function's contract (see "The collectives").
         self.ck(
+            // SAFETY: the caller upholds this function's contract (see "The collectives").
             unsafe { (self.all_gather)(s, r, n, dt, c, st) },
             "ncclAllGather",
         )
@@ -260,8 +260,8 @@ impl Nccl {
         c: ncclComm_t,
         st: cudaStream_t,
     ) -> Result<(), String> {
-        // SAFETY: the caller upholds this function's contract (see "The collectives").
         self.ck(
+            // SAFETY: the caller upholds this function's contract (see "The collectives").
             unsafe { (self.reduce_scatter)(s, r, n, dt, ncclRedOp_t::ncclSum, c, st) },
             "ncclReduceScatter",
         )
