@@ -21,6 +21,13 @@ pub fn aorta(args: &[&str]) -> Output {
             "AORTA_ENV_SNAPSHOT",
             repo_root().join("docs/examples/h200-env.json"),
         )
+        // Workload keys hash the executable: the built-in ones (built beside `aorta` by
+        // `cargo test --workspace`, or not) would make keys differ from build to build. These
+        // committed symlinks to the pyecho fixture are found first, the same everywhere.
+        .env(
+            "AORTA_WORKLOAD_PATH",
+            repo_root().join("engine/cli/tests/fixtures/stand-in-workloads"),
+        )
         .args(args)
         .output()
         .unwrap()
