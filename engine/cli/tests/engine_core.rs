@@ -10,31 +10,15 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-/// The workloads the shipped recipes name, each played by the pyecho fixture (a real
-/// executable speaking the workload protocol), so workload recipes build without a GPU.
-const WORKLOADS: &[&str] = &[
-    "race",
-    "inference",
-    "llm_determinism",
-    "training",
-    "hw_queue",
-    "pyecho",
-];
-
 struct Env {
     dir: tempfile::TempDir,
 }
 
 impl Env {
     fn new() -> Env {
-        let dir = tempfile::tempdir().unwrap();
-        let bin = dir.path().join("bin");
-        std::fs::create_dir_all(&bin).unwrap();
-        let pyecho = repo_root().join("tests/fixtures/workloads/aorta-workload-pyecho");
-        for w in WORKLOADS {
-            std::os::unix::fs::symlink(&pyecho, bin.join(format!("aorta-workload-{w}"))).unwrap();
+        Env {
+            dir: tempfile::tempdir().unwrap(),
         }
-        Env { dir }
     }
 
     fn store(&self) -> PathBuf {
@@ -47,7 +31,12 @@ impl Env {
             .current_dir(repo_root())
             .env("NO_COLOR", "1")
             .env("AORTA_TIMING", "1")
-            .env("AORTA_WORKLOAD_PATH", self.dir.path().join("bin"))
+            // Every workload the shipped recipes name is played by the pyecho fixture (a real
+            // executable speaking the workload protocol), so workload recipes build without a GPU.
+            .env(
+                "AORTA_WORKLOAD_PATH",
+                repo_root().join("engine/cli/tests/fixtures/stand-in-workloads"),
+            )
             .env(
                 "AORTA_ENV_SNAPSHOT",
                 repo_root().join("docs/examples/h200-env.json"),

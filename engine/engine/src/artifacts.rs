@@ -49,7 +49,7 @@ pub struct RerunFacts {
 struct CellKeyInputs<'a> {
     cell: usize,
     name: &'a str,
-    trials: Vec<(u32, &'a str)>,
+    trials: &'a [(u32, &'a str)],
     error: Option<&'a str>,
 }
 
@@ -69,14 +69,14 @@ pub(crate) struct ArtifactKeyInputs<'a> {
     pub env: Option<&'a Key>,
 }
 
-pub(crate) fn recipe_key(c: &Compiled) -> std::result::Result<Key, HashError> {
+fn recipe_key(c: &Compiled) -> std::result::Result<Key, HashError> {
     hash_json(RECIPE_DOMAIN, "the resolved recipe", &*c.recipe)
 }
 
 /// The environment record's key: the snapshot's key and the fields that fed it. Not the whole
 /// record: a fresh probe differs in `captured_at` and timings, and env.json documents the
 /// snapshot that determined the trial keys, which those fields identify.
-pub(crate) fn env_key(c: &Compiled) -> std::result::Result<Key, HashError> {
+fn env_key(c: &Compiled) -> std::result::Result<Key, HashError> {
     hash_json(
         ENV_DOMAIN,
         "the environment record",
@@ -88,7 +88,7 @@ pub(crate) fn env_key(c: &Compiled) -> std::result::Result<Key, HashError> {
 pub(crate) fn cell_key(
     cell: usize,
     name: &str,
-    trials: Vec<(u32, &str)>,
+    trials: &[(u32, &str)],
     error: Option<&str>,
 ) -> std::result::Result<Key, HashError> {
     hash_json(
@@ -104,7 +104,7 @@ pub(crate) fn cell_key(
 }
 
 /// An artifact's key; its inputs are chosen by what the DAG says it depends on.
-pub(crate) fn artifact_key(
+fn artifact_key(
     artifact: &Artifact,
     recipe: &Key,
     cells: &[Key],
@@ -126,6 +126,51 @@ pub(crate) fn artifact_key(
         env: matches!(artifact, Artifact::EnvJson(_)).then_some(env),
     };
     hash_json(ARTIFACT_DOMAIN, "an artifact's inputs", &inputs)
+}
+
+/// What a cell folds: its `(trial index, trial key)` in index order, and its cell error.
+pub(crate) type CellFold<'a> = (Vec<(u32, &'a str)>, Option<&'a str>);
+
+/// Everything artifact keys are made of, hashed once: the recipe's and the environment
+/// record's keys, every cell's key, the run's warnings. The one place a build, the cached-
+/// rebuild check and `explain` get artifact keys from.
+pub(crate) struct KeyBasis<'w> {
+    recipe: Key,
+    env: Key,
+    cells: Vec<Key>,
+    warnings: &'w [String],
+}
+
+impl<'w> KeyBasis<'w> {
+    /// `cells`: every cell's fold, in cell order (empty when only artifacts that depend on no
+    /// cell will be asked for).
+    pub(crate) fn new(
+        c: &Compiled,
+        cells: &[CellFold],
+        warnings: &'w [String],
+    ) -> std::result::Result<Self, HashError> {
+        let cells = cells
+            .iter()
+            .enumerate()
+            .map(|(i, (trials, error))| cell_key(i, &c.recipe.cells[i].name, trials, *error))
+            .collect::<std::result::Result<_, _>>()?;
+        Ok(KeyBasis {
+            recipe: recipe_key(c)?,
+            env: env_key(c)?,
+            cells,
+            warnings,
+        })
+    }
+
+    pub(crate) fn key(&self, artifact: &Artifact) -> std::result::Result<Key, HashError> {
+        artifact_key(
+            artifact,
+            &self.recipe,
+            &self.cells,
+            self.warnings,
+            &self.env,
+        )
+    }
 }
 
 fn hashing(e: HashError) -> EngineError {
@@ -216,14 +261,14 @@ pub(crate) fn finish(
         by_cell[r.cell].push(r);
     }
     let mut cells = Vec::with_capacity(recipe.cells.len());
-    let mut cell_keys = Vec::with_capacity(recipe.cells.len());
+    let mut folds: Vec<CellFold> = Vec::with_capacity(recipe.cells.len());
     for (i, cell) in recipe.cells.iter().enumerate() {
         let error = ex.cell_errors.get(&i).cloned();
         let trials = by_cell[i]
             .iter()
             .map(|r| (r.index, r.key.as_str()))
             .collect();
-        cell_keys.push(cell_key(i, &cell.name, trials, error.as_deref()).map_err(hashing)?);
+        folds.push((trials, ex.cell_errors.get(&i).map(String::as_str)));
         let stats = CellStats::aggregate(
             cell,
             recipe,
@@ -252,8 +297,7 @@ pub(crate) fn finish(
             warnings: warnings.clone(),
         },
     );
-    let recipe_key = recipe_key(c).map_err(hashing)?;
-    let env_key = env_key(c).map_err(hashing)?;
+    let basis = KeyBasis::new(c, &folds, &warnings).map_err(hashing)?;
     let trials = outcome.executed + outcome.reused;
     let rerun = RerunFacts {
         run_dir: paths.run_dir.clone(),
@@ -267,8 +311,7 @@ pub(crate) fn finish(
         cells: outcome.cells.clone(),
     };
     for artifact in c.dag.artifacts() {
-        let key = artifact_key(artifact, &recipe_key, &cell_keys, &warnings, &env_key)
-            .map_err(hashing)?;
+        let key = basis.key(artifact).map_err(hashing)?;
         let facts = (*artifact == Artifact::MatrixJson).then(|| rerun.clone());
         match place(store, &paths.run_dir, index, artifact, &key, facts, || {
             render(artifact, c, &matrix)
@@ -281,14 +324,18 @@ pub(crate) fn finish(
     index
         .save()
         .map_err(|e| EngineError::infra(format!("cannot write the run directory's index: {e}")))?;
-    let run_dir = paths.run_dir.display().to_string();
-    outcome.summary = matrix.summary(SummaryOptions {
-        run_dir: &run_dir,
-        verbose: false,
-        executed: outcome.executed,
-        reused: outcome.reused,
-    });
-    outcome.incomplete = matrix.incomplete_reason().map(str::to_string);
+    // Nothing executed: this build's summary is the rerun summary already rendered.
+    outcome.summary = if outcome.executed == 0 {
+        rerun.summary
+    } else {
+        matrix.summary(SummaryOptions {
+            run_dir: &paths.run_dir.display().to_string(),
+            verbose: false,
+            executed: outcome.executed,
+            reused: outcome.reused,
+        })
+    };
+    outcome.incomplete = rerun.incomplete;
     Ok(())
 }
 
@@ -306,7 +353,7 @@ pub(crate) fn cached_rebuild(
         return None;
     }
     let index = RunIndex::load(&paths.run_dir);
-    let mut cell_keys = Vec::with_capacity(c.recipe.cells.len());
+    let mut folds: Vec<CellFold> = Vec::with_capacity(c.recipe.cells.len());
     for (ci, cell) in c.recipe.cells.iter().enumerate() {
         let dir = aorta_report::cell_dir(c.recipe.mode, &cell.name);
         let mut trials = Vec::new();
@@ -322,12 +369,12 @@ pub(crate) fn cached_rebuild(
             }
             trials.push((p.index, p.key.as_str()));
         }
-        cell_keys.push(cell_key(ci, &cell.name, trials, None).ok()?);
+        folds.push((trials, None));
     }
-    let (recipe_key, env_key) = (recipe_key(c).ok()?, env_key(c).ok()?);
+    let basis = KeyBasis::new(c, &folds, &[]).ok()?;
     let mut facts = None;
     for artifact in c.dag.artifacts() {
-        let key = artifact_key(artifact, &recipe_key, &cell_keys, &[], &env_key).ok()?;
+        let key = basis.key(artifact).ok()?;
         let rel = artifact.path();
         if !index.holds(&rel, key.as_str(), &paths.run_dir.join(&rel)) {
             return None;

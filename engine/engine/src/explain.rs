@@ -1,7 +1,7 @@
 //! `aorta explain`: for any node of a compiled target (a trial, a cell, an artifact), its key,
 //! what the key is made of, and whether the next build would run (or render) it and why.
 
-use crate::artifacts::{artifact_key, cell_key, env_key, recipe_key, ArtifactRecord};
+use crate::artifacts::{cell_key, ArtifactRecord, KeyBasis};
 use crate::compile::Compiled;
 use crate::error::{EngineError, Result};
 use crate::session::Session;
@@ -103,36 +103,42 @@ fn trial_status(store: Option<&LocalStore>, key: &Key) -> (Option<TrialRecord>, 
     }
 }
 
-/// The trials a build would fold into cell `ci`, from the store: `Ok((index, key))` in order,
-/// or `Err` naming the first trial that must run first. stop_after is applied to the cached
-/// verdicts exactly as the scheduler applies it.
-fn cell_results<'a>(
-    c: &'a Compiled,
-    store: Option<&LocalStore>,
-    ci: usize,
-) -> std::result::Result<Vec<(u32, &'a Key)>, String> {
-    let mut out = Vec::new();
-    let mut events = 0;
+/// Cell `ci` as the next build would see it: every planned trial with its store status, and
+/// what the cell folds: the trials in order, stop_after applied to the cached verdicts as the
+/// scheduler applies it (none when the cell cannot run), or the first trial that must run first.
+struct CellView<'a> {
+    trials: Vec<(u32, &'a Key, Status)>,
+    fold: std::result::Result<Vec<(u32, &'a str)>, String>,
+}
+
+fn cell_view<'a>(c: &'a Compiled, store: Option<&LocalStore>, ci: usize) -> CellView<'a> {
+    let mut trials = Vec::new();
+    let mut fold = Ok(Vec::new());
+    let (mut events, mut stopped) = (0, cell_error(c).is_some());
     for i in c.dag.cell_trials(ci) {
         let p = &c.planned()[i];
-        let (record, _) = trial_status(store, &p.key);
+        let (record, status) = trial_status(store, &p.key);
+        trials.push((p.index, &p.key, status));
+        let Ok(folded) = fold.as_mut() else { continue };
+        if stopped {
+            continue;
+        }
         let Some(record) = record else {
-            return Err(format!(
+            fold = Err(format!(
                 "trial {} of cell {} must run first",
                 p.index, c.recipe.cells[ci].name
             ));
+            continue;
         };
-        out.push((p.index, &p.key));
+        folded.push((p.index, p.key.as_str()));
         if let Some(s) = c.recipe.stop_after {
             if record.verdict == s.event_verdict {
                 events += 1;
-                if events >= s.events {
-                    break;
-                }
+                stopped = events >= s.events;
             }
         }
     }
-    Ok(out)
+    CellView { trials, fold }
 }
 
 fn cell_error(c: &Compiled) -> Option<String> {
@@ -171,33 +177,34 @@ impl Session {
             }
             NodeQuery::Cell { cell } => {
                 let ci = c.cell_index(cell)?;
-                let mut details = Vec::new();
-                let mut missing = 0;
-                for i in c.dag.cell_trials(ci) {
-                    let p = &c.planned()[i];
-                    let (_, st) = trial_status(store, &p.key);
-                    if matches!(st, Status::WillRun(_)) {
-                        missing += 1;
-                    }
-                    details.push(format!(
-                        "trial {}: {} {}",
-                        p.index,
-                        p.key,
-                        if matches!(st, Status::Cached(_)) {
-                            "cached"
-                        } else {
-                            "not cached"
-                        }
-                    ));
-                }
+                let view = cell_view(c, store, ci);
+                let missing = view
+                    .trials
+                    .iter()
+                    .filter(|t| matches!(t.2, Status::WillRun(_)))
+                    .count();
+                let mut details: Vec<String> = view
+                    .trials
+                    .iter()
+                    .map(|(index, key, st)| {
+                        format!(
+                            "trial {index}: {key} {}",
+                            if matches!(st, Status::Cached(_)) {
+                                "cached"
+                            } else {
+                                "not cached"
+                            }
+                        )
+                    })
+                    .collect();
                 let error = cell_error(c);
                 if let Some(e) = &error {
                     details.insert(0, format!("the cell cannot run: {e}"));
                 }
-                let (key, status) = match cell_results(c, store, ci) {
-                    Ok(results) => {
-                        let key = cell_key(ci, cell, results.iter().map(|(i, k)| (*i, k.as_str())).collect(), error.as_deref()).map_err(hashing)?;
-                        (Some(key), Status::Cached(format!("all {} trial(s) it folds are cached; the next build executes none", results.len())))
+                let (key, status) = match view.fold {
+                    Ok(folded) => {
+                        let key = cell_key(ci, cell, &folded, error.as_deref()).map_err(hashing)?;
+                        (Some(key), Status::Cached(format!("all {} trial(s) it folds are cached; the next build executes none", folded.len())))
                     }
                     Err(first) => (None, Status::WillRun(format!("{missing} trial(s) not cached ({first}); the next build executes them and folds the cell again"))),
                 };
@@ -219,19 +226,13 @@ impl Session {
                     ));
                 }
                 let error = cell_error(c);
-                let mut cell_keys = Vec::new();
+                let deps = c.dag.artifact_cells(a).len();
+                let mut folds = Vec::new();
                 let mut blocked = None;
-                for ci in c.dag.artifact_cells(a) {
-                    match cell_results(c, store, ci) {
-                        Ok(results) => cell_keys.push(
-                            cell_key(
-                                ci,
-                                &c.recipe.cells[ci].name,
-                                results.iter().map(|(i, k)| (*i, k.as_str())).collect(),
-                                error.as_deref(),
-                            )
-                            .map_err(hashing)?,
-                        ),
+                // Only artifacts rendered from cells need the cells' folds.
+                for ci in (0..c.recipe.cells.len()).filter(|_| deps > 0) {
+                    match cell_view(c, store, ci).fold {
+                        Ok(folded) => folds.push((folded, error.as_deref())),
                         Err(first) => {
                             blocked = Some(first);
                             break;
@@ -243,7 +244,6 @@ impl Session {
                     crate::RENDERER_VERSION,
                     env!("CARGO_PKG_VERSION")
                 )];
-                let deps = c.dag.artifact_cells(a).len();
                 details.push(if deps > 0 {
                     format!("rendered from the recipe and {deps} cell(s)")
                 } else if matches!(a, Artifact::EnvJson(_)) {
@@ -264,14 +264,9 @@ impl Session {
                         key_inputs: None,
                     });
                 }
-                let key = artifact_key(
-                    a,
-                    &recipe_key(c).map_err(hashing)?,
-                    &cell_keys,
-                    &[],
-                    &env_key(c).map_err(hashing)?,
-                )
-                .map_err(hashing)?;
+                let key = KeyBasis::new(c, &folds, &[])
+                    .and_then(|b| b.key(a))
+                    .map_err(hashing)?;
                 let status = match store.map(|s| s.lookup_as::<ArtifactRecord>(&key)) {
                     Some(Ok(Lookup::Hit(m))) => Status::Cached(format!(
                         "rendered {}; the next build restores it without rendering",
