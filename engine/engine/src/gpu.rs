@@ -13,13 +13,14 @@ use aorta_classify::GpuSnapshot;
 use nvml_wrapper::enum_wrappers::device::PerformancePolicy;
 use nvml_wrapper::Nvml;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-use std::time::Duration;
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 const FAKE_VAR: &str = "AORTA_PROBE_AMDSMI_FAKE";
 
 enum Source {
-    Nvml(Box<Nvml>),
+    /// NVML and its device handles, looked up once (each lookup is a driver call).
+    Nvml(Vec<nvml_wrapper::Device<'static>>),
     AmdSmi,
     Fake(String),
     Absent,
@@ -32,7 +33,12 @@ fn source() -> &'static Source {
             return Source::Fake(spec);
         }
         if let Ok(n) = Nvml::init() {
-            return Source::Nvml(Box::new(n));
+            // Lives as long as the process, like the static it replaces; the handles borrow it.
+            let n: &'static Nvml = Box::leak(Box::new(n));
+            let devices = (0..n.device_count().unwrap_or(0))
+                .filter_map(|i| n.device_by_index(i).ok())
+                .collect();
+            return Source::Nvml(devices);
         }
         let on_path = std::env::var_os("PATH")
             .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("amd-smi").is_file()));
@@ -50,23 +56,25 @@ pub fn available() -> bool {
 }
 
 /// The NVML devices a trial may touch: its leased ids when they are indices, else all.
-fn nvml_devices<'a>(n: &'a Nvml, leased: &[String]) -> Vec<nvml_wrapper::Device<'a>> {
-    let indices: Vec<u32> = if leased.is_empty() {
-        (0..n.device_count().unwrap_or(0)).collect()
-    } else {
-        leased.iter().filter_map(|d| d.parse().ok()).collect()
-    };
-    indices
-        .into_iter()
-        .filter_map(|i| n.device_by_index(i).ok())
+fn nvml_devices<'a>(
+    all: &'a [nvml_wrapper::Device<'static>],
+    leased: &[String],
+) -> Vec<&'a nvml_wrapper::Device<'static>> {
+    if leased.is_empty() {
+        return all.iter().collect();
+    }
+    leased
+        .iter()
+        .filter_map(|d| d.parse::<usize>().ok())
+        .filter_map(|i| all.get(i))
         .collect()
 }
 
 /// VRAM used (MiB, summed) and a throttle counter over the devices the trial may touch.
 pub fn snapshot(leased: &[String]) -> Option<GpuSnapshot> {
-    match source() {
-        Source::Nvml(n) => {
-            let devs = nvml_devices(n, leased);
+    let reading = match source() {
+        Source::Nvml(all) => {
+            let devs = nvml_devices(all, leased);
             if devs.is_empty() {
                 return None;
             }
@@ -91,7 +99,51 @@ pub fn snapshot(leased: &[String]) -> Option<GpuSnapshot> {
         Source::Fake(spec) => fake(spec).map(|(s, _)| s),
         Source::AmdSmi => amd_smi().map(|(s, _)| s),
         Source::Absent => None,
+    };
+    if let Some(r) = &reading {
+        recent().record(leased, r);
     }
+    reading
+}
+
+/// The reading before a trial starts: a snapshot of the same devices taken within the last
+/// [`RECENT`] (the previous trial's after-exit reading, when trials follow each other) stands
+/// for a new one. Device-level readings a few milliseconds apart with no trial of ours started
+/// in between differ only by other processes' activity, which the readings include anyway; a
+/// reading is a driver call (NVML: about a millisecond for two devices' counters) or a process
+/// (amd-smi). The fake is always read anew, so tests see exactly what they write.
+pub fn snapshot_before(leased: &[String]) -> Option<GpuSnapshot> {
+    if !matches!(source(), Source::Fake(_)) {
+        if let Some(r) = recent().get(leased, Instant::now()) {
+            return Some(r);
+        }
+    }
+    snapshot(leased)
+}
+
+/// How old a reading may be and still stand for a new one in [`snapshot_before`].
+const RECENT: Duration = Duration::from_millis(50);
+
+/// The last snapshot taken, of which devices and when.
+#[derive(Default)]
+struct Recent(Mutex<Option<(Vec<String>, Instant, GpuSnapshot)>>);
+
+impl Recent {
+    fn record(&self, leased: &[String], r: &GpuSnapshot) {
+        let mut last = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        *last = Some((leased.to_vec(), Instant::now(), *r));
+    }
+
+    fn get(&self, leased: &[String], now: Instant) -> Option<GpuSnapshot> {
+        let last = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let (devs, at, r) = last.as_ref()?;
+        (devs.as_slice() == leased && now.saturating_duration_since(*at) <= RECENT).then_some(*r)
+    }
+}
+
+fn recent() -> &'static Recent {
+    static RECENT_READING: OnceLock<Recent> = OnceLock::new();
+    RECENT_READING.get_or_init(Recent::default)
 }
 
 /// How often [`PeakSampler`] reads: NVML calls cost microseconds, amd-smi is a process.
@@ -102,53 +154,112 @@ fn sample_every() -> Duration {
     }
 }
 
-/// Reads VRAM in use on a thread while a trial runs, keeping the highest reading: the readings
-/// before spawn and after exit miss everything a trial frees before it ends.
+/// The highest VRAM reading while a trial runs: the readings before spawn and after exit miss
+/// everything a trial frees before it ends. One thread per process reads for every running
+/// trial (a thread per trial cost each short trial a thread and a reading at its end); a reading
+/// counts for the trials registered before it began.
 pub struct PeakSampler {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    handle: Option<std::thread::JoinHandle<Option<i64>>>,
+    id: u64,
+}
+
+struct Watched {
+    id: u64,
+    devices: Vec<String>,
+    peak: Option<i64>,
+}
+
+#[derive(Default)]
+struct Watch {
+    next_id: u64,
+    trials: Vec<Watched>,
+}
+
+/// The trials being watched, and the sampling thread's wake-up for the first of them.
+fn watch() -> &'static (Mutex<Watch>, Condvar) {
+    static WATCH: OnceLock<(Mutex<Watch>, Condvar)> = OnceLock::new();
+    WATCH.get_or_init(|| {
+        // Without the thread peaks stay None; the before/after readings still count.
+        let _ = std::thread::Builder::new()
+            .name("aorta-vram".into())
+            .spawn(sample_forever);
+        (Mutex::new(Watch::default()), Condvar::new())
+    })
+}
+
+fn sample_forever() {
+    let every = sample_every();
+    let (lock, wake) = watch();
+    loop {
+        {
+            let w = lock.lock().unwrap_or_else(|p| p.into_inner());
+            // Idle while no trial runs; a registration wakes it (its first reading comes a period
+            // later, so a trial shorter than that costs no reading).
+            drop(
+                wake.wait_while(w, |w| w.trials.is_empty())
+                    .unwrap_or_else(|p| p.into_inner()),
+            );
+        }
+        std::thread::sleep(every);
+        let watched: Vec<(u64, Vec<String>)> = {
+            let w = lock.lock().unwrap_or_else(|p| p.into_inner());
+            w.trials.iter().map(|t| (t.id, t.devices.clone())).collect()
+        };
+        let mut sets: Vec<&Vec<String>> = watched.iter().map(|(_, d)| d).collect();
+        sets.sort();
+        sets.dedup();
+        let readings: Vec<(&Vec<String>, Option<i64>)> = sets
+            .into_iter()
+            .map(|d| (d, snapshot(d).and_then(|s| s.vram_used_mib)))
+            .collect();
+        let mut w = lock.lock().unwrap_or_else(|p| p.into_inner());
+        for t in &mut w.trials {
+            let counted = watched.iter().any(|(id, _)| *id == t.id);
+            let v = readings
+                .iter()
+                .find(|(d, _)| **d == t.devices)
+                .and_then(|r| r.1);
+            if let (true, Some(v)) = (counted, v) {
+                t.peak = Some(t.peak.map_or(v, |p| p.max(v)));
+            }
+        }
+    }
 }
 
 impl PeakSampler {
-    /// Starts sampling `leased` (all devices when empty); `None` without a metrics source.
+    /// Starts watching `leased` (all devices when empty); `None` without a metrics source.
     pub fn start(leased: &[String]) -> Option<PeakSampler> {
         if !available() {
             return None;
         }
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (flag, devs, every) = (stop.clone(), leased.to_vec(), sample_every());
-        let handle = std::thread::Builder::new()
-            .name("aorta-vram".into())
-            .spawn(move || {
-                let mut peak: Option<i64> = None;
-                while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                    std::thread::park_timeout(every);
-                    if let Some(v) = snapshot(&devs).and_then(|s| s.vram_used_mib) {
-                        peak = Some(peak.map_or(v, |p| p.max(v)));
-                    }
-                }
-                peak
-            })
-            .ok()?;
-        Some(PeakSampler {
-            stop,
-            handle: Some(handle),
-        })
+        let (lock, wake) = watch();
+        let id = {
+            let mut w = lock.lock().unwrap_or_else(|p| p.into_inner());
+            let id = w.next_id;
+            w.next_id += 1;
+            w.trials.push(Watched {
+                id,
+                devices: leased.to_vec(),
+                peak: None,
+            });
+            id
+        };
+        wake.notify_one();
+        Some(PeakSampler { id })
     }
 
-    /// Stops sampling; the highest reading taken, if any.
-    pub fn finish(mut self) -> Option<i64> {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let h = self.handle.take()?;
-        h.thread().unpark();
-        h.join().ok().flatten()
+    /// Stops watching; the highest reading taken, if any.
+    pub fn finish(self) -> Option<i64> {
+        let (lock, _) = watch();
+        let mut w = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let i = w.trials.iter().position(|t| t.id == self.id)?;
+        w.trials.swap_remove(i).peak
     }
 }
 
 /// Utilisation of the busiest device the trial may touch, in percent.
 pub fn utilisation(leased: &[String]) -> Option<u32> {
     match source() {
-        Source::Nvml(n) => nvml_devices(n, leased)
+        Source::Nvml(all) => nvml_devices(all, leased)
             .iter()
             .filter_map(|d| d.utilization_rates().ok().map(|u| u.gpu))
             .max(),
@@ -269,6 +380,29 @@ mod tests {
         assert!(
             parse_amd_smi_csv("GPU, POWER\n0, 300 W\n").is_none(),
             "no usable column"
+        );
+    }
+
+    #[test]
+    fn a_recent_reading_stands_only_for_the_same_devices_and_briefly() {
+        let r = Recent::default();
+        let (gpus0, gpus01) = (
+            vec!["0".to_string()],
+            vec!["0".to_string(), "1".to_string()],
+        );
+        let reading = GpuSnapshot {
+            vram_used_mib: Some(512),
+            throttle: Some(3),
+        };
+        assert!(r.get(&gpus0, Instant::now()).is_none(), "nothing read yet");
+        r.record(&gpus0, &reading);
+        let now = Instant::now();
+        assert_eq!(r.get(&gpus0, now), Some(reading));
+        assert!(r.get(&gpus01, now).is_none(), "other devices");
+        assert!(
+            r.get(&gpus0, now + RECENT + Duration::from_millis(1))
+                .is_none(),
+            "too old"
         );
     }
 

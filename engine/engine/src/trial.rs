@@ -152,7 +152,7 @@ fn run_command(
         }));
     }
     let gpu_pre = if gpu_tier3 {
-        crate::gpu::snapshot(&devices)
+        crate::gpu::snapshot_before(&devices)
     } else {
         None
     };

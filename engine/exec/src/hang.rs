@@ -427,8 +427,10 @@ impl Monitor {
                 let mut watch = StackWatch::default();
                 let mut samplers: Option<Vec<stacks::Sampler>> = None;
                 // Nothing can latch before the grace period ends, and a signal needs one window
-                // of history: sleep until then, so short trials never pay for /proc scans.
-                let quiet = cfg2.grace.saturating_sub(cfg2.window);
+                // of history: sleep until then, so short trials never pay for /proc scans
+                // (`run` starts this thread no earlier, so this is usually no wait at all).
+                let quiet = (spawned_at + cfg2.grace.saturating_sub(cfg2.window))
+                    .saturating_duration_since(Instant::now());
                 if !quiet.is_zero() {
                     let (lock, cv) = &*stop2;
                     let guard = lock.lock().unwrap_or_else(|p| p.into_inner());

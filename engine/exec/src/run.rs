@@ -278,14 +278,14 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
     let root_start = procfs::read_stat(pid).map_or(0, |s| s.start_time);
     let tree = Arc::new(Tree::new(pid, root_start, &token));
     let _registration = tree::register(&tree);
-    let monitor = spec.hang.as_ref().map(|h| {
-        Monitor::start(
-            h,
-            Arc::clone(&tree),
-            vec![spec.stdout.clone(), spec.stderr.clone()],
-            start,
-        )
-    });
+    // Nothing can latch before `grace - window` (the monitor's first samples are its history
+    // for the first window after the grace period): its thread starts then, so a trial that ends
+    // sooner never pays for a thread.
+    let monitor_at = spec
+        .hang
+        .as_ref()
+        .map(|h| start + h.grace.saturating_sub(h.window));
+    let mut monitor: Option<Monitor> = None;
     let kill_on_hang = spec.hang.as_ref().is_some_and(|h| h.kill_on_hang);
     let deadline = spec.timeout.map(|t| start + t);
 
@@ -314,6 +314,12 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
         if kill_on_hang && monitor.as_ref().is_some_and(Monitor::latched) {
             break End::Hang;
         }
+        if let (None, Some(at), Some(h)) = (&monitor, monitor_at, &spec.hang) {
+            if now >= at {
+                let outputs = vec![spec.stdout.clone(), spec.stderr.clone()];
+                monitor = Some(Monitor::start(h, Arc::clone(&tree), outputs, start));
+            }
+        }
         if now >= next_refresh {
             tree.refresh(procfs::SHARED_SCAN_AGE);
             let every = if now - start < EARLY_PHASE {
@@ -329,6 +335,10 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
                 .saturating_duration_since(now)
                 .max(Duration::from_millis(1)),
         );
+        let tick = match (&monitor, monitor_at) {
+            (None, Some(at)) => tick.min(at.saturating_duration_since(now)),
+            _ => tick,
+        };
         // Sleep until the root exits (its pidfd turns readable) or the tick ends, so a short
         // trial is noticed at once instead of at the next 20 ms tick.
         match &root_fd {

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Where a trial's overhead goes: 200 trials of `true` (20 cells × 10, probe mode, one slot)
+under variants that switch one cost off at a time, interleaved with the spawn floor (200 bare
+`posix_spawn`s of `true` from Python), medians of N runs.
+
+Variants: default; Tier 3 off (no kernel-log read, no GPU snapshots); GPU metrics from the
+amd-smi fake (`AORTA_PROBE_AMDSMI_FAKE`: no NVML calls, the rest as default); both.
+
+Usage: parts.py AORTA_BIN [--runs N] [--work DIR]
+"""
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench_engine import spawn_floor, write_probe_200  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("aorta")
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--work", default=None)
+    a = ap.parse_args()
+    rs = os.path.abspath(a.aorta)
+    work = Path(tempfile.mkdtemp(prefix="aorta-parts-", dir=a.work))
+    plain = write_probe_200(work)
+    no_t3 = write_probe_200(work, "disable_detector_tiers: [tier3]\n", "no-tier3.yaml")
+    fake = {"AORTA_PROBE_AMDSMI_FAKE": "vram=1,throttle=0,util=0"}
+    variants = {
+        "default": (plain, {}),
+        "tier 3 off": (no_t3, {}),
+        "GPU metrics faked (no NVML)": (plain, fake),
+        "tier 3 off, GPU metrics faked": (no_t3, fake),
+    }
+    times = {v: [] for v in variants}
+    floor = []
+    for i in range(a.runs):
+        floor.append(spawn_floor(200))
+        for v, (recipe, extra) in variants.items():
+            tag = v.replace(" ", "_").replace(",", "").replace("(", "").replace(")", "")
+            env = dict(os.environ, NO_COLOR="1", AORTA_STORE=str(work / f"st-{tag}-{i}"), **extra)
+            t0 = time.perf_counter()
+            out = subprocess.run([rs, "sweep", "run", "--recipe", str(recipe), "--output", str(work / f"o-{tag}-{i}"), "--", "true"],
+                                 env=env, capture_output=True, text=True)
+            times[v].append(time.perf_counter() - t0)
+            if out.returncode != 0:
+                raise SystemExit(f"{v} failed ({out.returncode}): {out.stderr[-2000:]}")
+    f = statistics.median(floor)
+    print(f"machine: {platform.machine()} {os.cpu_count()} cores, {platform.platform()}; work dir {work}")
+    print(f"| variant (200 trials of `true`) | median (min–max), n={a.runs} | per trial over the floor | × floor |")
+    print("|---|---|---|---|")
+    print(f"| spawn floor (posix_spawn from Python) | {f:.3f} s ({min(floor):.3f}–{max(floor):.3f}) | — | 1.00 |")
+    for v, ts in times.items():
+        m = statistics.median(ts)
+        print(f"| {v} | {m:.3f} s ({min(ts):.3f}–{max(ts):.3f}) | {(m - f) / 200 * 1000:.2f} ms | {m / f:.2f} |")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
