@@ -59,8 +59,44 @@ pub(crate) fn parse_stat(line: &str) -> Option<Stat> {
 }
 
 pub(crate) fn read_stat(pid: i32) -> Option<Stat> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(&text)
+    parse_stat(&read_small(&format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// A `/proc` file read with one buffer: they report size 0, so `read_to_string` starts small
+/// and grows, five reads for a `stat` line where one does (most of a short trial's reads).
+fn read_small(path: &str) -> io::Result<String> {
+    use std::io::Read;
+    let mut f = fs::File::open(path)?;
+    let mut buf = Vec::with_capacity(2048);
+    loop {
+        let len = buf.len();
+        buf.resize(len + 2048, 0);
+        match f.read(&mut buf[len..]) {
+            Ok(0) => {
+                buf.truncate(len);
+                break;
+            }
+            Ok(n) => buf.truncate(len + n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => buf.truncate(len),
+            Err(e) => return Err(e),
+        }
+    }
+    String::from_utf8(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// Up to this many candidate pids [`Snapshot::take_since`] reads one by one; with more, one
+/// listing of `/proc` costs less.
+const DIRECT_READS: i32 = 64;
+
+/// Whether `pid` is a process rather than another thread of one: `/proc/<tid>` of a thread
+/// that is not its group's leader can be read but is not listed, and its `Tgid` differs.
+fn is_thread_group_leader(pid: i32) -> bool {
+    read_small(&format!("/proc/{pid}/status")).is_ok_and(|text| {
+        text.lines()
+            .find_map(|l| l.strip_prefix("Tgid:"))
+            .and_then(|v| v.trim().parse::<i32>().ok())
+            == Some(pid)
+    })
 }
 
 /// Every process on the host at one moment, with the parent → children index.
@@ -81,12 +117,29 @@ impl Snapshot {
     /// all of them. `None` when it cannot tell (no `ns_last_pid`, or the counter wrapped):
     /// the caller then takes a full scan.
     pub fn take_since(first: i32) -> Option<Snapshot> {
-        let last: i32 = fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        let last: i32 = read_small("/proc/sys/kernel/ns_last_pid")
             .ok()?
             .trim()
             .parse()
             .ok()?;
-        (last >= first).then(|| Self::take_filtered(|pid| (first..=last).contains(&pid)))
+        if last < first {
+            return None;
+        }
+        if last - first >= DIRECT_READS {
+            return Some(Self::take_filtered(|pid| (first..=last).contains(&pid)));
+        }
+        // Few candidates (a short trial on a quiet host: often the root alone): read them one
+        // by one instead of listing all of /proc, the largest part of a short trial's cost.
+        let mut snap = Snapshot::default();
+        for pid in first..=last {
+            // A listing shows processes only; a direct read also finds a thread's id.
+            if let Some(st) = read_stat(pid).filter(|_| pid == first || is_thread_group_leader(pid))
+            {
+                snap.children.entry(st.ppid).or_default().push(pid);
+                snap.by_pid.insert(pid, st);
+            }
+        }
+        Some(snap)
     }
 
     fn take_filtered(keep: impl Fn(i32) -> bool) -> Snapshot {
@@ -145,7 +198,7 @@ pub(crate) enum IoUnread {
 
 /// `rchar + wchar` of one process.
 pub(crate) fn read_io_chars(pid: i32) -> Result<u64, IoUnread> {
-    let text = match fs::read_to_string(format!("/proc/{pid}/io")) {
+    let text = match read_small(&format!("/proc/{pid}/io")) {
         Ok(t) => t,
         Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH) => {
             return Err(IoUnread::Gone)
@@ -252,10 +305,24 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
+        // A thread of ours started after the child takes a pid in the range, and is no process.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let t = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            tid_tx.send(unsafe { libc::gettid() }).unwrap();
+            let _ = rx.recv();
+        });
+        let tid = tid_rx.recv().unwrap();
         if let Some(snap) = Snapshot::take_since(pid) {
             assert!(snap.by_pid.contains_key(&pid));
             assert!(!snap.by_pid.contains_key(&older) || older >= pid);
+            assert!(!snap.by_pid.contains_key(&tid), "a thread is not a process");
         }
+        assert!(is_thread_group_leader(pid) && is_thread_group_leader(older));
+        assert!(!is_thread_group_leader(tid));
+        drop(tx);
+        t.join().unwrap();
         child.kill().unwrap();
         child.wait().unwrap();
     }
