@@ -6,7 +6,8 @@ under variants that switch one cost off at a time, interleaved with the spawn fl
 Variants: default; Tier 3 off (no kernel-log read, no GPU snapshots); GPU metrics from the
 amd-smi fake (`AORTA_PROBE_AMDSMI_FAKE`: no NVML calls, the rest as default); both.
 
-Usage: parts.py AORTA_BIN [--runs N] [--work DIR]
+Usage: parts.py AORTA_BIN [AORTA_BIN...] [--runs N] [--work DIR]
+Several binaries (e.g. before and after a change) run interleaved in the same loop.
 """
 import argparse
 import os
@@ -25,11 +26,11 @@ from bench_engine import spawn_floor, write_probe_200  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("aorta")
+    ap.add_argument("aorta", nargs="+")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--work", default=None)
     a = ap.parse_args()
-    rs = os.path.abspath(a.aorta)
+    bins = [os.path.abspath(b) for b in a.aorta]
     work = Path(tempfile.mkdtemp(prefix="aorta-parts-", dir=a.work))
     plain = write_probe_200(work)
     no_t3 = write_probe_200(work, "disable_detector_tiers: [tier3]\n", "no-tier3.yaml")
@@ -40,27 +41,28 @@ def main():
         "GPU metrics faked (no NVML)": (plain, fake),
         "tier 3 off, GPU metrics faked": (no_t3, fake),
     }
-    times = {v: [] for v in variants}
+    times = {(b, v): [] for b in range(len(bins)) for v in variants}
     floor = []
     for i in range(a.runs):
         floor.append(spawn_floor(200))
-        for v, (recipe, extra) in variants.items():
-            tag = v.replace(" ", "_").replace(",", "").replace("(", "").replace(")", "")
+        for (b, v) in times:
+            recipe, extra = variants[v]
+            tag = f"{b}-" + v.replace(" ", "_").replace(",", "").replace("(", "").replace(")", "")
             env = dict(os.environ, NO_COLOR="1", AORTA_STORE=str(work / f"st-{tag}-{i}"), **extra)
             t0 = time.perf_counter()
-            out = subprocess.run([rs, "sweep", "run", "--recipe", str(recipe), "--output", str(work / f"o-{tag}-{i}"), "--", "true"],
+            out = subprocess.run([bins[b], "sweep", "run", "--recipe", str(recipe), "--output", str(work / f"o-{tag}-{i}"), "--", "true"],
                                  env=env, capture_output=True, text=True)
-            times[v].append(time.perf_counter() - t0)
+            times[(b, v)].append(time.perf_counter() - t0)
             if out.returncode != 0:
-                raise SystemExit(f"{v} failed ({out.returncode}): {out.stderr[-2000:]}")
+                raise SystemExit(f"{bins[b]} {v} failed ({out.returncode}): {out.stderr[-2000:]}")
     f = statistics.median(floor)
     print(f"machine: {platform.machine()} {os.cpu_count()} cores, {platform.platform()}; work dir {work}")
-    print(f"| variant (200 trials of `true`) | median (min–max), n={a.runs} | per trial over the floor | × floor |")
-    print("|---|---|---|---|")
-    print(f"| spawn floor (posix_spawn from Python) | {f:.3f} s ({min(floor):.3f}–{max(floor):.3f}) | — | 1.00 |")
-    for v, ts in times.items():
+    print(f"| binary | variant (200 trials of `true`) | median (min–max), n={a.runs} | per trial over the floor | × floor |")
+    print("|---|---|---|---|---|")
+    print(f"| — | spawn floor (posix_spawn from Python) | {f:.3f} s ({min(floor):.3f}–{max(floor):.3f}) | — | 1.00 |")
+    for (b, v), ts in times.items():
         m = statistics.median(ts)
-        print(f"| {v} | {m:.3f} s ({min(ts):.3f}–{max(ts):.3f}) | {(m - f) / 200 * 1000:.2f} ms | {m / f:.2f} |")
+        print(f"| {a.aorta[b]} | {v} | {m:.3f} s ({min(ts):.3f}–{max(ts):.3f}) | {(m - f) / 200 * 1000:.2f} ms | {m / f:.2f} |")
     shutil.rmtree(work, ignore_errors=True)
 
 

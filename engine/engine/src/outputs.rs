@@ -134,9 +134,15 @@ impl RunIndex {
         self.changed = true;
     }
 
+    /// Saves the index once what it names is durable: trial directories are written plainly in
+    /// private staging directories and renamed into place, so their files are synced here, with
+    /// one `syncfs` for the run directory's filesystem, before the index claims them.
     pub(crate) fn save(&self) -> std::io::Result<()> {
         if !self.changed {
             return Ok(());
+        }
+        if let Some(run_dir) = self.path.parent() {
+            aorta_store::sync_filesystem(run_dir)?;
         }
         let bytes = serde_json::to_vec(&self.entries).map_err(std::io::Error::other)?;
         write_atomic(&self.path, &bytes)
@@ -181,7 +187,7 @@ pub fn materialize(
                 // The record as this cell sees it (a shared key reports under each cell's name).
                 let json = serde_json::to_vec_pretty(&*r.record)
                     .map_err(|e| format!("cannot encode {rel}/result.json: {e}"))?;
-                write_atomic(&staged.join("result.json"), &json)
+                std::fs::write(staged.join("result.json"), &json)
                     .map_err(|e| format!("cannot write {rel}/result.json: {e}"))?;
                 staged
             }
@@ -198,7 +204,7 @@ pub fn materialize(
                 );
                 let json = serde_json::to_vec_pretty(&record)
                     .map_err(|e| format!("cannot encode {rel}/result.json: {e}"))?;
-                write_atomic(&staged.join("result.json"), &json)
+                std::fs::write(staged.join("result.json"), &json)
                     .map_err(|e| format!("cannot write {rel}/result.json: {e}"))?;
             }
         }

@@ -446,7 +446,9 @@ fn commit(
     record.outputs = files.clone();
     let json = serde_json::to_vec_pretty(&*record)
         .map_err(|e| format!("cannot encode result.json: {e}"))?;
-    crate::fsutil::write_atomic(&dir.join("result.json"), &json)
+    // A plain write: the staging directory is private until it is renamed into place, and the
+    // build syncs the run directory before its index names the trial (artifacts::finish).
+    std::fs::write(dir.join("result.json"), &json)
         .map_err(|e| format!("cannot write result.json: {e}"))?;
     let mut m = Manifest::new(claim.key().clone(), record.clone());
     // result.json is the record itself, which the entry holds already: materialising writes it
