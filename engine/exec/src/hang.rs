@@ -263,18 +263,20 @@ pub(crate) struct StackWatch {
 }
 
 impl StackWatch {
-    /// Feeds one poll: `suspect` = silent for a window but held back by the CPU veto. Samples
-    /// (through `take`) at the start of a suspect stretch and a `window` later; returns the
-    /// evidence and both samples' text when the same thread waits in the same frames. A poll
-    /// that is not suspect forgets the earlier sample.
+    /// Feeds one poll. `quiet`: no output or I/O for a while (sampling may start); `suspect`:
+    /// silent for a window past the grace period but held back by the CPU veto (evidence may
+    /// latch). Samples (through `take`) at the start of a quiet stretch and a `window` later;
+    /// returns the evidence and both samples' text when, at a suspect poll, the same thread
+    /// waits in the same frames. A poll that is not quiet forgets the earlier sample.
     pub fn observe(
         &mut self,
         elapsed: Duration,
         window: Duration,
+        quiet: bool,
         suspect: bool,
         take: impl FnOnce() -> Vec<ProcessStacks>,
     ) -> Option<(String, String)> {
-        if !suspect {
+        if !quiet {
             self.first = None;
             return None;
         }
@@ -286,7 +288,10 @@ impl StackWatch {
             }
             Some((t, earlier)) if elapsed.saturating_sub(t) >= window => {
                 let later = take();
-                if let Some(ev) = stacks::evidence(&earlier, &later) {
+                if let Some(ev) = suspect
+                    .then(|| stacks::evidence(&earlier, &later))
+                    .flatten()
+                {
                     let text =
                         stacks::render(&format!("sample 1 at {:.1} s", t.as_secs_f64()), &earlier)
                             + &stacks::render(
@@ -304,6 +309,13 @@ impl StackWatch {
             }
         }
     }
+}
+
+/// How long a tree must be quiet before its stacks are first sampled: a quarter window, so a
+/// healthy job that pauses its output briefly is not sampled, and a hang is still caught within
+/// `window + grace` of its start whenever `grace >= window / 4` (the defaults: 30 s, 60 s).
+fn early_sample(cfg: &HangConfig) -> Duration {
+    (cfg.window / 4).max(cfg.poll)
 }
 
 /// Samples the live members of the tree, oldest first, at most [`MAX_SAMPLED`] of them and
@@ -458,12 +470,19 @@ impl Monitor {
                             .filter(|s| !s.is_empty())
                             .map(|s| stacks::render("at detection", &s));
                         found = Some(("idle vote".into(), text));
-                    } else if cfg2.stack_sampling && elapsed >= cfg2.grace {
-                        let suspect = signals.output_silent
+                    } else if cfg2.stack_sampling {
+                        let suspect = elapsed >= cfg2.grace
+                            && signals.output_silent
                             && signals.io_idle == Some(true)
                             && signals.cpu_idle == Some(false)
                             && cfg2.cpu_veto;
-                        let s: &[stacks::Sampler] = if suspect {
+                        // The first sample comes early in a quiet stretch, before the tree counts
+                        // as suspect (a window of silence), so the second one a window later
+                        // already decides: a spinning hang latches about `window * 5/4` after it
+                        // began, not two windows after.
+                        let quiet = cfg2.cpu_veto
+                            && elapsed.saturating_sub(det.quiet_since()) >= early_sample(&cfg2);
+                        let s: &[stacks::Sampler] = if quiet || suspect {
                             samplers.get_or_insert_with(|| stacks::discover(&cfg2.py_spy_dirs))
                         } else {
                             &[]
@@ -471,11 +490,14 @@ impl Monitor {
                         if suspect && s.is_empty() {
                             note_no_sampler();
                         }
-                        if let Some((ev, text)) =
-                            watch.observe(elapsed, cfg2.window, suspect && !s.is_empty(), || {
-                                sample_tree(s, &tree)
-                            })
-                        {
+                        let usable = !s.is_empty();
+                        if let Some((ev, text)) = watch.observe(
+                            elapsed,
+                            cfg2.window,
+                            (quiet || suspect) && usable,
+                            suspect && usable,
+                            || sample_tree(s, &tree),
+                        ) {
                             det.latch(elapsed);
                             found = Some((format!("stacks: {ev}"), Some(text)));
                         }
@@ -752,7 +774,7 @@ mod tests {
         let stuck = || waiting(7, &["all_reduce (train.py:3)", "<module> (train.py:9)"]);
         let mut taken = 0;
         let mut obs = |w: &mut StackWatch, t: u64, suspect: bool| {
-            w.observe(secs(t), secs(5), suspect, || {
+            w.observe(secs(t), secs(5), suspect, suspect, || {
                 taken += 1;
                 stuck()
             })
@@ -773,27 +795,51 @@ mod tests {
     fn stack_watch_restarts_on_activity_and_on_moving_stacks() {
         let mut w = StackWatch::default();
         let at = |l: u32| waiting(7, &[&format!("all_reduce (train.py:{l})")]);
-        assert_eq!(w.observe(secs(10), secs(5), true, || at(3)), None);
+        assert_eq!(w.observe(secs(10), secs(5), true, true, || at(3)), None);
         // Output moved: the earlier sample is forgotten, the stretch starts over.
-        assert_eq!(w.observe(secs(12), secs(5), false, || unreachable!()), None);
-        assert_eq!(w.observe(secs(13), secs(5), true, || at(3)), None);
+        assert_eq!(
+            w.observe(secs(12), secs(5), false, false, || unreachable!()),
+            None
+        );
+        assert_eq!(w.observe(secs(13), secs(5), true, true, || at(3)), None);
         // A window later the stack moved: no evidence, and the newer sample is the reference.
-        assert_eq!(w.observe(secs(18), secs(5), true, || at(4)), None);
-        assert!(w.observe(secs(23), secs(5), true, || at(4)).is_some());
+        assert_eq!(w.observe(secs(18), secs(5), true, true, || at(4)), None);
+        assert!(w.observe(secs(23), secs(5), true, true, || at(4)).is_some());
         // A busy loop's stacks (no wait frame) never make evidence.
         let mut w = StackWatch::default();
         let busy = || waiting(8, &["<module> (loop.py:2)"]);
         for t in [10, 15, 20, 25] {
-            assert_eq!(w.observe(secs(t), secs(5), true, busy), None);
+            assert_eq!(w.observe(secs(t), secs(5), true, true, busy), None);
         }
         // Nothing sampled (a sampler that failed): no reference is kept.
         let mut w = StackWatch::default();
-        assert_eq!(w.observe(secs(10), secs(5), true, Vec::new), None);
+        assert_eq!(w.observe(secs(10), secs(5), true, true, Vec::new), None);
         assert_eq!(
-            w.observe(secs(15), secs(5), true, || at(3)),
+            w.observe(secs(15), secs(5), true, true, || at(3)),
             None,
             "this is the first usable sample"
         );
+    }
+
+    #[test]
+    fn a_sample_from_early_in_the_quiet_stretch_lets_the_first_suspect_poll_decide() {
+        let mut w = StackWatch::default();
+        let stuck = || waiting(7, &["all_reduce (train.py:3)"]);
+        // Quiet from 2.5 s (a quarter window): sampled, but not suspect before a window of
+        // silence, so no evidence yet even a window later.
+        assert_eq!(w.observe(secs(3), secs(10), true, false, stuck), None);
+        assert_eq!(
+            w.observe(secs(8), secs(10), true, false, || unreachable!()),
+            None
+        );
+        // At 13 s the tree is suspect and the first sample is a window old: decided now.
+        let (ev, _) = w.observe(secs(13), secs(10), true, true, stuck).unwrap();
+        assert!(ev.contains("all_reduce"), "{ev}");
+        // Without suspicion a window later, the newer sample becomes the reference instead.
+        let mut w = StackWatch::default();
+        assert_eq!(w.observe(secs(3), secs(10), true, false, stuck), None);
+        assert_eq!(w.observe(secs(13), secs(10), true, false, stuck), None);
+        assert!(w.observe(secs(23), secs(10), true, true, stuck).is_some());
     }
 
     #[test]
