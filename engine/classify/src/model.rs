@@ -48,6 +48,9 @@ pub struct Observation {
     pub core_dirs: Vec<PathBuf>,
     /// The executor's hang monitor latched.
     pub hang_detected: bool,
+    /// ... and aorta killed the tree for it: the exit signal is aorta's, so Tier 1 reports no
+    /// status of its own (as with a timeout) and Tier 2's hang is the failure.
+    pub killed_on_hang: bool,
     pub peak_vram_mib: Option<i64>,
     pub gpu_pre: Option<GpuSnapshot>,
     pub gpu_post: Option<GpuSnapshot>,

@@ -19,6 +19,8 @@ pub(crate) fn detect(obs: &Observation) -> Vec<String> {
     let mut fired = Vec::new();
     let status = if obs.timed_out {
         Some("tier1:timeout")
+    } else if obs.killed_on_hang {
+        None
     } else {
         match obs.exit_code {
             0 => None,
@@ -113,6 +115,18 @@ mod tests {
         assert_eq!(hang(&h(1, false)), (vec!["tier2:hang".to_string()], false));
         assert_eq!(hang(&h(-1, true)), (vec!["tier2:hang".to_string()], false));
         assert_eq!(hang(&obs(1)), (vec![], false));
+    }
+
+    #[test]
+    fn a_tree_killed_for_its_hang_is_a_hang_not_an_exit_status() {
+        let o = Observation {
+            exit_code: -15,
+            hang_detected: true,
+            killed_on_hang: true,
+            ..Default::default()
+        };
+        assert!(detect(&o).is_empty(), "the signal was aorta's");
+        assert_eq!(hang(&o), (vec!["tier2:hang".to_string()], false));
     }
 
     #[test]

@@ -182,6 +182,55 @@ fn a_hung_trial_is_killed_with_its_whole_tree() {
 }
 
 #[test]
+fn kill_on_hang_makes_a_silent_sleeping_trial_a_hang_failure_whose_top_detector_is_the_hang() {
+    let ws = Ws::new(
+        &RECIPE
+            .replace("trials: 3", "trials: 1")
+            .replace(
+                "mitigation_axis: [none, cuda_launch_blocking]",
+                "mitigation_axis: [none]",
+            )
+            .replace(
+                "confound:",
+                "timeout_per_trial: 60\nhang_window_sec: 1\nhang_grace_period_at_start: 0\nconfound:",
+            ),
+    );
+    let t0 = std::time::Instant::now();
+    let mut c = ws.cmd(&[
+        "sweep",
+        "run",
+        "--recipe",
+        "r.yaml",
+        "--output",
+        "out",
+        "--kill-on-hang",
+        "--",
+        "sleep",
+        "1000",
+    ]);
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "{}", common::transcript(&out));
+    assert!(
+        t0.elapsed().as_secs() < 30,
+        "killed on detection, not at the timeout"
+    );
+    let cell = &ws.matrix()["cells"][0];
+    assert_eq!(cell["failed_count"], 1, "{cell}");
+    assert_eq!(cell["top_failure_detector_id"], "tier2:hang", "{cell}");
+    let record: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(ws.path().join("out/T/none-none/trial_0/result.json")).unwrap(),
+    )
+    .unwrap();
+    // The SIGTERM was aorta's: no tier1:exit_nonzero beside the hang.
+    assert_eq!(
+        record["failure_detectors_fired"],
+        serde_json::json!(["tier2:hang"]),
+        "{record}"
+    );
+    assert_eq!(record["verdict"], "fail");
+}
+
+#[test]
 fn kill_9_mid_build_keeps_completed_trials_and_the_store_verifies() {
     let ws = Ws::new(&RECIPE.replace("trials: 3", "trials: 20"));
     ws.write("slow.sh", "sleep 0.05\n");

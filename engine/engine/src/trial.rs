@@ -215,6 +215,7 @@ fn run_command(
         trial_dir: dir.to_path_buf(),
         core_dirs: std::env::current_dir().into_iter().collect(),
         hang_detected: outcome.hang_detected,
+        killed_on_hang: outcome.killed_on_hang,
         dmesg_text,
         peak_vram_mib,
         gpu_pre,

@@ -161,6 +161,9 @@ pub struct ProcessOutcome {
     /// The hang monitor latched (whether or not it killed: see `HangConfig::kill_on_hang`).
     /// Raw: reconciling a latched hang with a clean exit is the classifier's call.
     pub hang_detected: bool,
+    /// aorta tore the tree down because the hang latched (`kill_on_hang`): the exit signal is
+    /// aorta's, not the workload's.
+    pub killed_on_hang: bool,
     /// When and why the hang latched, and the stacks sampled (also written to
     /// `hang-stacks.txt` beside the stdout file).
     pub hang: Option<HangReport>,
@@ -187,6 +190,7 @@ impl ProcessOutcome {
             timed_out: false,
             cancelled: false,
             hang_detected: false,
+            killed_on_hang: false,
             hang: None,
             walltime: Duration::ZERO,
             pid: None,
@@ -425,6 +429,7 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
         timed_out,
         cancelled: end == End::Cancelled,
         hang_detected: hang.is_some(),
+        killed_on_hang: end == End::Hang,
         hang,
         walltime: ended_at - start,
         pid: Some(pid as u32),
