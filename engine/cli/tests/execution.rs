@@ -228,6 +228,11 @@ fn kill_on_hang_makes_a_silent_sleeping_trial_a_hang_failure_whose_top_detector_
         "{record}"
     );
     assert_eq!(record["verdict"], "fail");
+    let md = std::fs::read_to_string(ws.path().join("out/T/matrix.md")).unwrap();
+    assert!(
+        md.contains("## Failure hints") && md.contains("hang (idle vote), latched "),
+        "{md}"
+    );
 }
 
 #[test]

@@ -262,9 +262,27 @@ fn run_command(
         failure_details: if passed {
             Vec::new()
         } else {
-            vec![
-                serde_json::json!({"exit_code": outcome.exit_code, "timed_out": outcome.timed_out, "type": ftype, "failure_detectors_fired": cls.failure_detectors_fired}),
-            ]
+            let mut detail = serde_json::json!({"exit_code": outcome.exit_code, "timed_out": outcome.timed_out, "type": ftype, "failure_detectors_fired": cls.failure_detectors_fired});
+            if let Some(h) = outcome.hang.as_ref().filter(|_| {
+                cls.failure_detectors_fired
+                    .iter()
+                    .any(|d| d == "tier2:hang")
+            }) {
+                // matrix.md's "Failure hints" quote it: what showed the hang, and where its
+                // stacks are kept.
+                let kept = if h.stacks.is_some() {
+                    format!("; stacks in {}", aorta_exec::HANG_STACKS_FILE)
+                } else {
+                    String::new()
+                };
+                detail["hint"] = format!(
+                    "hang ({}), latched {:.0} s after the trial went quiet{kept}",
+                    h.evidence,
+                    h.latched_after.saturating_sub(h.quiet_since).as_secs_f64()
+                )
+                .into();
+            }
+            vec![detail]
         },
         elapsed_sec: walltime,
         main_work_started: Some(outcome.launched),
