@@ -3,8 +3,10 @@
 under variants that switch one cost off at a time, interleaved with the spawn floor (200 bare
 `posix_spawn`s of `true` from Python), medians of N runs.
 
-Variants: default; Tier 3 off (no kernel-log read, no GPU snapshots); GPU metrics from the
-amd-smi fake (`AORTA_PROBE_AMDSMI_FAKE`: no NVML calls, the rest as default); both.
+Variants: default; Tier 3 off (no kernel-log read, no GPU snapshots); only
+`tier3:thermal_throttle` off (no NVML violation counter, the costly reading); GPU metrics from
+the amd-smi fake (`AORTA_PROBE_AMDSMI_FAKE`: no NVML calls, the rest as default); Tier 3 off
+with the fake.
 
 Usage: parts.py AORTA_BIN [AORTA_BIN...] [--runs N] [--work DIR]
 Several binaries (e.g. before and after a change) run interleaved in the same loop.
@@ -34,10 +36,12 @@ def main():
     work = Path(tempfile.mkdtemp(prefix="aorta-parts-", dir=a.work))
     plain = write_probe_200(work)
     no_t3 = write_probe_200(work, "disable_detector_tiers: [tier3]\n", "no-tier3.yaml")
+    no_throttle = write_probe_200(work, "disable_detectors: [tier3:thermal_throttle]\n", "no-throttle.yaml")
     fake = {"AORTA_PROBE_AMDSMI_FAKE": "vram=1,throttle=0,util=0"}
     variants = {
         "default": (plain, {}),
         "tier 3 off": (no_t3, {}),
+        "tier3:thermal_throttle off (no NVML violation counter)": (no_throttle, {}),
         "GPU metrics faked (no NVML)": (plain, fake),
         "tier 3 off, GPU metrics faked": (no_t3, fake),
     }

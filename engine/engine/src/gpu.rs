@@ -70,8 +70,11 @@ fn nvml_devices<'a>(
         .collect()
 }
 
-/// VRAM used (MiB, summed) and a throttle counter over the devices the trial may touch.
-pub fn snapshot(leased: &[String]) -> Option<GpuSnapshot> {
+/// VRAM used (MiB, summed) and, with `throttle`, a throttle counter over the devices the trial
+/// may touch. The counter is read only when asked: NVML's thermal violation counter costs
+/// about 0.37 ms a device on an H200 (VRAM 7 µs; `bench/overhead/nvml_calls.py`), so it is
+/// skipped where `tier3:thermal_throttle` is disabled and by the peak sampler.
+pub fn snapshot(leased: &[String], throttle: bool) -> Option<GpuSnapshot> {
     let reading = match source() {
         Source::Nvml(all) => {
             let devs = nvml_devices(all, leased);
@@ -83,20 +86,26 @@ pub fn snapshot(leased: &[String]) -> Option<GpuSnapshot> {
                 .map(|d| d.memory_info().ok().map(|m| m.used))
                 .sum();
             // Time spent held back by the thermal policy, in ms: a counter, so growth = throttled.
-            let throttle: Option<u64> = devs
-                .iter()
-                .map(|d| {
-                    d.violation_status(PerformancePolicy::Thermal)
-                        .ok()
-                        .map(|v| v.violation_time)
-                })
-                .sum();
+            let throttle: Option<u64> = if throttle {
+                devs.iter()
+                    .map(|d| {
+                        d.violation_status(PerformancePolicy::Thermal)
+                            .ok()
+                            .map(|v| v.violation_time)
+                    })
+                    .sum()
+            } else {
+                None
+            };
             Some(GpuSnapshot {
                 vram_used_mib: vram.map(|b| (b >> 20) as i64),
                 throttle: throttle.map(|ns| (ns / 1_000_000) as i64),
             })
         }
-        Source::Fake(spec) => fake(spec).map(|(s, _)| s),
+        Source::Fake(spec) => fake(spec).map(|(s, _)| GpuSnapshot {
+            throttle: s.throttle.filter(|_| throttle),
+            ..s
+        }),
         Source::AmdSmi => amd_smi().map(|(s, _)| s),
         Source::Absent => None,
     };
@@ -112,13 +121,16 @@ pub fn snapshot(leased: &[String]) -> Option<GpuSnapshot> {
 /// in between differ only by other processes' activity, which the readings include anyway; a
 /// reading is a driver call (NVML: about a millisecond for two devices' counters) or a process
 /// (amd-smi). The fake is always read anew, so tests see exactly what they write.
-pub fn snapshot_before(leased: &[String]) -> Option<GpuSnapshot> {
+pub fn snapshot_before(leased: &[String], throttle: bool) -> Option<GpuSnapshot> {
     if !matches!(source(), Source::Fake(_)) {
-        if let Some(r) = recent().get(leased, Instant::now()) {
+        if let Some(r) = recent()
+            .get(leased, Instant::now())
+            .filter(|r| !throttle || r.throttle.is_some())
+        {
             return Some(r);
         }
     }
-    snapshot(leased)
+    snapshot(leased, throttle)
 }
 
 /// How old a reading may be and still stand for a new one in [`snapshot_before`].
@@ -209,7 +221,7 @@ fn sample_forever() {
         sets.dedup();
         let readings: Vec<(&Vec<String>, Option<i64>)> = sets
             .into_iter()
-            .map(|d| (d, snapshot(d).and_then(|s| s.vram_used_mib)))
+            .map(|d| (d, snapshot(d, false).and_then(|s| s.vram_used_mib)))
             .collect();
         let mut w = lock.lock().unwrap_or_else(|p| p.into_inner());
         for t in &mut w.trials {

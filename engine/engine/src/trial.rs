@@ -151,8 +151,12 @@ fn run_command(
             crate::gpu::utilisation(&devs).map(|u| u < 5)
         }));
     }
+    let throttle = !c
+        .classifier
+        .disables
+        .detector_disabled("tier3:thermal_throttle");
     let gpu_pre = if gpu_tier3 {
-        crate::gpu::snapshot_before(&devices)
+        crate::gpu::snapshot_before(&devices, throttle)
     } else {
         None
     };
@@ -173,7 +177,7 @@ fn run_command(
         return TrialRun::Cancelled;
     }
     let gpu_post = if gpu_tier3 && outcome.launched {
-        crate::gpu::snapshot(&devices)
+        crate::gpu::snapshot(&devices, throttle)
     } else {
         None
     };
