@@ -21,7 +21,12 @@ fn class_rank(rel: &str) -> Option<u8> {
     if rel == "result.json" {
         return None;
     }
-    if !rel.contains('/') && matches!(name, "stdout.log" | "stderr.log" | "probe.env") {
+    if !rel.contains('/')
+        && matches!(
+            name,
+            "stdout.log" | "stderr.log" | "probe.env" | "probe.env.sh"
+        )
+    {
         return Some(1);
     }
     if name == "artifacts.json" || name.ends_with(".summary.json") || name.contains(".summary.") {

@@ -85,7 +85,10 @@ pub fn run_trial(spec: &TrialSpec, dir: &Path, lease: &Lease, cancel: &CancelTok
     }
 }
 
-/// AORTA's `probe.env`: sorted `K=V` lines, 0600; refused if a key or value would break the format.
+/// AORTA's `probe.env`: sorted `K=V` lines, 0600, values literal (Docker's `--env-file` format,
+/// what wrappers feed it to); refused if a key or value would break the format. Sourcing it in
+/// a shell would run a value like `$(cmd)`, so `probe.env.sh` beside it holds the same variables
+/// as single-quoted `export` lines for scripts that source (`AORTA_ENV_SH`).
 fn write_env_file(path: &Path, env: &BTreeMap<String, String>) -> Result<(), String> {
     for (k, v) in env {
         if k.contains(['\n', '\r', '=']) || v.contains(['\n', '\r']) {
@@ -93,13 +96,22 @@ fn write_env_file(path: &Path, env: &BTreeMap<String, String>) -> Result<(), Str
         }
     }
     let text: String = env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
-    crate::fsutil::write_atomic(path, text.as_bytes())
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| e.to_string())?;
+    let sh: String = env
+        .iter()
+        .map(|(k, v)| format!("export {k}='{}'\n", v.replace('\'', "'\\''")))
+        .collect();
+    for (p, body) in [
+        (path.to_path_buf(), text),
+        (path.with_extension("env.sh"), sh),
+    ] {
+        crate::fsutil::write_atomic(&p, body.as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| e.to_string())?;
+        }
     }
     Ok(())
 }
@@ -132,6 +144,10 @@ fn run_command(
             return TrialRun::Done(Box::new(record));
         }
         env.insert("AORTA_ENV_FILE".into(), path.display().to_string());
+        env.insert(
+            "AORTA_ENV_SH".into(),
+            path.with_extension("env.sh").display().to_string(),
+        );
     }
     let mut p = ProcessSpec::new(
         c.argv.clone(),
@@ -432,5 +448,43 @@ fn judge_workload(
             };
             (ExitStatus::WorkloadFailed, Verdict::Fail, r)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_env_is_literal_and_its_shell_twin_runs_nothing_when_sourced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("probe.env");
+        let pwned = dir.path().join("pwned");
+        let env: BTreeMap<String, String> = [
+            ("A".to_string(), format!("$(touch {})", pwned.display())),
+            ("B".to_string(), "it's `x` \\ \"q\"".to_string()),
+        ]
+        .into();
+        write_env_file(&path, &env).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text,
+            format!("A=$(touch {})\nB=it's `x` \\ \"q\"\n", pwned.display()),
+            "Docker's --env-file format, as AORTA wrote it"
+        );
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                ". {}; printf '%s\\n%s' \"$A\" \"$B\"",
+                path.with_extension("env.sh").display()
+            ))
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap(),
+            format!("{}\n{}", env["A"], env["B"])
+        );
+        assert!(!pwned.exists(), "sourcing ran a value");
     }
 }
