@@ -131,6 +131,35 @@ fn editing_the_script_reruns_its_trials() {
 }
 
 #[test]
+fn a_script_edited_while_its_trials_run_stores_nothing_under_the_old_key() {
+    let ws = Ws::new(&RECIPE.replace("trials: 3", "trials: 1"));
+    // The first trial to run edits its own script (once): the trial ran the old content, but
+    // the script now differs from what the keys hashed, so no result may be stored under them.
+    ws.write(
+        "run.sh",
+        "[ -e edited ] || { touch edited; echo '# edited' >> run.sh; }\necho ok\n",
+    );
+    let first = ws.sweep(&["bash", "run.sh"]);
+    assert_eq!(
+        first.status.code(),
+        Some(1),
+        "{}",
+        common::transcript(&first)
+    );
+    let err = String::from_utf8_lossy(&first.stderr);
+    assert!(
+        err.contains("run.sh changed while trial") && err.contains("is not stored"),
+        "{err}"
+    );
+    // Nothing of the old keys was stored: the next build (keyed by the new content) runs both.
+    let second = ws.sweep(&["bash", "run.sh"]);
+    assert!(second.status.success(), "{}", common::transcript(&second));
+    assert_eq!(counts(&second), (2, 0));
+    let third = ws.sweep(&["bash", "run.sh"]);
+    assert_eq!(counts(&third), (0, 2));
+}
+
+#[test]
 fn a_hung_trial_is_killed_with_its_whole_tree() {
     let ws = Ws::new(
         &RECIPE

@@ -70,6 +70,9 @@ pub struct Compiled {
     pub workload: Option<std::result::Result<Workload, String>>,
     /// Files whose content feeds the keys besides the recipe's (a command's input files).
     pub input_files: Vec<PathBuf>,
+    /// Each input file with the content digest its trials were keyed by: re-checked after
+    /// every trial, so a file edited while trials ran cannot store new results under old keys.
+    pub input_digests: Vec<(PathBuf, String)>,
 }
 
 impl Compiled {

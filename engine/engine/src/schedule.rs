@@ -386,6 +386,15 @@ impl Schedule<'_> {
     }
 }
 
+/// The command's input file that changed since compile, if any (see
+/// [`crate::trial::CommandSettings::changed_input`]).
+fn changed_input(spec: &TrialSpec) -> Option<&Path> {
+    match &spec.body {
+        crate::trial::Body::Command(c) => c.changed_input(),
+        crate::trial::Body::Workload(_) => None,
+    }
+}
+
 /// Claims the key (waiting for another aorta running it), re-checks the store, executes into a
 /// staging directory, uploads the outputs and commits the manifest.
 fn execute_one(
@@ -415,6 +424,13 @@ fn execute_one(
         TrialRun::Cancelled => {
             let _ = std::fs::remove_dir_all(&dir);
             JobOut::Cancelled
+        }
+        TrialRun::Done(_) if changed_input(spec).is_some() => {
+            let _ = std::fs::remove_dir_all(&dir);
+            JobOut::Failed(format!(
+                "{} changed while trial {key} ran: its result is not stored (the key hashed the old content); run the build again",
+                changed_input(spec).map(|p| p.display().to_string()).unwrap_or_default()
+            ))
         }
         TrialRun::Done(mut record) => match commit(
             store,

@@ -260,10 +260,11 @@ fn compile(session: &Session, id: TargetId) -> Result<Compiled> {
             .map_err(|e| EngineError::usage(e, "check the command's input paths"))?,
         None => BTreeMap::new(),
     };
-    let input_files = input_hashes
-        .keys()
-        .map(|p| normalize(&session.cwd.join(p)))
+    let input_digests: Vec<(PathBuf, String)> = input_hashes
+        .iter()
+        .map(|(p, h)| (normalize(&session.cwd.join(p)), h.clone()))
         .collect();
+    let input_files = input_digests.iter().map(|(p, _)| p.clone()).collect();
     let workload = (recipe.mode == Mode::Triage).then(|| {
         session.workload(
             &recipe.workload,
@@ -307,5 +308,6 @@ fn compile(session: &Session, id: TargetId) -> Result<Compiled> {
         env: Arc::new(env),
         workload,
         input_files,
+        input_digests,
     })
 }

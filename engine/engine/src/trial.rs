@@ -39,6 +39,21 @@ pub struct CommandSettings {
     pub kernel_log: Option<aorta_classify::KernelLog>,
     /// The recipe's `step_time_regex`: per-step times read from the trial's logs.
     pub step_time_regex: Option<fancy_regex::Regex>,
+    /// The command's input files and the digests the trial keys hashed (see
+    /// [`CommandSettings::changed_input`]).
+    pub inputs: Vec<(std::path::PathBuf, String)>,
+}
+
+impl CommandSettings {
+    /// An input file whose content is no longer what the trial keys hashed (edited, removed),
+    /// checked after each trial as Bazel re-checks an action's inputs: the trial may have run
+    /// the new content, so its result must not be stored under the old key.
+    pub fn changed_input(&self) -> Option<&Path> {
+        self.inputs
+            .iter()
+            .find(|(p, digest)| aorta_graph::hash_file(p).ok().as_ref() != Some(digest))
+            .map(|(p, _)| p.as_path())
+    }
 }
 
 pub struct WorkloadSettings {
