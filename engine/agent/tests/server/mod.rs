@@ -36,7 +36,8 @@ impl Reply {
     }
 }
 
-/// A request as received.
+/// A request as received (each test reads the parts it checks).
+#[allow(dead_code)]
 #[derive(Debug, Clone)]
 pub struct Request {
     pub path: String,
