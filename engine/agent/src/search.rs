@@ -464,6 +464,15 @@ impl Run<'_> {
             let (c, errored) = counts(by_m.get("none").map(Vec::as_slice).unwrap_or_default());
             self.res.baseline = c;
             self.res.baseline_errored = errored;
+            if c.trials == 0 {
+                // Errored trials are no evidence: a command that cannot run is not a pass.
+                return Err(Stop(
+                    Outcome::Error,
+                    Some(format!(
+                        "none of the baseline's {errored} trial(s) passed or failed (verdict error): check that the command runs; see the trial logs in the run directory"
+                    )),
+                ));
+            }
             let step = self.cfg.design.baseline_step(k, c);
             let interval = c.wilson(self.cfg.design.confidence());
             self.say(format!(

@@ -67,5 +67,9 @@ fn a_real_fix_is_found() {
             r.found_fix
         );
         assert!(r.false_convergence <= 0.05);
+        if p == 1.0 {
+            // 8 baseline trials, 4 per dud (it fails as often as the baseline), 8 for the fix.
+            assert_eq!(r.mean_trials, 24.0);
+        }
     }
 }

@@ -312,3 +312,29 @@ fn the_openai_proposer_drives_the_search_and_hostile_replies_stop_it() {
         assert_eq!(out.status.code(), Some(0));
     }
 }
+
+#[test]
+fn a_command_that_cannot_run_is_an_error_not_a_baseline_pass() {
+    let d = Dirs::new();
+    let out = Command::new(assert_cmd::cargo::cargo_bin("aorta"))
+        .current_dir(repo_root())
+        .env("NO_COLOR", "1")
+        .env(
+            "AORTA_ENV_SNAPSHOT",
+            repo_root().join("docs/examples/h200-env.json"),
+        )
+        .arg("agent")
+        .arg("--store")
+        .arg(d.root.join("store"))
+        .arg("--output")
+        .arg(d.root.join("out"))
+        .args(["--mitigation", "xnack", "--", "/nonexistent/command"])
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&out).contains("Agent outcome: error"),
+        "{}",
+        transcript(&out)
+    );
+    assert!(d.report().contains("verdict error"));
+}
