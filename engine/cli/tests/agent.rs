@@ -338,3 +338,20 @@ fn a_command_that_cannot_run_is_an_error_not_a_baseline_pass() {
     );
     assert!(d.report().contains("verdict error"));
 }
+
+#[test]
+fn a_slow_down_that_hides_the_failure_is_a_speed_confound_not_a_fix() {
+    let d = Dirs::new();
+    let mut c = agent_cmd(&d, &["--mitigation", "slow"], 1000, 1);
+    let out = c.arg("slow-hides").output().unwrap();
+    assert!(
+        stdout(&out).contains("Agent outcome: exhausted_candidates"),
+        "{}",
+        transcript(&out)
+    );
+    let report = d.report();
+    let slow = report.lines().find(|l| l.starts_with("| slow |")).unwrap();
+    assert!(slow.contains("| 0 / "), "{slow}");
+    assert!(slow.contains("**speed confound**"), "{slow}");
+    assert!(report.contains("- Winning mitigation: —"));
+}
