@@ -43,7 +43,7 @@ fn once(content: &str) -> Result<aorta_agent::policy::AgentStep, ProposeError> {
 fn a_good_reply_is_a_validated_step_and_the_request_is_a_chat_completion() {
     let (r, srv) = ask(
         vec![Reply::content(
-            r#"{"category":"illegal_mem","hypothesis":"page faults","next_mitigations":["xnack","none","xnack"],"confidence":1.7,"stop":false}"#,
+            r#"{"category":"illegal_mem","hypothesis":"page faults","next_mitigations":["xnack","none","xnack"],"diagnostics":["amd_log_level_4"],"confidence":1.7,"stop":false}"#,
         )],
         Duration::from_secs(10),
     );
@@ -51,6 +51,7 @@ fn a_good_reply_is_a_validated_step_and_the_request_is_a_chat_completion() {
     assert_eq!(step.next_mitigations, ["xnack"]);
     assert_eq!(step.confidence, 1.0);
     assert_eq!(step.category, "illegal_mem");
+    assert_eq!(step.diagnostics, ["amd_log_level_4"]);
     let req = srv.requests.lock().unwrap()[0].clone();
     assert_eq!(req.path, "/v1/chat/completions");
     assert_eq!(req.authorization.as_deref(), Some("Bearer sk-test"));

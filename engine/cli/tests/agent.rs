@@ -225,6 +225,19 @@ fn budgets_and_approval_stop_with_aortas_outcomes() {
         transcript(&out)
     );
     assert_eq!(d.executions().len(), 8);
+    let d = Dirs::new();
+    let out = agent(
+        &d,
+        &["--mitigation", "fix", "--max-walltime-sec", "0.001"],
+        1000,
+        1,
+    );
+    assert!(
+        stdout(&out)
+            .contains("Agent outcome: walltime_exhausted — Stopped — wall-time budget exhausted."),
+        "{}",
+        transcript(&out)
+    );
 }
 
 #[test]
