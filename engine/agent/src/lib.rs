@@ -12,6 +12,7 @@
 
 pub mod log;
 pub mod outcome;
+mod phases;
 pub mod policy;
 pub mod probe;
 pub mod proposer;

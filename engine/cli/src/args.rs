@@ -580,6 +580,7 @@ pub struct AgentArgs {
         default_value = "agent_results"
     )]
     pub output: PathBuf,
+    /// Names the run directory and the report (default: the template's ticket).
     #[arg(long)]
     pub ticket: Option<String>,
     /// A probe recipe as template: trials (for diagnostic cells), diagnostic_axis, timeouts,
@@ -589,6 +590,7 @@ pub struct AgentArgs {
     /// What the failure looks like (the proposer reads it).
     #[arg(long)]
     pub symptom: Option<String>,
+    /// Proposer steps before stopping with policy_stop.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_iterations: u32,
     /// Stop after this many seconds (checked before each build).
@@ -610,6 +612,7 @@ pub struct AgentArgs {
     /// AORTA's `litellm` is accepted as its alias).
     #[arg(long, default_value = "fake", value_parser = ["fake", "openai", "litellm"])]
     pub llm_backend: String,
+    /// The model name sent to the endpoint.
     #[arg(long, default_value = "gpt-4o-mini")]
     pub llm_model: String,
     /// The endpoint's API base, e.g. http://127.0.0.1:8000/v1 (vLLM, Ollama, LiteLLM); the key
@@ -623,6 +626,7 @@ pub struct AgentArgs {
     /// else every registered mitigation.
     #[arg(long = "mitigation", value_name = "NAME")]
     pub mitigations: Vec<String>,
+    /// Sidecar registry files that add mitigations, in order.
     #[arg(long = "mitigations-file", value_name = "PATH")]
     pub mitigations_files: Vec<PathBuf>,
     /// Pause (outcome approval_required) before trying hip_launch_blocking or hsa_disable_cache.
@@ -634,14 +638,19 @@ pub struct AgentArgs {
     /// Bundle the run directory afterwards (AORTA's --bundle).
     #[arg(long)]
     pub bundle: bool,
+    /// Print each look's counts and each candidate's verdict on stderr.
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Trials run at once (default 1).
     #[arg(long, short = 'j')]
     pub jobs: Option<usize>,
+    /// Store root (default: $AORTA_STORE, else .aorta/ at the workspace root).
     #[arg(long, value_name = "DIR")]
     pub store: Option<PathBuf>,
+    /// A recorded environment snapshot for trial keys [env: AORTA_ENV_SNAPSHOT].
     #[arg(long, value_name = "ENV.JSON")]
     pub env_snapshot: Option<PathBuf>,
+    /// The Python whose PyTorch the environment probe describes [env: AORTA_PYTHON].
     #[arg(long, value_name = "PATH")]
     pub python: Option<PathBuf>,
     #[command(flatten)]
