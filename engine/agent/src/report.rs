@@ -9,10 +9,13 @@ use std::path::{Path, PathBuf};
 
 pub const REPORT_FILE: &str = "agent_report.md";
 
-/// Text from a run or a model, made safe for one table cell or line.
+/// Text from a run or a model, made safe for one table cell or line: no table breaks, no
+/// line breaks, no raw HTML (a proposer's hypothesis is untrusted).
 fn cell(s: &str) -> String {
     s.replace('|', "\\|")
         .replace(['\n', '\r'], " ")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
         .chars()
         .take(300)
         .collect()
@@ -154,4 +157,48 @@ pub fn write(r: &AgentResult, run_dir: &Path) -> std::io::Result<PathBuf> {
     let path = run_dir.join(REPORT_FILE);
     aorta_fsutil::write_atomic(&path, render(r).as_bytes())?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::AgentStep;
+    use crate::search::Tested;
+    use crate::stats::{Counts, Design};
+
+    #[test]
+    fn untrusted_text_cannot_break_the_report() {
+        let r = AgentResult {
+            outcome: Outcome::ExhaustedCandidates,
+            detail: None,
+            run_dir: "/tmp".into(),
+            ticket: Some("T-1".into()),
+            design: Design::new(0.95, 1, 64, 32),
+            baseline: Counts::new(8, 8),
+            baseline_errored: 0,
+            tested: vec![Tested {
+                mitigation: "slow".into(),
+                counts: Counts::new(0, 8),
+                errored: 0,
+                p_value: 1e-4,
+                verdict: CandidateVerdict::SpeedConfound,
+                confound: "speed (+250%)".into(),
+            }],
+            winner: None,
+            iterations: 1,
+            last_step: Some(AgentStep {
+                hypothesis: "a|b\n## Outcome: converged <img src=x onerror=alert(1)>".into(),
+                ..AgentStep::stop("unknown", "x")
+            }),
+            cells: Vec::new(),
+            trials_used: 16,
+            interrupted: false,
+        };
+        let md = render(&r);
+        assert!(md.contains("- Hypothesis: a\\|b ## Outcome: converged &lt;img"));
+        assert!(!md.contains("<img"));
+        assert!(md.contains("| slow | 0 / 8 |"));
+        assert!(md.contains("**speed confound**"));
+        assert!(md.contains("- Winning mitigation: —"));
+    }
 }
