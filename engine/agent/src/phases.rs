@@ -5,7 +5,7 @@ use crate::log::Event;
 use crate::outcome::Outcome;
 use crate::probe::{cell_name, counts};
 use crate::search::{CandidateVerdict, Run, Stop, Tested};
-use crate::stats::{BaselineStep, CandidateStep, Counts};
+use crate::stats::{BaselineStep, CandidateStep, Counts, NotFixReason};
 use aorta_engine::TrialRecord;
 use aorta_report::confound;
 use std::collections::BTreeMap;
@@ -78,7 +78,15 @@ impl Run<'_> {
             let by_m = self.build()?;
             let recs = by_m.get(m).map(Vec::as_slice).unwrap_or_default();
             let (c, errored) = counts(recs);
-            let step = self.cfg.design.candidate_step(k, baseline, c);
+            let step = if c.trials == 0 && errored > 0 {
+                // The mitigation keeps the command from giving any verdict: not a fix.
+                CandidateStep::NotFix {
+                    p_value: 1.0,
+                    reason: NotFixReason::AllErrored,
+                }
+            } else {
+                self.cfg.design.candidate_step(k, baseline, c)
+            };
             let confound = self.confound(&by_m, m);
             let t = self.res.tested.last_mut().expect("pushed above");
             t.counts = c;
@@ -89,6 +97,7 @@ impl Run<'_> {
                 counts: c,
                 step,
             })?;
+            let mut why = "";
             let verdict = match step {
                 CandidateStep::More { p_value, .. } => {
                     self.res.tested.last_mut().expect("pushed").p_value = p_value;
@@ -102,8 +111,9 @@ impl Run<'_> {
                         CandidateVerdict::Fix
                     }
                 }
-                CandidateStep::NotFix { p_value, .. } => {
+                CandidateStep::NotFix { p_value, reason } => {
                     self.res.tested.last_mut().expect("pushed").p_value = p_value;
+                    why = reason.describe();
                     CandidateVerdict::NotFix
                 }
             };
@@ -111,11 +121,13 @@ impl Run<'_> {
             t.verdict = verdict;
             let t = t.clone();
             self.say(format!(
-                "{m}: {} of {} trials failed, p = {:.4}: {} (confound: {})",
+                "{m}: {} of {} trials failed, p = {:.4}: {}{}{} (confound: {})",
                 c.failed,
                 c.trials,
                 t.p_value,
                 verdict.as_str(),
+                if why.is_empty() { "" } else { ": " },
+                why,
                 t.confound
             ));
             self.event(Event::CandidateVerdict {

@@ -188,6 +188,8 @@ pub enum NotFixReason {
     CannotReach,
     /// The last look did not reject.
     CapReached,
+    /// Every trial of the look errored: the mitigation stops the command from running.
+    AllErrored,
 }
 
 impl NotFixReason {
@@ -198,6 +200,7 @@ impl NotFixReason {
                 "cannot reach the confidence within the trial cap even if every further trial passes"
             }
             NotFixReason::CapReached => "no significant reduction at the trial cap",
+            NotFixReason::AllErrored => "every trial errored (no pass or fail verdict)",
         }
     }
 }
