@@ -36,6 +36,9 @@ pub enum Command {
     Environments(RegistryListCommand),
     /// Run one workload for N trials, without a matrix.
     Run(RunArgs),
+    /// Search for a mitigation that fixes a flaky command, with a sequential test behind
+    /// `converged` (docs/agent.md): `aorta agent [OPTIONS] -- COMMAND…`.
+    Agent(Box<AgentArgs>),
     /// Why a node would (not) run: a trial's key and inputs, a cell, or an artifact.
     Explain(ExplainArgs),
     /// The local content-addressed store.
@@ -564,4 +567,95 @@ mod tests {
     fn clap_definition_is_consistent() {
         Cli::command().debug_assert();
     }
+}
+
+/// `aorta agent`: AORTA's flags, plus the test's confidence, the trial caps and the endpoint.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// Parent of the run directory `<output>/<ticket slug>`.
+    #[arg(
+        long,
+        visible_alias = "output-dir",
+        value_name = "DIR",
+        default_value = "agent_results"
+    )]
+    pub output: PathBuf,
+    /// Names the run directory and the report (default: the template's ticket).
+    #[arg(long)]
+    pub ticket: Option<String>,
+    /// A probe recipe as template: trials (for diagnostic cells), diagnostic_axis, timeouts,
+    /// step_time_regex, custom_patterns, hang settings, redaction, mitigation_axis order.
+    #[arg(long, value_name = "PATH")]
+    pub recipe: Option<PathBuf>,
+    /// What the failure looks like (the proposer reads it).
+    #[arg(long)]
+    pub symptom: Option<String>,
+    /// Proposer steps before stopping with policy_stop.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_iterations: u32,
+    /// Stop after this many seconds (checked before each build).
+    #[arg(long, value_name = "SECONDS")]
+    pub max_walltime_sec: Option<f64>,
+    /// Stop before a look would need more than this many trials in all (reused ones count).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_trials: Option<u64>,
+    /// Confidence that a declared fix really lowers the failure rate (the whole run's).
+    #[arg(long, default_value_t = 0.95)]
+    pub confidence: f64,
+    /// Most trials for the baseline estimate.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_baseline_trials: u32,
+    /// Most trials for one candidate.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_trials_per_cell: u32,
+    /// `fake` (deterministic, AORTA's rules) or `openai` (an OpenAI-compatible chat endpoint;
+    /// AORTA's `litellm` is accepted as its alias).
+    #[arg(long, default_value = "fake", value_parser = ["fake", "openai", "litellm"])]
+    pub llm_backend: String,
+    /// The model name sent to the endpoint.
+    #[arg(long, default_value = "gpt-4o-mini")]
+    pub llm_model: String,
+    /// The endpoint's API base, e.g. http://127.0.0.1:8000/v1 (vLLM, Ollama, LiteLLM); the key
+    /// is read from $AORTA_LLM_API_KEY, else $OPENAI_API_KEY.
+    #[arg(long, value_name = "URL")]
+    pub llm_url: Option<String>,
+    /// Seconds to wait for one reply.
+    #[arg(long, default_value_t = 120.0, value_name = "SECONDS")]
+    pub llm_timeout: f64,
+    /// Candidate mitigations, in order (repeatable); default: the template's mitigation_axis,
+    /// else every registered mitigation.
+    #[arg(long = "mitigation", value_name = "NAME")]
+    pub mitigations: Vec<String>,
+    /// Sidecar registry files that add mitigations, in order.
+    #[arg(long = "mitigations-file", value_name = "PATH")]
+    pub mitigations_files: Vec<PathBuf>,
+    /// Pause (outcome approval_required) before trying hip_launch_blocking or hsa_disable_cache.
+    #[arg(long)]
+    pub require_approval: bool,
+    /// Print the first look's plan; execute and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Bundle the run directory afterwards (AORTA's --bundle).
+    #[arg(long)]
+    pub bundle: bool,
+    /// Print each look's counts and each candidate's verdict on stderr.
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Trials run at once (default 1).
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
+    /// Store root (default: $AORTA_STORE, else .aorta/ at the workspace root).
+    #[arg(long, value_name = "DIR")]
+    pub store: Option<PathBuf>,
+    /// A recorded environment snapshot for trial keys [env: AORTA_ENV_SNAPSHOT].
+    #[arg(long, value_name = "ENV.JSON")]
+    pub env_snapshot: Option<PathBuf>,
+    /// The Python whose PyTorch the environment probe describes [env: AORTA_PYTHON].
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+    /// The command to triage.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }

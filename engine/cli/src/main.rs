@@ -5,6 +5,7 @@
 //! Module layering (no loops): `main` → `cmd_*` → {`execute`, `output`, `targets`, `args`, `exit`}.
 
 mod args;
+mod cmd_agent;
 mod cmd_bench;
 mod cmd_build;
 mod cmd_cache;
@@ -66,6 +67,7 @@ fn run(cli: Cli) -> CliResult {
             cmd_list::environments(&files, json)
         }
         Command::Run(a) => cmd_run::run(&a),
+        Command::Agent(a) => cmd_agent::agent(&a),
         Command::Env(c) => cmd_env::env(&c),
         Command::Bench(args::BenchCommand::HwQueue { args }) => cmd_bench::hw_queue(&args),
         Command::Explain(a) => cmd_cache::explain(&a),

@@ -13,6 +13,7 @@ pub fn check(raw: &[String]) -> miette::Result<()> {
     // Walk to the subcommand that takes a trailing command.
     let (name, sub) = match rest.next() {
         Some("probe") => ("aorta probe", cli.find_subcommand("probe").cloned()),
+        Some("agent") => ("aorta agent", cli.find_subcommand("agent").cloned()),
         Some(s @ ("sweep" | "triage")) if rest.peek() == Some(&"run") => {
             rest.next();
             let label = if s == "sweep" {

@@ -21,6 +21,7 @@ mod gpu;
 mod one;
 mod outcome;
 mod outputs;
+mod records;
 mod remote;
 mod retention;
 mod schedule;
@@ -48,6 +49,7 @@ pub use aorta_graph::{Artifact, Key};
 pub use aorta_probe::{KeyRules, Snapshot};
 pub use aorta_remote::Settings as RemoteSettings;
 pub use aorta_store::{GcPolicy, GcReport, StoreStats, VerifyReport};
+pub use aorta_trial::TrialRecord;
 
 /// `AORTA_TIMING=1` prints how long each phase took, for profiling big matrices.
 pub fn timing(phase: &str, since: std::time::Instant) {
