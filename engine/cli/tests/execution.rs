@@ -366,6 +366,15 @@ fn retention_trims_passing_trials_in_the_run_dir_only() {
         fail_dir.join("stdout.log").is_file(),
         "on_fail: full keeps everything"
     );
+    let rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fail_dir.join("result.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        rec["capture"]["retention"],
+        serde_json::json!({"level": "full", "deleted": [], "freed_bytes": 0}),
+        "recorded even when nothing was deleted, as AORTA does"
+    );
+    assert_eq!(rec["env_passthrough_mode"], "inherit", "{rec}");
     // The store still has every output: verify stays clean and a rerun reuses both trials.
     assert!(ws
         .cmd(&["cache", "verify"])

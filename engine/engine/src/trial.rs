@@ -61,6 +61,7 @@ fn base_record(spec: &TrialSpec, workload: &str, argv: Option<Vec<String>>) -> T
         trial_index: spec.index,
         workload: workload.into(),
         argv,
+        env_passthrough_mode: None,
         verdict: Verdict::Error,
         exit_status: ExitStatus::InfrastructureFailed,
         exit_code: 0,
@@ -112,6 +113,7 @@ fn run_command(
     cancel: &CancelToken,
 ) -> TrialRun {
     let mut record = base_record(spec, "_subprocess", Some(c.argv.clone()));
+    record.env_passthrough_mode = Some(c.passthrough);
     let mut env = spec.env.clone();
     if c.passthrough == PassthroughMode::File {
         let path = dir.join("probe.env");

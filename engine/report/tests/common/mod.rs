@@ -45,6 +45,7 @@ pub fn rec(idx: u32, verdict: Verdict) -> TrialRecord {
         trial_index: idx,
         workload: "training".into(),
         argv: None,
+        env_passthrough_mode: None,
         verdict,
         exit_status,
         exit_code: if verdict == Verdict::Pass { 0 } else { 1 },
