@@ -16,6 +16,7 @@ Usage: exec_parity.py AORTA_BIN   (run with the python that has amd-aorta==0.2.1
 Exit 1 on any difference not in KNOWN (or a KNOWN entry that matched nothing).
 """
 import fnmatch
+import hashlib
 import json
 import os
 import re
@@ -28,7 +29,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 HERE = ROOT / "tests/compat/exec"
 DOC = ROOT / "docs/compatibility.md"
-RECIPES = ["verdicts", "stop-after", "stop-after-pass", "file-retain", "differences"]
+# run name -> (recipe in tests/compat/exec/, extra `sweep run` flags). The flags run overlays
+# AORTA's probe flags on a recipe (§2.8): a tighter stop rule, a disable, file passthrough.
+RUNS = {
+    "verdicts": ("verdicts", []),
+    "stop-after": ("stop-after", []),
+    "stop-after-pass": ("stop-after-pass", []),
+    "file-retain": ("file-retain", []),
+    "differences": ("differences", []),
+    "flags": ("stop-after", ["--stop-after-events", "1", "--max-trials", "3", "--disable-detector", "tier1:exit_nonzero",
+                             "--env-passthrough-mode", "file", "--ticket", "PARITY-FLAGS"]),
+}
 
 # id (a `parity: <id>` line in docs/compatibility.md) -> the differences it covers, as
 # (recipe, cell, fields) with globs; a field is `run.<key>`, `cell.<key>` or `trial.<key>`.
@@ -37,7 +48,7 @@ VERDICT = ("cell.passed_count", "cell.failed_count", "cell.error_count", "cell.t
 KNOWN = {
     "step-time-regex": [("*", "*", ("cell.step_time_source",))],
     "disables-echo": [("*", "*", ("trial.capture.disabled_detectors",))],
-    "dry-run-trials": [("stop-after*", "-", ("run.dry_run.Dry run",))],
+    "dry-run-trials": [("stop-after*", "-", ("run.dry_run.Dry run",)), ("flags", "-", ("run.dry_run.Dry run",))],
     "every-match": [("differences", "case_every_match-none", VERDICT + ("trial.capture.loss",))],
     "separate-streams": [("differences", "case_streams-none", VERDICT + (
         "cell.top_warn_detector_id", "trial.warn_detectors_fired", "trial.capture.rank"))],
@@ -46,7 +57,8 @@ KNOWN = {
 }
 
 
-def run(tool, argv, recipe, tmp):
+def run(tool, argv, name, tmp):
+    recipe, flags = RUNS[name]
     # Each tool runs in a directory of its own, so the command line is the same for both.
     cwd = tmp / tool
     cwd.mkdir(parents=True)
@@ -56,7 +68,7 @@ def run(tool, argv, recipe, tmp):
         "--recipe", str(HERE / f"{recipe}.yaml"),
         "--output", str(out),
         "--mitigations-file", str(HERE / "sidecar.json"),
-    ]
+    ] + flags
     if tool == "aorta":
         cmd += ["--store", str(tmp / tool / "store"), "-j", "1"]
     cmd += ["--", sys.executable, str(HERE.parent / "parity_cmd.py"), "state"]
@@ -94,7 +106,16 @@ def trial_view(d):
         "env": r.get("env"),
         "env_passthrough_mode": r.get("env_passthrough_mode"),
         "files": sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()),
+        # What the command printed (it echoes probe.env in file mode), or its digest when long.
+        "stdout": text_or_digest(d / "stdout.log"),
     }
+
+
+def text_or_digest(path):
+    if not path.is_file():
+        return None
+    data = path.read_bytes()
+    return data.decode(errors="replace") if len(data) <= 4096 else "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def view(run):
@@ -175,12 +196,12 @@ def main():
     keep = os.environ.get("AORTA_PARITY_KEEP")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(keep or tmp)
-        jobs = [(tool, argv, r) for r in RECIPES for tool, argv in (("aorta", [aorta_bin]), ("AORTA", py_aorta))]
+        jobs = [(tool, argv, r) for r in RUNS for tool, argv in (("aorta", [aorta_bin]), ("AORTA", py_aorta))]
         with ThreadPoolExecutor(max_workers=4) as pool:
             dirs = list(pool.map(lambda j: run(j[0], j[1], j[2], tmp / j[2]), jobs))
         runs = {(tool, r): d for (tool, _, r), d in zip(jobs, dirs)}
         used, trials = {}, 0
-        for r in RECIPES:
+        for r in RUNS:
             rs, py = view(runs[("aorta", r)]), view(runs[("AORTA", r)])
             trials += sum(len(c["trial_dirs"]) for c in py[1].values())
             for d in differences(r, rs, py):
@@ -193,7 +214,7 @@ def main():
             d = ds[0]
             print(f"  known [{kid}] {len(ds)} difference(s), e.g. {d[0]} / {d[1]} / {d[2]}: aorta {json.dumps(d[3])}, AORTA {json.dumps(d[4])}")
         failures += [f"KNOWN id '{k}' matched no difference: remove it (and its page entry) or fix the matcher" for k in KNOWN if k not in used]
-    print(f"ran {len(RECIPES)} recipes ({trials} AORTA trials) through AORTA 0.2.1 and aorta: "
+    print(f"ran {len(RUNS)} runs ({trials} AORTA trials) through AORTA 0.2.1 and aorta: "
           f"{'no unlisted difference' if not failures else f'{len(failures)} problem(s)'}")
     for f in failures:
         print("  MISMATCH " + f)
