@@ -76,9 +76,9 @@ def run(tool, argv, name, tmp):
     if dry.returncode != 0:
         raise SystemExit(f"{tool} --dry-run failed on {recipe} (exit {dry.returncode}):\n{dry.stdout}\n{dry.stderr}")
     p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    if p.returncode not in (0, 1):
+    if p.returncode != 0:  # failing trials are results: both tools exit 0
         raise SystemExit(f"{tool} failed on {recipe} (exit {p.returncode}):\n{p.stdout}\n{p.stderr}")
-    dirs = [d for d in out.iterdir() if (d / "matrix.json").is_file()]
+    dirs = [d for d in out.iterdir() if (d / "matrix.json").is_file()] if out.is_dir() else []
     if len(dirs) != 1:
         raise SystemExit(f"{tool} left {len(dirs)} run directories for {recipe}:\n{p.stdout}\n{p.stderr}")
     return dirs[0], dry_run_view(dry.stdout)
@@ -105,6 +105,8 @@ def trial_view(d):
         "capture": r.get("capture"),
         "env": r.get("env"),
         "env_passthrough_mode": r.get("env_passthrough_mode"),
+        "failure_type": r.get("failure_type"),
+        "has_error_message": "error_message" in r or "error_message" in (r.get("capture") or {}),
         "files": sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()),
         # What the command printed (it echoes probe.env in file mode), or its digest when long.
         "stdout": text_or_digest(d / "stdout.log"),

@@ -139,6 +139,12 @@ pub struct TrialRecord {
     pub env: SmallMap<String>,
     #[serde(default)]
     pub result: WorkloadResult,
+    /// Set when the trial could not be started for a reason of its own, before any process:
+    /// `env_file_validation_failed` (AORTA §3.4.2), with `error_message`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
     /// Output files of the trial, relative to its directory (logs, artifacts).
     #[serde(default)]
     pub outputs: Vec<String>,

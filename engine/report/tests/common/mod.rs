@@ -46,6 +46,8 @@ pub fn rec(idx: u32, verdict: Verdict) -> TrialRecord {
         workload: "training".into(),
         argv: None,
         env_passthrough_mode: None,
+        failure_type: None,
+        error_message: None,
         verdict,
         exit_status,
         exit_code: if verdict == Verdict::Pass { 0 } else { 1 },
