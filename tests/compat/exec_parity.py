@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Execution parity against the real AORTA 0.2.1 (pip package amd-aorta).
 
-Runs the probe recipes in tests/compat/exec/ through `aorta sweep run` of AORTA 0.2.1 and of
-aorta, over one deterministic command (parity_cmd.py), and compares what a user reads: the
-cells, each cell's trial count, pass/fail/error counts, stop_after note, top detectors and
-step-time source (matrix.json); each trial's verdict, exit code, timeout flag, detector lists,
-capture, env bundle and passthrough mode, and the files its directory keeps (result.json).
+Runs the probe recipes in tests/compat/exec/ (RUNS) through `aorta sweep run` of AORTA 0.2.1
+and of aorta, over one deterministic command (parity_cmd.py), and compares what a user reads:
+the dry run's common lines; the cells, the baseline records, each cell's trial count,
+pass/fail/error counts, stop_after note, top detectors and step-time source (matrix.json);
+each trial's verdict, exit code, timeout flag, detector lists, capture, env bundle,
+passthrough mode, failure type, retained files and stdout (result.json, the trial directory).
 
 Every difference must be listed in KNOWN below, each entry under an id that
 docs/compatibility.md explains; an entry that matches nothing any more is an error too, so
