@@ -7,7 +7,7 @@ each cell's resolved env vars, and the baseline cell. aorta's NVIDIA mitigations
 AORTA's registry, so AORTA gets them through a generated sidecar file.
 
 Usage: aorta_parity.py AORTA_BIN   (run with the python that has amd-aorta==0.2.1 installed)
-Exit 1 on any difference not listed in DELIBERATE.
+Exit 1 on any difference not listed in DELIBERATE (whose ids docs/compatibility.md explains).
 """
 import json
 import subprocess
@@ -20,11 +20,13 @@ from aorta.triage.recipe import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Where aorta is stricter than AORTA on purpose (docs/recipes.md, "Compatibility").
+# Where aorta is stricter than AORTA on purpose: fixture -> (id, why). Each id is a
+# `parity: <id>` entry of docs/compatibility.md.
 DELIBERATE = {
-    "extra-env-bad-name.yaml": "aorta checks env var names at load; AORTA only when a trial runs",
-    "no-baseline.yaml": "AORTA's loader accepts it but its dry-run and run pre-flight reject it; aorta rejects at load",
+    "extra-env-bad-name.yaml": ("load-env-names", "aorta checks env var names at load; AORTA only when a trial runs"),
+    "no-baseline.yaml": ("load-baseline", "AORTA's loader accepts it but its dry-run and run pre-flight reject it; aorta rejects at load"),
 }
+DOC = ROOT / "docs/compatibility.md"
 
 
 def aorta_rs(aorta_bin, path):
@@ -63,7 +65,9 @@ def main():
         sidecar = Path(tmp) / "aorta-rs-builtins.json"
         sidecar.write_text(json.dumps({"version": 1, "mitigations": extra}))
         files = sorted((ROOT / "recipes").glob("*.yaml")) + sorted((ROOT / "tests/fixtures/bad-recipes").iterdir())
-        failures, checked = [], 0
+        doc = DOC.read_text()
+        failures = [f"DELIBERATE id '{kid}' has no `parity: {kid}` entry in docs/compatibility.md" for kid, _ in DELIBERATE.values() if f"parity: {kid}`" not in doc]
+        checked = 0
         for f in files:
             checked += 1
             rs, rs_err = aorta_rs(aorta_bin, f.relative_to(ROOT))
@@ -72,7 +76,8 @@ def main():
             if (rs is None) != (py is None):
                 verdict = f"aorta {'rejects' if rs is None else 'accepts'}, AORTA {'rejects' if py is None else 'accepts'} ({py_err or rs_err})"
                 if name in DELIBERATE:
-                    print(f"  deliberate  {name}: {verdict} — {DELIBERATE[name]}")
+                    kid, why = DELIBERATE[name]
+                    print(f"  deliberate [{kid}] {name}: {verdict} — {why}")
                 else:
                     failures.append(f"{name}: {verdict}")
                 continue

@@ -53,7 +53,8 @@ pub use model::{
 pub use patterns::CONDITION_EVAL_BUDGET;
 pub use tier3::{MAX_DMESG_BYTES, VRAM_GROWTH_THRESHOLD_MIB};
 pub use verdict::{
-    failure_type, ENV_FILE_VALIDATION_FAILED, ERROR_DETECTOR_IDS, MISSING_PASS_SIGNAL,
+    failure_type, ENV_FILE_VALIDATION_DETECTOR, ENV_FILE_VALIDATION_FAILED, ERROR_DETECTOR_IDS,
+    MISSING_PASS_SIGNAL,
 };
 
 /// Bytes read (and, at least, newly scanned) per window when streaming a log.

@@ -119,7 +119,8 @@ pub(crate) fn resolve(
 /// §5.10's `failure_details[].type` for a trial that did not pass (`None` for a pass):
 /// never launched → `subprocess_exec_failed`; timed out → `subprocess_timeout`; non-zero exit
 /// → `subprocess_nonzero_exit`; exit 0 failed by a detector → `detector_failure`.
-/// (The executor's own env-file rejection is [`ENV_FILE_VALIDATION_FAILED`].)
+/// (The executor's own env-file rejection is [`ENV_FILE_VALIDATION_FAILED`], with the error
+/// detector [`ENV_FILE_VALIDATION_DETECTOR`].)
 pub fn failure_type(
     c: &Classification,
     exit_code: i32,
@@ -140,8 +141,12 @@ pub fn failure_type(
     })
 }
 
-/// `failure_details[].type` when the trial's env file was rejected before launch.
+/// `failure_details[].type` (and the record's `failure_type`) when the trial's env file was
+/// rejected before launch.
 pub const ENV_FILE_VALIDATION_FAILED: &str = "env_file_validation_failed";
+
+/// The error detector such a trial reports, as AORTA does (§5.9).
+pub const ENV_FILE_VALIDATION_DETECTOR: &str = "meta:env_file_validation_failed";
 
 #[cfg(test)]
 mod tests {

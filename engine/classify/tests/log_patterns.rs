@@ -339,6 +339,44 @@ fn tier5_fires_once_across_both_streams() {
     assert_eq!(c.capture["n"], "1", "stdout is scanned first");
 }
 
+/// docs/compatibility.md, `separate-streams`: AORTA scanned `stdout + "\n" + stderr` as one text.
+#[test]
+fn stdout_and_stderr_are_two_texts_with_stdout_first() {
+    let t = Trial::new();
+    let cfg = with_custom(vec![
+        custom("seam", r"BEGIN\s+END"),
+        custom_with(
+            "host",
+            r"host_rank=(?P<rank>\d+)",
+            None,
+            OnMatch::Info,
+            false,
+        ),
+        custom_with(
+            "local",
+            r"local_rank=(?P<rank>\d+)",
+            None,
+            OnMatch::Info,
+            false,
+        ),
+        custom_with("warn_a", "WARN-A", None, OnMatch::Warn, false),
+        custom_with("warn_b", "WARN-B", None, OnMatch::Warn, false),
+    ]);
+    let c = classify(
+        &t.logs(
+            "local_rank=2\nWARN-B\nBEGIN\n",
+            "END\nhost_rank=7\nWARN-A\n",
+        ),
+        &cfg,
+    );
+    assert!(
+        c.failure_detectors_fired.is_empty(),
+        "no match across the seam"
+    );
+    assert_eq!(c.capture["rank"], "7", "the later stream's value wins");
+    assert_eq!(c.warn_detectors_fired, ["custom:warn_b", "custom:warn_a"]);
+}
+
 #[test]
 fn unreadable_log_is_recorded_and_the_other_stream_still_scanned() {
     let t = Trial::new();

@@ -12,7 +12,9 @@ use std::path::PathBuf;
 and reports which cells fail, how often, and at what speed cost.",
     after_help = "Exit codes: 0 the build finished (failing trials are results); 1 incomplete (no usable baseline, a trial \
 could not run, or under --strict a cell errored or ran no trial); 2 bad input (recipe, flag, sidecar, label); \
-3 infrastructure (store I/O, environment snapshot, a workload that cannot start); 130 interrupted.",
+3 infrastructure (store I/O, environment snapshot, a workload that cannot start); 130 interrupted.
+
+Coming from AORTA 0.2.1: docs/compatibility.md lists every difference, why, and how to get AORTA's behaviour.",
     propagate_version = true
 )]
 pub struct Cli {
@@ -385,6 +387,12 @@ pub enum SweepCommand {
 }
 
 #[derive(Debug, Args, Clone, Default)]
+#[command(
+    after_help = "Differences from AORTA 0.2.1's `sweep run` (docs/compatibility.md has them all): \
+stdout and stderr are scanned as two texts (AORTA joined them; `-- sh -c 'exec CMD 2>&1'` gives one stream), \
+whole logs are scanned (AORTA: the first 10 MiB), every match of a custom pattern is tried, a silent busy loop \
+is not a hang, step_time_regex is honoured, and with stop_after --dry-run prints max_trials as trials/cell."
+)]
 pub struct SweepRunArgs {
     /// YAML/JSON recipe.
     #[arg(long, value_name = "PATH")]

@@ -449,6 +449,15 @@ fn retention_trims_passing_trials_in_the_run_dir_only() {
         fail_dir.join("stdout.log").is_file(),
         "on_fail: full keeps everything"
     );
+    let rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fail_dir.join("result.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        rec["capture"]["retention"],
+        serde_json::json!({"level": "full", "deleted": [], "freed_bytes": 0}),
+        "recorded even when nothing was deleted, as AORTA does"
+    );
+    assert_eq!(rec["env_passthrough_mode"], "inherit", "{rec}");
     // The store still has every output: verify stays clean and a rerun reuses both trials.
     assert!(ws
         .cmd(&["cache", "verify"])
@@ -457,6 +466,42 @@ fn retention_trims_passing_trials_in_the_run_dir_only() {
         .status
         .success());
     assert_eq!(counts(&ws.sweep(&["bash", "job.sh"])), (0, 2));
+}
+
+/// A cell env that probe.env cannot hold (a value with a newline) is an error trial without a
+/// process, recorded as AORTA records it (tests/compat/exec_parity.py compares it with AORTA).
+#[test]
+fn a_cell_env_that_probe_env_cannot_hold_is_an_error_trial_recorded_as_aorta_does() {
+    let ws = Ws::new(
+        &RECIPE
+            .replace("trials: 3", "trials: 1\nenv_passthrough_mode: file")
+            .replace("cuda_launch_blocking", "two_lines"),
+    );
+    ws.write(
+        "aorta-registry.json",
+        r#"{"version": 1, "mitigations": {"two_lines": {"NOTE": "a\nb"}}}"#,
+    );
+    ws.write("job.sh", "[ -z \"$NOTE\" ] || touch ran\n");
+    let out = ws.sweep(&["bash", "job.sh"]);
+    assert!(out.status.success(), "{}", common::transcript(&out));
+    let dir = ws.path().join("out/T/two_lines-none/trial_0");
+    let rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
+    assert_eq!(rec["verdict"], "error", "{rec}");
+    assert_eq!(
+        rec["error_detectors_fired"],
+        serde_json::json!(["meta:env_file_validation_failed"])
+    );
+    assert_eq!(rec["failure_type"], "env_file_validation_failed");
+    assert!(
+        rec["error_message"].as_str().unwrap().contains("NOTE"),
+        "{rec}"
+    );
+    assert!(dir.join("stderr.log").is_file() && !dir.join("stdout.log").exists());
+    assert!(
+        !ws.path().join("ran").exists(),
+        "the command never ran for that cell"
+    );
 }
 
 /// The environment snapshot is part of every key: a tracked variable aorta runs under re-runs

@@ -292,6 +292,13 @@ fn help_in_the_option_zone_bypasses_the_separator_guard() {
     let out = aorta(&["sweep", "run", "--help"]);
     assert!(out.status.success());
     assert!(stdout(&out).contains("--recipe"));
+    // A user switching from AORTA finds the differences from the help.
+    assert!(
+        stdout(&out).contains("docs/compatibility.md"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(stdout(&aorta(&["--help"])).contains("docs/compatibility.md"));
 }
 
 #[test]

@@ -193,20 +193,16 @@ pub fn materialize(
             }
         };
         if let Some(retain) = recipe.probe.as_ref().and_then(|p| p.retain.as_ref()) {
-            let (level, deleted, freed) =
-                crate::retention::apply(&staged, retain, r.record.verdict);
-            if !deleted.is_empty() {
-                // Stamp the outcome into this directory's record, as AORTA does.
-                let mut record = (*r.record).clone();
-                record.capture.insert(
-                    "retention".into(),
-                    serde_json::json!({"level": level, "deleted": deleted, "freed_bytes": freed}),
-                );
-                let json = serde_json::to_vec_pretty(&record)
-                    .map_err(|e| format!("cannot encode {rel}/result.json: {e}"))?;
-                std::fs::write(staged.join("result.json"), &json)
-                    .map_err(|e| format!("cannot write {rel}/result.json: {e}"))?;
-            }
+            let outcome = crate::retention::apply(&staged, retain, r.record.verdict);
+            // Stamp the outcome into this directory's record, deletions or not, as AORTA does.
+            let mut record = (*r.record).clone();
+            let stamp = serde_json::to_value(&outcome)
+                .map_err(|e| format!("cannot encode {rel}/result.json: {e}"))?;
+            record.capture.insert("retention".into(), stamp);
+            let json = serde_json::to_vec_pretty(&record)
+                .map_err(|e| format!("cannot encode {rel}/result.json: {e}"))?;
+            std::fs::write(staged.join("result.json"), &json)
+                .map_err(|e| format!("cannot write {rel}/result.json: {e}"))?;
         }
         replace_dir(&staged, &dest).map_err(|e| format!("cannot place {rel}: {e}"))?;
         index.set(rel, r.key.to_string());

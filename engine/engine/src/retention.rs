@@ -4,7 +4,18 @@
 
 use aorta_recipe::{Retain, RetainLevel};
 use aorta_trial::Verdict;
+use serde::Serialize;
 use std::path::Path;
+
+/// What retention did to one trial directory: `capture.retention` in its `result.json`,
+/// stamped whenever the recipe has `retain` (also when nothing was deleted), as AORTA does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Outcome {
+    pub level: RetainLevel,
+    /// Trial-relative paths, sorted.
+    pub deleted: Vec<String>,
+    pub freed_bytes: u64,
+}
 
 fn rank(level: RetainLevel) -> u8 {
     match level {
@@ -35,8 +46,8 @@ fn class_rank(rel: &str) -> Option<u8> {
     Some(3)
 }
 
-/// Deletes what `retain` does not keep for `verdict`; returns (level, deleted paths, bytes freed).
-pub fn apply(dir: &Path, retain: &Retain, verdict: Verdict) -> (RetainLevel, Vec<String>, u64) {
+/// Deletes what `retain` does not keep for `verdict`.
+pub fn apply(dir: &Path, retain: &Retain, verdict: Verdict) -> Outcome {
     let level = match verdict {
         Verdict::Pass => retain.on_pass,
         Verdict::Fail => retain.on_fail,
@@ -45,7 +56,11 @@ pub fn apply(dir: &Path, retain: &Retain, verdict: Verdict) -> (RetainLevel, Vec
     let mut deleted = Vec::new();
     let mut freed = 0;
     if level == RetainLevel::Full {
-        return (level, deleted, freed);
+        return Outcome {
+            level,
+            deleted,
+            freed_bytes: freed,
+        };
     }
     let files = crate::fsutil::list_files(dir).unwrap_or_default();
     for rel in files {
@@ -60,7 +75,12 @@ pub fn apply(dir: &Path, retain: &Retain, verdict: Verdict) -> (RetainLevel, Vec
         }
     }
     prune_empty(dir, true);
-    (level, deleted, freed)
+    deleted.sort();
+    Outcome {
+        level,
+        deleted,
+        freed_bytes: freed,
+    }
 }
 
 fn prune_empty(dir: &Path, is_root: bool) -> bool {
@@ -104,20 +124,24 @@ mod tests {
             on_pass: RetainLevel::Log,
             on_error: RetainLevel::None,
         };
-        let (_, deleted, freed) = apply(d.path(), &retain, Verdict::Pass);
-        assert_eq!(deleted, ["traces/big.bin", "x.summary.json"]);
-        assert_eq!(freed, 8);
+        let o = apply(d.path(), &retain, Verdict::Pass);
+        assert_eq!(o.deleted, ["traces/big.bin", "x.summary.json"]);
+        assert_eq!(o.freed_bytes, 8);
         assert!(
             !d.path().join("traces").exists(),
             "empty directories are pruned"
         );
-        let (_, deleted, _) = apply(d.path(), &retain, Verdict::Error);
-        assert_eq!(deleted, ["stderr.log", "stdout.log"]);
+        let o = apply(d.path(), &retain, Verdict::Error);
+        assert_eq!(o.deleted, ["stderr.log", "stdout.log"]);
         assert!(
             d.path().join("result.json").exists(),
             "the record is never deleted"
         );
-        let (_, deleted, _) = apply(d.path(), &retain, Verdict::Fail);
-        assert!(deleted.is_empty());
+        let o = apply(d.path(), &retain, Verdict::Fail);
+        assert_eq!(
+            serde_json::to_value(&o).unwrap(),
+            serde_json::json!({"level": "full", "deleted": [], "freed_bytes": 0}),
+            "a level that deletes nothing is still recorded"
+        );
     }
 }

@@ -76,6 +76,9 @@ fn base_record(spec: &TrialSpec, workload: &str, argv: Option<Vec<String>>) -> T
         trial_index: spec.index,
         workload: workload.into(),
         argv,
+        env_passthrough_mode: None,
+        failure_type: None,
+        error_message: None,
         verdict: Verdict::Error,
         exit_status: ExitStatus::InfrastructureFailed,
         exit_code: 0,
@@ -139,23 +142,28 @@ fn run_command(
     cancel: &CancelToken,
 ) -> TrialRun {
     let mut record = base_record(spec, "_subprocess", Some(c.argv.clone()));
+    record.env_passthrough_mode = Some(c.passthrough);
     let mut env = spec.env.clone();
     if c.passthrough == PassthroughMode::File {
         let path = dir.join("probe.env");
         if let Err(e) = write_env_file(&path, &spec.env) {
+            // As AORTA: the message in stderr.log and the record, no stdout.log, no process.
             let _ = std::fs::write(dir.join("stderr.log"), format!("aorta: {e}\n"));
-            let _ = std::fs::write(dir.join("stdout.log"), "");
+            let ftype = aorta_classify::ENV_FILE_VALIDATION_FAILED;
             record.exit_code = 2;
             record.verdict = Verdict::Error;
             record.error_detectors_fired =
-                vec![aorta_classify::ENV_FILE_VALIDATION_FAILED.to_string()];
-            record.capture.insert("error_message".into(), e.into());
+                vec![aorta_classify::ENV_FILE_VALIDATION_DETECTOR.to_string()];
+            record.failure_type = Some(ftype.into());
             record.result = WorkloadResult {
+                failure_count: 1,
+                failure_details: vec![serde_json::json!({"type": ftype, "error": e})],
                 main_work_started: Some(false),
                 executed_iterations: Some(0),
                 configured_iterations: Some(1),
                 ..Default::default()
             };
+            record.error_message = Some(e);
             return TrialRun::Done(Box::new(record));
         }
         env.insert("AORTA_ENV_FILE".into(), path.display().to_string());

@@ -152,31 +152,8 @@ pub struct StopAfter {
     pub event_verdict: Verdict,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PassthroughMode {
-    /// The child inherits the cell's environment directly.
-    Inherit,
-    /// Additionally write `probe.env` and export `AORTA_ENV_FILE` for wrappers (docker, sudo).
-    File,
-}
-
-impl PassthroughMode {
-    pub fn parse(s: &str) -> Option<PassthroughMode> {
-        match s {
-            "inherit" => Some(PassthroughMode::Inherit),
-            "file" => Some(PassthroughMode::File),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PassthroughMode::Inherit => "inherit",
-            PassthroughMode::File => "file",
-        }
-    }
-}
+/// How a probe trial hands the cell's env to the command (shared with the trial record).
+pub use aorta_trial::PassthroughMode;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -245,6 +245,16 @@ impl<'a> From<&'a Row> for CellJson<'a> {
     }
 }
 
+/// `confound.baseline_cell_configured`: the recipe's choice. A probe recipe always has one, as
+/// in AORTA, whose probe recipes carry the default (first all-`none` cell, else the first).
+fn configured_baseline(r: &aorta_recipe::Recipe) -> Option<&str> {
+    match (&r.confound.baseline_cell, r.mode) {
+        (Some(b), _) => Some(b),
+        (None, Mode::Probe) => Some(&r.confound.resolved_baseline),
+        (None, Mode::Triage) => None,
+    }
+}
+
 impl<'a> From<&'a Matrix<'a>> for MatrixJson<'a> {
     fn from(m: &'a Matrix<'a>) -> MatrixJson<'a> {
         let r = m.recipe;
@@ -258,7 +268,7 @@ impl<'a> From<&'a Matrix<'a>> for MatrixJson<'a> {
             baseline_cell: &m.baseline.name,
             confound: ConfoundJson {
                 threshold: r.confound.threshold,
-                baseline_cell_configured: r.confound.baseline_cell.as_deref(),
+                baseline_cell_configured: configured_baseline(r),
                 interval: IntervalJson {
                     method: INTERVAL_METHOD,
                     level: bootstrap::LEVEL,

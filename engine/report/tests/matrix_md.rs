@@ -196,6 +196,24 @@ fn header_lines() {
 }
 
 #[test]
+fn a_probe_recipe_without_a_baseline_records_the_default_one_as_configured() {
+    // AORTA's probe recipes carry the default baseline (first all-`none` cell) as configured;
+    // triage recipes without one record null.
+    let r = recipe("schema_version: 1\nmode: probe\ntrials: 1\nmitigation_axis: [tf32_off, none]\ndiagnostic_axis: [none]\n");
+    let cells: Vec<_> = r
+        .cells
+        .iter()
+        .map(|c| CellStats::aggregate(c, &r, &[rec(0, P)], None))
+        .collect();
+    let j = json(&matrix(&r, cells));
+    assert_eq!(j["confound"]["baseline_cell_configured"], "none-none");
+    let t = triage();
+    let cells = vec![agg(&t, "baseline-local", &trials(&[P], &[1.0]))];
+    let j = json(&matrix(&t, cells));
+    assert_eq!(j["confound"]["baseline_cell_configured"], json!(null));
+}
+
+#[test]
 fn matrix_json_shape() {
     let r = probe();
     let cells: Vec<_> = r

@@ -39,6 +39,33 @@ impl Verdict {
     }
 }
 
+/// How a probe trial hands the cell's env to its command (`env_passthrough_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PassthroughMode {
+    /// The child inherits the cell's environment directly.
+    Inherit,
+    /// Additionally write `probe.env` and export `AORTA_ENV_FILE` for wrappers (docker, sudo).
+    File,
+}
+
+impl PassthroughMode {
+    pub fn parse(s: &str) -> Option<PassthroughMode> {
+        match s {
+            "inherit" => Some(PassthroughMode::Inherit),
+            "file" => Some(PassthroughMode::File),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PassthroughMode::Inherit => "inherit",
+            PassthroughMode::File => "file",
+        }
+    }
+}
+
 /// How the trial's body ended, in AORTA's vocabulary (`exit_status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -83,6 +110,10 @@ pub struct TrialRecord {
     /// The subprocess flow's command, forwarded byte-for-byte.
     #[serde(default)]
     pub argv: Option<Vec<String>>,
+    /// The subprocess flow's `env_passthrough_mode` (AORTA §3.4.2). Already part of the trial
+    /// key; absent for workload trials and in records written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_passthrough_mode: Option<PassthroughMode>,
     pub verdict: Verdict,
     pub exit_status: ExitStatus,
     /// Process exit code; negative = killed by that signal (Python's convention, which the
@@ -108,6 +139,12 @@ pub struct TrialRecord {
     pub env: SmallMap<String>,
     #[serde(default)]
     pub result: WorkloadResult,
+    /// Set when the trial could not be started for a reason of its own, before any process:
+    /// `env_file_validation_failed` (AORTA §3.4.2), with `error_message`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
     /// Output files of the trial, relative to its directory (logs, artifacts).
     #[serde(default)]
     pub outputs: Vec<String>,
