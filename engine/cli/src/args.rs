@@ -50,6 +50,9 @@ pub enum Command {
     /// One trial by itself: `aorta trial exec` (what each Buck2 trial action runs).
     #[command(subcommand)]
     Trial(TrialCommand),
+    /// Classify logs that already exist (a CI job's output, a paste, a node's dmesg) with the
+    /// detectors trials use; exit 0 when nothing fired, 1 when something did, 2 on bad input.
+    Classify(ClassifyArgs),
     /// Print shell completions.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -92,6 +95,26 @@ pub struct BuildArgs {
     /// The command a probe recipe wraps (overrides the BUCK target's `command`).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ClassifyArgs {
+    /// stdout/stderr logs (Tiers 4 and 5); `-` reads stdin. No log and no --dmesg: stdin.
+    #[arg(value_name = "LOG")]
+    pub logs: Vec<PathBuf>,
+    /// A kernel log (`dmesg`, `journalctl -k`, with or without timestamps) for Tier 3; `-`
+    /// reads stdin. Repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub dmesg: Vec<PathBuf>,
+    /// A recipe (label or file) whose custom_patterns and disables apply, as in its trials.
+    #[arg(long, value_name = "RECIPE")]
+    pub recipe: Option<String>,
+    /// Extra sidecar registry files the recipe needs.
+    #[arg(long = "mitigations-file", value_name = "PATH", requires = "recipe")]
+    pub mitigations_files: Vec<PathBuf>,
+    /// Print the findings as one JSON record.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -8,6 +8,7 @@ mod args;
 mod cmd_bench;
 mod cmd_build;
 mod cmd_cache;
+mod cmd_classify;
 mod cmd_env;
 mod cmd_list;
 mod cmd_run;
@@ -71,6 +72,7 @@ fn run(cli: Cli) -> CliResult {
         Command::Explain(a) => cmd_cache::explain(&a),
         Command::Cache(c) => cmd_cache::cache(&c),
         Command::Trial(c) => cmd_trial::trial(&c),
+        Command::Classify(a) => cmd_classify::classify(&a),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "aorta", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

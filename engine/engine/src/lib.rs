@@ -31,6 +31,7 @@ pub mod watch;
 pub mod workloads;
 
 pub use artifacts::{ArtifactRecord, RENDERER_VERSION};
+pub use build::classifier_config;
 pub use compile::{normalize, Compiled, RecipeOrigin, TargetId, TargetSpec};
 pub use environment::EnvRecord;
 pub use error::{Category, EngineError, Result};
