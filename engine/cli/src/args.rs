@@ -53,6 +53,9 @@ pub enum Command {
     /// Classify logs that already exist (a CI job's output, a paste, a node's dmesg) with the
     /// detectors trials use; exit 0 when nothing fired, 1 when something did, 2 on bad input.
     Classify(ClassifyArgs),
+    /// Pack a run directory into one redacted, reproducible .tar.gz with a blake3 manifest
+    /// (`--verify FILE` re-checks one).
+    Bundle(BundleArgs),
     /// Print shell completions.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -95,6 +98,31 @@ pub struct BuildArgs {
     /// The command a probe recipe wraps (overrides the BUCK target's `command`).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct BundleArgs {
+    /// The run directory (e.g. probe_results/QUICKSTART-1).
+    #[arg(required_unless_present = "verify", value_name = "RUN_DIR")]
+    pub run_dir: Option<PathBuf>,
+    /// The ticket the bundle is named after (default: the run directory's name).
+    #[arg(long)]
+    pub ticket: Option<String>,
+    /// Print the members, sizes and redaction counts, and ask before writing (default no).
+    #[arg(long)]
+    pub review: bool,
+    /// Where to write (a directory gets `<ticket>.bundle.tar.gz` inside it).
+    #[arg(long, short, value_name = "PATH")]
+    pub output: Option<PathBuf>,
+    /// The recipe whose `redaction` block applies (default: RUN_DIR/recipe.resolved.yaml).
+    #[arg(long, value_name = "RECIPE")]
+    pub redaction_from: Option<PathBuf>,
+    /// Also redact private IP addresses and the host names the run's env snapshots record.
+    #[arg(long)]
+    pub redact_hosts: bool,
+    /// Re-check a bundle's members against its manifest's blake3 digests.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["run_dir", "ticket", "review", "output", "redaction_from", "redact_hosts"])]
+    pub verify: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -7,6 +7,7 @@
 mod args;
 mod cmd_bench;
 mod cmd_build;
+mod cmd_bundle;
 mod cmd_cache;
 mod cmd_classify;
 mod cmd_env;
@@ -73,6 +74,7 @@ fn run(cli: Cli) -> CliResult {
         Command::Cache(c) => cmd_cache::cache(&c),
         Command::Trial(c) => cmd_trial::trial(&c),
         Command::Classify(a) => cmd_classify::classify(&a),
+        Command::Bundle(a) => cmd_bundle::bundle(&a),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "aorta", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

@@ -105,6 +105,8 @@ fn the_corpus_fires_what_its_manifest_lists() {
 /// A long log streamed through stdin is read whole in bounded memory: 256 MiB of training
 /// output ending in an OOM, and the peak resident set of that one process (wait4's rusage).
 #[test]
+// Reaped by wait4 below, which std's Child cannot do, to read this one process's rusage.
+#[allow(clippy::zombie_processes)]
 fn a_long_log_on_stdin_streams_in_bounded_memory() {
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("aorta"))
         .args(["classify", "--json", "-"])
