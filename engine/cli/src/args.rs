@@ -53,6 +53,15 @@ pub enum Command {
     /// Classify logs that already exist (a CI job's output, a paste, a node's dmesg) with the
     /// detectors trials use; exit 0 when nothing fired, 1 when something did, 2 on bad input.
     Classify(ClassifyArgs),
+    /// Render RUN_DIR/report.html again from the run directory (builds render it themselves).
+    Report {
+        /// The run directory (e.g. probe_results/QUICKSTART-1).
+        #[arg(value_name = "RUN_DIR")]
+        run_dir: PathBuf,
+        /// Sidecar registry files the recipe's mitigations need.
+        #[arg(long = "mitigations-file", value_name = "PATH")]
+        mitigations_files: Vec<PathBuf>,
+    },
     /// Pack a run directory into one redacted, reproducible .tar.gz with a blake3 manifest
     /// (`--verify FILE` re-checks one).
     Bundle(BundleArgs),

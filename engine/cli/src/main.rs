@@ -75,6 +75,14 @@ fn run(cli: Cli) -> CliResult {
         Command::Trial(c) => cmd_trial::trial(&c),
         Command::Classify(a) => cmd_classify::classify(&a),
         Command::Bundle(a) => cmd_bundle::bundle(&a),
+        Command::Report {
+            run_dir,
+            mitigations_files,
+        } => {
+            let path = aorta_engine::render_run_dir(&run_dir, &mitigations_files)?;
+            println!("Wrote {}", path.display());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "aorta", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

@@ -22,6 +22,7 @@ mod one;
 mod outcome;
 mod outputs;
 mod remote;
+mod report_html;
 mod retention;
 mod schedule;
 mod session;
@@ -40,6 +41,7 @@ pub use fsutil::write_atomic;
 pub use one::OneOutcome;
 pub use outcome::{BuildOutcome, CellOutcome};
 pub use outputs::{run_dir_for, RunPaths};
+pub use report_html::render_run_dir;
 pub use schedule::{Event, Source, TrialResult};
 pub use session::{Session, SessionOptions};
 
