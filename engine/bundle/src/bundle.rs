@@ -256,11 +256,12 @@ pub fn stage(
     let ticket = red.redact_str(opts.ticket.as_deref().unwrap_or(&leaf), &mut name_counts);
     let source_run_dir = red.redact_str(&leaf, &mut name_counts);
     let name = slug(&ticket);
+    // Listed before the staging directory exists: it may lie inside the run directory.
+    let found = members(run_dir)?;
     let dir = tempfile::Builder::new()
         .prefix(".aorta-bundle-")
         .tempdir_in(staging_parent)
         .map_err(|e| BundleError::io(staging_parent, e))?;
-    let found = members(run_dir)?;
     let source_bytes = found
         .iter()
         .map(|(_, p)| p.metadata().map(|m| m.len()).unwrap_or(0))

@@ -323,7 +323,10 @@ fn report_html_is_self_contained_and_complete() {
     // Nothing to fetch: no src= or href= leaves the run directory, no stylesheet link.
     assert!(!html.contains("src="));
     assert!(!html.contains("<link"));
-    assert_eq!(html.matches("http").count(), html.matches("http://www.w3.org/2000/svg").count());
+    assert_eq!(
+        html.matches("http").count(),
+        html.matches("http://www.w3.org/2000/svg").count()
+    );
     let rerun = probe_matrix(&r, true).to_html(&cx);
     assert_eq!(
         html.replace("2026-01-02T03-04-05", "T"),
