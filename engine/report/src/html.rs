@@ -147,7 +147,7 @@ impl Matrix<'_> {
             "<h2>Recipe (resolved)</h2><pre>{}</pre>",
             esc(&crate::resolved_recipe_yaml(r))
         );
-        let _ = write!(out, "<script>{SORT_JS}</script></body></html>\n");
+        let _ = writeln!(out, "<script>{SORT_JS}</script></body></html>");
         out
     }
 
