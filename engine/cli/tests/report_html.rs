@@ -84,7 +84,12 @@ fn the_report_renders_in_chromium_with_its_plots_and_no_console_errors() {
         dom.contains("<tr class=\"differs\"><td>cuda_launch_blocking-none</td>"),
         "{dom}"
     );
-    // Every trial link points at a file of the run directory.
+    // The failing cell shows its detectors' first matching lines, linked to the log.
+    assert!(
+        dom.contains("<a href=\"none-none/trial_0/stderr.log\">none-none/trial_0/stderr.log</a>:1: <b>tier4:illegal_memory_access</b>"),
+        "{dom}"
+    );
+    // Every link points at a file of the run directory.
     for href in dom
         .split("href=\"")
         .skip(1)

@@ -184,6 +184,7 @@ fn hashing(e: HashError) -> EngineError {
 fn render(
     artifact: &Artifact,
     c: &Compiled,
+    run_dir: &std::path::Path,
     matrix: &Matrix,
     trial_keys: &[Vec<(u32, String)>],
 ) -> Result<Vec<u8>> {
@@ -197,7 +198,9 @@ fn render(
             json
         }
         Artifact::MatrixMd => matrix.to_markdown().into_bytes(),
-        Artifact::ReportHtml => crate::report_html::render(c, matrix, trial_keys).into_bytes(),
+        Artifact::ReportHtml => {
+            crate::report_html::render(c, run_dir, matrix, trial_keys).into_bytes()
+        }
         Artifact::ResolvedRecipe => aorta_report::resolved_recipe_yaml(&c.recipe).into_bytes(),
         Artifact::EnvJson(_) => {
             let mut b = serde_json::to_vec_pretty(&*c.env)
@@ -328,7 +331,7 @@ pub(crate) fn finish(
         let key = basis.key(artifact).map_err(hashing)?;
         let facts = (*artifact == Artifact::MatrixJson).then(|| rerun.clone());
         match place(store, &paths.run_dir, index, artifact, &key, facts, || {
-            render(artifact, c, &matrix, &trial_keys)
+            render(artifact, c, &paths.run_dir, &matrix, &trial_keys)
         })? {
             Placed::Unchanged => outcome.unchanged += 1,
             Placed::Restored => outcome.restored += 1,

@@ -3,7 +3,9 @@
 //! (recipe, cells — hence trial keys and the wrapped command —, environment record).
 
 use crate::compile::Compiled;
-use aorta_report::{HtmlContext, Matrix};
+use aorta_classify::{classify_logs, LogInput, LogKind, Severity};
+use aorta_report::{DetectorLine, HtmlContext, Matrix};
+use std::path::Path;
 
 /// A shell word, quoted when it needs to be.
 fn sh(word: &str) -> String {
@@ -18,9 +20,70 @@ fn sh(word: &str) -> String {
     }
 }
 
-pub(crate) fn render(c: &Compiled, matrix: &Matrix, trial_keys: &[Vec<(u32, String)>]) -> String {
+pub(crate) fn render(
+    c: &Compiled,
+    run_dir: &Path,
+    matrix: &Matrix,
+    trial_keys: &[Vec<(u32, String)>],
+) -> String {
     let env = c.env.snapshot.summary();
-    page(matrix, c.argv.as_deref(), Some(&env), trial_keys)
+    let lines = detector_lines(run_dir, matrix);
+    page(matrix, c.argv.as_deref(), Some(&env), trial_keys, &lines)
+}
+
+/// Trials per failing cell whose logs are searched for the first one with findings.
+const TRIALS_SEARCHED: usize = 3;
+
+/// Per cell, the first matching line of each detector in the logs of its first failing trial
+/// (of the first few), found by the trials' own classifier with the recipe's patterns. The
+/// logs are outputs of the trials whose keys the artifact's key holds.
+fn detector_lines(run_dir: &Path, matrix: &Matrix) -> Vec<Vec<DetectorLine>> {
+    let Ok(cfg) = crate::build::classifier_config(matrix.recipe) else {
+        return Vec::new();
+    };
+    matrix
+        .rows
+        .iter()
+        .map(|row| {
+            if row.stats.failed_count == 0 {
+                return Vec::new();
+            }
+            for p in row.stats.trial_paths.iter().take(TRIALS_SEARCHED) {
+                let dir = p.strip_suffix("result.json").unwrap_or(p);
+                let inputs: Vec<LogInput> = ["stdout.log", "stderr.log"]
+                    .iter()
+                    .filter_map(|name| {
+                        let f = std::fs::File::open(run_dir.join(dir).join(name)).ok()?;
+                        Some(LogInput {
+                            name: format!("{dir}{name}"),
+                            kind: LogKind::Output,
+                            reader: Box::new(f),
+                        })
+                    })
+                    .collect();
+                let Ok(found) = classify_logs(inputs, &cfg) else {
+                    continue;
+                };
+                let lines: Vec<DetectorLine> = found
+                    .findings
+                    .into_iter()
+                    .filter(|f| f.severity != Severity::Info)
+                    .filter_map(|f| {
+                        Some(DetectorLine {
+                            line: f.line?,
+                            detector: f.detector,
+                            log: f.log,
+                            text: f.text,
+                        })
+                    })
+                    .collect();
+                if !lines.is_empty() {
+                    return lines;
+                }
+            }
+            Vec::new()
+        })
+        .collect()
 }
 
 /// The page, from the matrix, the wrapped command, the environment summary and the keys.
@@ -29,6 +92,7 @@ fn page(
     argv: Option<&[String]>,
     env: Option<&str>,
     trial_keys: &[Vec<(u32, String)>],
+    detector_lines: &[Vec<DetectorLine>],
 ) -> String {
     let recipe = matrix
         .recipe
@@ -55,6 +119,7 @@ fn page(
         environment: env,
         reproduce: &reproduce,
         trial_keys,
+        detector_lines,
     })
 }
 
@@ -140,7 +205,8 @@ pub fn render_run_dir(
         .flatten()
         .find_map(|e| crate::environment::load_snapshot(&e.path().join("env.json")).ok())
         .map(|s| s.summary());
-    let html = page(&matrix, argv.as_deref(), env.as_deref(), &keys);
+    let lines = detector_lines(run_dir, &matrix);
+    let html = page(&matrix, argv.as_deref(), env.as_deref(), &keys, &lines);
     let dest = run_dir.join("report.html");
     crate::write_atomic(&dest, html.as_bytes())
         .map_err(|e| EngineError::infra(format!("cannot write {}: {e}", dest.display())))?;

@@ -106,6 +106,7 @@ fn main() {
             environment: Some("bench"),
             reproduce: &["aorta build bench.yaml".to_string()],
             trial_keys: &keys,
+            detector_lines: &[],
         });
         html_t.push(t.elapsed().as_secs_f64());
         bytes = html.len();

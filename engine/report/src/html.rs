@@ -16,6 +16,19 @@ pub struct HtmlContext<'a> {
     pub reproduce: &'a [String],
     /// Each cell's `(trial index, trial key)`, in cell order.
     pub trial_keys: &'a [Vec<(u32, String)>],
+    /// Per cell (in cell order, or empty), the first matching line of each detector that
+    /// fired in its first failing trial's logs.
+    pub detector_lines: &'a [Vec<DetectorLine>],
+}
+
+/// A detector's first matching line in a trial log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DetectorLine {
+    pub detector: String,
+    /// The log, relative to the run directory.
+    pub log: String,
+    pub line: u64,
+    pub text: String,
 }
 
 /// `s` safe inside HTML text and attribute values.
@@ -137,7 +150,7 @@ impl Matrix<'_> {
             })
             .collect();
         out.push_str(&svg::step_times(&steps));
-        self.cells_section(&mut out);
+        self.cells_section(&mut out, cx.detector_lines);
         if let Some(env) = cx.environment {
             let _ = write!(out, "<h2>Environment</h2><pre>{}</pre>", esc(env));
         }
@@ -192,9 +205,9 @@ impl Matrix<'_> {
         out.push_str("</tbody></table>");
     }
 
-    fn cells_section(&self, out: &mut String) {
+    fn cells_section(&self, out: &mut String, lines: &[Vec<DetectorLine>]) {
         out.push_str("<h2>Cells</h2>");
-        for row in &self.rows {
+        for (i, row) in self.rows.iter().enumerate() {
             let s = &row.stats;
             let _ = write!(
                 out,
@@ -221,6 +234,20 @@ impl Matrix<'_> {
                     "<li>top warning detector: <code>{}</code></li>",
                     esc(d)
                 );
+            }
+            if let Some(found) = lines.get(i).filter(|l| !l.is_empty()) {
+                out.push_str("<li>first matching lines:<pre>");
+                for d in found {
+                    let _ = writeln!(
+                        out,
+                        "<a href=\"{l}\">{l}</a>:{}: <b>{}</b>  {}",
+                        d.line,
+                        esc(&d.detector),
+                        esc(&d.text),
+                        l = esc(&d.log)
+                    );
+                }
+                out.push_str("</pre></li>");
             }
             for (hint, n) in &s.failure_hints {
                 let _ = write!(out, "<li>hint ({n} trials): {}</li>", esc(hint));

@@ -29,7 +29,7 @@ mod yaml;
 
 pub use aggregate::{CellStats, Outcome, StepStats, StepTimeSource, LOGITS_DISAGREE_HINT};
 pub use confound::{Baseline, Tag};
-pub use html::HtmlContext;
+pub use html::{DetectorLine, HtmlContext};
 pub use json::{CellJson, MatrixJson};
 pub use layout::{cell_dir, trial_path};
 pub use matrix::{Matrix, Row, RunInfo};

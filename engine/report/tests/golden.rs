@@ -298,11 +298,18 @@ fn report_html_is_self_contained_and_complete() {
     let r = probe_recipe();
     let m = probe_matrix(&r, false);
     let keys = vec![vec![(0, "k0".to_string())]; m.rows.len()];
+    let lines = vec![vec![aorta_report::DetectorLine {
+        detector: "tier4:hip_error".into(),
+        log: "none-none/trial_1/stderr.log".into(),
+        line: 7,
+        text: "HIP error: <illegal address>".into(),
+    }]];
     let reproduce = vec!["aorta build r.yaml -- bash 'a b.sh'".to_string()];
     let cx = aorta_report::HtmlContext {
         environment: Some("GPU: <none>"),
         reproduce: &reproduce,
         trial_keys: &keys,
+        detector_lines: &lines,
     };
     let html = m.to_html(&cx);
     assert!(html.starts_with("<!DOCTYPE html>") && html.ends_with("</html>\n"));
@@ -314,6 +321,7 @@ fn report_html_is_self_contained_and_complete() {
         "aorta build r.yaml -- bash &#39;a b.sh&#39;",
         "href=\"none-none/trial_1/stdout.log\"",
         "<td><code>k0</code></td>",
+        "none-none/trial_1/stderr.log</a>:7: <b>tier4:hip_error</b>  HIP error: &lt;illegal address&gt;",
     ] {
         assert!(html.contains(needle), "{needle} missing");
     }
