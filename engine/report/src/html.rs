@@ -50,7 +50,7 @@ pub fn esc(s: &str) -> String {
 const STYLE: &str = "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1180px;color:#222;padding:0 16px}\
 h1{font-size:22px}h3{font-size:14px;margin:14px 0 0}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}\
 table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ddd;padding:3px 8px;text-align:left}\
-th{background:#f4f4f4;cursor:pointer;user-select:none}tr.baseline td{font-weight:bold}\
+th{background:#f4f4f4;cursor:pointer;user-select:none}.sortable td+td{white-space:nowrap}tr.baseline td{font-weight:bold}\
 tr.differs td{background:#fde8e7}pre{background:#f7f7f7;padding:10px;overflow:auto;font-size:12px}\
 .meta td:first-child{font-weight:bold}.warn{background:#fff4d6;border:1px solid #e6c200;padding:6px 10px}\
 details{margin:4px 0}summary{cursor:pointer}.plot{display:block;margin:8px 0}";
@@ -166,7 +166,7 @@ impl Matrix<'_> {
 
     fn matrix_table(&self, out: &mut String, differs: &dyn Fn(&Row) -> bool) {
         out.push_str("<h2>Matrix</h2><p>Failure rates exclude errored trials; the interval is the 95% Wilson score interval. Highlighted rows: the interval does not overlap the baseline's. Click a header to sort.</p>");
-        out.push_str("<table id=\"matrix\" class=\"sortable\"><thead><tr><th>Cell</th><th>Failure rate</th><th>95% interval</th><th>Failed / judged</th><th>Errored</th><th>Top detector</th><th>Confound</th><th>Step-time ratio [95%]</th><th>Mean step (ms)</th></tr></thead><tbody>");
+        out.push_str("<table id=\"matrix\" class=\"sortable\"><thead><tr><th>Cell</th><th>Failure rate</th><th>95% interval</th><th>Failed / judged</th><th>Errored</th><th>Top detector</th><th>Confound</th><th>Step-time ratio [95%]</th><th>Mean step (ms)</th><th>p50 / p99 step (ms)</th></tr></thead><tbody>");
         for row in &self.rows {
             let s = &row.stats;
             let (k, n) = judged(row);
@@ -193,13 +193,16 @@ impl Matrix<'_> {
             };
             let _ = write!(
                 out,
-                "<tr{class}><td>{}</td><td data-v=\"{rate_v}\">{rate}</td><td>{ci}</td><td data-v=\"{k}\">{k} / {n}</td><td>{}</td><td>{}</td><td>{}</td><td data-v=\"{}\">{ratio}</td><td>{:.3}</td></tr>",
+                "<tr{class}><td>{}</td><td data-v=\"{rate_v}\">{rate}</td><td>{ci}</td><td data-v=\"{k}\">{k} / {n}</td><td>{}</td><td>{}</td><td>{}</td><td data-v=\"{}\">{ratio}</td><td>{:.3}</td><td data-v=\"{}\">{:.3} / {:.3}</td></tr>",
                 esc(&s.name),
                 s.error_count,
                 esc(s.top_failure_detector_id.as_deref().unwrap_or("—")),
                 esc(&row.confound.tag.to_string()),
                 row.confound.ratio.unwrap_or(-1.0),
-                s.step.mean
+                s.step.mean,
+                s.step.p50,
+                s.step.p50,
+                s.step.p99
             );
         }
         out.push_str("</tbody></table>");
