@@ -15,6 +15,8 @@
 //! | 4 | [`TIER4_PATTERNS`] over the whole stdout and stderr, prefiltered by literals | `tier4:*` |
 //! | 5 | the recipe's [`CustomDetector`]s over the same streams | `custom:<id>` |
 //!
+//! [`classify_logs`] judges logs that already exist (`aorta classify`) by Tiers 3–5.
+//!
 //! Unlike AORTA, logs are streamed whole (AORTA scanned only their first 10 MiB); the exact
 //! guarantee is in the `stream` module: a match of at most [`LOG_OVERLAP_BYTES`] is never
 //! missed because of chunking.
@@ -29,6 +31,7 @@ mod classify;
 mod disables;
 mod dmesg;
 mod kmsg;
+mod logs;
 mod model;
 mod patterns;
 mod scan;
@@ -46,6 +49,10 @@ pub use classify::classify;
 pub use disables::{DisableError, Disables};
 pub use dmesg::{collect_dmesg, DMESG_TIMEOUT};
 pub use kmsg::{KernelLog, Mark as KernelLogMark};
+pub use logs::{
+    classify_logs, Finding, LogClassification, LogInput, LogKind, LogReadError, LogSummary,
+    Severity, MAX_FINDING_TEXT,
+};
 pub use model::{
     compile_custom_regex, Classification, ClassifierConfig, CustomDetector, GpuSnapshot,
     Observation, OnMatch, REGEX_BACKTRACK_LIMIT,

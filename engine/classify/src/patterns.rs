@@ -81,10 +81,12 @@ pub(crate) struct Tier5 {
     pub missing_required: bool,
 }
 
-struct State {
-    fired: bool,
+/// One custom pattern's progress through a scan.
+#[derive(Default)]
+pub(crate) struct State {
+    pub fired: bool,
     evals: u32,
-    retired: bool,
+    pub retired: bool,
 }
 
 /// Tier 5 over `detectors` (disabled ones already removed), in declaration order per window.
@@ -101,21 +103,14 @@ pub(crate) fn tier5(
     if detectors.is_empty() {
         return out;
     }
-    let mut state: Vec<State> = detectors
-        .iter()
-        .map(|_| State {
-            fired: false,
-            evals: 0,
-            retired: false,
-        })
-        .collect();
+    let mut state: Vec<State> = detectors.iter().map(|_| State::default()).collect();
     let mut notes: Vec<String> = Vec::new();
     scan_logs(obs, params, errors, |w, s| {
         for (d, st) in detectors.iter().zip(state.iter_mut()) {
             if st.fired || st.retired {
                 continue;
             }
-            if let Some(groups) = first_firing(d, w, s, obs, st, &mut notes) {
+            if let Some((groups, _)) = first_firing(d, w, s, obs, st, &mut notes) {
                 st.fired = true;
                 for (k, v) in groups {
                     capture.insert(k, Value::String(v));
@@ -141,15 +136,15 @@ pub(crate) fn tier5(
     out
 }
 
-/// The named groups of the first match in `w[s..]` whose condition holds, if any.
-fn first_firing(
+/// The named groups and start of the first match in `w[s..]` whose condition holds, if any.
+pub(crate) fn first_firing(
     d: &CustomDetector,
     w: &str,
     s: usize,
     obs: &Observation,
     st: &mut State,
     notes: &mut Vec<String>,
-) -> Option<BTreeMap<String, String>> {
+) -> Option<(BTreeMap<String, String>, usize)> {
     let mut pos = s;
     while pos <= w.len() {
         let caps = match d.regex.captures_from_pos(w, pos) {
@@ -169,8 +164,9 @@ fn first_firing(
                     .map(|m| (name.to_string(), m.as_str().to_string()))
             })
             .collect();
+        let start = caps.get(0).map_or(pos, |m| m.start());
         let Some(cond) = &d.condition else {
-            return Some(groups);
+            return Some((groups, start));
         };
         let vars = Vars {
             capture: &groups,
@@ -179,7 +175,7 @@ fn first_firing(
             peak_vram_mib: obs.peak_vram_mib,
         };
         if cond.evaluate(&vars).unwrap_or(false) {
-            return Some(groups);
+            return Some((groups, start));
         }
         st.evals += 1;
         if st.evals >= CONDITION_EVAL_BUDGET {

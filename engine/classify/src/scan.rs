@@ -103,6 +103,7 @@ impl Library {
             fired: vec![false; self.ids.len()],
             live,
             finder: (!done).then(|| self.initial.clone()),
+            hits: Vec::new(),
         }
     }
 }
@@ -115,6 +116,9 @@ pub(crate) struct Scan<'a> {
     live: Vec<bool>,
     /// `None` once nothing is left to look for.
     finder: Option<Finder>,
+    /// `(pattern, line start, line end)` in the current window for each pattern that fired in
+    /// it, for callers that report where (`aorta classify`); cleared by [`Scan::take_hits`].
+    hits: Vec<(usize, usize, usize)>,
 }
 
 impl Scan<'_> {
@@ -153,6 +157,7 @@ impl Scan<'_> {
             if matches!(re.find_from_pos(&w[..line.1], line.0), Ok(Some(_))) {
                 self.fired[pattern] = true;
                 self.live[pattern] = false;
+                self.hits.push((pattern, line.0, line.1));
                 self.finder = self
                     .live
                     .contains(&true)
@@ -160,6 +165,16 @@ impl Scan<'_> {
             }
         }
         ControlFlow::Break(())
+    }
+
+    /// The patterns that fired in the last window, with their line's byte range in it.
+    pub(crate) fn take_hits(&mut self) -> std::vec::Drain<'_, (usize, usize, usize)> {
+        self.hits.drain(..)
+    }
+
+    /// The compiled regex of pattern `i` (only called for patterns that fired, so compiled).
+    pub(crate) fn regex(&self, i: usize) -> Option<&fancy_regex::Regex> {
+        self.lib.regexes[i].as_ref().ok()
     }
 
     /// Which patterns fired, by catalogue index.

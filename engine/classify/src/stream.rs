@@ -96,9 +96,43 @@ fn floor_boundary(s: &str, mut i: usize) -> usize {
 /// already scanned, the search must begin at byte `start`. `visit` returns `Break` to stop
 /// early (every detector has fired). Always visits at least once, even for an empty stream.
 pub(crate) fn scan_windows<R: Read>(
-    mut reader: R,
+    reader: R,
     params: WindowParams,
     mut visit: impl FnMut(&str, usize) -> ControlFlow<()>,
+) -> io::Result<()> {
+    scan_numbered(reader, params, |w| visit(w.text, w.start))
+}
+
+/// One window of [`scan_numbered`]: `text[..start]` is context, the search begins at `start`.
+pub(crate) struct Window<'a> {
+    pub text: &'a str,
+    pub start: usize,
+    /// Newlines in the stream before `text[0]`: the 0-based line number of `text[0]`.
+    pub first_line: u64,
+}
+
+impl Window<'_> {
+    /// The 1-based line number of byte `pos` of the window.
+    pub fn line_of(&self, pos: usize) -> u64 {
+        self.first_line
+            + memchr::memchr_iter(b'\n', &self.text.as_bytes()[..pos]).count() as u64
+            + 1
+    }
+
+    /// The line holding byte `pos`, without its line terminator.
+    pub fn line_at(&self, pos: usize) -> &str {
+        let b = self.text.as_bytes();
+        let start = memchr::memrchr(b'\n', &b[..pos]).map_or(0, |i| i + 1);
+        let end = memchr::memchr(b'\n', &b[pos..]).map_or(b.len(), |i| pos + i);
+        self.text[start..end].trim_end_matches('\r')
+    }
+}
+
+/// [`scan_windows`] that also says where each window lies in the stream's lines.
+pub(crate) fn scan_numbered<R: Read>(
+    mut reader: R,
+    params: WindowParams,
+    mut visit: impl FnMut(&Window<'_>) -> ControlFlow<()>,
 ) -> io::Result<()> {
     let chunk = params.chunk.max(1);
     let overlap = params.overlap;
@@ -109,6 +143,7 @@ pub(crate) fn scan_windows<R: Read>(
     let mut buf = String::new();
     let mut from = 0usize; // where the next window's search starts
     let mut scanned_to = 0usize; // end of the last window; new text lies after it
+    let mut first_line = 0u64; // newlines drained before buf[0]
     loop {
         let n = match reader.read(&mut raw) {
             Ok(n) => n,
@@ -131,7 +166,12 @@ pub(crate) fn scan_windows<R: Read>(
                 .rfind('\n')
                 .map_or(buf.len(), |i| scanned_to + i + 1)
         };
-        if visit(&buf[..end], from).is_break() || eof {
+        let window = Window {
+            text: &buf[..end],
+            start: from,
+            first_line,
+        };
+        if visit(&window).is_break() || eof {
             return Ok(());
         }
         // The next window starts `overlap` bytes back, preferably at a line start.
@@ -142,6 +182,7 @@ pub(crate) fn scan_windows<R: Read>(
         }
         // Keep the one character before `keep` as context for `^`, `\b` and look-behinds.
         let ctx = buf[..keep].char_indices().next_back().map_or(0, |(i, _)| i);
+        first_line += memchr::memchr_iter(b'\n', &buf.as_bytes()[..ctx]).count() as u64;
         buf.drain(..ctx);
         from = keep - ctx;
         scanned_to = end - ctx;
@@ -212,6 +253,28 @@ mod tests {
         for (w, s) in &ws[1..] {
             assert_eq!(&w[..*s], "\n");
         }
+    }
+
+    #[test]
+    fn line_numbers_survive_tiny_overlapping_windows() {
+        let text = (0..300)
+            .map(|i| format!("line {i} é\n"))
+            .collect::<String>();
+        let mut seen = 0;
+        let params = WindowParams {
+            chunk: 37,
+            overlap: 20,
+        };
+        scan_numbered(text.as_bytes(), params, |w| {
+            for (pos, _) in w.text.match_indices("line ").filter(|(p, _)| *p >= w.start) {
+                let n: u64 = w.line_at(pos)[5..].trim_end_matches(" é").parse().unwrap();
+                assert_eq!(w.line_of(pos), n + 1, "window at line {}", w.first_line);
+                seen += 1;
+            }
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        assert!(seen >= 300);
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub const VRAM_GROWTH_THRESHOLD_MIB: i64 = 256;
 
 /// Compiled once; a pattern that failed to compile (a catalogue bug, caught by its own tests)
 /// is kept as its error so the classifier reports it instead of panicking.
-static DMESG_REGEXES: LazyLock<Vec<(&'static str, Result<fancy_regex::Regex, String>)>> =
+pub(crate) static DMESG_REGEXES: LazyLock<Vec<(&'static str, Result<fancy_regex::Regex, String>)>> =
     LazyLock::new(|| {
         TIER3_LOG_PATTERNS
             .iter()

@@ -55,6 +55,21 @@ pub enum Command {
     /// One trial by itself: `aorta trial exec` (what each Buck2 trial action runs).
     #[command(subcommand)]
     Trial(TrialCommand),
+    /// Classify logs that already exist (a CI job's output, a paste, a node's dmesg) with the
+    /// detectors trials use; exit 0 when nothing fired, 1 when something did, 2 on bad input.
+    Classify(ClassifyArgs),
+    /// Render RUN_DIR/report.html again from the run directory (builds render it themselves).
+    Report {
+        /// The run directory (e.g. probe_results/QUICKSTART-1).
+        #[arg(value_name = "RUN_DIR")]
+        run_dir: PathBuf,
+        /// Sidecar registry files the recipe's mitigations need.
+        #[arg(long = "mitigations-file", value_name = "PATH")]
+        mitigations_files: Vec<PathBuf>,
+    },
+    /// Pack a run directory into one redacted, reproducible .tar.gz with a blake3 manifest
+    /// (`--verify FILE` re-checks one).
+    Bundle(BundleArgs),
     /// Print shell completions.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -97,6 +112,51 @@ pub struct BuildArgs {
     /// The command a probe recipe wraps (overrides the BUCK target's `command`).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct BundleArgs {
+    /// The run directory (e.g. probe_results/QUICKSTART-1).
+    #[arg(required_unless_present = "verify", value_name = "RUN_DIR")]
+    pub run_dir: Option<PathBuf>,
+    /// The ticket the bundle is named after (default: the run directory's name).
+    #[arg(long)]
+    pub ticket: Option<String>,
+    /// Print the members, sizes and redaction counts, and ask before writing (default no).
+    #[arg(long)]
+    pub review: bool,
+    /// Where to write (a directory gets `<ticket>.bundle.tar.gz` inside it).
+    #[arg(long, short, value_name = "PATH")]
+    pub output: Option<PathBuf>,
+    /// The recipe whose `redaction` block applies (default: RUN_DIR/recipe.resolved.yaml).
+    #[arg(long, value_name = "RECIPE")]
+    pub redaction_from: Option<PathBuf>,
+    /// Also redact private IP addresses and the host names the run's env snapshots record.
+    #[arg(long)]
+    pub redact_hosts: bool,
+    /// Re-check a bundle's members against its manifest's blake3 digests.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["run_dir", "ticket", "review", "output", "redaction_from", "redact_hosts"])]
+    pub verify: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ClassifyArgs {
+    /// stdout/stderr logs (Tiers 4 and 5); `-` reads stdin. No log and no --dmesg: stdin.
+    #[arg(value_name = "LOG")]
+    pub logs: Vec<PathBuf>,
+    /// A kernel log (`dmesg`, `journalctl -k`, with or without timestamps) for Tier 3; `-`
+    /// reads stdin. Repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub dmesg: Vec<PathBuf>,
+    /// A recipe (label or file) whose custom_patterns and disables apply, as in its trials.
+    #[arg(long, value_name = "RECIPE")]
+    pub recipe: Option<String>,
+    /// Extra sidecar registry files the recipe needs.
+    #[arg(long = "mitigations-file", value_name = "PATH", requires = "recipe")]
+    pub mitigations_files: Vec<PathBuf>,
+    /// Print the findings as one JSON record.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

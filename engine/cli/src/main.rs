@@ -8,7 +8,9 @@ mod args;
 mod cmd_agent;
 mod cmd_bench;
 mod cmd_build;
+mod cmd_bundle;
 mod cmd_cache;
+mod cmd_classify;
 mod cmd_env;
 mod cmd_list;
 mod cmd_run;
@@ -73,6 +75,16 @@ fn run(cli: Cli) -> CliResult {
         Command::Explain(a) => cmd_cache::explain(&a),
         Command::Cache(c) => cmd_cache::cache(&c),
         Command::Trial(c) => cmd_trial::trial(&c),
+        Command::Classify(a) => cmd_classify::classify(&a),
+        Command::Bundle(a) => cmd_bundle::bundle(&a),
+        Command::Report {
+            run_dir,
+            mitigations_files,
+        } => {
+            let path = aorta_engine::render_run_dir(&run_dir, &mitigations_files)?;
+            println!("Wrote {}", path.display());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "aorta", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

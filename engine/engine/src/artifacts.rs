@@ -1,5 +1,5 @@
 //! Cells and artifacts: the DAG's nodes after the trials. Each cell folds its trials' records;
-//! each artifact (matrix.json, matrix.md, recipe.resolved.yaml, env.json) has a key that hashes
+//! each artifact (matrix.json, matrix.md, report.html, recipe.resolved.yaml, env.json) has a key that hashes
 //! its inputs' keys and the renderer's version. An artifact already in the run directory under
 //! its key is left alone; one the store holds is restored from it; only the rest is rendered
 //! (and stored). So a rerun whose trials all hit renders nothing, and a renderer change
@@ -111,7 +111,11 @@ fn artifact_key(
     warnings: &[String],
     env: &Key,
 ) -> std::result::Result<Key, HashError> {
-    let depends_on_cells = matches!(artifact, Artifact::MatrixJson | Artifact::MatrixMd);
+    let depends_on_cells = matches!(
+        artifact,
+        Artifact::MatrixJson | Artifact::MatrixMd | Artifact::ReportHtml
+    );
+    let depends_on_env = matches!(artifact, Artifact::EnvJson(_) | Artifact::ReportHtml);
     let inputs = ArtifactKeyInputs {
         artifact: artifact.path(),
         renderer: RENDERER_VERSION,
@@ -123,7 +127,7 @@ fn artifact_key(
             Vec::new()
         },
         warnings: if depends_on_cells { warnings } else { &[] },
-        env: matches!(artifact, Artifact::EnvJson(_)).then_some(env),
+        env: depends_on_env.then_some(env),
     };
     hash_json(ARTIFACT_DOMAIN, "an artifact's inputs", &inputs)
 }
@@ -177,7 +181,13 @@ fn hashing(e: HashError) -> EngineError {
     EngineError::infra(e.to_string())
 }
 
-fn render(artifact: &Artifact, c: &Compiled, matrix: &Matrix) -> Result<Vec<u8>> {
+fn render(
+    artifact: &Artifact,
+    c: &Compiled,
+    run_dir: &std::path::Path,
+    matrix: &Matrix,
+    trial_keys: &[Vec<(u32, String)>],
+) -> Result<Vec<u8>> {
     let bytes = match artifact {
         Artifact::MatrixJson => {
             let mut json = Vec::new();
@@ -188,6 +198,9 @@ fn render(artifact: &Artifact, c: &Compiled, matrix: &Matrix) -> Result<Vec<u8>>
             json
         }
         Artifact::MatrixMd => matrix.to_markdown().into_bytes(),
+        Artifact::ReportHtml => {
+            crate::report_html::render(c, run_dir, matrix, trial_keys).into_bytes()
+        }
         Artifact::ResolvedRecipe => aorta_report::resolved_recipe_yaml(&c.recipe).into_bytes(),
         Artifact::EnvJson(_) => {
             let mut b = serde_json::to_vec_pretty(&*c.env)
@@ -298,6 +311,10 @@ pub(crate) fn finish(
         },
     );
     let basis = KeyBasis::new(c, &folds, &warnings).map_err(hashing)?;
+    let trial_keys: Vec<Vec<(u32, String)>> = folds
+        .iter()
+        .map(|(t, _)| t.iter().map(|(i, k)| (*i, k.to_string())).collect())
+        .collect();
     let trials = outcome.executed + outcome.reused;
     let rerun = RerunFacts {
         run_dir: paths.run_dir.clone(),
@@ -314,7 +331,7 @@ pub(crate) fn finish(
         let key = basis.key(artifact).map_err(hashing)?;
         let facts = (*artifact == Artifact::MatrixJson).then(|| rerun.clone());
         match place(store, &paths.run_dir, index, artifact, &key, facts, || {
-            render(artifact, c, &matrix)
+            render(artifact, c, &paths.run_dir, &matrix, &trial_keys)
         })? {
             Placed::Unchanged => outcome.unchanged += 1,
             Placed::Restored => outcome.restored += 1,

@@ -15,13 +15,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn command_settings(
-    recipe: &Recipe,
-    argv: &[String],
-    inputs: &[(std::path::PathBuf, String)],
-    kill_on_hang: bool,
-) -> std::result::Result<CommandSettings, String> {
-    let p = recipe.probe.as_ref().ok_or("not a probe recipe")?;
+/// The classifier a probe recipe's trials use: its custom patterns, VRAM check and disables.
+/// A workload (triage) recipe has none of these, so it gets the built-in classifier.
+pub fn classifier_config(recipe: &Recipe) -> std::result::Result<ClassifierConfig, String> {
+    let Some(p) = recipe.probe.as_ref() else {
+        return Ok(ClassifierConfig::default());
+    };
     let mut custom = Vec::new();
     for c in &p.custom_patterns {
         let on = match c.on_match {
@@ -37,6 +36,21 @@ fn command_settings(
             c.required_for_pass,
         )?);
     }
+    Ok(ClassifierConfig {
+        custom,
+        tier3_vram_growth: p.tier3_vram_growth,
+        disables: p.disables.clone(),
+    })
+}
+
+fn command_settings(
+    recipe: &Recipe,
+    argv: &[String],
+    inputs: &[(std::path::PathBuf, String)],
+    kill_on_hang: bool,
+) -> std::result::Result<CommandSettings, String> {
+    let p = recipe.probe.as_ref().ok_or("not a probe recipe")?;
+    let classifier = classifier_config(recipe)?;
     let hang = (!p.disables.tier_disabled(aorta_classify::Tier::Tier2)
         && !p.disables.detector_disabled("tier2:hang"))
     .then(|| HangConfig {
@@ -50,11 +64,7 @@ fn command_settings(
         timeout: p.timeout_per_trial.map(Duration::from_secs_f64),
         passthrough: p.env_passthrough_mode,
         hang,
-        classifier: ClassifierConfig {
-            custom,
-            tier3_vram_growth: p.tier3_vram_growth,
-            disables: p.disables.clone(),
-        },
+        classifier,
         dmesg_unavailable: Default::default(),
         // One reader of /dev/kmsg per build; where it cannot be opened, dmesg per trial.
         kernel_log: if p.disables.tier_disabled(aorta_classify::Tier::Tier3) {

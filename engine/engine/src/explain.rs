@@ -244,7 +244,9 @@ impl Session {
                     crate::RENDERER_VERSION,
                     env!("CARGO_PKG_VERSION")
                 )];
-                details.push(if deps > 0 {
+                details.push(if deps > 0 && matches!(a, Artifact::ReportHtml) {
+                    format!("rendered from the recipe, {deps} cell(s) and the environment snapshot")
+                } else if deps > 0 {
                     format!("rendered from the recipe and {deps} cell(s)")
                 } else if matches!(a, Artifact::EnvJson(_)) {
                     "rendered from the environment snapshot".into()

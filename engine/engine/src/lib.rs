@@ -23,6 +23,7 @@ mod outcome;
 mod outputs;
 mod records;
 mod remote;
+mod report_html;
 mod retention;
 mod schedule;
 mod session;
@@ -32,6 +33,7 @@ pub mod watch;
 pub mod workloads;
 
 pub use artifacts::{ArtifactRecord, RENDERER_VERSION};
+pub use build::classifier_config;
 pub use compile::{normalize, Compiled, RecipeOrigin, TargetId, TargetSpec};
 pub use environment::EnvRecord;
 pub use error::{Category, EngineError, Result};
@@ -40,6 +42,7 @@ pub use fsutil::write_atomic;
 pub use one::OneOutcome;
 pub use outcome::{BuildOutcome, CellOutcome};
 pub use outputs::{run_dir_for, RunPaths};
+pub use report_html::render_run_dir;
 pub use schedule::{Event, Source, TrialResult};
 pub use session::{Session, SessionOptions};
 

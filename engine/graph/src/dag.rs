@@ -15,6 +15,9 @@ use std::collections::HashMap;
 pub enum Artifact {
     MatrixJson,
     MatrixMd,
+    /// report.html: the matrix with intervals, plots, detectors, the environment summary and
+    /// how to reproduce; depends on the cells and the environment record.
+    ReportHtml,
     ResolvedRecipe,
     /// `environments/<name>/env.json`: the snapshot the keys used.
     EnvJson(String),
@@ -26,6 +29,7 @@ impl Artifact {
         match self {
             Artifact::MatrixJson => "matrix.json".into(),
             Artifact::MatrixMd => "matrix.md".into(),
+            Artifact::ReportHtml => "report.html".into(),
             Artifact::ResolvedRecipe => "recipe.resolved.yaml".into(),
             Artifact::EnvJson(slug) => format!("environments/{slug}/env.json"),
         }
@@ -36,6 +40,7 @@ impl Artifact {
         match path {
             "matrix.json" => Some(Artifact::MatrixJson),
             "matrix.md" => Some(Artifact::MatrixMd),
+            "report.html" => Some(Artifact::ReportHtml),
             "recipe.resolved.yaml" => Some(Artifact::ResolvedRecipe),
             _ => path
                 .strip_prefix("environments/")?
@@ -106,10 +111,17 @@ impl Dag {
             graph.add_edge(node, cell_nodes[t.cell], Some(i));
         }
         let mut artifact_nodes = Vec::new();
-        for a in [Artifact::MatrixJson, Artifact::MatrixMd] {
-            let n = graph.add_node(Node::Artifact(a));
+        for a in [
+            Artifact::MatrixJson,
+            Artifact::MatrixMd,
+            Artifact::ReportHtml,
+        ] {
+            let n = graph.add_node(Node::Artifact(a.clone()));
             for c in &cell_nodes {
                 graph.add_edge(*c, n, None);
+            }
+            if a == Artifact::ReportHtml {
+                graph.add_edge(env, n, None);
             }
             artifact_nodes.push(n);
         }
@@ -198,6 +210,7 @@ mod tests {
         for a in [
             Artifact::MatrixJson,
             Artifact::MatrixMd,
+            Artifact::ReportHtml,
             Artifact::ResolvedRecipe,
             Artifact::EnvJson("local".into()),
         ] {

@@ -19,7 +19,10 @@ pub use flags::{override_collect, FlagRecipe, ProbeOverlays};
 pub use limits::{
     planned_trials, MAX_CELLS, MAX_CELL_SETTINGS_BYTES, MAX_PLANNED_TRIALS, MAX_RECIPE_BYTES,
 };
-pub use load::{load_recipe, parse_recipe, peek_mode, Loaded, PeekedMode, PROBE_KEYS, TRIAGE_KEYS};
+pub use load::{
+    load_recipe, load_redaction, parse_recipe, peek_mode, Loaded, PeekedMode, PROBE_KEYS,
+    TRIAGE_KEYS,
+};
 pub use model::*;
 pub use names::{
     inline_environment_name, safe_slug, segment, valid_cell_name, RESERVED_CELL_NAMES,

@@ -179,6 +179,26 @@ pub enum PeekedMode {
     Unknown,
 }
 
+/// Only a recipe's `redaction:` block (AORTA §10.1.3: what `aorta bundle` reads from a recipe
+/// or a run's recipe.resolved.yaml, with no registry validation). `None` when it has none; a
+/// file that is not a mapping, or a bad block, is an error (fail closed).
+pub fn load_redaction(path: &Path) -> Result<Option<crate::Redaction>, Box<Diag>> {
+    let file = SourceFile::read_limited(path, MAX_RECIPE_BYTES, "recipe")?;
+    let root = parse_document(&file, Syntax::for_path(path))?;
+    let cx = Ctx { file: &file };
+    if root.as_map().is_none() {
+        return Err(cx.schema(
+            &root,
+            &FieldPath::root(),
+            "a recipe must be a mapping",
+            "pass the recipe file the run was built from",
+        ));
+    }
+    root.get("redaction")
+        .map(|node| crate::blocks::redaction(&cx, node, &FieldPath::root().key("redaction")))
+        .transpose()
+}
+
 pub fn peek_mode(path: &Path) -> PeekedMode {
     let Ok(file) = SourceFile::read_limited(path, MAX_RECIPE_BYTES, "recipe") else {
         return PeekedMode::Unknown;

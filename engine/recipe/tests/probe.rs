@@ -468,3 +468,36 @@ fn passthrough_precedence() {
         PassthroughMode::Inherit
     );
 }
+
+/// `aorta bundle` reads only a recipe's `redaction:` block: no registry, no other validation,
+/// and a bad block fails closed with its location.
+#[test]
+fn load_redaction_reads_only_the_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    // An unknown mitigation elsewhere does not matter here.
+    let p = write(
+        "a.yaml",
+        "mode: probe\nmitigation_axis: [no_such_mitigation]\nredaction: {scrub_env_keys: ['AWS_*'], scrub_paths: true}\n",
+    );
+    let r = aorta_recipe::load_redaction(&p).unwrap().unwrap();
+    assert_eq!(r.scrub_env_keys, ["AWS_*"]);
+    assert!(r.scrub_paths && !r.scrub_ip_addresses);
+    assert!(
+        aorta_recipe::load_redaction(&write("b.yaml", "mode: probe\n"))
+            .unwrap()
+            .is_none()
+    );
+    for bad in [
+        "redaction: null\n",
+        "redaction: {scrub_pathz: true}\n",
+        "- a list\n",
+    ] {
+        let e = aorta_recipe::load_redaction(&write("c.yaml", bad)).unwrap_err();
+        assert_eq!(e.kind, Schema, "{bad}: {e:?}");
+    }
+}

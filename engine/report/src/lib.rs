@@ -6,7 +6,8 @@
 //!   interval-aware version ([`confound::classify`], seeded [`bootstrap`]).
 //! - [`Matrix`] resolves the baseline after the run and renders matrix.json
 //!   ([`Matrix::write_json`] streams the typed [`MatrixJson`]), matrix.md
-//!   ([`Matrix::to_markdown`]) and the end-of-run summary ([`Matrix::summary`]).
+//!   ([`Matrix::to_markdown`]), report.html ([`Matrix::to_html`]: inline SVG plots, Wilson
+//!   intervals, no network) and the end-of-run summary ([`Matrix::summary`]).
 //! - [`resolved_recipe_yaml`] writes recipe.resolved.yaml for both modes, reloadable by
 //!   `aorta_recipe::parse_recipe`.
 //!
@@ -15,6 +16,7 @@
 mod aggregate;
 pub mod bootstrap;
 pub mod confound;
+mod html;
 pub mod json;
 mod layout;
 mod markdown;
@@ -22,12 +24,15 @@ mod matrix;
 mod resolved;
 mod stats;
 mod summary;
+mod svg;
 mod yaml;
 
 pub use aggregate::{CellStats, Outcome, StepStats, StepTimeSource, LOGITS_DISAGREE_HINT};
 pub use confound::{Baseline, Tag};
+pub use html::{DetectorLine, HtmlContext};
 pub use json::{CellJson, MatrixJson};
 pub use layout::{cell_dir, trial_path};
 pub use matrix::{Matrix, Row, RunInfo};
 pub use resolved::resolved_recipe_yaml;
 pub use summary::SummaryOptions;
+pub use svg::wilson;

@@ -57,8 +57,11 @@ impl Matrix<'_> {
         let _ = writeln!(out, "**Run timestamp**: {}  ", self.run_timestamp);
         let _ = writeln!(
             out,
-            "**Baseline cell**: {} (mean step time = {base_mean})\n",
+            "**Baseline cell**: {} (mean step time = {base_mean})  ",
             self.baseline.name
+        );
+        out.push_str(
+            "**Report**: [report.html](report.html) (intervals, plots, detectors, environment)\n\n",
         );
         out.push_str("## Reproduction Summary\n\n");
         let cols = Columns::of(self);

@@ -289,3 +289,55 @@ fn a_fully_cached_rerun_renders_the_same_matrix() {
         assert_eq!(json_text(&same_time), j1);
     }
 }
+
+/// report.html is self-contained (nothing fetched), shows every cell in the table and both
+/// plots, escapes what it quotes, and is a pure function of the matrix (reordered records
+/// render the same page but for the time).
+#[test]
+fn report_html_is_self_contained_and_complete() {
+    let r = probe_recipe();
+    let m = probe_matrix(&r, false);
+    let keys = vec![vec![(0, "k0".to_string())]; m.rows.len()];
+    let lines = vec![vec![aorta_report::DetectorLine {
+        detector: "tier4:hip_error".into(),
+        log: "none-none/trial_1/stderr.log".into(),
+        line: 7,
+        text: "HIP error: <illegal address>".into(),
+    }]];
+    let reproduce = vec!["aorta build r.yaml -- bash 'a b.sh'".to_string()];
+    let cx = aorta_report::HtmlContext {
+        environment: Some("GPU: <none>"),
+        reproduce: &reproduce,
+        trial_keys: &keys,
+        detector_lines: &lines,
+    };
+    let html = m.to_html(&cx);
+    assert!(html.starts_with("<!DOCTYPE html>") && html.ends_with("</html>\n"));
+    for needle in [
+        "id=\"plot-failure-rate\"",
+        "id=\"plot-step-times\"",
+        "<table id=\"matrix\" class=\"sortable\">",
+        "GPU: &lt;none&gt;",
+        "aorta build r.yaml -- bash &#39;a b.sh&#39;",
+        "href=\"none-none/trial_1/stdout.log\"",
+        "<td><code>k0</code></td>",
+        "none-none/trial_1/stderr.log</a>:7: <b>tier4:hip_error</b>  HIP error: &lt;illegal address&gt;",
+    ] {
+        assert!(html.contains(needle), "{needle} missing");
+    }
+    for row in &m.rows {
+        assert!(html.contains(&format!("<td>{}</td>", row.stats.name)));
+    }
+    // Nothing to fetch: no src= or href= leaves the run directory, no stylesheet link.
+    assert!(!html.contains("src="));
+    assert!(!html.contains("<link"));
+    assert_eq!(
+        html.matches("http").count(),
+        html.matches("http://www.w3.org/2000/svg").count()
+    );
+    let rerun = probe_matrix(&r, true).to_html(&cx);
+    assert_eq!(
+        html.replace("2026-01-02T03-04-05", "T"),
+        rerun.replace("2026-01-02T04-00-00", "T")
+    );
+}

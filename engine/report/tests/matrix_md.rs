@@ -187,7 +187,7 @@ fn header_lines() {
     assert!(md.starts_with("# Triage Matrix - training\n\n> [!WARNING]\n> host env probe was partial: rocm missing\n\n**Ticket**: (none)  \n"), "{md}");
     assert!(md.contains("**Recipe**: (flag-mode; in-memory)  \n"));
     assert!(
-        md.contains("**Baseline cell**: baseline-local (mean step time = 412.4 ms)\n"),
+        md.contains("**Baseline cell**: baseline-local (mean step time = 412.4 ms)  \n**Report**: [report.html](report.html)"),
         "{md}"
     );
     run.warnings.clear();

@@ -1,0 +1,131 @@
+//! `aorta bundle RUN_DIR` and `aorta bundle --verify FILE` over `aorta_bundle`: this module
+//! picks the redaction, asks under `--review`, and prints.
+
+use crate::args::BundleArgs;
+use crate::exit::{infra, usage, CliError, CliResult, INCOMPLETE};
+use aorta_bundle::{hosts_in_run, stage, verify, BundleError, BundleOptions, RedactOptions};
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+fn bundle_error(e: BundleError) -> CliError {
+    if e.is_input() {
+        usage(
+            e.to_string(),
+            "point at a run directory such as probe_results/<ticket>",
+        )
+    } else {
+        infra(e.to_string())
+    }
+}
+
+pub fn bundle(a: &BundleArgs) -> CliResult {
+    if let Some(file) = &a.verify {
+        return verify_file(file);
+    }
+    let run_dir = a.run_dir.as_deref().unwrap_or(Path::new("."));
+    // The recipe's `redaction` block: --redaction-from, else the run's resolved recipe.
+    let resolved = run_dir.join("recipe.resolved.yaml");
+    let recipe = match &a.redaction_from {
+        Some(p) => Some(p.clone()),
+        None => resolved.is_file().then_some(resolved),
+    };
+    let recipe_block = match &recipe {
+        Some(p) => aorta_recipe::load_redaction(p)?,
+        None => None,
+    };
+    let opts = BundleOptions {
+        ticket: a
+            .ticket
+            .as_ref()
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty()),
+        redact: RedactOptions {
+            recipe: recipe_block,
+            hosts: a.redact_hosts.then(|| hosts_in_run(run_dir)),
+        },
+        aorta_version: env!("CARGO_PKG_VERSION").into(),
+    };
+    let cwd = std::env::current_dir()
+        .map_err(|e| infra(format!("cannot read the current directory: {e}")))?;
+    // Stage next to where the archive goes, so the final rename stays on one filesystem.
+    let out_dir = match &a.output {
+        Some(p) if p.is_dir() => p.clone(),
+        Some(p) => p
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .map_or(cwd.clone(), Path::to_path_buf),
+        None => cwd.clone(),
+    };
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|e| infra(format!("cannot create {}: {e}", out_dir.display())))?;
+    let staged = stage(run_dir, &opts, &out_dir).map_err(bundle_error)?;
+    let output: PathBuf = match &a.output {
+        Some(p) if p.is_dir() => p.join(staged.file_name()),
+        Some(p) => p.clone(),
+        None => cwd.join(staged.file_name()),
+    };
+    if a.review {
+        print!("{}", staged.review());
+        if !confirm(&output) {
+            eprintln!("aorta bundle: not confirmed; nothing written");
+            return Ok(ExitCode::from(INCOMPLETE));
+        }
+    }
+    staged.write(&output).map_err(bundle_error)?;
+    let m = &staged.manifest;
+    let size = std::fs::metadata(&output).map(|x| x.len()).unwrap_or(0);
+    let counts: Vec<String> = m
+        .redaction
+        .counts
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    println!(
+        "Wrote {} ({} members, {size} bytes); redactions: {}",
+        output.display(),
+        m.members.len() + 1,
+        if counts.is_empty() {
+            "none".into()
+        } else {
+            counts.join(", ")
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Asks on the terminal; anything but y/yes, or a stdin that is not a terminal, is no.
+fn confirm(output: &Path) -> bool {
+    if !std::io::stdin().is_terminal() {
+        eprintln!("aorta bundle: --review needs a terminal to answer on; taking no");
+        return false;
+    }
+    eprint!("Write {}? [y/N] ", output.display());
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line).is_err() {
+        return false;
+    }
+    matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+}
+
+fn verify_file(file: &Path) -> CliResult {
+    let r = verify(file).map_err(|e| {
+        usage(
+            format!("{}: {e}", file.display()),
+            "pass a .tar.gz written by `aorta bundle`",
+        )
+    })?;
+    if r.problems.is_empty() {
+        println!(
+            "OK: {} members of {} match the manifest's blake3 digests",
+            r.checked, r.ticket
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    for p in &r.problems {
+        println!("MISMATCH {p}");
+    }
+    println!("{} problem(s) in {}", r.problems.len(), file.display());
+    Ok(ExitCode::from(INCOMPLETE))
+}

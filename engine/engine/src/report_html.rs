@@ -1,0 +1,214 @@
+//! report.html's engine side: what the page shows beyond the matrix (the environment summary,
+//! the commands that reproduce the run, the trial keys), all covered by the artifact's key
+//! (recipe, cells — hence trial keys and the wrapped command —, environment record).
+
+use crate::compile::Compiled;
+use aorta_classify::{classify_logs, LogInput, LogKind, Severity};
+use aorta_report::{DetectorLine, HtmlContext, Matrix};
+use std::path::Path;
+
+/// A shell word, quoted when it needs to be.
+fn sh(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+    {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+pub(crate) fn render(
+    c: &Compiled,
+    run_dir: &Path,
+    matrix: &Matrix,
+    trial_keys: &[Vec<(u32, String)>],
+) -> String {
+    let env = c.env.snapshot.summary();
+    let lines = detector_lines(run_dir, matrix);
+    page(matrix, c.argv.as_deref(), Some(&env), trial_keys, &lines)
+}
+
+/// Trials per failing cell whose logs are searched for the first one with findings.
+const TRIALS_SEARCHED: usize = 3;
+
+/// Per cell, the first matching line of each detector in the logs of its first failing trial
+/// (of the first few), found by the trials' own classifier with the recipe's patterns. The
+/// logs are outputs of the trials whose keys the artifact's key holds.
+fn detector_lines(run_dir: &Path, matrix: &Matrix) -> Vec<Vec<DetectorLine>> {
+    let Ok(cfg) = crate::build::classifier_config(matrix.recipe) else {
+        return Vec::new();
+    };
+    matrix
+        .rows
+        .iter()
+        .map(|row| {
+            if row.stats.failed_count == 0 {
+                return Vec::new();
+            }
+            for p in row.stats.trial_paths.iter().take(TRIALS_SEARCHED) {
+                let dir = p.strip_suffix("result.json").unwrap_or(p);
+                let inputs: Vec<LogInput> = ["stdout.log", "stderr.log"]
+                    .iter()
+                    .filter_map(|name| {
+                        let f = std::fs::File::open(run_dir.join(dir).join(name)).ok()?;
+                        Some(LogInput {
+                            name: format!("{dir}{name}"),
+                            kind: LogKind::Output,
+                            reader: Box::new(f),
+                        })
+                    })
+                    .collect();
+                let Ok(found) = classify_logs(inputs, &cfg) else {
+                    continue;
+                };
+                let lines: Vec<DetectorLine> = found
+                    .findings
+                    .into_iter()
+                    .filter(|f| f.severity != Severity::Info)
+                    .filter_map(|f| {
+                        Some(DetectorLine {
+                            line: f.line?,
+                            detector: f.detector,
+                            log: f.log,
+                            text: f.text,
+                        })
+                    })
+                    .collect();
+                if !lines.is_empty() {
+                    return lines;
+                }
+            }
+            Vec::new()
+        })
+        .collect()
+}
+
+/// The page, from the matrix, the wrapped command, the environment summary and the keys.
+fn page(
+    matrix: &Matrix,
+    argv: Option<&[String]>,
+    env: Option<&str>,
+    trial_keys: &[Vec<(u32, String)>],
+    detector_lines: &[Vec<DetectorLine>],
+) -> String {
+    let recipe = matrix
+        .recipe
+        .source
+        .as_ref()
+        .map(|s| sh(&s.path.display().to_string()));
+    let mut reproduce = Vec::new();
+    if let Some(r) = &recipe {
+        let mut build = format!("aorta build {r}");
+        if let Some(argv) = argv.filter(|a| !a.is_empty()) {
+            build.push_str(" --");
+            for w in argv {
+                build.push(' ');
+                build.push_str(&sh(w));
+            }
+        }
+        reproduce.push(build);
+        reproduce.push(format!(
+            "aorta explain {r} --cell {} --trial 0   # one trial's key and inputs",
+            sh(&matrix.baseline.name)
+        ));
+    }
+    matrix.to_html(&HtmlContext {
+        environment: env,
+        reproduce: &reproduce,
+        trial_keys,
+        detector_lines,
+    })
+}
+
+/// `aorta report RUN_DIR`: report.html rendered again from what a run directory holds (its
+/// recipe.resolved.yaml, each trial's result.json, its env.json), for a run built before
+/// report.html existed or received in a bundle. `sidecars`: registries the recipe's
+/// mitigations need. Returns the page's path.
+pub fn render_run_dir(
+    run_dir: &std::path::Path,
+    sidecars: &[std::path::PathBuf],
+) -> crate::Result<std::path::PathBuf> {
+    use crate::EngineError;
+    let resolved = run_dir.join("recipe.resolved.yaml");
+    if !resolved.is_file() {
+        return Err(EngineError::usage(
+            format!(
+                "{} is not a run directory (it has no recipe.resolved.yaml)",
+                run_dir.display()
+            ),
+            "point at a run directory such as probe_results/<ticket>",
+        ));
+    }
+    let mut recipe = aorta_recipe::load_recipe(&resolved, sidecars)?.recipe;
+    // The resolved file names the recipe it came from: that is what reproduces the run.
+    let text = std::fs::read_to_string(&resolved).unwrap_or_default();
+    let source = text
+        .lines()
+        .find_map(|l| l.strip_prefix("# Source: "))
+        .and_then(|l| l.rsplit_once(" (blake3:"));
+    if let (Some((path, hash)), Some(s)) = (source, recipe.source.as_mut()) {
+        s.path = path.into();
+        s.blake3 = hash.trim_end_matches(')').to_string();
+    }
+    let mut argv: Option<Vec<String>> = None;
+    let mut stats = Vec::with_capacity(recipe.cells.len());
+    let mut keys = Vec::with_capacity(recipe.cells.len());
+    for cell in &recipe.cells {
+        let dir = run_dir.join(aorta_report::cell_dir(recipe.mode, &cell.name));
+        let mut records = Vec::new();
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path().join("result.json");
+            if !entry.file_name().to_string_lossy().starts_with("trial_") || !path.is_file() {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| EngineError::infra(format!("cannot read {}: {e}", path.display())))?;
+            let record: aorta_trial::TrialRecord = serde_json::from_str(&text).map_err(|e| {
+                EngineError::usage(
+                    format!("{}: not a trial record: {e}", path.display()),
+                    "the run directory was written by another aorta, or edited",
+                )
+            })?;
+            records.push(record);
+        }
+        records.sort_by_key(|r| r.trial_index);
+        if argv.is_none() {
+            argv = records.iter().find_map(|r| r.argv.clone());
+        }
+        keys.push(
+            records
+                .iter()
+                .map(|r| (r.trial_index, r.key.clone()))
+                .collect(),
+        );
+        stats.push(aorta_report::CellStats::aggregate(
+            cell,
+            &recipe,
+            records.iter(),
+            None,
+        ));
+    }
+    let matrix = Matrix::new(
+        &recipe,
+        stats,
+        aorta_report::RunInfo {
+            run_timestamp: crate::outputs::utc_timestamp(),
+            warnings: Vec::new(),
+        },
+    );
+    let env = std::fs::read_dir(run_dir.join("environments"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .find_map(|e| crate::environment::load_snapshot(&e.path().join("env.json")).ok())
+        .map(|s| s.summary());
+    let lines = detector_lines(run_dir, &matrix);
+    let html = page(&matrix, argv.as_deref(), env.as_deref(), &keys, &lines);
+    let dest = run_dir.join("report.html");
+    crate::write_atomic(&dest, html.as_bytes())
+        .map_err(|e| EngineError::infra(format!("cannot write {}: {e}", dest.display())))?;
+    Ok(dest)
+}

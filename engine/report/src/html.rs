@@ -1,0 +1,301 @@
+//! report.html: one self-contained page per run (inline CSS, SVG and a few lines of script to
+//! sort the table; nothing fetched), readable from a bundle on an air-gapped machine. Like
+//! matrix.md it is a function of the recipe, the trial records, the run's warnings and the
+//! [`HtmlContext`], so it is an artifact keyed by its inputs.
+
+use crate::matrix::{Matrix, Row};
+use crate::svg::{self, RateBar, StepRow};
+use std::fmt::Write;
+
+/// What the page shows beyond the matrix: facts the engine knows.
+#[derive(Debug, Clone, Default)]
+pub struct HtmlContext<'a> {
+    /// The environment snapshot's summary (`aorta env probe --summary`).
+    pub environment: Option<&'a str>,
+    /// Commands that reproduce the run.
+    pub reproduce: &'a [String],
+    /// Each cell's `(trial index, trial key)`, in cell order.
+    pub trial_keys: &'a [Vec<(u32, String)>],
+    /// Per cell (in cell order, or empty), the first matching line of each detector that
+    /// fired in its first failing trial's logs.
+    pub detector_lines: &'a [Vec<DetectorLine>],
+}
+
+/// A detector's first matching line in a trial log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DetectorLine {
+    pub detector: String,
+    /// The log, relative to the run directory.
+    pub log: String,
+    pub line: u64,
+    pub text: String,
+}
+
+/// `s` safe inside HTML text and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const STYLE: &str = "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1180px;color:#222;padding:0 16px}\
+h1{font-size:22px}h3{font-size:14px;margin:14px 0 0}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}\
+table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ddd;padding:3px 8px;text-align:left}\
+th{background:#f4f4f4;cursor:pointer;user-select:none}.sortable td+td{white-space:nowrap}tr.baseline td{font-weight:bold}\
+tr.differs td{background:#fde8e7}pre{background:#f7f7f7;padding:10px;overflow:auto;font-size:12px}\
+.meta td:first-child{font-weight:bold}.warn{background:#fff4d6;border:1px solid #e6c200;padding:6px 10px}\
+details{margin:4px 0}summary{cursor:pointer}.plot{display:block;margin:8px 0}";
+
+const SORT_JS: &str = "document.querySelectorAll('table.sortable th').forEach(function(th,i){\
+th.addEventListener('click',function(){var tb=th.closest('table').tBodies[0];\
+var rows=Array.prototype.slice.call(tb.rows);var asc=th.getAttribute('data-dir')!=='asc';\
+th.setAttribute('data-dir',asc?'asc':'desc');rows.sort(function(a,b){\
+var x=a.cells[i].getAttribute('data-v')||a.cells[i].textContent,y=b.cells[i].getAttribute('data-v')||b.cells[i].textContent;\
+var nx=parseFloat(x),ny=parseFloat(y);var c=(!isNaN(nx)&&!isNaN(ny))?nx-ny:x.localeCompare(y);\
+return asc?c:-c;});rows.forEach(function(r){tb.appendChild(r);});});});";
+
+/// `(failed, judged)`: errored trials are left out of the rate, as in matrix.md (AORTA §3.5).
+fn judged(row: &Row) -> (usize, usize) {
+    let s = &row.stats;
+    (s.failed_count, s.trials - s.error_count)
+}
+
+fn pct(v: f64) -> String {
+    format!("{:.0}%", v * 100.0)
+}
+
+impl Matrix<'_> {
+    /// The whole report.html.
+    pub fn to_html(&self, cx: &HtmlContext) -> String {
+        let r = self.recipe;
+        let ticket = r.ticket.as_deref().unwrap_or("(no ticket)");
+        let mut out = String::with_capacity(16_384 + self.rows.len() * 2048);
+        let _ = write!(
+            out,
+            "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>aorta report: {}</title><style>{STYLE}</style></head><body>",
+            esc(ticket)
+        );
+        let _ = write!(out, "<h1>{} — {}</h1>", esc(ticket), esc(&r.workload));
+        let recipe = r
+            .source
+            .as_ref()
+            .map_or("(flag mode)".into(), |s| s.path.display().to_string());
+        out.push_str("<table class=\"meta\">");
+        for (k, v) in [
+            ("Recipe", recipe),
+            ("Mode", format!("{:?}", r.mode).to_lowercase()),
+            ("Trials per cell", self.trials_per_cell().to_string()),
+            ("Baseline cell", self.baseline.name.clone()),
+            ("Rendered", self.run_timestamp.clone()),
+        ] {
+            let _ = write!(out, "<tr><td>{k}</td><td>{}</td></tr>", esc(&v));
+        }
+        out.push_str("</table>");
+        for w in &self.warnings {
+            let _ = write!(out, "<p class=\"warn\">{}</p>", esc(w));
+        }
+        let base_ci = self.baseline_row().and_then(|b| {
+            let (k, n) = judged(b);
+            svg::wilson(k, n)
+        });
+        let differs = |row: &Row| -> bool {
+            let (k, n) = judged(row);
+            match (svg::wilson(k, n), base_ci) {
+                (Some((lo, hi)), Some((blo, bhi))) => {
+                    row.stats.name != self.baseline.name && (hi < blo || lo > bhi)
+                }
+                _ => false,
+            }
+        };
+        self.matrix_table(&mut out, &differs);
+        out.push_str("<h2>Plots</h2>");
+        let bars: Vec<RateBar> = self
+            .rows
+            .iter()
+            .map(|row| {
+                let (k, n) = judged(row);
+                RateBar {
+                    name: &row.stats.name,
+                    rate: (n > 0).then(|| k as f64 / n as f64),
+                    ci: svg::wilson(k, n),
+                    baseline: row.stats.name == self.baseline.name,
+                    differs: differs(row),
+                }
+            })
+            .collect();
+        out.push_str("<h3>Failure rate per cell, with its 95% interval</h3>");
+        out.push_str(&svg::failure_rates(&bars));
+        out.push_str("<h3>Step time per cell (ms): box = quartiles, bar = median, whiskers = min–max, dashed = baseline median</h3>");
+        let steps: Vec<StepRow> = self
+            .rows
+            .iter()
+            .map(|row| {
+                let mut sorted = row.stats.step_times_ms.clone();
+                sorted.retain(|v| v.is_finite());
+                sorted.sort_by(f64::total_cmp);
+                StepRow {
+                    name: &row.stats.name,
+                    sorted,
+                    baseline: row.stats.name == self.baseline.name,
+                }
+            })
+            .collect();
+        out.push_str(&svg::step_times(&steps));
+        self.cells_section(&mut out, cx.detector_lines);
+        if let Some(env) = cx.environment {
+            let _ = write!(out, "<h2>Environment</h2><pre>{}</pre>", esc(env));
+        }
+        self.reproduce_section(&mut out, cx);
+        let _ = write!(
+            out,
+            "<h2>Recipe (resolved)</h2><pre>{}</pre>",
+            esc(&crate::resolved_recipe_yaml(r))
+        );
+        let _ = writeln!(out, "<script>{SORT_JS}</script></body></html>");
+        out
+    }
+
+    fn matrix_table(&self, out: &mut String, differs: &dyn Fn(&Row) -> bool) {
+        out.push_str("<h2>Matrix</h2><p>Failure rates exclude errored trials; the interval is the 95% Wilson score interval. Highlighted rows: the interval does not overlap the baseline's. Click a header to sort.</p>");
+        out.push_str("<table id=\"matrix\" class=\"sortable\"><thead><tr><th>Cell</th><th>Failure rate</th><th>95% interval</th><th>Failed / judged</th><th>Errored</th><th>Top detector</th><th>Confound</th><th>Step-time ratio [95%]</th><th>Mean step (ms)</th><th>p50 / p99 step (ms)</th></tr></thead><tbody>");
+        for row in &self.rows {
+            let s = &row.stats;
+            let (k, n) = judged(row);
+            let class = if s.name == self.baseline.name {
+                " class=\"baseline\""
+            } else if differs(row) {
+                " class=\"differs\""
+            } else {
+                ""
+            };
+            let (rate, rate_v) = match n {
+                0 => ("—".to_string(), "-1".to_string()),
+                _ => {
+                    let v = k as f64 / n as f64;
+                    (pct(v), format!("{v}"))
+                }
+            };
+            let ci =
+                svg::wilson(k, n).map_or("—".into(), |(a, b)| format!("{}–{}", pct(a), pct(b)));
+            let ratio = match (row.confound.ratio, row.confound.ci95) {
+                (Some(x), Some((a, b))) => format!("{x:.2} [{a:.2}, {b:.2}]"),
+                (Some(x), None) => format!("{x:.2}"),
+                _ => "—".into(),
+            };
+            let _ = write!(
+                out,
+                "<tr{class}><td>{}</td><td data-v=\"{rate_v}\">{rate}</td><td>{ci}</td><td data-v=\"{k}\">{k} / {n}</td><td>{}</td><td>{}</td><td>{}</td><td data-v=\"{}\">{ratio}</td><td>{:.3}</td><td data-v=\"{}\">{:.3} / {:.3}</td></tr>",
+                esc(&s.name),
+                s.error_count,
+                esc(s.top_failure_detector_id.as_deref().unwrap_or("—")),
+                esc(&row.confound.tag.to_string()),
+                row.confound.ratio.unwrap_or(-1.0),
+                s.step.mean,
+                s.step.p50,
+                s.step.p50,
+                s.step.p99
+            );
+        }
+        out.push_str("</tbody></table>");
+    }
+
+    fn cells_section(&self, out: &mut String, lines: &[Vec<DetectorLine>]) {
+        out.push_str("<h2>Cells</h2>");
+        for (i, row) in self.rows.iter().enumerate() {
+            let s = &row.stats;
+            let _ = write!(
+                out,
+                "<details><summary><b>{}</b>: {} failed, {} passed, {} errored of {}</summary><ul>",
+                esc(&s.name),
+                s.failed_count,
+                s.passed_count,
+                s.error_count,
+                s.trials
+            );
+            if let Some(e) = &s.error {
+                let _ = write!(out, "<li>cell error: {}</li>", esc(e));
+            }
+            if let Some(d) = &s.top_failure_detector_id {
+                let _ = write!(
+                    out,
+                    "<li>top failure detector: <code>{}</code></li>",
+                    esc(d)
+                );
+            }
+            if let Some(d) = &s.top_warn_detector_id {
+                let _ = write!(
+                    out,
+                    "<li>top warning detector: <code>{}</code></li>",
+                    esc(d)
+                );
+            }
+            if let Some(found) = lines.get(i).filter(|l| !l.is_empty()) {
+                out.push_str("<li>first matching lines:<pre>");
+                for d in found {
+                    let _ = writeln!(
+                        out,
+                        "<a href=\"{l}\">{l}</a>:{}: <b>{}</b>  {}",
+                        d.line,
+                        esc(&d.detector),
+                        esc(&d.text),
+                        l = esc(&d.log)
+                    );
+                }
+                out.push_str("</pre></li>");
+            }
+            for (hint, n) in &s.failure_hints {
+                let _ = write!(out, "<li>hint ({n} trials): {}</li>", esc(hint));
+            }
+            if !s.resolved_env_vars.is_empty() {
+                let env: Vec<String> = s
+                    .resolved_env_vars
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                let _ = write!(out, "<li>env: <code>{}</code></li>", esc(&env.join(" ")));
+            }
+            out.push_str("<li>trials:");
+            for p in &s.trial_paths {
+                let dir = p.strip_suffix("result.json").unwrap_or(p);
+                let name = dir.trim_end_matches('/').rsplit('/').next().unwrap_or(dir);
+                let _ = write!(
+                    out,
+                    " {n} (<a href=\"{d}result.json\">result</a>, <a href=\"{d}stdout.log\">stdout</a>, <a href=\"{d}stderr.log\">stderr</a>)",
+                    n = esc(name),
+                    d = esc(dir)
+                );
+            }
+            out.push_str("</li></ul></details>");
+        }
+    }
+
+    fn reproduce_section(&self, out: &mut String, cx: &HtmlContext) {
+        out.push_str("<h2>How to reproduce</h2>");
+        if !cx.reproduce.is_empty() {
+            let _ = write!(out, "<pre>{}</pre>", esc(&cx.reproduce.join("\n")));
+        }
+        if cx.trial_keys.iter().any(|k| !k.is_empty()) {
+            out.push_str("<details><summary>Trial keys (<code>aorta explain</code> shows what each hashes)</summary><table><thead><tr><th>Cell</th><th>Trial</th><th>Key</th></tr></thead><tbody>");
+            for (row, keys) in self.rows.iter().zip(cx.trial_keys) {
+                for (i, key) in keys {
+                    let _ = write!(
+                        out,
+                        "<tr><td>{}</td><td>{i}</td><td><code>{}</code></td></tr>",
+                        esc(&row.stats.name),
+                        esc(key)
+                    );
+                }
+            }
+            out.push_str("</tbody></table></details>");
+        }
+    }
+}
