@@ -25,6 +25,7 @@ mod remote;
 mod retention;
 mod schedule;
 mod session;
+pub mod slurm;
 mod step_times;
 pub mod trial;
 pub mod watch;
@@ -47,6 +48,7 @@ pub use aorta_exec::CancelToken;
 pub use aorta_graph::{Artifact, Key};
 pub use aorta_probe::{KeyRules, Snapshot};
 pub use aorta_remote::Settings as RemoteSettings;
+pub use aorta_slurm::Settings as SlurmSettings;
 pub use aorta_store::{GcPolicy, GcReport, StoreStats, VerifyReport};
 
 /// `AORTA_TIMING=1` prints how long each phase took, for profiling big matrices.

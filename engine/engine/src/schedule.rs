@@ -54,6 +54,8 @@ pub enum Event<'a> {
         index: u32,
         error: &'a str,
     },
+    /// The Slurm executor's arrays: queued, running and done tasks of each.
+    Cluster(&'a [crate::slurm::ArrayProgress]),
 }
 
 enum JobOut {
@@ -75,7 +77,8 @@ pub struct Schedule<'a> {
     pub store: Arc<LocalStore>,
     pub staging: PathBuf,
     pub slots: Slots,
-    pub gpus_per_trial: usize,
+    /// GPUs each trial of a cell is granted, by cell (0: a CPU trial, which inherits visibility).
+    pub gpus_per_cell: Vec<usize>,
     pub cancel: CancelToken,
 }
 
@@ -84,6 +87,8 @@ pub struct Executed {
     pub cell_errors: BTreeMap<usize, String>,
     pub failures: Vec<String>,
     pub cancelled: bool,
+    /// Trials left running on the cluster (`--detach`): a later build collects them.
+    pub detached: usize,
 }
 
 fn resolve(m: Manifest<TrialRecord>, staged: Option<PathBuf>) -> Arc<Resolved> {
@@ -200,10 +205,9 @@ impl Schedule<'_> {
                             let store = self.store.clone();
                             let staging = self.staging.clone();
                             let cancel = self.cancel.clone();
-                            let request = if self.gpus_per_trial > 0 {
-                                SlotRequest::gpus(self.gpus_per_trial)
-                            } else {
-                                SlotRequest::cpu()
+                            let request = match self.gpus_per_cell.get(c) {
+                                Some(&n) if n > 0 => SlotRequest::gpus(n),
+                                _ => SlotRequest::cpu(),
                             };
                             let submitted = pool.submit((c, p.index), request, move |lease| {
                                 execute_one(&store, &staging, &spec, &lease, &cancel)
@@ -286,6 +290,7 @@ impl Schedule<'_> {
             cell_errors,
             failures,
             cancelled,
+            detached: 0,
         }
     }
 
