@@ -421,6 +421,10 @@ fn execute_one(
             let _ = std::fs::remove_dir_all(&dir);
             JobOut::Cancelled
         }
+        TrialRun::Done(record) if interrupted(&record, cancel) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            JobOut::Cancelled
+        }
         TrialRun::Done(mut record) => match commit(
             store,
             claim,
@@ -435,6 +439,27 @@ fn execute_one(
             }
         },
     }
+}
+
+/// A trial whose process died of SIGTERM or SIGKILL just as aorta itself was told to stop was
+/// interrupted, not failed, and its record must not enter the store: Slurm's scancel and
+/// preemption signal every process of the job at once, so the child can die before aorta's
+/// handler has cancelled the token.
+fn interrupted(record: &TrialRecord, cancel: &CancelToken) -> bool {
+    if cancel.is_cancelled() {
+        return true;
+    }
+    if record.timed_out || !matches!(record.exit_code, -15 | -9) {
+        return false;
+    }
+    let until = Instant::now() + std::time::Duration::from_millis(500);
+    while Instant::now() < until {
+        if cancel.is_cancelled() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    false
 }
 
 fn commit(

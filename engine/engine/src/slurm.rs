@@ -163,13 +163,15 @@ impl Session {
         let cfg = &self.slurm;
         let (recipe_path, sidecars) = match self.origin(c) {
             RecipeOrigin::File { path, sidecars } => (self.cwd.join(path), sidecars),
-            RecipeOrigin::Given(_) => return Err(EngineError::usage(
-                format!(
+            RecipeOrigin::Given(_) => {
+                return Err(EngineError::usage(
+                    format!(
                     "{}: the Slurm executor runs recipe files; this target was built from flags",
                     c.label
                 ),
-                "write the sweep as a recipe file and build that with --executor slurm",
-            )),
+                    "write the sweep as a recipe file and build that with --executor slurm",
+                ))
+            }
         };
         let root = store.root().join("slurm");
         std::fs::create_dir_all(root.join("submitted"))
