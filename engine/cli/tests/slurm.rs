@@ -230,7 +230,7 @@ fn a_task_cancelled_mid_run_as_if_preempted_is_resubmitted_once_and_completes() 
         "if [ -e {m} ]; then echo second; else touch {m}; sleep 60; fi",
         m = mark.display()
     );
-    let mut child = cluster
+    let child = cluster
         .aorta(&args(&["--", "sh", "-c", &script]))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -391,4 +391,70 @@ fn a_bad_executor_setting_is_an_input_error() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
+
+#[test]
+fn resources_are_in_the_plan_and_not_in_the_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".aorta-root"), "").unwrap();
+    let plan = |gpus: u32| {
+        write_recipe(dir.path(), 2, "none", gpus);
+        let out = Command::new(assert_cmd::cargo::cargo_bin("aorta"))
+            .current_dir(dir.path())
+            .env(
+                "AORTA_ENV_SNAPSHOT",
+                repo_root().join("docs/examples/h200-env.json"),
+            )
+            .args(["build", "probe.yaml", "--dry-run", "--json", "--", "true"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let cell = &v["cells"][0];
+        (
+            cell["resources"]["gpus_per_trial"].clone(),
+            cell["key_inputs"]["trial_keys"].clone(),
+        )
+    };
+    let (one, keys_one) = plan(1);
+    let (two, keys_two) = plan(2);
+    assert_eq!((one, two), (1.into(), 2.into()));
+    assert_eq!(
+        keys_one, keys_two,
+        "gpus_per_trial is placement, not a key input"
+    );
+}
+
+#[test]
+fn the_local_executor_gives_each_trial_gpus_per_trial_devices() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".aorta-root"), "").unwrap();
+    write_recipe(dir.path(), 4, "none", 2);
+    let out = Command::new(assert_cmd::cargo::cargo_bin("aorta"))
+        .current_dir(dir.path())
+        .env(
+            "AORTA_ENV_SNAPSHOT",
+            repo_root().join("docs/examples/h200-env.json"),
+        )
+        .env_remove("AORTA_EXECUTOR")
+        .args([
+            "build",
+            "probe.yaml",
+            "--store",
+            "store",
+            "--gpus",
+            "0,1,2,3",
+        ])
+        .args(["--", "sh", "-c", "echo \"gpus=$CUDA_VISIBLE_DEVICES\""])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    for t in 0..4 {
+        let log = dir.path().join(format!(
+            "probe_results/SLURM-TEST/none-none/trial_{t}/stdout.log"
+        ));
+        let log = std::fs::read_to_string(log).unwrap();
+        let ids = log.trim().trim_start_matches("gpus=");
+        assert_eq!(ids.split(',').count(), 2, "trial {t}: {log}");
+    }
 }
