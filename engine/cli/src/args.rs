@@ -226,6 +226,31 @@ pub struct ExecArgs {
     pub strict: bool,
     #[command(flatten)]
     pub remote: RemoteArgs,
+    #[command(flatten)]
+    pub slurm: SlurmArgs,
+}
+
+/// `--executor slurm` and its settings; the environment (`$AORTA_EXECUTOR`,
+/// `$AORTA_SLURM_*`) and the `[aorta]` section of `.buckconfig` fill what the flags leave unset
+/// (docs/slurm.md).
+#[derive(Debug, Args, Clone, Default)]
+pub struct SlurmArgs {
+    /// Where trials run: `local` (default) or `slurm` (job arrays; the store must be on the
+    /// cluster's shared filesystem) [env: AORTA_EXECUTOR].
+    #[arg(long, value_name = "EXECUTOR", value_parser = ["local", "slurm"])]
+    pub executor: Option<String>,
+    /// With --executor slurm: submit and return; the same build later collects the results.
+    #[arg(long)]
+    pub detach: bool,
+    /// Default Slurm partition for trials whose recipe names none [env: AORTA_SLURM_PARTITION].
+    #[arg(long, value_name = "NAME")]
+    pub slurm_partition: Option<String>,
+    /// Default Slurm account [env: AORTA_SLURM_ACCOUNT].
+    #[arg(long, value_name = "NAME")]
+    pub slurm_account: Option<String>,
+    /// Tasks of one array running at once (`--array=…%N`) [env: AORTA_SLURM_MAX_PARALLEL].
+    #[arg(long, value_name = "N")]
+    pub slurm_max_parallel: Option<String>,
 }
 
 impl ExecArgs {
@@ -248,6 +273,14 @@ impl ExecArgs {
             kill_on_hang: self.kill_on_hang,
             trial_timeout: self.trial_timeout,
             output: self.output.clone(),
+            slurm: aorta_engine::SlurmSettings {
+                executor: self.slurm.executor.clone(),
+                partition: self.slurm.slurm_partition.clone(),
+                account: self.slurm.slurm_account.clone(),
+                max_parallel: self.slurm.slurm_max_parallel.clone(),
+                ..Default::default()
+            },
+            detach: self.slurm.detach,
         };
         Ok(aorta_engine::Session::open(opts)?)
     }
@@ -286,20 +319,24 @@ pub enum TrialCommand {
 #[derive(Debug, Args)]
 pub struct TrialExecArgs {
     /// The recipe file.
-    #[arg(long)]
-    pub recipe: PathBuf,
+    #[arg(long, required_unless_present = "manifest")]
+    pub recipe: Option<PathBuf>,
     /// Sidecar registry files, in order.
     #[arg(long = "mitigations-file", value_name = "PATH")]
     pub mitigations_files: Vec<PathBuf>,
     /// The cell's name (as in matrix.md).
-    #[arg(long)]
-    pub cell: String,
+    #[arg(long, required_unless_present = "manifest")]
+    pub cell: Option<String>,
     /// The trial index (0-based).
-    #[arg(long)]
-    pub trial: u32,
+    #[arg(long, required_unless_present = "manifest")]
+    pub trial: Option<u32>,
     /// Where the trial's outputs go (created; Buck2 passes its declared output).
-    #[arg(long, value_name = "DIR")]
-    pub out: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "manifest")]
+    pub out: Option<PathBuf>,
+    /// A Slurm array task: the trial is `$SLURM_ARRAY_TASK_ID` of this manifest (written by
+    /// `--executor slurm`); the result goes to the store only.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["cell", "trial", "out", "expect_key", "recipe"])]
+    pub manifest: Option<PathBuf>,
     /// Fail unless the trial's key is this one (Buck2 targets can pin it).
     #[arg(long, value_name = "KEY")]
     pub expect_key: Option<String>,

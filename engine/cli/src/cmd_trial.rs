@@ -2,12 +2,26 @@
 //! recipe, selected by cell and index, and write its outputs to a directory. This is the action
 //! each Buck2 trial target runs (rules/aorta.bzl), so Buck2's action cache and remote execution
 //! see one action per trial, with the recipe, registries and environment snapshot as inputs.
+//! With `--manifest`, it is a Slurm array task of `--executor slurm` (docs/slurm.md).
 
-use crate::args::TrialCommand;
+use crate::args::{TrialCommand, TrialExecArgs};
 use crate::exit::{usage, CliResult};
+use aorta_engine::slurm::TaskManifest;
 use aorta_engine::{RecipeOrigin, Source, TargetSpec};
 use aorta_recipe::Mode;
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// The trial to run: from the flags, or from a Slurm task's manifest.
+struct Selected {
+    recipe: PathBuf,
+    sidecars: Vec<PathBuf>,
+    command: Vec<String>,
+    cell: String,
+    trial: u32,
+    out: Option<PathBuf>,
+    expect_key: Option<String>,
+}
 
 pub fn trial(c: &TrialCommand) -> CliResult {
     let TrialCommand::Exec(a) = c;
@@ -17,27 +31,55 @@ pub fn trial(c: &TrialCommand) -> CliResult {
             "aorta trial exec --recipe r.yaml --cell C --trial 0 --out DIR",
         ));
     }
-    let session = a.exec.session()?;
+    let mut exec = a.exec.clone();
+    let sel = match &a.manifest {
+        Some(path) => {
+            let m = TaskManifest::load(path)?;
+            let t = m.task(None)?;
+            // The submitter's store and snapshot: the key must come out the same here.
+            exec.store = Some(m.store.clone());
+            exec.env_snapshot = Some(m.env_snapshot.clone());
+            exec.trial_timeout = exec.trial_timeout.or(m.trial_timeout);
+            exec.kill_on_hang |= m.kill_on_hang;
+            Selected {
+                recipe: m.recipe.clone(),
+                sidecars: m.sidecars.clone(),
+                command: m.argv.clone().unwrap_or_default(),
+                cell: t.cell.clone(),
+                trial: t.index,
+                out: None,
+                expect_key: Some(t.key.clone()),
+            }
+        }
+        None => from_flags(a)?,
+    };
+    let session = exec.session()?;
     let origin = RecipeOrigin::File {
-        path: a.recipe.clone(),
-        sidecars: a.mitigations_files.clone(),
+        path: sel.recipe.clone(),
+        sidecars: sel.sidecars.clone(),
     };
     let id = session.add_target(TargetSpec {
         label: None,
         origin,
-        argv: (!a.command.is_empty()).then(|| a.command.clone()),
+        argv: (!sel.command.is_empty()).then(|| sel.command.clone()),
     });
     let compiled = session.compile(id)?;
-    if compiled.recipe.mode == Mode::Probe && a.command.is_empty() {
+    if compiled.recipe.mode == Mode::Probe && sel.command.is_empty() {
         return Err(usage(
             format!(
                 "{}: a probe recipe needs the command after --",
-                a.recipe.display()
+                sel.recipe.display()
             ),
             "aorta trial exec --recipe r.yaml --cell C --trial 0 --out DIR -- bash launch.sh",
         ));
     }
-    let out = session.build_one(&compiled, &a.cell, a.trial, &a.out, a.expect_key.as_deref())?;
+    let out = session.build_one(
+        &compiled,
+        &sel.cell,
+        sel.trial,
+        sel.out.as_deref(),
+        sel.expect_key.as_deref(),
+    )?;
     if let Some(line) = session.remote_report() {
         eprintln!("{line}");
     }
@@ -45,13 +87,31 @@ pub fn trial(c: &TrialCommand) -> CliResult {
         Source::Executed => "executed",
         Source::Reused => "reused from the cache",
     };
+    let to = sel
+        .out
+        .as_ref()
+        .map_or_else(|| "the store".to_owned(), |o| o.display().to_string());
     println!(
-        "{} trial {} {}: {} ({how}) -> {}",
-        a.cell,
-        a.trial,
-        out.key,
-        out.verdict,
-        a.out.display()
+        "{} trial {} {}: {} ({how}) -> {to}",
+        sel.cell, sel.trial, out.key, out.verdict,
     );
     Ok(ExitCode::SUCCESS)
+}
+
+fn from_flags(a: &TrialExecArgs) -> Result<Selected, crate::exit::CliError> {
+    let missing = || {
+        usage(
+            "aorta trial exec needs --recipe, --cell, --trial and --out (or --manifest)",
+            "aorta trial exec --recipe r.yaml --cell C --trial 0 --out DIR",
+        )
+    };
+    Ok(Selected {
+        recipe: a.recipe.clone().ok_or_else(missing)?,
+        sidecars: a.mitigations_files.clone(),
+        command: a.command.clone(),
+        cell: a.cell.clone().ok_or_else(missing)?,
+        trial: a.trial.ok_or_else(missing)?,
+        out: Some(a.out.clone().ok_or_else(missing)?),
+        expect_key: a.expect_key.clone(),
+    })
 }

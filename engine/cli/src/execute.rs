@@ -12,7 +12,28 @@ use std::process::ExitCode;
 pub fn build(session: &Session, c: &Compiled, verbose: u8) -> Result<BuildOutcome, CliError> {
     let bar = progress_bar(c.planned().len() as u64, verbose);
     let (mut executed, mut reused, mut failed) = (0u64, 0u64, 0u64);
+    let mut cluster = String::new();
     let mut on_event = |e: Event| {
+        if let Event::Cluster(arrays) = &e {
+            // Per Slurm array: queued / running / done; the bar counts trials as they land.
+            cluster = arrays
+                .iter()
+                .map(|a| {
+                    format!(
+                        "slurm {}: queued {} running {} done {}",
+                        a.job, a.queued, a.running, a.done
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(" · ");
+            if verbose > 1 {
+                bar.suspend(|| eprintln!("[slurm]  {cluster}"));
+            }
+            bar.set_message(format!(
+                "executed {executed} · cached {reused} · not passing {failed} · {cluster}"
+            ));
+            return;
+        }
         match &e {
             Event::Executed(r) => {
                 executed += 1;
@@ -23,6 +44,7 @@ pub fn build(session: &Session, c: &Compiled, verbose: u8) -> Result<BuildOutcom
                 failed += u64::from(r.record.verdict != aorta_trial::Verdict::Pass);
             }
             Event::Failed { .. } => failed += 1,
+            Event::Cluster(_) => {}
         }
         if verbose > 0 {
             let line = match &e {
@@ -42,11 +64,17 @@ pub fn build(session: &Session, c: &Compiled, verbose: u8) -> Result<BuildOutcom
                 Event::Failed { cell, index, error } => {
                     format!("[error]  {cell} trial {index}: {error}")
                 }
+                Event::Cluster(_) => String::new(),
             };
             bar.suspend(|| eprintln!("{line}"));
         }
+        let tail = if cluster.is_empty() {
+            String::new()
+        } else {
+            format!(" · {cluster}")
+        };
         bar.set_message(format!(
-            "executed {executed} · cached {reused} · not passing {failed}"
+            "executed {executed} · cached {reused} · not passing {failed}{tail}"
         ));
         bar.inc(1);
     };
@@ -77,6 +105,14 @@ pub fn report(o: &BuildOutcome, mode: Mode, strict: bool) -> ExitCode {
     if o.cancelled {
         eprintln!("aorta: interrupted; {} trial(s) finished and are kept in the store; rerun to continue.", o.executed + o.reused);
         return ExitCode::from(exit::INTERRUPTED);
+    }
+    if o.detached > 0 {
+        eprintln!(
+            "aorta: {} trial(s) left running on Slurm ({} finished); run the same build again to collect them.",
+            o.detached,
+            o.executed + o.reused
+        );
+        return ExitCode::SUCCESS;
     }
     print!("{}", o.summary);
     if !o.summary.ends_with('\n') {

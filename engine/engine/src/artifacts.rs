@@ -406,6 +406,7 @@ pub(crate) fn cached_rebuild(
     let facts = facts.filter(|f| f.run_dir == paths.run_dir)?;
     let artifacts = c.dag.artifacts().count();
     Some(BuildOutcome {
+        detached: 0,
         run_dir: paths.run_dir.clone(),
         executed: 0,
         reused: c.planned().len(),

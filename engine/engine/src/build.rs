@@ -174,6 +174,22 @@ impl Session {
         Slots::new(jobs.max(1), gpus)
     }
 
+    /// GPUs per trial, by cell, on this machine: with `--gpus`, the cell's `gpus_per_trial`
+    /// (default 1) of them; without, none are handed out (trials inherit the visibility).
+    pub(crate) fn gpus_per_cell(&self, recipe: &Recipe) -> Vec<usize> {
+        recipe
+            .cells
+            .iter()
+            .map(|cell| match self.opts.gpus.is_empty() {
+                true => 0,
+                false => cell
+                    .effective_resources(recipe)
+                    .gpus_per_trial
+                    .map_or(1, |g| g as usize),
+            })
+            .collect()
+    }
+
     /// Builds a compiled target: every trial (reused or executed), then its cells and
     /// artifacts into the run directory.
     pub fn build(&self, c: &Compiled, on_event: &mut dyn FnMut(Event)) -> Result<BuildOutcome> {
@@ -204,19 +220,28 @@ impl Session {
         if let Some(remote) = &self.remote {
             crate::remote::pull(&store, remote, c.dag.trial_nodes.keys());
         }
-        let schedule = Schedule {
-            recipe: &c.recipe,
-            planned: c.planned(),
-            dag: &c.dag,
-            bodies,
-            store: store.clone(),
-            staging: paths.staging.clone(),
-            slots: self.slots(None),
-            gpus_per_trial: usize::from(!self.opts.gpus.is_empty()),
-            cancel,
-        };
         let t_run = std::time::Instant::now();
-        let executed = schedule.run(on_event);
+        let executed = if self.slurm.executor == aorta_slurm::Executor::Slurm {
+            let cell_errors = bodies
+                .iter()
+                .enumerate()
+                .filter_map(|(i, b)| b.as_ref().err().map(|e| (i, e.clone())))
+                .collect();
+            self.run_on_slurm(c, &store, cell_errors, on_event)?
+        } else {
+            let schedule = Schedule {
+                recipe: &c.recipe,
+                planned: c.planned(),
+                dag: &c.dag,
+                bodies,
+                store: store.clone(),
+                staging: paths.staging.clone(),
+                slots: self.slots(None),
+                gpus_per_cell: self.gpus_per_cell(&c.recipe),
+                cancel,
+            };
+            schedule.run(on_event)
+        };
         crate::timing("schedule (lookups + execution)", t_run);
         let count = |s: Source| executed.results.iter().filter(|r| r.source == s).count();
         let (n_executed, n_reused) = (count(Source::Executed), count(Source::Reused));
@@ -241,11 +266,12 @@ impl Session {
             unchanged: 0,
             failed_to_run: executed.failures.clone(),
             cancelled: executed.cancelled,
+            detached: executed.detached,
             summary: String::new(),
             incomplete: None,
             cells: Vec::new(),
         };
-        if executed.cancelled {
+        if executed.cancelled || executed.detached > 0 {
             let _ = std::fs::remove_dir_all(&paths.staging);
             return Ok(outcome);
         }

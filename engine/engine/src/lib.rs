@@ -27,6 +27,7 @@ mod report_html;
 mod retention;
 mod schedule;
 mod session;
+pub mod slurm;
 mod step_times;
 pub mod trial;
 pub mod watch;
@@ -51,6 +52,7 @@ pub use aorta_exec::CancelToken;
 pub use aorta_graph::{Artifact, Key};
 pub use aorta_probe::{KeyRules, Snapshot};
 pub use aorta_remote::Settings as RemoteSettings;
+pub use aorta_slurm::Settings as SlurmSettings;
 pub use aorta_store::{GcPolicy, GcReport, StoreStats, VerifyReport};
 pub use aorta_trial::TrialRecord;
 

@@ -19,14 +19,15 @@ pub struct OneOutcome {
 
 impl Session {
     /// Runs (or reuses) trial `index` of cell `cell` and materialises its outputs
-    /// (`result.json`, logs, collected files) into `out`. With `expect_key`, refuses a trial
+    /// (`result.json`, logs, collected files) into `out` (none: the store entry is the
+    /// output, as for a Slurm array task). With `expect_key`, refuses a trial
     /// whose key is another (a Buck2 target pins it). The one trial gets every `--gpus` device.
     pub fn build_one(
         &self,
         c: &Compiled,
         cell: &str,
         index: u32,
-        out: &Path,
+        out: Option<&Path>,
         expect_key: Option<&str>,
     ) -> Result<OneOutcome> {
         let ci = c.cell_index(cell)?;
@@ -60,19 +61,24 @@ impl Session {
             store: store.clone(),
             staging: staging.clone(),
             slots: self.slots(Some(1)),
-            gpus_per_trial: self.opts.gpus.len(),
+            gpus_per_cell: vec![self.opts.gpus.len(); c.recipe.cells.len()],
             cancel,
         };
         let executed = schedule.run(&mut |_| {});
-        let placed = place(&store, &executed, ci, out);
+        let placed = match out {
+            Some(out) => place(&store, &executed, ci, out),
+            None => first_result(&executed, ci),
+        };
         let _ = std::fs::remove_dir_all(&staging);
         let r = placed?;
         // Durable store entries and outputs (the whole-build path does the same once per build).
         store
             .sync()
             .map_err(|e| EngineError::infra(e.to_string()))?;
-        aorta_store::sync_filesystem(out)
-            .map_err(|e| EngineError::infra(format!("cannot sync {}: {e}", out.display())))?;
+        if let Some(out) = out {
+            aorta_store::sync_filesystem(out)
+                .map_err(|e| EngineError::infra(format!("cannot sync {}: {e}", out.display())))?;
+        }
         if let Some(remote) = &self.remote {
             if r.source == Source::Executed {
                 crate::remote::push(&store, remote, std::iter::once(&r.key));
@@ -90,21 +96,7 @@ impl Session {
 /// copied from the store entry whether the trial ran just now or was reused. The recipe's
 /// retention policy is not applied: Buck2 keeps what the action declared.
 fn place(store: &LocalStore, executed: &Executed, cell: usize, out: &Path) -> Result<TrialResult> {
-    if executed.cancelled {
-        return Err(EngineError::infra("interrupted"));
-    }
-    if let Some(e) = executed
-        .cell_errors
-        .get(&cell)
-        .or(executed.failures.first())
-    {
-        return Err(EngineError::infra(e.clone()));
-    }
-    let r = executed
-        .results
-        .first()
-        .ok_or_else(|| EngineError::infra("the trial produced no result"))?
-        .clone();
+    let r = first_result(executed, cell)?;
     let into = |e: std::io::Error| {
         EngineError::infra(format!(
             "cannot write the outputs to {}: {e}",
@@ -150,6 +142,25 @@ fn place(store: &LocalStore, executed: &Executed, cell: usize, out: &Path) -> Re
     crate::fsutil::write_atomic(&staged.join("result.json"), &json).map_err(into)?;
     crate::fsutil::replace_dir(&staged, out).map_err(into)?;
     Ok(r)
+}
+
+/// The one result, or why there is none.
+fn first_result(executed: &Executed, cell: usize) -> Result<TrialResult> {
+    if executed.cancelled {
+        return Err(EngineError::infra("interrupted"));
+    }
+    if let Some(e) = executed
+        .cell_errors
+        .get(&cell)
+        .or(executed.failures.first())
+    {
+        return Err(EngineError::infra(e.clone()));
+    }
+    executed
+        .results
+        .first()
+        .cloned()
+        .ok_or_else(|| EngineError::infra("the trial produced no result"))
 }
 
 fn tempfile_dir(store_root: &Path) -> Result<std::path::PathBuf> {

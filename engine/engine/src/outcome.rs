@@ -16,6 +16,8 @@ pub struct BuildOutcome {
     /// Trials that could not run (the store refused them, a claim failed).
     pub failed_to_run: Vec<String>,
     pub cancelled: bool,
+    /// Trials left running on the cluster (`--executor slurm --detach`).
+    pub detached: usize,
     /// The end-of-run summary (AORTA's lines).
     pub summary: String,
     /// Set when the matrix could not name a usable baseline.

@@ -54,6 +54,8 @@ pub enum Event<'a> {
         index: u32,
         error: &'a str,
     },
+    /// The Slurm executor's arrays: queued, running and done tasks of each.
+    Cluster(&'a [crate::slurm::ArrayProgress]),
 }
 
 enum JobOut {
@@ -75,7 +77,8 @@ pub struct Schedule<'a> {
     pub store: Arc<LocalStore>,
     pub staging: PathBuf,
     pub slots: Slots,
-    pub gpus_per_trial: usize,
+    /// GPUs each trial of a cell is granted, by cell (0: a CPU trial, which inherits visibility).
+    pub gpus_per_cell: Vec<usize>,
     pub cancel: CancelToken,
 }
 
@@ -84,6 +87,8 @@ pub struct Executed {
     pub cell_errors: BTreeMap<usize, String>,
     pub failures: Vec<String>,
     pub cancelled: bool,
+    /// Trials left running on the cluster (`--detach`): a later build collects them.
+    pub detached: usize,
 }
 
 fn resolve(m: Manifest<TrialRecord>, staged: Option<PathBuf>) -> Arc<Resolved> {
@@ -200,10 +205,9 @@ impl Schedule<'_> {
                             let store = self.store.clone();
                             let staging = self.staging.clone();
                             let cancel = self.cancel.clone();
-                            let request = if self.gpus_per_trial > 0 {
-                                SlotRequest::gpus(self.gpus_per_trial)
-                            } else {
-                                SlotRequest::cpu()
+                            let request = match self.gpus_per_cell.get(c) {
+                                Some(&n) if n > 0 => SlotRequest::gpus(n),
+                                _ => SlotRequest::cpu(),
                             };
                             let submitted = pool.submit((c, p.index), request, move |lease| {
                                 execute_one(&store, &staging, &spec, &lease, &cancel)
@@ -286,6 +290,7 @@ impl Schedule<'_> {
             cell_errors,
             failures,
             cancelled,
+            detached: 0,
         }
     }
 
@@ -425,6 +430,10 @@ fn execute_one(
             let _ = std::fs::remove_dir_all(&dir);
             JobOut::Cancelled
         }
+        TrialRun::Done(record) if interrupted(&record, cancel) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            JobOut::Cancelled
+        }
         TrialRun::Done(_) if changed_input(spec).is_some() => {
             let _ = std::fs::remove_dir_all(&dir);
             JobOut::Failed(format!(
@@ -446,6 +455,27 @@ fn execute_one(
             }
         },
     }
+}
+
+/// A trial whose process died of SIGTERM or SIGKILL just as aorta itself was told to stop was
+/// interrupted, not failed, and its record must not enter the store: Slurm's scancel and
+/// preemption signal every process of the job at once, so the child can die before aorta's
+/// handler has cancelled the token.
+fn interrupted(record: &TrialRecord, cancel: &CancelToken) -> bool {
+    if cancel.is_cancelled() {
+        return true;
+    }
+    if record.timed_out || !matches!(record.exit_code, -15 | -9) {
+        return false;
+    }
+    let until = Instant::now() + std::time::Duration::from_millis(500);
+    while Instant::now() < until {
+        if cancel.is_cancelled() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    false
 }
 
 fn commit(

@@ -38,6 +38,11 @@ pub struct SessionOptions {
     pub trial_timeout: Option<f64>,
     /// `--output`: the run directory's parent (AORTA's default per flow when None).
     pub output: Option<PathBuf>,
+    /// `--executor` and the Slurm flags; the environment and `.buckconfig` fill what they
+    /// leave unset (docs/slurm.md).
+    pub slurm: aorta_slurm::Settings,
+    /// `--detach`: submit to the cluster and return; a later build collects.
+    pub detach: bool,
 }
 
 pub struct Session {
@@ -47,6 +52,7 @@ pub struct Session {
     store_root: PathBuf,
     store: OnceLock<Arc<LocalStore>>,
     pub(crate) remote: Option<Arc<RemoteCache>>,
+    pub(crate) slurm: aorta_slurm::SlurmConfig,
     remote_reported: Mutex<RemoteStats>,
     env_source: EnvSource,
     snapshot: SnapshotSlot,
@@ -77,6 +83,19 @@ impl Session {
             Some(cfg) => Some(Arc::new(aorta_remote::open(&cfg).map_err(bad)?)),
             None => None,
         };
+        let slurm = opts
+            .slurm
+            .clone()
+            .or(aorta_slurm::Settings::from_env())
+            .or(aorta_slurm::Settings::from_project(&workspace_root))
+            .resolve()
+            .map_err(|e| EngineError::usage(e.message, e.help))?;
+        if opts.detach && slurm.executor != aorta_slurm::Executor::Slurm {
+            return Err(EngineError::usage(
+                "--detach leaves trials running on a cluster; it needs --executor slurm",
+                "aorta build //recipes:x --executor slurm --detach",
+            ));
+        }
         let env_source = EnvSource::resolve(opts.env_snapshot.clone(), opts.python.clone());
         Ok(Session {
             opts,
@@ -85,6 +104,7 @@ impl Session {
             store_root,
             store: OnceLock::new(),
             remote,
+            slurm,
             remote_reported: Mutex::default(),
             env_source,
             snapshot: SnapshotSlot::default(),

@@ -6,7 +6,9 @@
 mod render;
 
 use aorta_graph::PlannedTrial;
-use aorta_recipe::{Cell, EnvironmentRef, JsonMap, Mode, PassthroughMode, Recipe, StopAfter};
+use aorta_recipe::{
+    Cell, EnvironmentRef, JsonMap, Mode, PassthroughMode, Recipe, Resources, StopAfter,
+};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -52,6 +54,9 @@ pub struct CellPlan {
     pub workload_config_overridden: bool,
     pub collect: Vec<String>,
     pub collect_overridden: bool,
+    /// What each trial takes of a machine (`gpus_per_trial`, ...): placement, not key input.
+    #[serde(skip_serializing_if = "Resources::is_empty")]
+    pub resources: Resources,
     pub key_inputs: KeyInputs,
 }
 
@@ -215,6 +220,7 @@ fn cell_plan(
         workload_config,
         collect,
         collect_overridden: cell.collect.is_some(),
+        resources: cell.effective_resources(recipe),
         key_inputs: KeyInputs {
             key_schema: KEY_SCHEMA_VERSION,
             workload_identity,

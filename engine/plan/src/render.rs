@@ -126,6 +126,13 @@ impl Plan {
                 );
             }
             let _ = writeln!(out, "{line}");
+            if !c.resources.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "      resources (not in the key): {}",
+                    resources_line(&c.resources)
+                );
+            }
             if c.env.is_empty() {
                 let _ = writeln!(out, "      env: (no env)");
             }
@@ -173,4 +180,34 @@ impl Plan {
         );
         out
     }
+}
+
+/// `gpus_per_trial=2 partition=gpu ...`: the set resource keys in recipe order.
+fn resources_line(r: &aorta_recipe::Resources) -> String {
+    let mut parts = Vec::new();
+    if let Some(g) = r.gpus_per_trial {
+        parts.push(format!("gpus_per_trial={g}"));
+    }
+    if let Some(c) = r.cpus_per_trial {
+        parts.push(format!("cpus_per_trial={c}"));
+    }
+    if let Some(m) = &r.mem_per_trial {
+        parts.push(format!("mem_per_trial={m}"));
+    }
+    if let Some(t) = r.time_limit_secs {
+        parts.push(format!("time_limit={t}s"));
+    }
+    for (k, v) in [
+        ("partition", &r.partition),
+        ("account", &r.account),
+        ("constraint", &r.constraint),
+    ] {
+        if let Some(v) = v {
+            parts.push(format!("{k}={v}"));
+        }
+    }
+    if let Some(a) = &r.sbatch_args {
+        parts.push(format!("sbatch_args={}", py_list(a)));
+    }
+    parts.join(" ")
 }

@@ -19,6 +19,14 @@ const CELL_KEYS: &[&str] = &[
     "steps",
     "workload_config",
     "collect",
+    "gpus_per_trial",
+    "cpus_per_trial",
+    "mem_per_trial",
+    "time_limit",
+    "partition",
+    "account",
+    "constraint",
+    "sbatch_args",
 ];
 const CELL_EXAMPLE: &str = "- {name: baseline, mitigations: [none], environment: local}";
 
@@ -138,6 +146,7 @@ pub(crate) fn triage(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> 
         },
         stop_after: common.stop_after,
         env_key: common.env_key,
+        resources: common.resources,
         cells,
         inline_environments: inline,
         probe: None,
@@ -249,6 +258,7 @@ fn cell<'n>(
         collect,
         resolved_env,
         env_origin,
+        resources: crate::resources::resources(cx, item, p)?,
     };
     Ok((cell, name_node))
 }

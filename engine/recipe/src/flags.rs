@@ -232,6 +232,7 @@ impl FlagRecipe {
                     collect: None,
                     resolved_env: mit.env.clone(),
                     env_origin: origin,
+                    resources: Resources::default(),
                 });
             }
         }
@@ -274,6 +275,7 @@ impl FlagRecipe {
             },
             stop_after: None,
             env_key: EnvKeyRules::default(),
+            resources: Resources::default(),
             cells,
             inline_environments: inline,
             probe: None,

@@ -13,6 +13,7 @@ mod load;
 mod model;
 mod names;
 mod probe;
+mod resources;
 
 pub use blocks::{compile_regex, COLLECTORS, REGEX_BACKTRACK_LIMIT};
 pub use flags::{override_collect, FlagRecipe, ProbeOverlays};
@@ -27,6 +28,7 @@ pub use model::*;
 pub use names::{
     inline_environment_name, safe_slug, segment, valid_cell_name, RESERVED_CELL_NAMES,
 };
+pub use resources::{parse_slurm_time, RESOURCE_KEYS};
 
 /// The only recipe schema version this build understands.
 pub const SCHEMA_VERSION: i64 = 1;

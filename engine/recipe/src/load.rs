@@ -28,6 +28,14 @@ pub const TRIAGE_KEYS: &[&str] = &[
     "collect",
     "stop_after",
     "env_key",
+    "gpus_per_trial",
+    "cpus_per_trial",
+    "mem_per_trial",
+    "time_limit",
+    "partition",
+    "account",
+    "constraint",
+    "sbatch_args",
 ];
 pub const PROBE_KEYS: &[&str] = &[
     "schema_version",
@@ -51,6 +59,14 @@ pub const PROBE_KEYS: &[&str] = &[
     "retain",
     "redaction",
     "env_key",
+    "gpus_per_trial",
+    "cpus_per_trial",
+    "mem_per_trial",
+    "time_limit",
+    "partition",
+    "account",
+    "constraint",
+    "sbatch_args",
 ];
 const TRIAGE_REQUIRED: &[&str] = &["schema_version", "workload", "trials", "steps", "cells"];
 const PROBE_REQUIRED: &[&str] = &[
@@ -358,6 +374,7 @@ pub(crate) struct Common {
     pub baseline_cell: Option<(String, Node)>,
     pub stop_after: Option<StopAfter>,
     pub env_key: EnvKeyRules,
+    pub resources: Resources,
 }
 
 pub(crate) fn common(cx: &Ctx, root: &Node) -> Res<Common> {
@@ -400,7 +417,9 @@ pub(crate) fn common(cx: &Ctx, root: &Node) -> Res<Common> {
         None => EnvKeyRules::default(),
         Some(n) => blocks::env_key(cx, n, &top.key("env_key"))?,
     };
+    let resources = crate::resources::resources(cx, root, &top)?;
     Ok(Common {
+        resources,
         ticket,
         trials,
         threshold,

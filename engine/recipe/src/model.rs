@@ -43,6 +43,8 @@ pub struct Recipe {
     /// of the defaults (docs/env-snapshot.md). An aorta extension; AORTA 0.2.1 has no such key.
     pub env_key: EnvKeyRules,
     pub cells: Vec<Cell>,
+    /// `gpus_per_trial` and the other resource keys at the recipe's top level.
+    pub resources: Resources,
     /// Inline `{docker: ref}` environments by auto-name (`_inline_<8 hex>`), in first-use order.
     pub inline_environments: Vec<InlineEnvironment>,
     pub probe: Option<ProbeSettings>,
@@ -89,6 +91,51 @@ pub struct Cell {
     pub resolved_env: BTreeMap<String, String>,
     /// Which mitigation (or `extra_env`) set each resolved variable.
     pub env_origin: BTreeMap<String, String>,
+    /// The cell's own resource keys (triage cells), over the recipe's.
+    pub resources: Resources,
+}
+
+/// What one trial takes of a machine: placement for the executors (Slurm's sbatch flags, the
+/// local executor's GPU slots), never part of a trial key. Each field unset inherits.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct Resources {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpus_per_trial: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpus_per_trial: Option<u32>,
+    /// Slurm's `--mem` syntax, normalised (`4096`, `16G`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mem_per_trial: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_limit_secs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub constraint: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sbatch_args: Option<Vec<String>>,
+}
+
+impl Resources {
+    /// `self`'s fields where set, `under`'s elsewhere.
+    pub fn over(&self, under: &Resources) -> Resources {
+        Resources {
+            gpus_per_trial: self.gpus_per_trial.or(under.gpus_per_trial),
+            cpus_per_trial: self.cpus_per_trial.or(under.cpus_per_trial),
+            mem_per_trial: self.mem_per_trial.clone().or(under.mem_per_trial.clone()),
+            time_limit_secs: self.time_limit_secs.or(under.time_limit_secs),
+            partition: self.partition.clone().or(under.partition.clone()),
+            account: self.account.clone().or(under.account.clone()),
+            constraint: self.constraint.clone().or(under.constraint.clone()),
+            sbatch_args: self.sbatch_args.clone().or(under.sbatch_args.clone()),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == Resources::default()
+    }
 }
 
 impl Cell {
@@ -109,6 +156,11 @@ impl Cell {
             }
         }
         merged
+    }
+
+    /// The cell's resource keys over the recipe's.
+    pub fn effective_resources(&self, recipe: &Recipe) -> Resources {
+        self.resources.over(&recipe.resources)
     }
 
     pub fn effective_collect<'a>(&'a self, recipe: &'a Recipe) -> &'a Collect {

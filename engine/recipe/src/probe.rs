@@ -66,6 +66,7 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
                 collect: None,
                 resolved_env,
                 env_origin,
+                resources: Resources::default(),
             };
             own_settings += cell_settings_bytes(&cell);
             if let Some(message) = own_settings_past_limit(own_settings, cells.len() + 1) {
@@ -205,6 +206,7 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
         },
         stop_after: common.stop_after,
         env_key: common.env_key,
+        resources: common.resources,
         cells,
         inline_environments: Vec::new(),
         probe: Some(probe),

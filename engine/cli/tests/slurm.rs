@@ -1,0 +1,460 @@
+//! `--executor slurm` against a real one-node Slurm cluster on loopback (Debian's slurmctld,
+//! slurmd and munge, started by tests/slurm-cluster.sh with 4 fake GPUs): trials fan out as
+//! job arrays, land in the store, and the failure rules hold (an interrupted task is
+//! resubmitted, a failed one is a result, Ctrl-C cancels, --detach leaves them running).
+//!
+//! The commands come from `$AORTA_SLURM_BIN` or tests/install-slurm.sh; where neither works the
+//! tests skip, unless `AORTA_REQUIRE_SLURM=1` (tests/run-all sets it: CI never skips).
+
+mod common;
+
+use common::repo_root;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One cluster at a time: the machine has few cores, and the daemons log per cluster.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    conf: PathBuf,
+}
+
+impl Cluster {
+    fn up() -> Option<Cluster> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(repo_root().join("tests/slurm-cluster.sh"))
+            .arg("up")
+            .arg(dir.path().join("cluster"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let value = |k: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(k))
+                .map(PathBuf::from)
+        };
+        match (
+            out.status.success(),
+            value("SLURM_CONF="),
+            value("PATH_PREPEND="),
+        ) {
+            (true, Some(conf), Some(bin)) => Some(Cluster { dir, bin, conf }),
+            _ => {
+                let why = String::from_utf8_lossy(&out.stderr);
+                if std::env::var("AORTA_REQUIRE_SLURM").as_deref() == Ok("1") {
+                    panic!("no Slurm cluster (AORTA_REQUIRE_SLURM=1): {why}");
+                }
+                eprintln!("skipping: no Slurm cluster here ({why})");
+                None
+            }
+        }
+    }
+
+    fn work(&self) -> PathBuf {
+        let w = self.dir.path().join("work");
+        std::fs::create_dir_all(&w).unwrap();
+        std::fs::write(w.join(".aorta-root"), "").unwrap();
+        w
+    }
+
+    fn path(&self) -> String {
+        format!(
+            "{}:{}",
+            self.bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        )
+    }
+
+    /// `aorta ARGS` in the work folder, with the cluster's config and a short poll interval.
+    fn aorta(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(assert_cmd::cargo::cargo_bin("aorta"));
+        c.current_dir(self.work())
+            .env("SLURM_CONF", &self.conf)
+            .env("PATH", self.path())
+            .env("NO_COLOR", "1")
+            .env("AORTA_SLURM_POLL_INTERVAL", "0.3")
+            .env_remove("AORTA_EXECUTOR")
+            .env_remove("AORTA_SLURM_AORTA")
+            .env(
+                "AORTA_ENV_SNAPSHOT",
+                repo_root().join("docs/examples/h200-env.json"),
+            )
+            .args(args)
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// squeue's `JOBID STATE` rows for every job the cluster has seen (MinJobAge is long).
+    fn jobs(&self) -> Vec<(String, String)> {
+        let out = Command::new(self.bin.join("squeue"))
+            .env("SLURM_CONF", &self.conf)
+            .args(["--states=all", "--array", "--noheader", "--format=%i %T"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.split_whitespace();
+                Some((f.next()?.to_owned(), f.next()?.to_owned()))
+            })
+            .collect()
+    }
+
+    /// Waits until `pred` holds of the jobs (60 s at most).
+    fn wait_for(&self, what: &str, pred: impl Fn(&[(String, String)]) -> bool) {
+        let until = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < until {
+            if pred(&self.jobs()) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("timed out waiting for {what}: {:?}", self.jobs());
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new(repo_root().join("tests/slurm-cluster.sh"))
+            .arg("down")
+            .arg(self.dir.path().join("cluster"))
+            .stdin(Stdio::null())
+            .output();
+    }
+}
+
+fn write_recipe(dir: &Path, trials: u32, mitigations: &str, gpus: u32) -> PathBuf {
+    let p = dir.join("probe.yaml");
+    std::fs::write(
+        &p,
+        format!(
+            "schema_version: 1\nmode: probe\nticket: SLURM-TEST\ntrials: {trials}\n\
+             mitigation_axis: [{mitigations}]\ndiagnostic_axis: [none]\ngpus_per_trial: {gpus}\n"
+        ),
+    )
+    .unwrap();
+    p
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+const BUILD: &[&str] = &[
+    "build",
+    "probe.yaml",
+    "--executor",
+    "slurm",
+    "--store",
+    "store",
+];
+
+fn args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut a: Vec<&str> = BUILD.to_vec();
+    a.extend_from_slice(extra);
+    a
+}
+
+#[test]
+fn two_cells_of_five_trials_run_as_arrays_with_two_gpus_each_and_a_rebuild_executes_nothing() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = Cluster::up() else { return };
+    let work = cluster.work();
+    write_recipe(&work, 5, "none, tf32_off", 2);
+    let cmd = ["--", "sh", "-c", "echo \"gpus=$CUDA_VISIBLE_DEVICES\""];
+    let out = cluster.aorta(&args(&cmd)).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Trials: 10 executed, 0 reused"),
+        "{}",
+        text(&out)
+    );
+    // Every task saw its own two of the four fake GPUs.
+    let mut seen = 0;
+    for cell in ["none-none", "tf32_off-none"] {
+        for t in 0..5 {
+            let log = work.join(format!(
+                "probe_results/SLURM-TEST/{cell}/trial_{t}/stdout.log"
+            ));
+            let log = std::fs::read_to_string(&log).unwrap();
+            assert!(
+                log.contains("gpus=0,1") || log.contains("gpus=2,3"),
+                "{cell} trial {t}: {log}"
+            );
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 10);
+    // One array of ten tasks (one resource shape), each completed once.
+    let jobs = cluster.jobs();
+    assert_eq!(jobs.len(), 10, "{jobs:?}");
+    assert!(
+        jobs.iter()
+            .all(|(id, s)| id.starts_with("1_") && s == "COMPLETED"),
+        "{jobs:?}"
+    );
+
+    let again = cluster.aorta(&args(&cmd)).output().unwrap();
+    assert!(again.status.success(), "{}", text(&again));
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("Trials: 0 executed, 10 reused"),
+        "{}",
+        text(&again)
+    );
+    assert_eq!(cluster.jobs().len(), 10, "the rebuild submitted nothing");
+    let submitted = std::fs::read_dir(work.join("store/slurm/submitted"))
+        .unwrap()
+        .count();
+    assert_eq!(submitted, 0, "every submission was collected");
+}
+
+#[test]
+fn a_task_cancelled_mid_run_as_if_preempted_is_resubmitted_once_and_completes() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = Cluster::up() else { return };
+    let work = cluster.work();
+    write_recipe(&work, 1, "none", 1);
+    // The first attempt leaves a mark and hangs; the resubmitted one finds it and finishes.
+    let mark = work.join("first-attempt");
+    let script = format!(
+        "if [ -e {m} ]; then echo second; else touch {m}; sleep 60; fi",
+        m = mark.display()
+    );
+    let child = cluster
+        .aorta(&args(&["--", "sh", "-c", &script]))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    cluster.wait_for("the first attempt to run", |j| {
+        j.iter().any(|(_, s)| s == "RUNNING")
+    });
+    let until = Instant::now() + Duration::from_secs(30);
+    while !mark.exists() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let st = Command::new(cluster.bin.join("scancel"))
+        .env("SLURM_CONF", &cluster.conf)
+        .arg("1")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("is CANCELLED; submitting it again (attempt 2 of 3)"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Trials: 1 executed"),
+        "{}",
+        text(&out)
+    );
+    let jobs = cluster.jobs();
+    assert_eq!(
+        jobs.len(),
+        2,
+        "one cancelled task, one resubmission: {jobs:?}"
+    );
+    assert!(
+        jobs.contains(&("1_0".into(), "CANCELLED".into())),
+        "{jobs:?}"
+    );
+    assert!(
+        jobs.contains(&("2_0".into(), "COMPLETED".into())),
+        "{jobs:?}"
+    );
+    let log = work.join("probe_results/SLURM-TEST/none-none/trial_0/stdout.log");
+    assert_eq!(std::fs::read_to_string(log).unwrap().trim(), "second");
+}
+
+#[test]
+fn a_failed_task_is_a_failure_not_a_retry() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = Cluster::up() else { return };
+    let work = cluster.work();
+    write_recipe(&work, 2, "none", 1);
+    // Tasks whose aorta exits 1 end FAILED in Slurm.
+    let out = cluster
+        .aorta(&args(&["--", "true"]))
+        .env("AORTA_SLURM_AORTA", "/bin/false")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.matches("ended FAILED without a result").count(),
+        2,
+        "{}",
+        text(&out)
+    );
+    assert!(!stderr.contains("submitting it again"), "{}", text(&out));
+    let jobs = cluster.jobs();
+    assert_eq!(jobs.len(), 2, "no resubmission: {jobs:?}");
+    assert!(jobs.iter().all(|(_, s)| s == "FAILED"), "{jobs:?}");
+}
+
+#[test]
+fn ctrl_c_cancels_the_arrays_and_forgets_the_submissions() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = Cluster::up() else { return };
+    let work = cluster.work();
+    write_recipe(&work, 3, "none", 1);
+    let child = cluster
+        .aorta(&args(&["--", "sleep", "60"]))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    cluster.wait_for("the tasks to run", |j| {
+        j.iter().filter(|(_, s)| s == "RUNNING").count() == 3
+    });
+    let st = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    cluster.wait_for("the tasks to be cancelled", |j| {
+        j.len() == 3 && j.iter().all(|(_, s)| s == "CANCELLED")
+    });
+    let submitted = std::fs::read_dir(work.join("store/slurm/submitted"))
+        .unwrap()
+        .count();
+    assert_eq!(submitted, 0);
+}
+
+#[test]
+fn detach_returns_at_once_and_a_later_build_collects_without_resubmitting() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = Cluster::up() else { return };
+    let work = cluster.work();
+    write_recipe(&work, 3, "none", 1);
+    let cmd = ["--", "sh", "-c", "sleep 2; echo done"];
+    let out = cluster
+        .aorta(&args(&[&["--detach"][..], &cmd[..]].concat()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("3 trial(s) left running on Slurm"),
+        "{}",
+        text(&out)
+    );
+    assert!(!work.join("probe_results/SLURM-TEST/matrix.md").exists());
+    let later = cluster.aorta(&args(&cmd)).output().unwrap();
+    assert!(later.status.success(), "{}", text(&later));
+    assert!(
+        String::from_utf8_lossy(&later.stdout).contains("Trials: 3 executed, 0 reused"),
+        "{}",
+        text(&later)
+    );
+    assert!(work.join("probe_results/SLURM-TEST/matrix.md").exists());
+    let jobs = cluster.jobs();
+    assert_eq!(jobs.len(), 3, "nothing resubmitted: {jobs:?}");
+}
+
+#[test]
+fn a_bad_executor_setting_is_an_input_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".aorta-root"), "").unwrap();
+    write_recipe(dir.path(), 1, "none", 1);
+    let out = Command::new(assert_cmd::cargo::cargo_bin("aorta"))
+        .current_dir(dir.path())
+        .env("AORTA_EXECUTOR", "kubernetes")
+        .args(["build", "probe.yaml", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unknown executor"),
+        "{}",
+        text(&out)
+    );
+    let out = Command::new(assert_cmd::cargo::cargo_bin("aorta"))
+        .current_dir(dir.path())
+        .env_remove("AORTA_EXECUTOR")
+        .args(["build", "probe.yaml", "--detach", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
+
+#[test]
+fn resources_are_in_the_plan_and_not_in_the_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".aorta-root"), "").unwrap();
+    let plan = |gpus: u32| {
+        write_recipe(dir.path(), 2, "none", gpus);
+        let out = Command::new(assert_cmd::cargo::cargo_bin("aorta"))
+            .current_dir(dir.path())
+            .env(
+                "AORTA_ENV_SNAPSHOT",
+                repo_root().join("docs/examples/h200-env.json"),
+            )
+            .args(["build", "probe.yaml", "--dry-run", "--json", "--", "true"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let cell = &v["cells"][0];
+        (
+            cell["resources"]["gpus_per_trial"].clone(),
+            cell["key_inputs"]["trial_keys"].clone(),
+        )
+    };
+    let (one, keys_one) = plan(1);
+    let (two, keys_two) = plan(2);
+    assert_eq!((one, two), (1.into(), 2.into()));
+    assert_eq!(
+        keys_one, keys_two,
+        "gpus_per_trial is placement, not a key input"
+    );
+}
+
+#[test]
+fn the_local_executor_gives_each_trial_gpus_per_trial_devices() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".aorta-root"), "").unwrap();
+    write_recipe(dir.path(), 4, "none", 2);
+    let out = Command::new(assert_cmd::cargo::cargo_bin("aorta"))
+        .current_dir(dir.path())
+        .env(
+            "AORTA_ENV_SNAPSHOT",
+            repo_root().join("docs/examples/h200-env.json"),
+        )
+        .env_remove("AORTA_EXECUTOR")
+        .args([
+            "build",
+            "probe.yaml",
+            "--store",
+            "store",
+            "--gpus",
+            "0,1,2,3",
+        ])
+        .args(["--", "sh", "-c", "echo \"gpus=$CUDA_VISIBLE_DEVICES\""])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    for t in 0..4 {
+        let log = dir.path().join(format!(
+            "probe_results/SLURM-TEST/none-none/trial_{t}/stdout.log"
+        ));
+        let log = std::fs::read_to_string(log).unwrap();
+        let ids = log.trim().trim_start_matches("gpus=");
+        assert_eq!(ids.split(',').count(), 2, "trial {t}: {log}");
+    }
+}

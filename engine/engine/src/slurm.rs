@@ -1,0 +1,606 @@
+//! The Slurm executor: the same trial nodes as the local scheduler, but every key that misses
+//! the store becomes a task of a job array (one array per resource shape) running
+//! `aorta trial exec --manifest M` on the cluster; the result lands in the shared store, where
+//! this aorta finds it. squeue/sacct say what happened to tasks that left no result: the
+//! cluster taking one away (node failure, preemption, boot failure, a cancel this aorta did not
+//! issue) resubmits it, a bounded number of times; the task's own failure (exit status, time or
+//! memory limit) is reported, never retried. Ctrl-C cancels the arrays. A submitted task is
+//! recorded in the store (`slurm/submitted/<key>`), so a later build (after `--detach`, or
+//! after a crash) waits for it instead of submitting it again.
+
+use crate::compile::{Compiled, RecipeOrigin};
+use crate::error::{EngineError, Result};
+use crate::schedule::{Event, Executed, Source, TrialResult};
+use crate::session::Session;
+use aorta_recipe::Resources;
+use aorta_slurm::{ArrayJob, Meaning, Slurm, SlurmConfig, TaskId};
+use aorta_store::{Key, LocalStore, Lookup};
+use aorta_trial::TrialRecord;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const MANIFEST_FORMAT: u32 = 1;
+
+/// What the tasks of one array run: `aorta trial exec --manifest FILE` takes trial
+/// `$SLURM_ARRAY_TASK_ID` of `trials`, with the submitter's recipe, snapshot and store, and
+/// refuses it unless its key is the one recorded here.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskManifest {
+    pub format: u32,
+    pub recipe: PathBuf,
+    pub sidecars: Vec<PathBuf>,
+    pub argv: Option<Vec<String>>,
+    pub store: PathBuf,
+    /// The submitter's environment snapshot: the tasks' keys are computed from it.
+    pub env_snapshot: PathBuf,
+    pub trial_timeout: Option<f64>,
+    pub kill_on_hang: bool,
+    pub trials: Vec<TaskTrial>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskTrial {
+    pub cell: String,
+    pub index: u32,
+    pub key: String,
+}
+
+impl TaskManifest {
+    pub fn load(path: &Path) -> Result<TaskManifest> {
+        let text = std::fs::read(path).map_err(|e| {
+            EngineError::infra(format!("cannot read the manifest {}: {e}", path.display()))
+        })?;
+        let m: TaskManifest = serde_json::from_slice(&text).map_err(|e| {
+            EngineError::infra(format!(
+                "the manifest {} is unreadable: {e}",
+                path.display()
+            ))
+        })?;
+        if m.format != MANIFEST_FORMAT {
+            return Err(EngineError::infra(format!(
+                "the manifest {} has format {}, this aorta reads {MANIFEST_FORMAT}",
+                path.display(),
+                m.format
+            )));
+        }
+        Ok(m)
+    }
+
+    /// The trial of array task `index` (default: `$SLURM_ARRAY_TASK_ID`).
+    pub fn task(&self, index: Option<u32>) -> Result<&TaskTrial> {
+        let i = match index {
+            Some(i) => i,
+            None => std::env::var("SLURM_ARRAY_TASK_ID")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| {
+                    EngineError::usage(
+                        "--manifest needs SLURM_ARRAY_TASK_ID (set by Slurm in an array task)",
+                        "aorta submits these tasks itself: aorta build … --executor slurm",
+                    )
+                })?,
+        };
+        self.trials.get(i as usize).ok_or_else(|| {
+            EngineError::infra(format!(
+                "array task {i} is past the manifest's {} trials",
+                self.trials.len()
+            ))
+        })
+    }
+}
+
+/// A submitted task, recorded in the store under its key until its result is collected.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Submitted {
+    job: String,
+    task: u32,
+    attempt: u32,
+    array_dir: PathBuf,
+    /// Seconds since the epoch: a task squeue does not list yet is not lost right away.
+    at: u64,
+}
+
+/// One array's counts, for progress.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ArrayProgress {
+    pub job: String,
+    pub queued: usize,
+    pub running: usize,
+    pub done: usize,
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Single-quoted for sh.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+struct ArrayState {
+    done: usize,
+    size: usize,
+    dir: PathBuf,
+    /// A task failed: its log stays.
+    keep: bool,
+}
+
+struct Run<'a> {
+    c: &'a Compiled,
+    store: &'a LocalStore,
+    cfg: &'a SlurmConfig,
+    slurm: Slurm,
+    root: PathBuf,
+    /// Who uses each key: (cell, index), in plan order.
+    users: BTreeMap<Key, Vec<(usize, u32)>>,
+    pending: HashMap<Key, Submitted>,
+    results: Vec<TrialResult>,
+    failures: Vec<String>,
+    /// Per array job: its tasks done so far, for progress and to remove its folder.
+    arrays: BTreeMap<String, ArrayState>,
+    common: TaskManifest,
+    aorta: PathBuf,
+    cwd: PathBuf,
+}
+
+impl Session {
+    /// Runs the compiled target's trial nodes on Slurm (see the module's doc). `cell_errors`
+    /// are the cells that cannot run at all; they are skipped.
+    pub(crate) fn run_on_slurm(
+        &self,
+        c: &Compiled,
+        store: &Arc<LocalStore>,
+        cell_errors: BTreeMap<usize, String>,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<Executed> {
+        let cancel = self.cancel_token()?;
+        let cfg = &self.slurm;
+        let (recipe_path, sidecars) = match self.origin(c) {
+            RecipeOrigin::File { path, sidecars } => (self.cwd.join(path), sidecars),
+            RecipeOrigin::Given(_) => {
+                return Err(EngineError::usage(
+                    format!(
+                    "{}: the Slurm executor runs recipe files; this target was built from flags",
+                    c.label
+                ),
+                    "write the sweep as a recipe file and build that with --executor slurm",
+                ))
+            }
+        };
+        let root = store.root().join("slurm");
+        std::fs::create_dir_all(root.join("submitted"))
+            .and_then(|_| std::fs::create_dir_all(root.join("arrays")))
+            .map_err(|e| EngineError::infra(format!("cannot create {}: {e}", root.display())))?;
+        let snapshot = root.join("arrays").join(format!("env-{}.json", c.env.key));
+        if !snapshot.exists() {
+            crate::fsutil::write_atomic(&snapshot, c.env.snapshot.to_json_pretty().as_bytes())
+                .map_err(|e| {
+                    EngineError::infra(format!("cannot write {}: {e}", snapshot.display()))
+                })?;
+        }
+        let aorta = match &cfg.aorta {
+            Some(p) => p.clone(),
+            None => std::env::current_exe().map_err(|e| {
+                EngineError::infra(format!("cannot find this aorta's executable: {e}"))
+            })?,
+        };
+        let mut run = Run {
+            c,
+            store,
+            cfg,
+            slurm: Slurm::new(cfg.bin_dir.clone()),
+            root,
+            users: BTreeMap::new(),
+            pending: HashMap::new(),
+            results: Vec::new(),
+            failures: Vec::new(),
+            arrays: BTreeMap::new(),
+            common: TaskManifest {
+                format: MANIFEST_FORMAT,
+                recipe: recipe_path,
+                sidecars: sidecars.iter().map(|s| self.cwd.join(s)).collect(),
+                argv: c.argv.clone(),
+                store: store.root().to_path_buf(),
+                env_snapshot: snapshot,
+                trial_timeout: self.opts.trial_timeout,
+                kill_on_hang: self.opts.kill_on_hang,
+                trials: Vec::new(),
+            },
+            aorta,
+            cwd: self.cwd.clone(),
+        };
+        for p in c.planned() {
+            if !cell_errors.contains_key(&p.cell) {
+                run.users
+                    .entry(p.key.clone())
+                    .or_default()
+                    .push((p.cell, p.index));
+            }
+        }
+        // Hits first; then the misses some earlier build submitted; the rest are submitted now.
+        let mut fresh = Vec::new();
+        let keys: Vec<Key> = run.users.keys().cloned().collect();
+        for key in keys {
+            match run.lookup(&key)? {
+                Some(m) => run.accept(&key, m, Source::Reused, on_event),
+                None => match run.read_record(&key) {
+                    Some(s) => {
+                        run.note_array(&s);
+                        run.pending.insert(key, s);
+                    }
+                    None => fresh.push((key, 1)),
+                },
+            }
+        }
+        run.submit(fresh)?;
+        let detached = self.opts.detach;
+        let mut cancelled = false;
+        loop {
+            run.collect_from_store(on_event)?;
+            if run.pending.is_empty() {
+                break;
+            }
+            if cancel.is_cancelled() {
+                run.cancel_all();
+                cancelled = true;
+                break;
+            }
+            if detached {
+                break;
+            }
+            run.poll(on_event)?;
+            let until = Instant::now() + cfg.poll_interval;
+            while Instant::now() < until && !cancel.is_cancelled() {
+                std::thread::sleep(Duration::from_millis(50).min(cfg.poll_interval));
+            }
+        }
+        let detached = if cancelled { 0 } else { run.pending.len() };
+        let mut results = std::mem::take(&mut run.results);
+        results.sort_by_key(|r| (r.cell, r.index));
+        Ok(Executed {
+            results,
+            cell_errors,
+            failures: run.failures,
+            cancelled,
+            detached,
+        })
+    }
+
+    fn origin(&self, c: &Compiled) -> RecipeOrigin {
+        let compiler = self.compiler.lock().unwrap_or_else(|e| e.into_inner());
+        compiler.targets[c.id.0].spec.origin.clone()
+    }
+}
+
+impl Run<'_> {
+    fn lookup(&self, key: &Key) -> Result<Option<aorta_store::Manifest<TrialRecord>>> {
+        match self.store.lookup_as::<TrialRecord>(key) {
+            Ok(Lookup::Hit(m)) => Ok(Some(m)),
+            Ok(_) => Ok(None),
+            Err(e) => Err(EngineError::infra(format!(
+                "store lookup of {key} failed: {e}"
+            ))),
+        }
+    }
+
+    fn record_path(&self, key: &Key) -> PathBuf {
+        self.root.join("submitted").join(key.as_str())
+    }
+
+    fn read_record(&self, key: &Key) -> Option<Submitted> {
+        let text = std::fs::read(self.record_path(key)).ok()?;
+        serde_json::from_slice(&text).ok()
+    }
+
+    fn note_array(&mut self, s: &Submitted) {
+        let e = self.arrays.entry(s.job.clone()).or_insert(ArrayState {
+            done: 0,
+            size: 0,
+            dir: s.array_dir.clone(),
+            keep: false,
+        });
+        e.size += 1;
+    }
+
+    /// Every user of `key` gets the result; the first is `source`, the others reuse it.
+    fn accept(
+        &mut self,
+        key: &Key,
+        m: aorta_store::Manifest<TrialRecord>,
+        source: Source,
+        on_event: &mut dyn FnMut(Event),
+    ) {
+        let record = Arc::new(m.trial);
+        for (i, &(cell, index)) in self.users[key].iter().enumerate() {
+            let name = &self.c.recipe.cells[cell].name;
+            let own = if record.cell_name == *name && record.trial_index == index {
+                record.clone()
+            } else {
+                let mut r = (*record).clone();
+                r.cell_name = name.clone();
+                r.trial_index = index;
+                Arc::new(r)
+            };
+            let t = TrialResult {
+                cell,
+                index,
+                key: key.clone(),
+                exec_seconds: m.exec_seconds,
+                record: own,
+                source: if i == 0 { source } else { Source::Reused },
+                staged: None,
+            };
+            match t.source {
+                Source::Executed => on_event(Event::Executed(&t)),
+                Source::Reused => on_event(Event::Reused(&t)),
+            }
+            self.results.push(t);
+        }
+    }
+
+    fn fail(&mut self, key: &Key, error: String, on_event: &mut dyn FnMut(Event)) {
+        for &(cell, index) in &self.users[key] {
+            on_event(Event::Failed {
+                cell: &self.c.recipe.cells[cell].name,
+                index,
+                error: &error,
+            });
+        }
+        self.failures.push(error);
+        let _ = std::fs::remove_file(self.record_path(key));
+    }
+
+    /// Pending keys whose result is in the store now.
+    fn collect_from_store(&mut self, on_event: &mut dyn FnMut(Event)) -> Result<()> {
+        let keys: Vec<Key> = self.pending.keys().cloned().collect();
+        for key in keys {
+            if let Some(m) = self.lookup(&key)? {
+                if let Some(s) = self.pending.remove(&key) {
+                    let _ = std::fs::remove_file(self.record_path(&key));
+                    self.task_done(&s.job, false);
+                }
+                self.accept(&key, m, Source::Executed, on_event);
+            }
+        }
+        Ok(())
+    }
+
+    /// One more task of `job` is done; an array whose every task left a result loses its
+    /// folder (manifest, script, logs: the trials' own logs are in the store).
+    fn task_done(&mut self, job: &str, failed: bool) {
+        if let Some(e) = self.arrays.get_mut(job) {
+            e.done += 1;
+            e.keep |= failed;
+            if e.done >= e.size && !e.keep && !self.pending.values().any(|s| s.job == job) {
+                let _ = std::fs::remove_dir_all(&e.dir);
+            }
+        }
+    }
+
+    /// The trial's resources over the configured defaults.
+    fn shape(&self, key: &Key) -> Resources {
+        let (cell, _) = self.users[key][0];
+        let recipe = &self.c.recipe;
+        let defaults = Resources {
+            partition: self.cfg.partition.clone(),
+            account: self.cfg.account.clone(),
+            ..Resources::default()
+        };
+        recipe.cells[cell]
+            .effective_resources(recipe)
+            .over(&defaults)
+    }
+
+    /// Submits `keys` (each with its attempt number), one array per resource shape.
+    fn submit(&mut self, keys: Vec<(Key, u32)>) -> Result<()> {
+        let mut by_shape: BTreeMap<Resources, Vec<(Key, u32)>> = BTreeMap::new();
+        for (key, attempt) in keys {
+            by_shape
+                .entry(self.shape(&key))
+                .or_default()
+                .push((key, attempt));
+        }
+        for (shape, keys) in by_shape {
+            self.submit_array(&shape, keys)?;
+        }
+        Ok(())
+    }
+
+    fn submit_array(&mut self, shape: &Resources, keys: Vec<(Key, u32)>) -> Result<()> {
+        let infra = |what: &str, p: &Path, e: std::io::Error| {
+            EngineError::infra(format!("cannot {what} {}: {e}", p.display()))
+        };
+        let name = format!(
+            "{}-{}-{}",
+            now_secs(),
+            std::process::id(),
+            &keys[0].0.as_str()[..12]
+        );
+        let dir = self.root.join("arrays").join(&name);
+        std::fs::create_dir_all(&dir).map_err(|e| infra("create", &dir, e))?;
+        let mut manifest = self.common.clone();
+        manifest.trials = keys
+            .iter()
+            .map(|(k, _)| {
+                let (cell, index) = self.users[k][0];
+                TaskTrial {
+                    cell: self.c.recipe.cells[cell].name.clone(),
+                    index,
+                    key: k.as_str().to_owned(),
+                }
+            })
+            .collect();
+        let json = serde_json::to_vec_pretty(&manifest)
+            .map_err(|e| EngineError::infra(format!("cannot encode the manifest: {e}")))?;
+        let manifest_path = dir.join("manifest.json");
+        crate::fsutil::write_atomic(&manifest_path, &json)
+            .map_err(|e| infra("write", &manifest_path, e))?;
+        let script = dir.join("task.sh");
+        let text = format!(
+            "#!/bin/sh\n# One trial per array task: the manifest maps SLURM_ARRAY_TASK_ID to a trial key.\nexec {} trial exec --manifest {}\n",
+            sh_quote(&self.aorta.display().to_string()),
+            sh_quote(&manifest_path.display().to_string())
+        );
+        crate::fsutil::write_atomic(&script, text.as_bytes())
+            .map_err(|e| infra("write", &script, e))?;
+        let mut extra = self.cfg.sbatch_args.clone();
+        extra.extend(shape.sbatch_args.clone().unwrap_or_default());
+        let job = ArrayJob {
+            name: format!(
+                "aorta-{}",
+                self.c.recipe.ticket.as_deref().unwrap_or("trials")
+            ),
+            script,
+            tasks: keys.len() as u32,
+            max_parallel: self.cfg.max_parallel,
+            gpus: shape.gpus_per_trial.unwrap_or(0),
+            cpus: shape.cpus_per_trial,
+            mem: shape.mem_per_trial.clone(),
+            time_limit_secs: shape.time_limit_secs,
+            partition: shape.partition.clone(),
+            account: shape.account.clone(),
+            constraint: shape.constraint.clone(),
+            extra,
+            output: dir.join("task-%a.log"),
+            chdir: self.cwd.clone(),
+        };
+        let id = self.slurm.submit(&job).map_err(|e| {
+            EngineError::infra_with_help(
+                format!("cannot submit the job array: {e}"),
+                "check the Slurm settings (docs/slurm.md) and that sbatch works here",
+            )
+        })?;
+        self.arrays.insert(
+            id.clone(),
+            ArrayState {
+                done: 0,
+                size: keys.len(),
+                dir: dir.clone(),
+                keep: false,
+            },
+        );
+        let at = now_secs();
+        for (task, (key, attempt)) in keys.into_iter().enumerate() {
+            let s = Submitted {
+                job: id.clone(),
+                task: task as u32,
+                attempt,
+                array_dir: dir.clone(),
+                at,
+            };
+            let json = serde_json::to_vec(&s)
+                .map_err(|e| EngineError::infra(format!("cannot encode a submission: {e}")))?;
+            let path = self.record_path(&key);
+            crate::fsutil::write_atomic(&path, &json).map_err(|e| infra("write", &path, e))?;
+            self.pending.insert(key, s);
+        }
+        Ok(())
+    }
+
+    /// Asks Slurm about the pending tasks: interrupted ones are submitted again (while retries
+    /// last), failed ones are reported.
+    fn poll(&mut self, on_event: &mut dyn FnMut(Event)) -> Result<()> {
+        let jobs: Vec<String> = {
+            let mut j: Vec<String> = self.pending.values().map(|s| s.job.clone()).collect();
+            j.sort();
+            j.dedup();
+            j
+        };
+        let states = self.slurm.states(&jobs).map_err(|e| {
+            EngineError::infra(format!("cannot ask Slurm for the tasks' states: {e}"))
+        })?;
+        let mut progress: BTreeMap<String, ArrayProgress> = BTreeMap::new();
+        let mut again = Vec::new();
+        let keys: Vec<Key> = self.pending.keys().cloned().collect();
+        for key in keys {
+            let s = self.pending[&key].clone();
+            let id: TaskId = (s.job.clone(), s.task);
+            let p = progress
+                .entry(s.job.clone())
+                .or_insert_with(|| ArrayProgress {
+                    job: s.job.clone(),
+                    ..ArrayProgress::default()
+                });
+            let state = states.get(&id);
+            let meaning = match state {
+                Some(st) => st.meaning(),
+                // Not listed yet (just submitted), or forgotten by squeue and unknown to sacct.
+                None if now_secs() < s.at + 30 => Meaning::Active,
+                None => Meaning::Interrupted,
+            };
+            let shown = state.map_or("gone from squeue and sacct", |st| st.as_str());
+            let log = s.array_dir.join(format!("task-{}.log", s.task));
+            match meaning {
+                Meaning::Active => match state {
+                    Some(aorta_slurm::JobState::Pending) | None => p.queued += 1,
+                    _ => p.running += 1,
+                },
+                Meaning::Finished | Meaning::TrialFailed | Meaning::Interrupted => {
+                    // The task may have committed between the store check and squeue.
+                    if let Some(m) = self.lookup(&key)? {
+                        self.pending.remove(&key);
+                        let _ = std::fs::remove_file(self.record_path(&key));
+                        self.task_done(&s.job, false);
+                        self.accept(&key, m, Source::Executed, on_event);
+                        continue;
+                    }
+                    self.pending.remove(&key);
+                    self.task_done(&s.job, true);
+                    match meaning {
+                        Meaning::Interrupted if s.attempt <= self.cfg.retries => {
+                            eprintln!(
+                                "aorta: Slurm task {}_{} ({}) is {shown}; submitting it again (attempt {} of {})",
+                                s.job,
+                                s.task,
+                                key,
+                                s.attempt + 1,
+                                self.cfg.retries + 1
+                            );
+                            again.push((key, s.attempt + 1));
+                        }
+                        _ => {
+                            let e = format!(
+                                "trial {key}: Slurm task {}_{} ended {shown} without a result (log: {})",
+                                s.job,
+                                s.task,
+                                log.display()
+                            );
+                            self.fail(&key, e, on_event);
+                        }
+                    }
+                }
+            }
+        }
+        for (job, p) in progress.iter_mut() {
+            p.done = self.arrays.get(job).map_or(0, |a| a.done);
+        }
+        let list: Vec<ArrayProgress> = progress.into_values().collect();
+        on_event(Event::Cluster(&list));
+        if !again.is_empty() {
+            self.submit(again)?;
+        }
+        Ok(())
+    }
+
+    /// Ctrl-C: cancel every array with a pending task and forget the submissions.
+    fn cancel_all(&mut self) {
+        let mut jobs: Vec<String> = self.pending.values().map(|s| s.job.clone()).collect();
+        jobs.sort();
+        jobs.dedup();
+        if let Err(e) = self.slurm.cancel(&jobs) {
+            eprintln!(
+                "aorta: cannot cancel the Slurm jobs {}: {e}",
+                jobs.join(",")
+            );
+        }
+        for key in self.pending.keys() {
+            let _ = std::fs::remove_file(self.record_path(key));
+        }
+    }
+}
