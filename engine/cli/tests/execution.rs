@@ -160,6 +160,58 @@ fn a_script_edited_while_its_trials_run_stores_nothing_under_the_old_key() {
 }
 
 #[test]
+fn a_corrupt_stored_output_is_quarantined_and_its_trial_re_run_healing_the_store() {
+    let ws = Ws::new(&RECIPE.replace("trials: 3", "trials: 1").replace(
+        "mitigation_axis: [none, cuda_launch_blocking]",
+        "mitigation_axis: [none]",
+    ));
+    let first = ws.sweep(&["echo", "heal-me-please"]);
+    assert!(first.status.success(), "{}", common::transcript(&first));
+    // Flip one byte of the stored stdout (same size), as a bad disk would.
+    fn find(dir: &Path, content: &[u8]) -> Option<PathBuf> {
+        for e in std::fs::read_dir(dir).ok()?.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                if let Some(f) = find(&p, content) {
+                    return Some(f);
+                }
+            } else if std::fs::read(&p).is_ok_and(|b| b == content) {
+                return Some(p);
+            }
+        }
+        None
+    }
+    let blob = find(&ws.path().join("store/cas"), b"heal-me-please\n").expect("the stdout blob");
+    std::fs::write(&blob, b"heal-me-pleasE\n").unwrap();
+    // A build into a new directory must read it back: it notices, quarantines the blob, re-runs
+    // that trial and succeeds; the store verifies clean afterwards.
+    let mut c = ws.cmd(&[
+        "sweep",
+        "run",
+        "--recipe",
+        "r.yaml",
+        "--output",
+        "out2",
+        "--",
+        "echo",
+        "heal-me-please",
+    ]);
+    let second = c.output().unwrap();
+    assert!(second.status.success(), "{}", common::transcript(&second));
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains("corrupt blob") && err.contains("re-running the trial to heal the store"),
+        "{err}"
+    );
+    assert_eq!(counts(&second), (1, 0), "{}", common::transcript(&second));
+    let out =
+        std::fs::read_to_string(ws.path().join("out2/T/none-none/trial_0/stdout.log")).unwrap();
+    assert_eq!(out, "heal-me-please\n");
+    let verify = ws.cmd(&["cache", "verify"]).output().unwrap();
+    assert!(verify.status.success(), "{}", common::transcript(&verify));
+}
+
+#[test]
 fn a_hung_trial_is_killed_with_its_whole_tree() {
     let ws = Ws::new(
         &RECIPE

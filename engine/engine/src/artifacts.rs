@@ -407,6 +407,7 @@ pub(crate) fn cached_rebuild(
     let artifacts = c.dag.artifacts().count();
     Some(BuildOutcome {
         detached: 0,
+        healed: 0,
         run_dir: paths.run_dir.clone(),
         executed: 0,
         reused: c.planned().len(),

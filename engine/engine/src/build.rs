@@ -193,6 +193,17 @@ impl Session {
     /// Builds a compiled target: every trial (reused or executed), then its cells and
     /// artifacts into the run directory.
     pub fn build(&self, c: &Compiled, on_event: &mut dyn FnMut(Event)) -> Result<BuildOutcome> {
+        self.build_once(c, on_event, true)
+    }
+
+    /// One build; with `heal`, stored trials whose outputs no longer read back are re-run by a
+    /// second build (see the materialise step).
+    fn build_once(
+        &self,
+        c: &Compiled,
+        on_event: &mut dyn FnMut(Event),
+        heal: bool,
+    ) -> Result<BuildOutcome> {
         let bodies = bodies(self, c)?;
         let store = self.store()?;
         let cancel = self.cancel_token()?;
@@ -267,6 +278,7 @@ impl Session {
             failed_to_run: executed.failures.clone(),
             cancelled: executed.cancelled,
             detached: executed.detached,
+            healed: 0,
             summary: String::new(),
             incomplete: None,
             cells: Vec::new(),
@@ -281,7 +293,32 @@ impl Session {
             crate::outputs::materialize(&store, &c.recipe, &paths, &executed.results, &mut index);
         crate::timing("materialise", t_mat);
         let _ = std::fs::remove_dir_all(&paths.staging);
-        placed.map_err(EngineError::infra)?;
+        match placed {
+            Ok(()) => {}
+            Err(crate::outputs::PlaceError::Other(e)) => return Err(EngineError::infra(e)),
+            // Stored outputs that no longer read back (the store quarantined a corrupt blob, or
+            // one is missing): forget those entries and build again, once, which re-runs just
+            // them and reuses everything else, so the store heals instead of failing the build.
+            Err(crate::outputs::PlaceError::Unreadable(bad)) if heal => {
+                for (key, why) in &bad {
+                    eprintln!("aorta: {why}; re-running the trial to heal the store");
+                    store
+                        .invalidate(key)
+                        .map_err(|e| EngineError::infra(e.to_string()))?;
+                }
+                drop(_build_lock);
+                let mut healed = self.build_once(c, on_event, false)?;
+                healed.healed = bad.len();
+                return Ok(healed);
+            }
+            Err(crate::outputs::PlaceError::Unreadable(bad)) => {
+                let why: Vec<String> = bad.into_iter().map(|(_, why)| why).collect();
+                return Err(EngineError::infra(format!(
+                    "stored outputs are unreadable even after re-running their trials: {}",
+                    why.join("; ")
+                )));
+            }
+        }
         let t_rep = std::time::Instant::now();
         crate::artifacts::finish(&store, c, &paths, &executed, &mut index, &mut outcome)?;
         crate::timing("cells and artifacts", t_rep);

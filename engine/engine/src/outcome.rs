@@ -18,6 +18,9 @@ pub struct BuildOutcome {
     pub cancelled: bool,
     /// Trials left running on the cluster (`--executor slurm --detach`).
     pub detached: usize,
+    /// Stored trials re-run because their outputs no longer read back (a corrupt or missing
+    /// blob): the store healed.
+    pub healed: usize,
     /// The end-of-run summary (AORTA's lines).
     pub summary: String,
     /// Set when the matrix could not name a usable baseline.

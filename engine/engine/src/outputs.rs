@@ -149,6 +149,14 @@ impl RunIndex {
     }
 }
 
+/// Why trial directories could not be placed.
+pub(crate) enum PlaceError {
+    /// Stored trials whose outputs could not be read back (a corrupt blob, now quarantined, or
+    /// a missing one): re-running them heals the store. Every other trial was placed.
+    Unreadable(Vec<(aorta_store::Key, String)>),
+    Other(String),
+}
+
 /// Copies each trial's outputs from the store into `<cell dir>/trial_<N>/`. A trial directory
 /// that already holds the same key (per the index) is left alone, so a cached rerun of a flat
 /// probe run touches no trial files.
@@ -158,7 +166,8 @@ pub fn materialize(
     paths: &RunPaths,
     results: &[TrialResult],
     index: &mut RunIndex,
-) -> Result<(), String> {
+) -> Result<(), PlaceError> {
+    let mut unreadable = Vec::new();
     for r in results {
         let cell = &recipe.cells[r.cell].name;
         let rel = format!(
@@ -178,17 +187,30 @@ pub fn materialize(
                 let _ = std::fs::remove_dir_all(&staged);
                 let manifest = match store.lookup_as::<serde::de::IgnoredAny>(&r.key) {
                     Ok(aorta_store::Lookup::Hit(m)) => m,
-                    Ok(_) => return Err(format!("cannot materialise {rel}: its store entry {} vanished or went bad during the build; run the build again", r.key)),
-                    Err(e) => return Err(format!("cannot materialise {rel}: {e}")),
+                    Ok(_) => return Err(PlaceError::Other(format!("cannot materialise {rel}: its store entry {} vanished or went bad during the build; run the build again", r.key))),
+                    Err(e) => return Err(PlaceError::Other(format!("cannot materialise {rel}: {e}"))),
                 };
-                store
-                    .materialize(&manifest, &staged)
-                    .map_err(|e| format!("cannot materialise {rel}: {e}"))?;
+                match store.materialize(&manifest, &staged) {
+                    Ok(()) => {}
+                    Err(
+                        e @ (aorta_store::StoreError::Corrupt { .. }
+                        | aorta_store::StoreError::MissingBlob { .. }),
+                    ) => {
+                        let _ = std::fs::remove_dir_all(&staged);
+                        unreadable.push((r.key.clone(), format!("{rel}: {e}")));
+                        continue;
+                    }
+                    Err(e) => {
+                        return Err(PlaceError::Other(format!("cannot materialise {rel}: {e}")))
+                    }
+                }
                 // The record as this cell sees it (a shared key reports under each cell's name).
-                let json = serde_json::to_vec_pretty(&*r.record)
-                    .map_err(|e| format!("cannot encode {rel}/result.json: {e}"))?;
-                std::fs::write(staged.join("result.json"), &json)
-                    .map_err(|e| format!("cannot write {rel}/result.json: {e}"))?;
+                let json = serde_json::to_vec_pretty(&*r.record).map_err(|e| {
+                    PlaceError::Other(format!("cannot encode {rel}/result.json: {e}"))
+                })?;
+                std::fs::write(staged.join("result.json"), &json).map_err(|e| {
+                    PlaceError::Other(format!("cannot write {rel}/result.json: {e}"))
+                })?;
                 staged
             }
         };
@@ -197,15 +219,20 @@ pub fn materialize(
             // Stamp the outcome into this directory's record, deletions or not, as AORTA does.
             let mut record = (*r.record).clone();
             let stamp = serde_json::to_value(&outcome)
-                .map_err(|e| format!("cannot encode {rel}/result.json: {e}"))?;
+                .map_err(|e| PlaceError::Other(format!("cannot encode {rel}/result.json: {e}")))?;
             record.capture.insert("retention".into(), stamp);
             let json = serde_json::to_vec_pretty(&record)
-                .map_err(|e| format!("cannot encode {rel}/result.json: {e}"))?;
+                .map_err(|e| PlaceError::Other(format!("cannot encode {rel}/result.json: {e}")))?;
             std::fs::write(staged.join("result.json"), &json)
-                .map_err(|e| format!("cannot write {rel}/result.json: {e}"))?;
+                .map_err(|e| PlaceError::Other(format!("cannot write {rel}/result.json: {e}")))?;
         }
-        replace_dir(&staged, &dest).map_err(|e| format!("cannot place {rel}: {e}"))?;
+        replace_dir(&staged, &dest)
+            .map_err(|e| PlaceError::Other(format!("cannot place {rel}: {e}")))?;
         index.set(rel, r.key.to_string());
     }
-    Ok(())
+    if unreadable.is_empty() {
+        Ok(())
+    } else {
+        Err(PlaceError::Unreadable(unreadable))
+    }
 }

@@ -25,7 +25,7 @@ pub enum StoreError {
     #[error(
         "corrupt blob {}: expected blake3 {expected}, content hashes to {actual}; \
          it has been quarantined, re-run the trial to regenerate it \
-         (`aorta store verify --repair` checks the whole store)",
+         (`aorta cache verify --repair` checks the whole store)",
         path.display()
     )]
     Corrupt {
