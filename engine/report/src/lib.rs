@@ -27,7 +27,10 @@ mod summary;
 mod svg;
 mod yaml;
 
-pub use aggregate::{CellStats, Outcome, StepStats, StepTimeSource, LOGITS_DISAGREE_HINT};
+pub use aggregate::{
+    CellStats, MetricSamples, Outcome, StepStats, StepTimeSource, WorkloadMetric,
+    LOGITS_DISAGREE_HINT,
+};
 pub use confound::{Baseline, Tag};
 pub use html::{DetectorLine, HtmlContext};
 pub use json::{CellJson, MatrixJson};
