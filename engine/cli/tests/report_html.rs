@@ -89,6 +89,21 @@ fn the_report_renders_in_chromium_with_its_plots_and_no_console_errors() {
         dom.contains("<a href=\"none-none/trial_0/stderr.log\">none-none/trial_0/stderr.log</a>:1: <b>tier4:illegal_memory_access</b>"),
         "{dom}"
     );
+    // Where the cells differ, `aorta env diff` between them: the baseline's trials ran
+    // without CUDA_LAUNCH_BLOCKING, the mitigated cell's with it.
+    let diff = &dom[dom
+        .find("<details class=\"env-diff\"><summary>baseline cell none-none → cell cuda_launch_blocking-none: 1 difference(s)")
+        .unwrap_or_else(|| panic!("no env diff: {dom}"))..];
+    let diff = &diff[..diff.find("</details>").unwrap()];
+    assert!(
+        diff.contains("env_vars.CUDA_LAUNCH_BLOCKING") && diff.contains("\"1\""),
+        "{diff}"
+    );
+    assert_eq!(
+        dom.matches("class=\"env-diff\"").count(),
+        1,
+        "one cell differs"
+    );
     // Every link points at a file of the run directory.
     for href in dom
         .split("href=\"")

@@ -20,6 +20,19 @@ pub struct HtmlContext<'a> {
     /// Per cell (in cell order, or empty), the first matching line of each detector that
     /// fired in its first failing trial's logs.
     pub detector_lines: &'a [Vec<DetectorLine>],
+    /// Where cells or environments differ, `aorta env diff` between them.
+    pub env_diffs: &'a [EnvDiff],
+}
+
+/// One `aorta env diff`, rendered by the probe's differ (`Diff::render`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvDiff {
+    /// What is compared, e.g. `baseline none-none → cell tf32_off-none`.
+    pub between: String,
+    pub differences: usize,
+    pub key_relevant: usize,
+    /// The differ's aligned text.
+    pub text: String,
 }
 
 /// A detector's first matching line in a trial log.
@@ -68,6 +81,24 @@ return asc?c:-c;});rows.forEach(function(r){tb.appendChild(r);});});});";
 fn judged(row: &Row) -> (usize, usize) {
     let s = &row.stats;
     (s.failed_count, s.trials - s.error_count)
+}
+
+/// `aorta env diff` wherever cells or environments differ, one collapsible block each.
+fn env_diffs(out: &mut String, diffs: &[EnvDiff]) {
+    if diffs.is_empty() {
+        return;
+    }
+    out.push_str("<h3 id=\"env-diff\">Where cells and environments differ (<code>aorta env diff</code>: ~ changed, + only in B, - only in A, [key] feeds the environment key)</h3>");
+    for d in diffs {
+        let _ = write!(
+            out,
+            "<details class=\"env-diff\"><summary>{}: {} difference(s), {} key-relevant</summary><pre>{}</pre></details>",
+            esc(&d.between),
+            d.differences,
+            d.key_relevant,
+            esc(&d.text)
+        );
+    }
 }
 
 /// The values of `metric` the row's trials report, if any did.
@@ -165,6 +196,7 @@ impl Matrix<'_> {
         if let Some(env) = cx.environment {
             let _ = write!(out, "<h2>Environment</h2><pre>{}</pre>", esc(env));
         }
+        env_diffs(&mut out, cx.env_diffs);
         self.reproduce_section(&mut out, cx);
         let _ = write!(
             out,

@@ -310,6 +310,12 @@ fn report_html_is_self_contained_and_complete() {
         reproduce: &reproduce,
         trial_keys: &keys,
         detector_lines: &lines,
+        env_diffs: &[aorta_report::EnvDiff {
+            between: "baseline none-none → cell tf32_off-none".into(),
+            differences: 1,
+            key_relevant: 1,
+            text: "  + env_vars.NVIDIA_TF32_OVERRIDE  → \"0\"  [key]".into(),
+        }],
     };
     let html = m.to_html(&cx);
     assert!(html.starts_with("<!DOCTYPE html>") && html.ends_with("</html>\n"));
@@ -321,6 +327,7 @@ fn report_html_is_self_contained_and_complete() {
         "aorta build r.yaml -- bash &#39;a b.sh&#39;",
         "href=\"none-none/trial_1/stdout.log\"",
         "<td><code>k0</code></td>",
+        "<summary>baseline none-none → cell tf32_off-none: 1 difference(s), 1 key-relevant</summary><pre>  + env_vars.NVIDIA_TF32_OVERRIDE  → &quot;0&quot;  [key]</pre>",
         "none-none/trial_1/stderr.log</a>:7: <b>tier4:hip_error</b>  HIP error: &lt;illegal address&gt;",
     ] {
         assert!(html.contains(needle), "{needle} missing");
