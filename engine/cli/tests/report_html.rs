@@ -128,6 +128,39 @@ fn the_report_renders_in_chromium_with_its_plots_and_no_console_errors() {
     };
     assert_eq!(no_time(&built), no_time(&rerendered));
 
+    // A run directory whose recorded environments differ (another machine's driver): the
+    // page shows `aorta env diff` between them.
+    let envs = run.join("environments");
+    let first = std::fs::read_dir(&envs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut other: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(first.join("env.json")).unwrap()).unwrap();
+    other["gpu"]["driver_version"] = "999.1".into();
+    std::fs::create_dir_all(envs.join("zz-other")).unwrap();
+    std::fs::write(envs.join("zz-other/env.json"), other.to_string()).unwrap();
+    let again = Command::new(assert_cmd::cargo::cargo_bin("aorta"))
+        .current_dir(d)
+        .args(["report", "out/HTML-1"])
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{again:?}");
+    let page = std::fs::read_to_string(run.join("report.html")).unwrap();
+    let name = first.file_name().unwrap().to_string_lossy().into_owned();
+    let at = page
+        .find(&format!(
+            "<summary>environment {name} → environment zz-other: 1 difference(s)"
+        ))
+        .unwrap_or_else(|| panic!("no environment diff: {page}"));
+    let block = &page[at..at + page[at..].find("</details>").unwrap()];
+    assert!(
+        block.contains("gpu.driver_version") && block.contains("&quot;999.1&quot;"),
+        "{block}"
+    );
+
     // The console check can fail: a page that throws is caught.
     let bad = d.join("bad.html");
     std::fs::write(
