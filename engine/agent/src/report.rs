@@ -82,6 +82,13 @@ pub fn render(r: &AgentResult) -> String {
         "- Trials used: {} (every cell, every look; reused trials included)",
         r.trials_used
     );
+    // The last look's build rendered report.html into the same run directory.
+    if r.run_dir.join("report.html").is_file() {
+        let _ = writeln!(
+            s,
+            "- Report: [report.html](report.html) (the last build's matrix, plots, logs and environment)"
+        );
+    }
     let _ = writeln!(s, "\n## Evidence ({conf} confidence)\n");
     let (lo, hi) = r.baseline.wilson(r.design.confidence());
     let _ = writeln!(

@@ -214,7 +214,19 @@ pub fn agent(a: &AgentArgs) -> CliResult {
     println!("Wrote {}", report.display());
     println!("{}", aorta_agent::report::recommendation(&result));
     if a.bundle {
-        eprintln!("WARNING: --bundle requested but bundling failed: this build of aorta has no bundler (aorta bundle) yet. No bundle was written.");
+        match crate::cmd_bundle::bundle_agent_run(
+            &result.run_dir,
+            a.recipe.as_deref(),
+            result.ticket.clone(),
+            &a.output,
+        ) {
+            Ok(line) => println!("{line}"),
+            // AORTA: a failed bundle is a warning; the search's outcome stands.
+            Err(e) => eprintln!(
+                "WARNING: --bundle requested but bundling failed: {}. No bundle was written.",
+                e.report
+            ),
+        }
     }
     if result.interrupted {
         return Ok(ExitCode::from(exit::INTERRUPTED));

@@ -24,16 +24,7 @@ pub fn bundle(a: &BundleArgs) -> CliResult {
         return verify_file(file);
     }
     let run_dir = a.run_dir.as_deref().unwrap_or(Path::new("."));
-    // The recipe's `redaction` block: --redaction-from, else the run's resolved recipe.
-    let resolved = run_dir.join("recipe.resolved.yaml");
-    let recipe = match &a.redaction_from {
-        Some(p) => Some(p.clone()),
-        None => resolved.is_file().then_some(resolved),
-    };
-    let recipe_block = match &recipe {
-        Some(p) => aorta_recipe::load_redaction(p)?,
-        None => None,
-    };
+    let recipe_block = recipe_redaction(run_dir, a.redaction_from.as_deref())?;
     let opts = BundleOptions {
         ticket: a
             .ticket
@@ -73,15 +64,38 @@ pub fn bundle(a: &BundleArgs) -> CliResult {
         }
     }
     staged.write(&output).map_err(bundle_error)?;
+    println!("{}", wrote(&output, &staged));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The recipe's `redaction` block: `from` (--redaction-from, the agent's --recipe), else the
+/// run's resolved recipe, else none.
+fn recipe_redaction(
+    run_dir: &Path,
+    from: Option<&Path>,
+) -> Result<Option<aorta_recipe::Redaction>, CliError> {
+    let resolved = run_dir.join("recipe.resolved.yaml");
+    let recipe = match from {
+        Some(p) => Some(p.to_path_buf()),
+        None => resolved.is_file().then_some(resolved),
+    };
+    Ok(match &recipe {
+        Some(p) => aorta_recipe::load_redaction(p)?,
+        None => None,
+    })
+}
+
+/// The line a written bundle is reported with.
+fn wrote(output: &Path, staged: &aorta_bundle::Staged) -> String {
     let m = &staged.manifest;
-    let size = std::fs::metadata(&output).map(|x| x.len()).unwrap_or(0);
+    let size = std::fs::metadata(output).map(|x| x.len()).unwrap_or(0);
     let counts: Vec<String> = m
         .redaction
         .counts
         .iter()
         .map(|(k, v)| format!("{k} {v}"))
         .collect();
-    println!(
+    format!(
         "Wrote {} ({} members, {size} bytes); redactions: {}",
         output.display(),
         m.members.len() + 1,
@@ -90,8 +104,33 @@ pub fn bundle(a: &BundleArgs) -> CliResult {
         } else {
             counts.join(", ")
         }
-    );
-    Ok(ExitCode::SUCCESS)
+    )
+}
+
+/// `aorta agent --bundle`: the agent's run directory (its builds' trials and artifacts,
+/// agent_log.jsonl, agent_report.md) bundled as `aorta bundle` would, redaction from
+/// `redaction_from` or the run's resolved recipe, into `out_dir` (the agent's --output, beside
+/// the run directory). Returns the "Wrote …" line.
+pub fn bundle_agent_run(
+    run_dir: &Path,
+    redaction_from: Option<&Path>,
+    ticket: Option<String>,
+    out_dir: &Path,
+) -> Result<String, CliError> {
+    let opts = BundleOptions {
+        ticket,
+        redact: RedactOptions {
+            recipe: recipe_redaction(run_dir, redaction_from)?,
+            hosts: None,
+        },
+        aorta_version: env!("CARGO_PKG_VERSION").into(),
+    };
+    std::fs::create_dir_all(out_dir)
+        .map_err(|e| infra(format!("cannot create {}: {e}", out_dir.display())))?;
+    let staged = stage(run_dir, &opts, out_dir).map_err(bundle_error)?;
+    let output = out_dir.join(staged.file_name());
+    staged.write(&output).map_err(bundle_error)?;
+    Ok(wrote(&output, &staged))
 }
 
 /// Asks on the terminal; anything but y/yes, or a stdin that is not a terminal, is no.

@@ -368,3 +368,94 @@ fn a_slow_down_that_hides_the_failure_is_a_speed_confound_not_a_fix() {
     assert!(slow.contains("**speed confound**"), "{slow}");
     assert!(report.contains("- Winning mitigation: —"));
 }
+
+/// `--bundle` writes the agent's run directory (its builds' trials and report.html,
+/// agent_log.jsonl, agent_report.md) as `aorta bundle` would, beside the run directory, with
+/// the same redaction: a token in the symptom, logged by the agent, is not in the bundle.
+/// agent_report.md links the last build's report.html, which the bundle holds.
+#[test]
+fn bundle_writes_the_agents_output_redacted_and_verifiable() {
+    use std::io::Read;
+    const TOKEN: &str = "ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789";
+    let d = Dirs::new();
+    let symptom = format!("fails after login with {TOKEN}");
+    let out = agent(
+        &d,
+        &["--bundle", "--symptom", &symptom, "--mitigation", "fix"],
+        1000,
+        5,
+    );
+    let t = transcript(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(!t.contains("WARNING"), "{t}");
+    let bundle = d.root.join("out/_no_ticket_.bundle.tar.gz");
+    assert!(
+        stdout(&out).contains(&format!("Wrote {}", bundle.display())),
+        "{t}"
+    );
+    assert!(d.log().contains(TOKEN), "the run directory keeps the token");
+    let report = d.report();
+    assert!(
+        report.contains("- Report: [report.html](report.html)"),
+        "{report}"
+    );
+
+    let f = std::fs::File::open(&bundle).unwrap();
+    let mut a = tar::Archive::new(flate2::read::GzDecoder::new(f));
+    let mut members = std::collections::BTreeMap::new();
+    for e in a.entries().unwrap() {
+        let mut e = e.unwrap();
+        let mut s = String::new();
+        e.read_to_string(&mut s).unwrap();
+        members.insert(e.path().unwrap().to_string_lossy().into_owned(), s);
+    }
+    for m in [
+        "agent_log.jsonl",
+        "agent_report.md",
+        "report.html",
+        "matrix.json",
+        "none-none/trial_0/result.json",
+        "fix-none/trial_0/stdout.log",
+        "manifest.json",
+    ] {
+        assert!(
+            members.contains_key(&format!("_no_ticket_/{m}")),
+            "{m} missing: {:?}",
+            members.keys()
+        );
+    }
+    assert!(members.values().all(|text| !text.contains(TOKEN)), "leak");
+    let log = &members["_no_ticket_/agent_log.jsonl"];
+    assert!(log.contains("fails after login with"), "{log}");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&members["_no_ticket_/manifest.json"]).unwrap();
+    assert!(
+        manifest["redaction"]["counts"]["github_token"].as_u64() >= Some(1),
+        "{manifest}"
+    );
+
+    let verify = Command::new(assert_cmd::cargo::cargo_bin("aorta"))
+        .args(["bundle", "--verify"])
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    assert!(verify.status.success(), "{}", transcript(&verify));
+}
+
+/// A bundle that cannot be written (a directory where the archive goes) is AORTA's warning on
+/// stderr; the search's outcome and exit status stand.
+#[test]
+fn a_bundle_that_cannot_be_written_is_a_warning() {
+    let d = Dirs::new();
+    std::fs::create_dir_all(d.root.join("out/_no_ticket_.bundle.tar.gz/x")).unwrap();
+    let out = agent(&d, &["--bundle", "--mitigation", "fix"], 1000, 5);
+    let t = transcript(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains("Agent outcome: converged"), "{t}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("WARNING: --bundle requested but bundling failed: ")
+            && err.contains("No bundle was written."),
+        "{t}"
+    );
+}

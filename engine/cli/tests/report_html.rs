@@ -89,6 +89,21 @@ fn the_report_renders_in_chromium_with_its_plots_and_no_console_errors() {
         dom.contains("<a href=\"none-none/trial_0/stderr.log\">none-none/trial_0/stderr.log</a>:1: <b>tier4:illegal_memory_access</b>"),
         "{dom}"
     );
+    // Where the cells differ, `aorta env diff` between them: the baseline's trials ran
+    // without CUDA_LAUNCH_BLOCKING, the mitigated cell's with it.
+    let diff = &dom[dom
+        .find("<details class=\"env-diff\"><summary>baseline cell none-none → cell cuda_launch_blocking-none: 1 difference(s)")
+        .unwrap_or_else(|| panic!("no env diff: {dom}"))..];
+    let diff = &diff[..diff.find("</details>").unwrap()];
+    assert!(
+        diff.contains("env_vars.CUDA_LAUNCH_BLOCKING") && diff.contains("\"1\""),
+        "{diff}"
+    );
+    assert_eq!(
+        dom.matches("class=\"env-diff\"").count(),
+        1,
+        "one cell differs"
+    );
     // Every link points at a file of the run directory.
     for href in dom
         .split("href=\"")
@@ -112,6 +127,39 @@ fn the_report_renders_in_chromium_with_its_plots_and_no_console_errors() {
         format!("{}{}", &s[..i], &s[i + 19..])
     };
     assert_eq!(no_time(&built), no_time(&rerendered));
+
+    // A run directory whose recorded environments differ (another machine's driver): the
+    // page shows `aorta env diff` between them.
+    let envs = run.join("environments");
+    let first = std::fs::read_dir(&envs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut other: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(first.join("env.json")).unwrap()).unwrap();
+    other["gpu"]["driver_version"] = "999.1".into();
+    std::fs::create_dir_all(envs.join("zz-other")).unwrap();
+    std::fs::write(envs.join("zz-other/env.json"), other.to_string()).unwrap();
+    let again = Command::new(assert_cmd::cargo::cargo_bin("aorta"))
+        .current_dir(d)
+        .args(["report", "out/HTML-1"])
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{again:?}");
+    let page = std::fs::read_to_string(run.join("report.html")).unwrap();
+    let name = first.file_name().unwrap().to_string_lossy().into_owned();
+    let at = page
+        .find(&format!(
+            "<summary>environment {name} → environment zz-other: 1 difference(s)"
+        ))
+        .unwrap_or_else(|| panic!("no environment diff: {page}"));
+    let block = &page[at..at + page[at..].find("</details>").unwrap()];
+    assert!(
+        block.contains("gpu.driver_version") && block.contains("&quot;999.1&quot;"),
+        "{block}"
+    );
 
     // The console check can fail: a page that throws is caught.
     let bad = d.join("bad.html");

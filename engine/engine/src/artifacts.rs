@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 /// Bump when any renderer's output changes for the same inputs: every cached artifact is
 /// rendered again (trials are not re-run).
-pub const RENDERER_VERSION: u32 = 2;
+pub const RENDERER_VERSION: u32 = 3;
 
 const CELL_DOMAIN: &[u8] = b"aorta.cell\0";
 const ARTIFACT_DOMAIN: &[u8] = b"aorta.artifact\0";

@@ -4,7 +4,9 @@
 
 use crate::compile::Compiled;
 use aorta_classify::{classify_logs, LogInput, LogKind, Severity};
-use aorta_report::{DetectorLine, HtmlContext, Matrix};
+use aorta_probe::Snapshot;
+use aorta_report::{DetectorLine, EnvDiff, HtmlContext, Matrix};
+use rayon::prelude::*;
 use std::path::Path;
 
 /// A shell word, quoted when it needs to be.
@@ -28,7 +30,86 @@ pub(crate) fn render(
 ) -> String {
     let env = c.env.snapshot.summary();
     let lines = detector_lines(run_dir, matrix);
-    page(matrix, c.argv.as_deref(), Some(&env), trial_keys, &lines)
+    // One snapshot per invocation: this build's environments never differ from each other.
+    let diffs = env_diffs(matrix, Some(&c.env.snapshot), &[]);
+    page(
+        matrix,
+        c.argv.as_deref(),
+        Some(&env),
+        trial_keys,
+        &lines,
+        &diffs,
+    )
+}
+
+/// The snapshot as one cell's trials saw it: the machine's, with the cell's env vars set.
+fn with_vars(s: &Snapshot, vars: &std::collections::BTreeMap<String, String>) -> Snapshot {
+    let mut s = s.clone();
+    for (k, v) in vars {
+        s.env_vars.insert(k.clone(), Some(v.clone()));
+    }
+    s
+}
+
+fn env_diff(between: String, d: &aorta_probe::Diff, a: &str, b: &str) -> EnvDiff {
+    EnvDiff {
+        between,
+        differences: d.len(),
+        key_relevant: d.key_relevant_len(),
+        text: d.render(a, b),
+    }
+}
+
+/// Where cells or environments differ, `aorta env diff` (the probe's own differ, under the
+/// recipe's `env_key` rules) between them: each cell whose trials got env vars the
+/// baseline's did not, as the snapshot with each cell's vars set; and each recorded
+/// environment snapshot (`environments/<name>/env.json`) that differs from the first.
+fn env_diffs(
+    matrix: &Matrix,
+    snapshot: Option<&Snapshot>,
+    environments: &[(String, Snapshot)],
+) -> Vec<EnvDiff> {
+    let rules = crate::environment::key_rules(matrix.recipe);
+    let mut out = Vec::new();
+    if let (Some(snap), Some(base)) = (snapshot, matrix.baseline_row()) {
+        let vars = &base.stats.resolved_env_vars;
+        let a = with_vars(snap, vars);
+        let (bn, label_a) = (
+            &base.stats.name,
+            format!("baseline cell {}", base.stats.name),
+        );
+        let cells: Vec<EnvDiff> = matrix
+            .rows
+            .par_iter()
+            .filter(|r| r.stats.name != *bn && r.stats.resolved_env_vars != *vars)
+            .filter_map(|r| {
+                let b = with_vars(snap, &r.stats.resolved_env_vars);
+                let d = aorta_probe::diff(&a, &b, &rules);
+                let label_b = format!("cell {}", r.stats.name);
+                (!d.is_empty())
+                    .then(|| env_diff(format!("{label_a} → {label_b}"), &d, &label_a, &label_b))
+            })
+            .collect();
+        out.extend(cells);
+    }
+    if let Some(((first, a), rest)) = environments.split_first() {
+        for (name, b) in rest {
+            let d = aorta_probe::diff(a, b, &rules);
+            if !d.is_empty() {
+                let (la, lb) = (
+                    format!("environments/{first}/env.json"),
+                    format!("environments/{name}/env.json"),
+                );
+                out.push(env_diff(
+                    format!("environment {first} → environment {name}"),
+                    &d,
+                    &la,
+                    &lb,
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Trials per failing cell whose logs are searched for the first one with findings.
@@ -93,6 +174,7 @@ fn page(
     env: Option<&str>,
     trial_keys: &[Vec<(u32, String)>],
     detector_lines: &[Vec<DetectorLine>],
+    env_diffs: &[EnvDiff],
 ) -> String {
     let recipe = matrix
         .recipe
@@ -120,6 +202,7 @@ fn page(
         reproduce: &reproduce,
         trial_keys,
         detector_lines,
+        env_diffs,
     })
 }
 
@@ -199,14 +282,27 @@ pub fn render_run_dir(
             warnings: Vec::new(),
         },
     );
-    let env = std::fs::read_dir(run_dir.join("environments"))
+    let mut environments: Vec<(String, Snapshot)> = std::fs::read_dir(run_dir.join("environments"))
         .into_iter()
         .flatten()
         .flatten()
-        .find_map(|e| crate::environment::load_snapshot(&e.path().join("env.json")).ok())
-        .map(|s| s.summary());
+        .filter_map(|e| {
+            let snap = crate::environment::load_snapshot(&e.path().join("env.json")).ok()?;
+            Some((e.file_name().to_string_lossy().into_owned(), snap))
+        })
+        .collect();
+    environments.sort_by(|a, b| a.0.cmp(&b.0));
+    let env = environments.first().map(|(_, s)| s.summary());
     let lines = detector_lines(run_dir, &matrix);
-    let html = page(&matrix, argv.as_deref(), env.as_deref(), &keys, &lines);
+    let diffs = env_diffs(&matrix, environments.first().map(|(_, s)| s), &environments);
+    let html = page(
+        &matrix,
+        argv.as_deref(),
+        env.as_deref(),
+        &keys,
+        &lines,
+        &diffs,
+    );
     let dest = run_dir.join("report.html");
     crate::write_atomic(&dest, html.as_bytes())
         .map_err(|e| EngineError::infra(format!("cannot write {}: {e}", dest.display())))?;

@@ -110,6 +110,7 @@ fn main() {
             reproduce: &["aorta build bench.yaml".to_string()],
             trial_keys: &keys,
             detector_lines: &[],
+            env_diffs: &[],
         });
         html_t.push(t.elapsed().as_secs_f64());
         bytes = html.len();

@@ -86,6 +86,58 @@ impl StepStats {
     }
 }
 
+/// A metric the torch and race workloads put in `result.metrics` that a triager compares
+/// across cells (docs/workloads.md, docs/race.md). Other metrics describe the configuration
+/// or the device and stay in each trial's result.json.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum WorkloadMetric {
+    TokensPerSec,
+    StepTimeP50,
+    StepTimeP99,
+    Mfu,
+    CorruptIterations,
+}
+
+impl WorkloadMetric {
+    pub const ALL: [WorkloadMetric; 5] = [
+        WorkloadMetric::TokensPerSec,
+        WorkloadMetric::StepTimeP50,
+        WorkloadMetric::StepTimeP99,
+        WorkloadMetric::Mfu,
+        WorkloadMetric::CorruptIterations,
+    ];
+
+    /// The key in `result.metrics`.
+    pub fn key(self) -> &'static str {
+        match self {
+            WorkloadMetric::TokensPerSec => "tokens_per_sec",
+            WorkloadMetric::StepTimeP50 => "step_time_p50",
+            WorkloadMetric::StepTimeP99 => "step_time_p99",
+            WorkloadMetric::Mfu => "mfu",
+            WorkloadMetric::CorruptIterations => "corrupt_iterations",
+        }
+    }
+
+    /// A column header, with the unit.
+    pub fn label(self) -> &'static str {
+        match self {
+            WorkloadMetric::TokensPerSec => "tokens/s",
+            WorkloadMetric::StepTimeP50 => "p50 step (ms)",
+            WorkloadMetric::StepTimeP99 => "p99 step (ms)",
+            WorkloadMetric::Mfu => "MFU",
+            WorkloadMetric::CorruptIterations => "corrupt iterations",
+        }
+    }
+}
+
+/// One metric's values over a cell's trials that report it (a number, not null), trials in
+/// index order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricSamples {
+    pub metric: WorkloadMetric,
+    pub values: Vec<f64>,
+}
+
 /// A cell's aggregate: every field is a pure function of the cell, the recipe and the trial
 /// records (in any order), so a fully cached rerun renders the same matrix.
 #[derive(Debug, Clone, PartialEq)]
@@ -133,6 +185,8 @@ pub struct CellStats {
     /// (the inference workload), first seen first: more than one entry means the same prompts
     /// gave different bits in different trials.
     pub logits_checksums: Vec<(String, usize)>,
+    /// The [`WorkloadMetric`]s some trial reports, in [`WorkloadMetric::ALL`] order.
+    pub workload_metrics: Vec<MetricSamples>,
 }
 
 /// The hint added to a cell whose trials disagree on `logits_checksum`.
@@ -200,6 +254,7 @@ impl CellStats {
             top_warn_detector_id,
             stop_after_note: None,
             logits_checksums,
+            workload_metrics: workload_metrics(&ts),
         };
         if stats.error.is_some() {
             // AORTA keeps the row with zeros; hints and detectors are still reported.
@@ -370,7 +425,21 @@ fn iters(stats: &mut CellStats, ts: &[&TrialRecord]) {
     };
 }
 
-/// `failure_details[*].hint`, non-empty strings only, each counted once per trial.
+/// Per [`WorkloadMetric`], the finite numbers the trials report, in trial order.
+fn workload_metrics(ts: &[&TrialRecord]) -> Vec<MetricSamples> {
+    WorkloadMetric::ALL
+        .iter()
+        .filter_map(|&metric| {
+            let values: Vec<f64> = ts
+                .iter()
+                .filter_map(|t| t.result.metrics.get(metric.key())?.as_f64())
+                .filter(|v| v.is_finite())
+                .collect();
+            (!values.is_empty()).then_some(MetricSamples { metric, values })
+        })
+        .collect()
+}
+
 /// Distinct string values of `metrics[name]` with how many trials gave each, first seen first.
 fn checksum_counts(ts: &[&TrialRecord], name: &str) -> Vec<(String, usize)> {
     let mut counts: IndexMap<String, usize> = IndexMap::new();

@@ -3,6 +3,7 @@
 //! matrix.md it is a function of the recipe, the trial records, the run's warnings and the
 //! [`HtmlContext`], so it is an artifact keyed by its inputs.
 
+use crate::aggregate::WorkloadMetric;
 use crate::matrix::{Matrix, Row};
 use crate::svg::{self, RateBar, StepRow};
 use std::fmt::Write;
@@ -19,6 +20,19 @@ pub struct HtmlContext<'a> {
     /// Per cell (in cell order, or empty), the first matching line of each detector that
     /// fired in its first failing trial's logs.
     pub detector_lines: &'a [Vec<DetectorLine>],
+    /// Where cells or environments differ, `aorta env diff` between them.
+    pub env_diffs: &'a [EnvDiff],
+}
+
+/// One `aorta env diff`, rendered by the probe's differ (`Diff::render`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvDiff {
+    /// What is compared, e.g. `baseline none-none → cell tf32_off-none`.
+    pub between: String,
+    pub differences: usize,
+    pub key_relevant: usize,
+    /// The differ's aligned text.
+    pub text: String,
 }
 
 /// A detector's first matching line in a trial log.
@@ -55,8 +69,8 @@ tr.differs td{background:#fde8e7}pre{background:#f7f7f7;padding:10px;overflow:au
 .meta td:first-child{font-weight:bold}.warn{background:#fff4d6;border:1px solid #e6c200;padding:6px 10px}\
 details{margin:4px 0}summary{cursor:pointer}.plot{display:block;margin:8px 0}";
 
-const SORT_JS: &str = "document.querySelectorAll('table.sortable th').forEach(function(th,i){\
-th.addEventListener('click',function(){var tb=th.closest('table').tBodies[0];\
+const SORT_JS: &str = "document.querySelectorAll('table.sortable th').forEach(function(th){\
+th.addEventListener('click',function(){var i=th.cellIndex;var tb=th.closest('table').tBodies[0];\
 var rows=Array.prototype.slice.call(tb.rows);var asc=th.getAttribute('data-dir')!=='asc';\
 th.setAttribute('data-dir',asc?'asc':'desc');rows.sort(function(a,b){\
 var x=a.cells[i].getAttribute('data-v')||a.cells[i].textContent,y=b.cells[i].getAttribute('data-v')||b.cells[i].textContent;\
@@ -67,6 +81,33 @@ return asc?c:-c;});rows.forEach(function(r){tb.appendChild(r);});});});";
 fn judged(row: &Row) -> (usize, usize) {
     let s = &row.stats;
     (s.failed_count, s.trials - s.error_count)
+}
+
+/// `aorta env diff` wherever cells or environments differ, one collapsible block each.
+fn env_diffs(out: &mut String, diffs: &[EnvDiff]) {
+    if diffs.is_empty() {
+        return;
+    }
+    out.push_str("<h3 id=\"env-diff\">Where cells and environments differ (<code>aorta env diff</code>: ~ changed, + only in B, - only in A, [key] feeds the environment key)</h3>");
+    for d in diffs {
+        let _ = write!(
+            out,
+            "<details class=\"env-diff\"><summary>{}: {} difference(s), {} key-relevant</summary><pre>{}</pre></details>",
+            esc(&d.between),
+            d.differences,
+            d.key_relevant,
+            esc(&d.text)
+        );
+    }
+}
+
+/// The values of `metric` the row's trials report, if any did.
+fn samples(row: &Row, metric: WorkloadMetric) -> Option<&[f64]> {
+    row.stats
+        .workload_metrics
+        .iter()
+        .find(|s| s.metric == metric)
+        .map(|s| s.values.as_slice())
 }
 
 fn pct(v: f64) -> String {
@@ -150,10 +191,12 @@ impl Matrix<'_> {
             })
             .collect();
         out.push_str(&svg::step_times(&steps));
+        self.metrics_section(&mut out);
         self.cells_section(&mut out, cx.detector_lines);
         if let Some(env) = cx.environment {
             let _ = write!(out, "<h2>Environment</h2><pre>{}</pre>", esc(env));
         }
+        env_diffs(&mut out, cx.env_diffs);
         self.reproduce_section(&mut out, cx);
         let _ = write!(
             out,
@@ -206,6 +249,82 @@ impl Matrix<'_> {
             );
         }
         out.push_str("</tbody></table>");
+    }
+
+    /// The workload metrics some trial reports (tokens/s, p50/p99 step, MFU, corrupt
+    /// iterations): a sortable table of per-cell means, and a box plot per metric over the
+    /// trials' values. Nothing when no trial reports one (probe runs, the example workload).
+    fn metrics_section(&self, out: &mut String) {
+        let present: Vec<WorkloadMetric> = WorkloadMetric::ALL
+            .into_iter()
+            .filter(|m| self.rows.iter().any(|r| samples(r, *m).is_some()))
+            .collect();
+        if present.is_empty() {
+            return;
+        }
+        out.push_str("<h2>Workload metrics</h2><p>As each trial's workload reported them in <code>result.metrics</code>: the mean over the trials that report the metric, [min–max] and how many did. Click a header to sort.</p>");
+        out.push_str("<table id=\"metrics\" class=\"sortable\"><thead><tr><th>Cell</th>");
+        for m in &present {
+            let _ = write!(out, "<th>{}</th>", esc(m.label()));
+        }
+        out.push_str("</tr></thead><tbody>");
+        for row in &self.rows {
+            let class = if row.stats.name == self.baseline.name {
+                " class=\"baseline\""
+            } else {
+                ""
+            };
+            let _ = write!(out, "<tr{class}><td>{}</td>", esc(&row.stats.name));
+            for m in &present {
+                match samples(row, *m) {
+                    Some(v) => {
+                        let mean = v.iter().sum::<f64>() / v.len() as f64;
+                        let (lo, hi) = v
+                            .iter()
+                            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
+                                (a.min(*x), b.max(*x))
+                            });
+                        let _ = write!(
+                            out,
+                            "<td data-v=\"{mean}\">{} [{}–{}] ({})</td>",
+                            svg::tick(mean),
+                            svg::tick(lo),
+                            svg::tick(hi),
+                            v.len()
+                        );
+                    }
+                    None => out.push_str("<td data-v=\"-1\">—</td>"),
+                }
+            }
+            out.push_str("</tr>");
+        }
+        out.push_str("</tbody></table>");
+        for m in &present {
+            let _ = write!(
+                out,
+                "<h3>{} per cell, one value per trial: box = quartiles, bar = median, dashed = baseline median</h3>",
+                esc(m.label())
+            );
+            let rows: Vec<StepRow> = self
+                .rows
+                .iter()
+                .map(|row| {
+                    let mut sorted = samples(row, *m).map(<[f64]>::to_vec).unwrap_or_default();
+                    sorted.sort_by(f64::total_cmp);
+                    StepRow {
+                        name: &row.stats.name,
+                        sorted,
+                        baseline: row.stats.name == self.baseline.name,
+                    }
+                })
+                .collect();
+            out.push_str(&svg::boxes(
+                &format!("plot-metric-{}", m.key()),
+                &format!("{} per cell", m.label()),
+                &rows,
+                svg::tick,
+            ));
+        }
     }
 
     fn cells_section(&self, out: &mut String, lines: &[Vec<DetectorLine>]) {

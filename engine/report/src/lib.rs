@@ -27,9 +27,12 @@ mod summary;
 mod svg;
 mod yaml;
 
-pub use aggregate::{CellStats, Outcome, StepStats, StepTimeSource, LOGITS_DISAGREE_HINT};
+pub use aggregate::{
+    CellStats, MetricSamples, Outcome, StepStats, StepTimeSource, WorkloadMetric,
+    LOGITS_DISAGREE_HINT,
+};
 pub use confound::{Baseline, Tag};
-pub use html::{DetectorLine, HtmlContext};
+pub use html::{DetectorLine, EnvDiff, HtmlContext};
 pub use json::{CellJson, MatrixJson};
 pub use layout::{cell_dir, trial_path};
 pub use matrix::{Matrix, Row, RunInfo};

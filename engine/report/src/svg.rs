@@ -164,13 +164,28 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 /// Step-time box plots (quartiles, median, min–max whiskers, sampled points); the dashed line
 /// is the baseline's median.
 pub fn step_times(rows: &[StepRow]) -> String {
-    let mut out = String::new();
-    let h = header(
-        &mut out,
+    boxes(
         "plot-step-times",
         "Step time per cell (ms): box = quartiles, line = median, dashed = baseline median",
-        rows.len(),
-    );
+        rows,
+        |v| format!("{v:.3}"),
+    )
+}
+
+/// A tick label for values of any magnitude (tokens/s in the thousands, MFU below one).
+pub fn tick(v: f64) -> String {
+    match v.abs() {
+        a if a >= 100.0 => format!("{v:.0}"),
+        a if a >= 1.0 => format!("{v:.2}"),
+        _ => format!("{v:.3}"),
+    }
+}
+
+/// Box plots per cell against the baseline's median (dashed): the step-time plot, and one per
+/// workload metric over the trials' values.
+pub fn boxes(id: &str, title: &str, rows: &[StepRow], fmt: impl Fn(f64) -> String) -> String {
+    let mut out = String::new();
+    let h = header(&mut out, id, title, rows.len());
     let max = rows
         .iter()
         .filter_map(|r| r.sorted.last().copied())
@@ -180,7 +195,7 @@ pub fn step_times(rows: &[StepRow]) -> String {
     let ticks: Vec<(f64, String)> = (0..=4)
         .map(|i| {
             let v = max * i as f64 / 4.0;
-            (x(v), format!("{v:.3}"))
+            (x(v), fmt(v))
         })
         .collect();
     axis(&mut out, h - 20.0, &ticks);
@@ -190,7 +205,7 @@ pub fn step_times(rows: &[StepRow]) -> String {
         if r.sorted.is_empty() {
             let _ = write!(
                 out,
-                r##"<text x="{}" y="{}" font-size="11" fill="#888">no step times</text>"##,
+                r##"<text x="{}" y="{}" font-size="11" fill="#888">no values</text>"##,
                 LABEL_W + 6.0,
                 y + 15.0
             );

@@ -310,6 +310,12 @@ fn report_html_is_self_contained_and_complete() {
         reproduce: &reproduce,
         trial_keys: &keys,
         detector_lines: &lines,
+        env_diffs: &[aorta_report::EnvDiff {
+            between: "baseline none-none → cell tf32_off-none".into(),
+            differences: 1,
+            key_relevant: 1,
+            text: "  + env_vars.NVIDIA_TF32_OVERRIDE  → \"0\"  [key]".into(),
+        }],
     };
     let html = m.to_html(&cx);
     assert!(html.starts_with("<!DOCTYPE html>") && html.ends_with("</html>\n"));
@@ -321,6 +327,7 @@ fn report_html_is_self_contained_and_complete() {
         "aorta build r.yaml -- bash &#39;a b.sh&#39;",
         "href=\"none-none/trial_1/stdout.log\"",
         "<td><code>k0</code></td>",
+        "<summary>baseline none-none → cell tf32_off-none: 1 difference(s), 1 key-relevant</summary><pre>  + env_vars.NVIDIA_TF32_OVERRIDE  → &quot;0&quot;  [key]</pre>",
         "none-none/trial_1/stderr.log</a>:7: <b>tier4:hip_error</b>  HIP error: &lt;illegal address&gt;",
     ] {
         assert!(html.contains(needle), "{needle} missing");
@@ -331,6 +338,10 @@ fn report_html_is_self_contained_and_complete() {
     // Nothing to fetch: no src= or href= leaves the run directory, no stylesheet link.
     assert!(!html.contains("src="));
     assert!(!html.contains("<link"));
+    assert!(
+        !html.contains("Workload metrics"),
+        "a probe run reports no workload metrics"
+    );
     assert_eq!(
         html.matches("http").count(),
         html.matches("http://www.w3.org/2000/svg").count()
@@ -340,4 +351,75 @@ fn report_html_is_self_contained_and_complete() {
         html.replace("2026-01-02T03-04-05", "T"),
         rerun.replace("2026-01-02T04-00-00", "T")
     );
+}
+
+/// A triage run whose trials report the torch workloads' metrics (and the race workload's
+/// corrupt iterations in one cell): report.html tabulates each metric some trial reports, per
+/// cell (mean [min–max] (trials)), and plots it; metrics no trial reports get no column.
+#[test]
+fn report_html_shows_the_workload_metrics_trials_report() {
+    let r = common::triage();
+    let with = |i: u32, v, m: serde_json::Value| {
+        let mut t = steps(i, v, &[10.0, 11.0]);
+        t.result.metrics = m.as_object().unwrap().clone();
+        t
+    };
+    let base = vec![
+        with(
+            0,
+            P,
+            json!({"tokens_per_sec": 1000.0, "step_time_p50": 10.0, "step_time_p99": 12.0, "mfu": 0.25, "final_loss": 2.5}),
+        ),
+        with(
+            1,
+            F,
+            json!({"tokens_per_sec": 3000.0, "step_time_p50": 30.0, "step_time_p99": 40.0, "mfu": null, "corrupt_iterations": 4}),
+        ),
+    ];
+    // The mitigated cell's workload said nothing (an older build): its row shows dashes.
+    let tf32 = trials(&[P, P], &[20.0]);
+    let m = common::matrix(
+        &r,
+        vec![
+            agg(&r, "baseline-local", &base),
+            agg(&r, "tf32-local", &tf32),
+        ],
+    );
+    let row = &m.rows[0].stats.workload_metrics;
+    assert_eq!(
+        row.iter().map(|s| s.metric.key()).collect::<Vec<_>>(),
+        [
+            "tokens_per_sec",
+            "step_time_p50",
+            "step_time_p99",
+            "mfu",
+            "corrupt_iterations"
+        ]
+    );
+    assert_eq!(row[3].values, [0.25], "a null MFU is not a sample");
+    assert!(m.rows[1].stats.workload_metrics.is_empty());
+    let html = m.to_html(&aorta_report::HtmlContext::default());
+    for needle in [
+        "<h2>Workload metrics</h2>",
+        "<table id=\"metrics\" class=\"sortable\"><thead><tr><th>Cell</th><th>tokens/s</th><th>p50 step (ms)</th><th>p99 step (ms)</th><th>MFU</th><th>corrupt iterations</th></tr>",
+        "<tr class=\"baseline\"><td>baseline-local</td><td data-v=\"2000\">2000 [1000–3000] (2)</td><td data-v=\"20\">20.00 [10.00–30.00] (2)</td><td data-v=\"26\">26.00 [12.00–40.00] (2)</td><td data-v=\"0.25\">0.250 [0.250–0.250] (1)</td><td data-v=\"4\">4.00 [4.00–4.00] (1)</td></tr>",
+        "<tr><td>tf32-local</td><td data-v=\"-1\">—</td>",
+        "id=\"plot-metric-tokens_per_sec\"",
+        "id=\"plot-metric-step_time_p50\"",
+        "id=\"plot-metric-step_time_p99\"",
+        "id=\"plot-metric-mfu\"",
+        "id=\"plot-metric-corrupt_iterations\"",
+    ] {
+        assert!(html.contains(needle), "{needle} missing");
+    }
+    // One box per cell that reports the metric: the baseline's two tokens/s values.
+    let plot = &html[html.find("id=\"plot-metric-tokens_per_sec\"").unwrap()..];
+    let plot = &plot[..plot.find("</svg>").unwrap()];
+    assert_eq!(plot.matches("class=\"box\"").count(), 1);
+    assert_eq!(plot.matches("<circle").count(), 2);
+    assert!(
+        plot.contains(">3000</text>"),
+        "ticks reach the largest value"
+    );
+    assert!(!html.contains("final_loss"), "only the metrics that matter");
 }
