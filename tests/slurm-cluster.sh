@@ -89,12 +89,16 @@ SlurmdLogFile=$dir/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=2048
 GresTypes=gpu
 JobCompType=jobcomp/filetxt
 JobCompLoc=$dir/jobcomp.txt
 AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=1
+JobAcctGatherParams=OverMemoryKill
+KillWait=1
 SchedulerType=sched/builtin
 # Batch jobs start at the next scheduling pass (about a second), not up to 3 s later.
 SchedulerParameters=batch_sched_delay=0
@@ -103,7 +107,7 @@ SwitchType=switch/none
 ReturnToService=2
 MinJobAge=86400
 SlurmdParameters=config_overrides
-NodeName=aorta0 NodeAddr=127.0.0.1 NodeHostname=$host CPUs=$cpus RealMemory=4096 Gres=gpu:$gpus State=UNKNOWN
+NodeName=aorta0 NodeAddr=127.0.0.1 NodeHostname=$host CPUs=$cpus RealMemory=65536 Gres=gpu:$gpus State=UNKNOWN
 PartitionName=debug Nodes=aorta0 Default=YES MaxTime=INFINITE State=UP
 EOF
 if [ "$gpus" -gt 0 ]; then

@@ -12,6 +12,7 @@ use crate::compile::{Compiled, RecipeOrigin};
 use crate::error::{EngineError, Result};
 use crate::schedule::{Event, Executed, Source, TrialResult};
 use crate::session::Session;
+use crate::trial::SchedulerKill;
 use aorta_recipe::Resources;
 use aorta_slurm::{ArrayJob, Meaning, Slurm, SlurmConfig, TaskId};
 use aorta_store::{Key, LocalStore, Lookup};
@@ -147,6 +148,9 @@ struct Run<'a> {
     common: TaskManifest,
     aorta: PathBuf,
     cwd: PathBuf,
+    /// Per cell, how to build a trial's spec: a task Slurm killed for its own time or memory
+    /// limit gets its record written here, as a local timeout or OOM kill would.
+    bodies: Vec<std::result::Result<crate::schedule::MakeSpec, String>>,
 }
 
 impl Session {
@@ -214,6 +218,7 @@ impl Session {
             },
             aorta,
             cwd: self.cwd.clone(),
+            bodies: crate::build::bodies(self, c)?,
         };
         for p in c.planned() {
             if !cell_errors.contains_key(&p.cell) {
@@ -552,6 +557,39 @@ impl Run<'_> {
                     }
                     self.pending.remove(&key);
                     self.task_done(&s.job, true);
+                    let kill = match state {
+                        Some(aorta_slurm::JobState::Timeout) => Some(SchedulerKill::TimeLimit),
+                        Some(aorta_slurm::JobState::OutOfMemory) => {
+                            Some(SchedulerKill::MemoryLimit)
+                        }
+                        // Memory enforced by polling ends FAILED; slurmstepd's line says why.
+                        Some(aorta_slurm::JobState::Failed)
+                            if std::fs::read_to_string(&log)
+                                .is_ok_and(|t| aorta_slurm::killed_for_memory(&t)) =>
+                        {
+                            Some(SchedulerKill::MemoryLimit)
+                        }
+                        _ => None,
+                    };
+                    if let Some(kill) = kill {
+                        let said = match (kill, state) {
+                            (SchedulerKill::MemoryLimit, Some(aorta_slurm::JobState::Failed)) => {
+                                format!("{shown} (exceeded its memory limit)")
+                            }
+                            _ => shown.to_owned(),
+                        };
+                        match self.record_kill(&key, &s, kill, &said) {
+                            Ok(m) => {
+                                self.accept(&key, m, Source::Executed, on_event);
+                                continue;
+                            }
+                            Err(e) => {
+                                let e = format!("trial {key}: Slurm task {}_{} ended {shown}; cannot record it: {e}", s.job, s.task);
+                                self.fail(&key, e, on_event);
+                                continue;
+                            }
+                        }
+                    }
                     match meaning {
                         Meaning::Interrupted if s.attempt <= self.cfg.retries => {
                             eprintln!(
@@ -586,6 +624,60 @@ impl Run<'_> {
             self.submit(again)?;
         }
         Ok(())
+    }
+
+    /// Stores the record of a trial whose task Slurm killed for its own time or memory limit
+    /// (no `aorta trial exec` survived to write one): judged as a local timeout or OOM kill,
+    /// with the task's Slurm log as its `slurm-task.log`, so it counts in the cell's failure
+    /// rate and the next build reuses it.
+    fn record_kill(
+        &self,
+        key: &Key,
+        s: &Submitted,
+        kill: SchedulerKill,
+        state: &str,
+    ) -> std::result::Result<aorta_store::Manifest<TrialRecord>, String> {
+        let (cell, index) = self.users[key][0];
+        let make = self.bodies[cell].as_ref().map_err(Clone::clone)?;
+        let planned = self
+            .c
+            .planned()
+            .iter()
+            .find(|p| p.cell == cell && p.index == index)
+            .ok_or_else(|| format!("trial {index} of cell {cell} is not in the plan"))?;
+        let spec = make(planned);
+        let claim = self
+            .store
+            .claim(key)
+            .map_err(|e| format!("cannot claim trial {key}: {e}"))?;
+        if let Ok(Lookup::Hit(m)) = claim.lookup_as::<TrialRecord>() {
+            return Ok(m);
+        }
+        let dir = self.store.root().join("tmp").join(format!(
+            "slurm-{}-{}",
+            &key.as_str()[..16],
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let task_log = s.array_dir.join(format!("task-{}.log", s.task));
+        let log = dir.join("slurm-task.log");
+        let log = std::fs::copy(&task_log, &log).ok().map(|_| log);
+        // What Slurm enforced: the limit, in whole minutes.
+        let walltime = match kill {
+            SchedulerKill::TimeLimit => self
+                .shape(key)
+                .time_limit_secs
+                .map_or(Duration::ZERO, |t| Duration::from_secs(t.div_ceil(60) * 60)),
+            SchedulerKill::MemoryLimit => Duration::ZERO,
+        };
+        let mut record =
+            crate::trial::killed_by_scheduler(&spec, &dir, kill, walltime, log.as_deref(), state);
+        let m =
+            crate::schedule::commit(self.store, claim, &dir, &mut record, walltime.as_secs_f64());
+        let _ = std::fs::remove_dir_all(&dir);
+        m
     }
 
     /// Ctrl-C: cancel every array with a pending task and forget the submissions.
