@@ -576,3 +576,61 @@ fn a_time_or_memory_limit_kill_is_the_trials_result_recorded_as_a_local_one_and_
     assert_eq!(slurm, ending(&run), "Slurm's TIMEOUT as a local timeout");
     assert_eq!(slurm["timed_out"], true);
 }
+
+#[test]
+fn stop_after_cancels_the_tasks_past_the_stop_point_and_the_rebuild_reuses_the_cell() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = Cluster::up() else { return };
+    let work = cluster.work();
+    std::fs::write(
+        work.join("probe.yaml"),
+        "schema_version: 1\nmode: probe\nticket: SLURM-TEST\ntrials: 4\nmitigation_axis: [none]\n\
+         diagnostic_axis: [none]\ngpus_per_trial: 0\n\
+         stop_after: {events: 1, max_trials: 4, event_verdict: fail}\n",
+    )
+    .unwrap();
+    // All four tasks start at once; each finds its trial index in the array's manifest.
+    // Trial 0 passes, trial 1 fails (the event), trials 2 and 3 would run for ten minutes.
+    let script = "import glob, json, os, sys, time\n\
+                  m = json.load(open(glob.glob('store/slurm/arrays/*/manifest.json')[0]))\n\
+                  i = m['trials'][int(os.environ['SLURM_ARRAY_TASK_ID'])]['index']\n\
+                  print('trial', i)\n\
+                  sys.exit(0) if i == 0 else sys.exit(1) if i == 1 else time.sleep(600)\n";
+    let cmd = ["--", "python3", "-c", script];
+    let started = Instant::now();
+    let out = cluster.aorta(&args(&cmd)).output().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "the sleeping tasks were cancelled: {}",
+        text(&out)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("Trials: 2 executed, 0 reused"),
+        "{}",
+        text(&out)
+    );
+    let run = work.join("probe_results/SLURM-TEST/none-none");
+    assert!(run.join("trial_1").exists(), "{}", text(&out));
+    assert!(!run.join("trial_2").exists(), "{}", text(&out));
+    let mut states: Vec<String> = cluster.jobs().into_iter().map(|(_, s)| s).collect();
+    states.sort();
+    assert_eq!(
+        states,
+        ["CANCELLED", "CANCELLED", "COMPLETED", "COMPLETED"],
+        "{}",
+        text(&out)
+    );
+    let submitted = std::fs::read_dir(work.join("store/slurm/submitted"))
+        .unwrap()
+        .count();
+    assert_eq!(submitted, 0, "the cancelled submissions are forgotten");
+
+    let again = cluster.aorta(&args(&cmd)).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("Trials: 0 executed, 2 reused"),
+        "{}",
+        text(&again)
+    );
+    assert_eq!(cluster.jobs().len(), 4, "the rebuild submitted nothing");
+}

@@ -142,7 +142,11 @@ struct Run<'a> {
     users: BTreeMap<Key, Vec<(usize, u32)>>,
     pending: HashMap<Key, Submitted>,
     results: Vec<TrialResult>,
-    failures: Vec<String>,
+    /// Errors, by the key whose trial they stopped.
+    failures: Vec<(Key, String)>,
+    /// `stop_after`: the cells whose rule has decided, by the index of the trial that decided
+    /// it (the cell is its trials up to that one, as the local scheduler would have run).
+    cutoffs: HashMap<usize, u32>,
     /// Per array job: its tasks done so far, for progress and to remove its folder.
     arrays: BTreeMap<String, ArrayState>,
     common: TaskManifest,
@@ -204,6 +208,7 @@ impl Session {
             pending: HashMap::new(),
             results: Vec::new(),
             failures: Vec::new(),
+            cutoffs: HashMap::new(),
             arrays: BTreeMap::new(),
             common: TaskManifest {
                 format: MANIFEST_FORMAT,
@@ -243,11 +248,16 @@ impl Session {
                 },
             }
         }
+        // stop_after: cells the store's results already decide need none of their later trials.
+        run.decide();
+        fresh.retain(|(k, _)| run.needed(k));
         run.submit(fresh)?;
         let detached = self.opts.detach;
         let mut cancelled = false;
         loop {
             run.collect_from_store(on_event)?;
+            run.decide();
+            run.cancel_unneeded();
             if run.pending.is_empty() {
                 break;
             }
@@ -266,12 +276,20 @@ impl Session {
             }
         }
         let detached = if cancelled { 0 } else { run.pending.len() };
+        // Trials past a cell's stop point (finished before their cancel) stay in the store for a
+        // later build, but are not the cell's, as they would not have run locally.
         let mut results = std::mem::take(&mut run.results);
+        results.retain(|r| run.in_cell(r.cell, r.index));
         results.sort_by_key(|r| (r.cell, r.index));
+        let failures = std::mem::take(&mut run.failures)
+            .into_iter()
+            .filter(|(k, _)| run.needed(k))
+            .map(|(_, e)| e)
+            .collect();
         Ok(Executed {
             results,
             cell_errors,
-            failures: run.failures,
+            failures,
             cancelled,
             detached,
         })
@@ -357,7 +375,7 @@ impl Run<'_> {
                 error: &error,
             });
         }
-        self.failures.push(error);
+        self.failures.push((key.clone(), error));
         let _ = std::fs::remove_file(self.record_path(key));
     }
 
@@ -620,6 +638,7 @@ impl Run<'_> {
         }
         let list: Vec<ArrayProgress> = progress.into_values().collect();
         on_event(Event::Cluster(&list));
+        again.retain(|(k, _)| self.needed(k));
         if !again.is_empty() {
             self.submit(again)?;
         }
@@ -678,6 +697,91 @@ impl Run<'_> {
             crate::schedule::commit(self.store, claim, &dir, &mut record, walltime.as_secs_f64());
         let _ = std::fs::remove_dir_all(&dir);
         m
+    }
+
+    /// Applies `stop_after` as the local scheduler does (a cell runs its trials in order and
+    /// stops once `events` of them have the event verdict; a failed trial is no event), to
+    /// whatever prefix of each cell's trials is in: a cell whose rule fires gets its cutoff.
+    fn decide(&mut self) {
+        let Some(stop) = self.c.recipe.stop_after else {
+            return;
+        };
+        let mut outcome: HashMap<(usize, u32), Option<aorta_trial::Verdict>> = self
+            .results
+            .iter()
+            .map(|r| ((r.cell, r.index), Some(r.record.verdict)))
+            .collect();
+        for (k, _) in &self.failures {
+            for &u in &self.users[k] {
+                outcome.insert(u, None);
+            }
+        }
+        let mut by_cell: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
+        for users in self.users.values() {
+            for &(c, i) in users {
+                by_cell.entry(c).or_default().push(i);
+            }
+        }
+        for (c, mut trials) in by_cell {
+            if self.cutoffs.contains_key(&c) {
+                continue;
+            }
+            trials.sort_unstable();
+            let mut events = 0;
+            for i in trials {
+                match outcome.get(&(c, i)) {
+                    None => break,
+                    Some(v) if *v == Some(stop.event_verdict) => {
+                        events += 1;
+                        if events >= stop.events {
+                            self.cutoffs.insert(c, i);
+                            break;
+                        }
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+
+    /// Whether trial `index` of `cell` is in the cell (before or at its stop point).
+    fn in_cell(&self, cell: usize, index: u32) -> bool {
+        self.cutoffs.get(&cell).is_none_or(|&cut| index <= cut)
+    }
+
+    /// Whether some cell still needs `key`'s trial.
+    fn needed(&self, key: &Key) -> bool {
+        self.users[key].iter().any(|&(c, i)| self.in_cell(c, i))
+    }
+
+    /// Cancels the tasks no cell needs any more (their cells' stop rules decided), and forgets
+    /// their submissions.
+    fn cancel_unneeded(&mut self) {
+        let drop: Vec<Key> = self
+            .pending
+            .keys()
+            .filter(|k| !self.needed(k))
+            .cloned()
+            .collect();
+        if drop.is_empty() {
+            return;
+        }
+        let tasks: Vec<String> = drop
+            .iter()
+            .map(|k| format!("{}_{}", self.pending[k].job, self.pending[k].task))
+            .collect();
+        if let Err(e) = self.slurm.cancel(&tasks) {
+            eprintln!(
+                "aorta: cannot cancel the Slurm tasks {} (no longer needed: stop_after): {e}",
+                tasks.join(",")
+            );
+        }
+        for k in drop {
+            if let Some(s) = self.pending.remove(&k) {
+                let _ = std::fs::remove_file(self.record_path(&k));
+                self.task_done(&s.job, false);
+            }
+        }
     }
 
     /// Ctrl-C: cancel every array with a pending task and forget the submissions.
