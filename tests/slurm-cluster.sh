@@ -13,7 +13,10 @@
 # whatever the machine has: SlurmdParameters=config_overrides), so a 2-core CI machine can run
 # as many one-CPU tasks at once as a test wants. MinJobAge is long, so squeue and scontrol still
 # show finished jobs while the submitter polls; JobCompType=jobcomp/filetxt gives `sacct -c`
-# the final state of every job without a slurmdbd.
+# the final state of every job without a slurmdbd. Memory is a consumable resource
+# (DefMemPerCPU) enforced by jobacct_gather/linux polling every second (OverMemoryKill: no
+# cgroups needed), so a task over its --mem is killed; KillWait=1 so a task over its time
+# limit is killed a second after its SIGTERM.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 

@@ -3,10 +3,12 @@
 //! `aorta trial exec --manifest M` on the cluster; the result lands in the shared store, where
 //! this aorta finds it. squeue/sacct say what happened to tasks that left no result: the
 //! cluster taking one away (node failure, preemption, boot failure, a cancel this aorta did not
-//! issue) resubmits it, a bounded number of times; the task's own failure (exit status, time or
-//! memory limit) is reported, never retried. Ctrl-C cancels the arrays. A submitted task is
-//! recorded in the store (`slurm/submitted/<key>`), so a later build (after `--detach`, or
-//! after a crash) waits for it instead of submitting it again.
+//! issue) resubmits it, a bounded number of times; the task's own time or memory limit kill is
+//! the trial's result, recorded here as a local timeout or OOM kill would be; any other failure
+//! of the task is reported, never retried. `stop_after` cancels the tasks past a cell's stop
+//! point. Ctrl-C cancels the arrays. A submitted task is recorded in the store
+//! (`slurm/submitted/<key>`), so a later build (after `--detach`, or after a crash) waits for
+//! it instead of submitting it again.
 
 use crate::compile::{Compiled, RecipeOrigin};
 use crate::error::{EngineError, Result};
@@ -117,6 +119,23 @@ fn now_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// Whether Slurm killed a task for the trial's own time or memory limit: `TIMEOUT`,
+/// `OUT_OF_MEMORY`, or `FAILED` with slurmstepd's memory line in the task's `log` (memory
+/// enforced by polling, without cgroups, ends a task that way).
+fn scheduler_kill(state: &aorta_slurm::JobState, log: &Path) -> Option<SchedulerKill> {
+    use aorta_slurm::JobState;
+    match state {
+        JobState::Timeout => Some(SchedulerKill::TimeLimit),
+        JobState::OutOfMemory => Some(SchedulerKill::MemoryLimit),
+        JobState::Failed
+            if std::fs::read_to_string(log).is_ok_and(|t| aorta_slurm::killed_for_memory(&t)) =>
+        {
+            Some(SchedulerKill::MemoryLimit)
+        }
+        _ => None,
+    }
 }
 
 /// Single-quoted for sh.
@@ -575,20 +594,7 @@ impl Run<'_> {
                     }
                     self.pending.remove(&key);
                     self.task_done(&s.job, true);
-                    let kill = match state {
-                        Some(aorta_slurm::JobState::Timeout) => Some(SchedulerKill::TimeLimit),
-                        Some(aorta_slurm::JobState::OutOfMemory) => {
-                            Some(SchedulerKill::MemoryLimit)
-                        }
-                        // Memory enforced by polling ends FAILED; slurmstepd's line says why.
-                        Some(aorta_slurm::JobState::Failed)
-                            if std::fs::read_to_string(&log)
-                                .is_ok_and(|t| aorta_slurm::killed_for_memory(&t)) =>
-                        {
-                            Some(SchedulerKill::MemoryLimit)
-                        }
-                        _ => None,
-                    };
+                    let kill = state.and_then(|st| scheduler_kill(st, &log));
                     if let Some(kill) = kill {
                         let said = match (kill, state) {
                             (SchedulerKill::MemoryLimit, Some(aorta_slurm::JobState::Failed)) => {
@@ -797,6 +803,46 @@ impl Run<'_> {
         }
         for key in self.pending.keys() {
             let _ = std::fs::remove_file(self.record_path(key));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aorta_slurm::JobState;
+
+    #[test]
+    fn time_and_memory_kills_are_the_trials_own_the_rest_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain.log");
+        std::fs::write(&plain, "aorta: something went wrong\n").unwrap();
+        let oom = dir.path().join("oom.log");
+        std::fs::write(
+            &oom,
+            "slurmstepd-n1: error: StepId=4_0.batch exceeded memory limit (329748480 > 67108864), being killed\n",
+        )
+        .unwrap();
+        let missing = dir.path().join("missing.log");
+        // The words as squeue (--format=%T) and sacct (State) print them.
+        let kill = |word: &str, log: &Path| scheduler_kill(&JobState::parse(word), log);
+        assert_eq!(kill("TIMEOUT", &missing), Some(SchedulerKill::TimeLimit));
+        assert_eq!(
+            kill("OUT_OF_MEMORY", &missing),
+            Some(SchedulerKill::MemoryLimit)
+        );
+        assert_eq!(kill("OOM", &plain), Some(SchedulerKill::MemoryLimit));
+        assert_eq!(kill("FAILED", &oom), Some(SchedulerKill::MemoryLimit));
+        assert_eq!(kill("FAILED", &plain), None);
+        assert_eq!(kill("FAILED", &missing), None);
+        for word in [
+            "DEADLINE",
+            "CANCELLED by 1000",
+            "NODE_FAIL",
+            "COMPLETED",
+            "PREEMPTED",
+        ] {
+            assert_eq!(kill(word, &oom), None, "{word}");
         }
     }
 }
