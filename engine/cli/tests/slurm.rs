@@ -519,6 +519,32 @@ fn a_time_or_memory_limit_kill_is_the_trials_result_recorded_as_a_local_one_and_
         text(&again)
     );
     assert_eq!(cluster.jobs().len(), 1, "the rebuild submitted nothing");
+    // The same record as a trial the kernel's OOM killer takes (SIGKILL) on the local executor.
+    std::fs::write(
+        &recipe,
+        "schema_version: 1\nmode: probe\nticket: SLURM-TEST\ntrials: 1\nmitigation_axis: [none]\n\
+         diagnostic_axis: [none]\n",
+    )
+    .unwrap();
+    let local = cluster
+        .aorta(&[
+            "build",
+            "probe.yaml",
+            "--store",
+            "store",
+            "--",
+            "sh",
+            "-c",
+            "kill -9 $$",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&local.stdout).contains("Trials: 1 executed"),
+        "{}",
+        text(&local)
+    );
+    assert_eq!(oom, ending(&run), "a Slurm memory kill as a local SIGKILL");
 
     // Time: Slurm's shortest limit is a minute, and slurmctld checks limits every 30 s.
     std::fs::write(
