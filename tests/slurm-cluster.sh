@@ -13,7 +13,10 @@
 # whatever the machine has: SlurmdParameters=config_overrides), so a 2-core CI machine can run
 # as many one-CPU tasks at once as a test wants. MinJobAge is long, so squeue and scontrol still
 # show finished jobs while the submitter polls; JobCompType=jobcomp/filetxt gives `sacct -c`
-# the final state of every job without a slurmdbd.
+# the final state of every job without a slurmdbd. Memory is a consumable resource
+# (DefMemPerCPU) enforced by jobacct_gather/linux polling every second (OverMemoryKill: no
+# cgroups needed), so a task over its --mem is killed; KillWait=1 so a task over its time
+# limit is killed a second after its SIGTERM.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 
@@ -89,12 +92,16 @@ SlurmdLogFile=$dir/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=2048
 GresTypes=gpu
 JobCompType=jobcomp/filetxt
 JobCompLoc=$dir/jobcomp.txt
 AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=1
+JobAcctGatherParams=OverMemoryKill
+KillWait=1
 SchedulerType=sched/builtin
 # Batch jobs start at the next scheduling pass (about a second), not up to 3 s later.
 SchedulerParameters=batch_sched_delay=0
@@ -103,7 +110,7 @@ SwitchType=switch/none
 ReturnToService=2
 MinJobAge=86400
 SlurmdParameters=config_overrides
-NodeName=aorta0 NodeAddr=127.0.0.1 NodeHostname=$host CPUs=$cpus RealMemory=4096 Gres=gpu:$gpus State=UNKNOWN
+NodeName=aorta0 NodeAddr=127.0.0.1 NodeHostname=$host CPUs=$cpus RealMemory=65536 Gres=gpu:$gpus State=UNKNOWN
 PartitionName=debug Nodes=aorta0 Default=YES MaxTime=INFINITE State=UP
 EOF
 if [ "$gpus" -gt 0 ]; then

@@ -458,3 +458,205 @@ fn the_local_executor_gives_each_trial_gpus_per_trial_devices() {
         assert_eq!(ids.split(',').count(), 2, "trial {t}: {log}");
     }
 }
+
+/// The `result.json` fields that say how a trial ended.
+fn ending(run_dir: &Path) -> serde_json::Value {
+    let r: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(run_dir.join("none-none/trial_0/result.json")).unwrap(),
+    )
+    .unwrap();
+    serde_json::json!({
+        "verdict": r["verdict"], "exit_status": r["exit_status"], "exit_code": r["exit_code"],
+        "timed_out": r["timed_out"], "failure": r["failure_detectors_fired"],
+        "error": r["error_detectors_fired"], "type": r["result"]["failure_details"][0]["type"],
+    })
+}
+
+#[test]
+fn a_time_or_memory_limit_kill_is_the_trials_result_recorded_as_a_local_one_and_reused() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = Cluster::up() else { return };
+    let work = cluster.work();
+    // Memory: the cluster enforces --mem by polling (OverMemoryKill), which ends the task
+    // FAILED with slurmstepd's "exceeded memory limit" line.
+    let recipe = work.join("probe.yaml");
+    let hog = "python3 -c 'x = b\"x\" * (400 << 20); import time; time.sleep(30)'";
+    std::fs::write(
+        &recipe,
+        "schema_version: 1\nmode: probe\nticket: SLURM-TEST\ntrials: 1\nmitigation_axis: [none]\n\
+         diagnostic_axis: [none]\ngpus_per_trial: 0\nmem_per_trial: 64M\n",
+    )
+    .unwrap();
+    let out = cluster
+        .aorta(&args(&["--", "sh", "-c", hog]))
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Trials: 1 executed, 0 reused"),
+        "{}",
+        text(&out)
+    );
+    let run = work.join("probe_results/SLURM-TEST");
+    let oom = ending(&run);
+    assert_eq!(oom["exit_code"], -9, "as the OOM killer's SIGKILL: {oom}");
+    assert_eq!(oom["verdict"], "fail", "{oom}");
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("none-none/trial_0/result.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        r["capture"]["scheduler_state"],
+        "FAILED (exceeded its memory limit)"
+    );
+    let log = std::fs::read_to_string(run.join("none-none/trial_0/slurm-task.log")).unwrap();
+    assert!(log.contains("exceeded memory limit"), "{log}");
+    let again = cluster
+        .aorta(&args(&["--", "sh", "-c", hog]))
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("Trials: 0 executed, 1 reused"),
+        "{}",
+        text(&again)
+    );
+    assert_eq!(cluster.jobs().len(), 1, "the rebuild submitted nothing");
+    // The same record as a trial the kernel's OOM killer takes (SIGKILL) on the local executor.
+    std::fs::write(
+        &recipe,
+        "schema_version: 1\nmode: probe\nticket: SLURM-TEST\ntrials: 1\nmitigation_axis: [none]\n\
+         diagnostic_axis: [none]\n",
+    )
+    .unwrap();
+    let local = cluster
+        .aorta(&[
+            "build",
+            "probe.yaml",
+            "--store",
+            "store",
+            "--",
+            "sh",
+            "-c",
+            "kill -9 $$",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&local.stdout).contains("Trials: 1 executed"),
+        "{}",
+        text(&local)
+    );
+    assert_eq!(oom, ending(&run), "a Slurm memory kill as a local SIGKILL");
+
+    // Time: Slurm's shortest limit is a minute, and slurmctld checks limits every 30 s.
+    std::fs::write(
+        &recipe,
+        "schema_version: 1\nmode: probe\nticket: SLURM-TEST\ntrials: 1\nmitigation_axis: [none]\n\
+         diagnostic_axis: [none]\ngpus_per_trial: 0\ntime_limit: 1\n",
+    )
+    .unwrap();
+    let out = cluster
+        .aorta(&args(&["--", "sleep", "600"]))
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Trials: 1 executed, 0 reused"),
+        "{}",
+        text(&out)
+    );
+    let slurm = ending(&run);
+    let log = std::fs::read_to_string(run.join("none-none/trial_0/slurm-task.log")).unwrap();
+    assert!(log.contains("DUE TO TIME LIMIT"), "{log}");
+    let again = cluster
+        .aorta(&args(&["--", "sleep", "600"]))
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("Trials: 0 executed, 1 reused"),
+        "{}",
+        text(&again)
+    );
+    assert_eq!(cluster.jobs().len(), 2, "the rebuild submitted nothing");
+    // The same trial timed out by the local executor reads the same.
+    std::fs::write(
+        &recipe,
+        "schema_version: 1\nmode: probe\nticket: SLURM-TEST\ntrials: 1\nmitigation_axis: [none]\n\
+         diagnostic_axis: [none]\ntimeout_per_trial: 1\n",
+    )
+    .unwrap();
+    let local = cluster
+        .aorta(&[
+            "build",
+            "probe.yaml",
+            "--store",
+            "store",
+            "--",
+            "sleep",
+            "600",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&local.stdout).contains("Trials: 1 executed"),
+        "{}",
+        text(&local)
+    );
+    assert_eq!(slurm, ending(&run), "Slurm's TIMEOUT as a local timeout");
+    assert_eq!(slurm["timed_out"], true);
+}
+
+#[test]
+fn stop_after_cancels_the_tasks_past_the_stop_point_and_the_rebuild_reuses_the_cell() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = Cluster::up() else { return };
+    let work = cluster.work();
+    std::fs::write(
+        work.join("probe.yaml"),
+        "schema_version: 1\nmode: probe\nticket: SLURM-TEST\ntrials: 4\nmitigation_axis: [none]\n\
+         diagnostic_axis: [none]\ngpus_per_trial: 0\n\
+         stop_after: {events: 1, max_trials: 4, event_verdict: fail}\n",
+    )
+    .unwrap();
+    // All four tasks start at once; each finds its trial index in the array's manifest.
+    // Trial 0 passes, trial 1 fails (the event), trials 2 and 3 would run for ten minutes.
+    let script = "import glob, json, os, sys, time\n\
+                  m = json.load(open(glob.glob('store/slurm/arrays/*/manifest.json')[0]))\n\
+                  i = m['trials'][int(os.environ['SLURM_ARRAY_TASK_ID'])]['index']\n\
+                  print('trial', i)\n\
+                  sys.exit(0) if i == 0 else sys.exit(1) if i == 1 else time.sleep(600)\n";
+    let cmd = ["--", "python3", "-c", script];
+    let started = Instant::now();
+    let out = cluster.aorta(&args(&cmd)).output().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "the sleeping tasks were cancelled: {}",
+        text(&out)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("Trials: 2 executed, 0 reused"),
+        "{}",
+        text(&out)
+    );
+    let run = work.join("probe_results/SLURM-TEST/none-none");
+    assert!(run.join("trial_1").exists(), "{}", text(&out));
+    assert!(!run.join("trial_2").exists(), "{}", text(&out));
+    let mut states: Vec<String> = cluster.jobs().into_iter().map(|(_, s)| s).collect();
+    states.sort();
+    assert_eq!(
+        states,
+        ["CANCELLED", "CANCELLED", "COMPLETED", "COMPLETED"],
+        "{}",
+        text(&out)
+    );
+    let submitted = std::fs::read_dir(work.join("store/slurm/submitted"))
+        .unwrap()
+        .count();
+    assert_eq!(submitted, 0, "the cancelled submissions are forgotten");
+
+    let again = cluster.aorta(&args(&cmd)).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("Trials: 0 executed, 2 reused"),
+        "{}",
+        text(&again)
+    );
+    assert_eq!(cluster.jobs().len(), 4, "the rebuild submitted nothing");
+}

@@ -478,7 +478,7 @@ fn interrupted(record: &TrialRecord, cancel: &CancelToken) -> bool {
     false
 }
 
-fn commit(
+pub(crate) fn commit(
     store: &LocalStore,
     claim: aorta_store::Claim<'_>,
     dir: &Path,

@@ -3,15 +3,18 @@
 //! `aorta trial exec --manifest M` on the cluster; the result lands in the shared store, where
 //! this aorta finds it. squeue/sacct say what happened to tasks that left no result: the
 //! cluster taking one away (node failure, preemption, boot failure, a cancel this aorta did not
-//! issue) resubmits it, a bounded number of times; the task's own failure (exit status, time or
-//! memory limit) is reported, never retried. Ctrl-C cancels the arrays. A submitted task is
-//! recorded in the store (`slurm/submitted/<key>`), so a later build (after `--detach`, or
-//! after a crash) waits for it instead of submitting it again.
+//! issue) resubmits it, a bounded number of times; the task's own time or memory limit kill is
+//! the trial's result, recorded here as a local timeout or OOM kill would be; any other failure
+//! of the task is reported, never retried. `stop_after` cancels the tasks past a cell's stop
+//! point. Ctrl-C cancels the arrays. A submitted task is recorded in the store
+//! (`slurm/submitted/<key>`), so a later build (after `--detach`, or after a crash) waits for
+//! it instead of submitting it again.
 
 use crate::compile::{Compiled, RecipeOrigin};
 use crate::error::{EngineError, Result};
 use crate::schedule::{Event, Executed, Source, TrialResult};
 use crate::session::Session;
+use crate::trial::SchedulerKill;
 use aorta_recipe::Resources;
 use aorta_slurm::{ArrayJob, Meaning, Slurm, SlurmConfig, TaskId};
 use aorta_store::{Key, LocalStore, Lookup};
@@ -118,6 +121,23 @@ fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// Whether Slurm killed a task for the trial's own time or memory limit: `TIMEOUT`,
+/// `OUT_OF_MEMORY`, or `FAILED` with slurmstepd's memory line in the task's `log` (memory
+/// enforced by polling, without cgroups, ends a task that way).
+fn scheduler_kill(state: &aorta_slurm::JobState, log: &Path) -> Option<SchedulerKill> {
+    use aorta_slurm::JobState;
+    match state {
+        JobState::Timeout => Some(SchedulerKill::TimeLimit),
+        JobState::OutOfMemory => Some(SchedulerKill::MemoryLimit),
+        JobState::Failed
+            if std::fs::read_to_string(log).is_ok_and(|t| aorta_slurm::killed_for_memory(&t)) =>
+        {
+            Some(SchedulerKill::MemoryLimit)
+        }
+        _ => None,
+    }
+}
+
 /// Single-quoted for sh.
 fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -141,12 +161,19 @@ struct Run<'a> {
     users: BTreeMap<Key, Vec<(usize, u32)>>,
     pending: HashMap<Key, Submitted>,
     results: Vec<TrialResult>,
-    failures: Vec<String>,
+    /// Errors, by the key whose trial they stopped.
+    failures: Vec<(Key, String)>,
+    /// `stop_after`: the cells whose rule has decided, by the index of the trial that decided
+    /// it (the cell is its trials up to that one, as the local scheduler would have run).
+    cutoffs: HashMap<usize, u32>,
     /// Per array job: its tasks done so far, for progress and to remove its folder.
     arrays: BTreeMap<String, ArrayState>,
     common: TaskManifest,
     aorta: PathBuf,
     cwd: PathBuf,
+    /// Per cell, how to build a trial's spec: a task Slurm killed for its own time or memory
+    /// limit gets its record written here, as a local timeout or OOM kill would.
+    bodies: Vec<std::result::Result<crate::schedule::MakeSpec, String>>,
 }
 
 impl Session {
@@ -200,6 +227,7 @@ impl Session {
             pending: HashMap::new(),
             results: Vec::new(),
             failures: Vec::new(),
+            cutoffs: HashMap::new(),
             arrays: BTreeMap::new(),
             common: TaskManifest {
                 format: MANIFEST_FORMAT,
@@ -214,6 +242,7 @@ impl Session {
             },
             aorta,
             cwd: self.cwd.clone(),
+            bodies: crate::build::bodies(self, c)?,
         };
         for p in c.planned() {
             if !cell_errors.contains_key(&p.cell) {
@@ -238,11 +267,16 @@ impl Session {
                 },
             }
         }
+        // stop_after: cells the store's results already decide need none of their later trials.
+        run.decide();
+        fresh.retain(|(k, _)| run.needed(k));
         run.submit(fresh)?;
         let detached = self.opts.detach;
         let mut cancelled = false;
         loop {
             run.collect_from_store(on_event)?;
+            run.decide();
+            run.cancel_unneeded();
             if run.pending.is_empty() {
                 break;
             }
@@ -261,12 +295,20 @@ impl Session {
             }
         }
         let detached = if cancelled { 0 } else { run.pending.len() };
+        // Trials past a cell's stop point (finished before their cancel) stay in the store for a
+        // later build, but are not the cell's, as they would not have run locally.
         let mut results = std::mem::take(&mut run.results);
+        results.retain(|r| run.in_cell(r.cell, r.index));
         results.sort_by_key(|r| (r.cell, r.index));
+        let failures = std::mem::take(&mut run.failures)
+            .into_iter()
+            .filter(|(k, _)| run.needed(k))
+            .map(|(_, e)| e)
+            .collect();
         Ok(Executed {
             results,
             cell_errors,
-            failures: run.failures,
+            failures,
             cancelled,
             detached,
         })
@@ -352,7 +394,7 @@ impl Run<'_> {
                 error: &error,
             });
         }
-        self.failures.push(error);
+        self.failures.push((key.clone(), error));
         let _ = std::fs::remove_file(self.record_path(key));
     }
 
@@ -552,6 +594,26 @@ impl Run<'_> {
                     }
                     self.pending.remove(&key);
                     self.task_done(&s.job, true);
+                    let kill = state.and_then(|st| scheduler_kill(st, &log));
+                    if let Some(kill) = kill {
+                        let said = match (kill, state) {
+                            (SchedulerKill::MemoryLimit, Some(aorta_slurm::JobState::Failed)) => {
+                                format!("{shown} (exceeded its memory limit)")
+                            }
+                            _ => shown.to_owned(),
+                        };
+                        match self.record_kill(&key, &s, kill, &said) {
+                            Ok(m) => {
+                                self.accept(&key, m, Source::Executed, on_event);
+                                continue;
+                            }
+                            Err(e) => {
+                                let e = format!("trial {key}: Slurm task {}_{} ended {shown}; cannot record it: {e}", s.job, s.task);
+                                self.fail(&key, e, on_event);
+                                continue;
+                            }
+                        }
+                    }
                     match meaning {
                         Meaning::Interrupted if s.attempt <= self.cfg.retries => {
                             eprintln!(
@@ -582,10 +644,150 @@ impl Run<'_> {
         }
         let list: Vec<ArrayProgress> = progress.into_values().collect();
         on_event(Event::Cluster(&list));
+        again.retain(|(k, _)| self.needed(k));
         if !again.is_empty() {
             self.submit(again)?;
         }
         Ok(())
+    }
+
+    /// Stores the record of a trial whose task Slurm killed for its own time or memory limit
+    /// (no `aorta trial exec` survived to write one): judged as a local timeout or OOM kill,
+    /// with the task's Slurm log as its `slurm-task.log`, so it counts in the cell's failure
+    /// rate and the next build reuses it.
+    fn record_kill(
+        &self,
+        key: &Key,
+        s: &Submitted,
+        kill: SchedulerKill,
+        state: &str,
+    ) -> std::result::Result<aorta_store::Manifest<TrialRecord>, String> {
+        let (cell, index) = self.users[key][0];
+        let make = self.bodies[cell].as_ref().map_err(Clone::clone)?;
+        let planned = self
+            .c
+            .planned()
+            .iter()
+            .find(|p| p.cell == cell && p.index == index)
+            .ok_or_else(|| format!("trial {index} of cell {cell} is not in the plan"))?;
+        let spec = make(planned);
+        let claim = self
+            .store
+            .claim(key)
+            .map_err(|e| format!("cannot claim trial {key}: {e}"))?;
+        if let Ok(Lookup::Hit(m)) = claim.lookup_as::<TrialRecord>() {
+            return Ok(m);
+        }
+        let dir = self.store.root().join("tmp").join(format!(
+            "slurm-{}-{}",
+            &key.as_str()[..16],
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let task_log = s.array_dir.join(format!("task-{}.log", s.task));
+        let log = dir.join("slurm-task.log");
+        let log = std::fs::copy(&task_log, &log).ok().map(|_| log);
+        // What Slurm enforced: the limit, in whole minutes.
+        let walltime = match kill {
+            SchedulerKill::TimeLimit => self
+                .shape(key)
+                .time_limit_secs
+                .map_or(Duration::ZERO, |t| Duration::from_secs(t.div_ceil(60) * 60)),
+            SchedulerKill::MemoryLimit => Duration::ZERO,
+        };
+        let mut record =
+            crate::trial::killed_by_scheduler(&spec, &dir, kill, walltime, log.as_deref(), state);
+        let m =
+            crate::schedule::commit(self.store, claim, &dir, &mut record, walltime.as_secs_f64());
+        let _ = std::fs::remove_dir_all(&dir);
+        m
+    }
+
+    /// Applies `stop_after` as the local scheduler does (a cell runs its trials in order and
+    /// stops once `events` of them have the event verdict; a failed trial is no event), to
+    /// whatever prefix of each cell's trials is in: a cell whose rule fires gets its cutoff.
+    fn decide(&mut self) {
+        let Some(stop) = self.c.recipe.stop_after else {
+            return;
+        };
+        let mut outcome: HashMap<(usize, u32), Option<aorta_trial::Verdict>> = self
+            .results
+            .iter()
+            .map(|r| ((r.cell, r.index), Some(r.record.verdict)))
+            .collect();
+        for (k, _) in &self.failures {
+            for &u in &self.users[k] {
+                outcome.insert(u, None);
+            }
+        }
+        let mut by_cell: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
+        for users in self.users.values() {
+            for &(c, i) in users {
+                by_cell.entry(c).or_default().push(i);
+            }
+        }
+        for (c, mut trials) in by_cell {
+            if self.cutoffs.contains_key(&c) {
+                continue;
+            }
+            trials.sort_unstable();
+            let mut events = 0;
+            for i in trials {
+                match outcome.get(&(c, i)) {
+                    None => break,
+                    Some(v) if *v == Some(stop.event_verdict) => {
+                        events += 1;
+                        if events >= stop.events {
+                            self.cutoffs.insert(c, i);
+                            break;
+                        }
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+
+    /// Whether trial `index` of `cell` is in the cell (before or at its stop point).
+    fn in_cell(&self, cell: usize, index: u32) -> bool {
+        self.cutoffs.get(&cell).is_none_or(|&cut| index <= cut)
+    }
+
+    /// Whether some cell still needs `key`'s trial.
+    fn needed(&self, key: &Key) -> bool {
+        self.users[key].iter().any(|&(c, i)| self.in_cell(c, i))
+    }
+
+    /// Cancels the tasks no cell needs any more (their cells' stop rules decided), and forgets
+    /// their submissions.
+    fn cancel_unneeded(&mut self) {
+        let drop: Vec<Key> = self
+            .pending
+            .keys()
+            .filter(|k| !self.needed(k))
+            .cloned()
+            .collect();
+        if drop.is_empty() {
+            return;
+        }
+        let tasks: Vec<String> = drop
+            .iter()
+            .map(|k| format!("{}_{}", self.pending[k].job, self.pending[k].task))
+            .collect();
+        if let Err(e) = self.slurm.cancel(&tasks) {
+            eprintln!(
+                "aorta: cannot cancel the Slurm tasks {} (no longer needed: stop_after): {e}",
+                tasks.join(",")
+            );
+        }
+        for k in drop {
+            if let Some(s) = self.pending.remove(&k) {
+                let _ = std::fs::remove_file(self.record_path(&k));
+                self.task_done(&s.job, false);
+            }
+        }
     }
 
     /// Ctrl-C: cancel every array with a pending task and forget the submissions.
@@ -601,6 +803,46 @@ impl Run<'_> {
         }
         for key in self.pending.keys() {
             let _ = std::fs::remove_file(self.record_path(key));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aorta_slurm::JobState;
+
+    #[test]
+    fn time_and_memory_kills_are_the_trials_own_the_rest_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain.log");
+        std::fs::write(&plain, "aorta: something went wrong\n").unwrap();
+        let oom = dir.path().join("oom.log");
+        std::fs::write(
+            &oom,
+            "slurmstepd-n1: error: StepId=4_0.batch exceeded memory limit (329748480 > 67108864), being killed\n",
+        )
+        .unwrap();
+        let missing = dir.path().join("missing.log");
+        // The words as squeue (--format=%T) and sacct (State) print them.
+        let kill = |word: &str, log: &Path| scheduler_kill(&JobState::parse(word), log);
+        assert_eq!(kill("TIMEOUT", &missing), Some(SchedulerKill::TimeLimit));
+        assert_eq!(
+            kill("OUT_OF_MEMORY", &missing),
+            Some(SchedulerKill::MemoryLimit)
+        );
+        assert_eq!(kill("OOM", &plain), Some(SchedulerKill::MemoryLimit));
+        assert_eq!(kill("FAILED", &oom), Some(SchedulerKill::MemoryLimit));
+        assert_eq!(kill("FAILED", &plain), None);
+        assert_eq!(kill("FAILED", &missing), None);
+        for word in [
+            "DEADLINE",
+            "CANCELLED by 1000",
+            "NODE_FAIL",
+            "COMPLETED",
+            "PREEMPTED",
+        ] {
+            assert_eq!(kill(word, &oom), None, "{word}");
         }
     }
 }

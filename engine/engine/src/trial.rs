@@ -265,7 +265,20 @@ fn run_command(
         gpu_post,
         ..Default::default()
     };
-    let cls = classify(&obs, &c.classifier);
+    TrialRun::Done(Box::new(judge_command(record, c, dir, &outcome, &obs)))
+}
+
+/// The subprocess flow's judgement of how its command ended: the classifier's verdict and
+/// detectors, AORTA's `failure_details`. Also what a trial the scheduler killed gets
+/// ([`killed_by_scheduler`]), so a Slurm TIMEOUT reads as a local timeout does.
+fn judge_command(
+    mut record: TrialRecord,
+    c: &CommandSettings,
+    dir: &Path,
+    outcome: &ProcessOutcome,
+    obs: &Observation,
+) -> TrialRecord {
+    let cls = classify(obs, &c.classifier);
     let ftype = failure_type(
         &cls,
         outcome.exit_code,
@@ -275,8 +288,8 @@ fn run_command(
     record.verdict = cls.verdict;
     record.exit_code = outcome.exit_code;
     record.timed_out = outcome.timed_out;
-    record.walltime_sec = walltime;
-    record.peak_vram_mib = peak_vram_mib;
+    record.walltime_sec = obs.walltime_sec;
+    record.peak_vram_mib = obs.peak_vram_mib;
     record.exit_status = match (outcome.launched, cls.verdict) {
         (false, _) => ExitStatus::InfrastructureFailed,
         (true, Verdict::Pass) => ExitStatus::Ok,
@@ -327,7 +340,7 @@ fn run_command(
             }
             vec![detail]
         },
-        elapsed_sec: walltime,
+        elapsed_sec: obs.walltime_sec,
         main_work_started: Some(outcome.launched),
         executed_iterations: Some(u64::from(outcome.launched)),
         configured_iterations: Some(1),
@@ -339,7 +352,7 @@ fn run_command(
     record.warn_detectors_fired = cls.warn_detectors_fired;
     record.capture = cls.capture;
     record.tier_durations_ms = cls.tier_durations_ms.into();
-    TrialRun::Done(Box::new(record))
+    record
 }
 
 fn run_workload(
@@ -400,20 +413,86 @@ fn run_workload(
     if outcome.cancelled {
         return TrialRun::Cancelled;
     }
+    TrialRun::Done(Box::new(workload_record(record, &res_path, &outcome)))
+}
+
+/// The workload flow's record of how its process ended (and what it wrote to `res_path`).
+fn workload_record(
+    mut record: TrialRecord,
+    res_path: &Path,
+    outcome: &ProcessOutcome,
+) -> TrialRecord {
     record.exit_code = outcome.exit_code;
     record.timed_out = outcome.timed_out;
     record.walltime_sec = outcome.walltime.as_secs_f64();
-    let parsed: Option<WorkloadResult> = std::fs::read(&res_path)
+    let parsed: Option<WorkloadResult> = std::fs::read(res_path)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
-    let (status, verdict, result) = judge_workload(&outcome, parsed);
+    let (status, verdict, result) = judge_workload(outcome, parsed);
     record.exit_status = status;
     record.verdict = verdict;
     if outcome.timed_out {
         record.error_detectors_fired.push("tier1:timeout".into());
     }
     record.result = result;
-    TrialRun::Done(Box::new(record))
+    record
+}
+
+/// Why a batch scheduler killed a trial's task: its own limit, so a result for triage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchedulerKill {
+    /// The time limit: recorded as a local `--trial-timeout` is (`timed_out`, exit -1).
+    TimeLimit,
+    /// The memory limit: recorded as the kernel's OOM killer's SIGKILL is (exit -9).
+    MemoryLimit,
+}
+
+/// The record of a trial whose task the scheduler killed before aorta could write one (Slurm's
+/// TIMEOUT, OUT_OF_MEMORY): the same judgement as a local timeout or OOM kill, over whatever
+/// the task left in `dir` (its scheduler log, passed as `log`). `state` is the scheduler's word
+/// for it, kept in `capture.scheduler_state`.
+pub fn killed_by_scheduler(
+    spec: &TrialSpec,
+    dir: &Path,
+    kill: SchedulerKill,
+    walltime: Duration,
+    log: Option<&Path>,
+    state: &str,
+) -> TrialRecord {
+    let outcome = ProcessOutcome {
+        launched: true,
+        exit_code: match kill {
+            SchedulerKill::TimeLimit => aorta_exec::EXIT_TIMEOUT,
+            SchedulerKill::MemoryLimit => -9,
+        },
+        timed_out: kill == SchedulerKill::TimeLimit,
+        walltime,
+        ..ProcessOutcome::not_launched(0)
+    };
+    let mut record = match &spec.body {
+        Body::Command(c) => {
+            let mut record = base_record(spec, "_subprocess", Some(c.argv.clone()));
+            record.env_passthrough_mode = Some(c.passthrough);
+            let obs = Observation {
+                exit_code: outcome.exit_code,
+                timed_out: outcome.timed_out,
+                walltime_sec: walltime.as_secs_f64(),
+                stdout_log: None,
+                stderr_log: log.map(Path::to_path_buf),
+                trial_dir: dir.to_path_buf(),
+                ..Default::default()
+            };
+            judge_command(record, c, dir, &outcome, &obs)
+        }
+        Body::Workload(w) => {
+            let record = base_record(spec, &w.workload.name, None);
+            workload_record(record, &dir.join("workload-result.json"), &outcome)
+        }
+    };
+    record
+        .capture
+        .insert("scheduler_state".into(), state.into());
+    record
 }
 
 fn not_launched(reason: String) -> ProcessOutcome {

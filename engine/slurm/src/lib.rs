@@ -11,7 +11,7 @@ mod config;
 mod state;
 
 pub use config::{ConfigError, Executor, Settings, SlurmConfig};
-pub use state::{JobState, Meaning};
+pub use state::{killed_for_memory, JobState, Meaning};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -105,6 +105,19 @@ impl JobState {
     }
 }
 
+/// Whether slurmstepd's lines in a task's log say it killed the task for its memory limit.
+/// Where memory is enforced by polling (`JobAcctGatherParams=OverMemoryKill`, no cgroups) the
+/// task ends `FAILED`, not `OUT_OF_MEMORY`, and this line is the only sign of why.
+pub fn killed_for_memory(log: &str) -> bool {
+    log.lines().any(|l| {
+        l.contains("slurmstepd")
+            && (l.contains("Exceeded job memory limit")
+                || l.contains("exceeded memory limit")
+                || l.contains("oom_kill event")
+                || l.contains("oom-kill event"))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,5 +134,23 @@ mod tests {
             assert_eq!(JobState::parse(s).meaning(), Meaning::TrialFailed, "{s}");
         }
         assert_eq!(JobState::parse("WEIRD"), JobState::Other("WEIRD".into()));
+    }
+
+    #[test]
+    fn memory_kills_are_read_from_slurmstepd_lines_only() {
+        // As the test cluster's slurmstepd (jobacct_gather/linux, OverMemoryKill) writes them.
+        let polled = "slurmstepd-aorta0: error: StepId=1.batch exceeded memory limit (329748480 > 52428800), being killed\n\
+                      slurmstepd-aorta0: error: *** JOB 1 ON aorta0 CANCELLED AT 2026-12-03T14:58:00 ***\n\
+                      slurmstepd-aorta0: error: Exceeded job memory limit\n";
+        assert!(killed_for_memory(polled));
+        // task/cgroup's wording.
+        assert!(killed_for_memory(
+            "slurmstepd: error: Detected 1 oom_kill event in StepId=7.batch. Some of the step tasks have been OOM Killed.\n"
+        ));
+        // The trial's own words are not slurmstepd's.
+        assert!(!killed_for_memory("RuntimeError: exceeded memory limit\n"));
+        assert!(!killed_for_memory(
+            "slurmstepd-aorta0: error: *** JOB 3 ON aorta0 CANCELLED AT 2026-12-03T14:56:23 DUE TO TIME LIMIT ***\n"
+        ));
     }
 }
