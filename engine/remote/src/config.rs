@@ -183,6 +183,10 @@ pub struct Settings {
     pub namespace: Option<String>,
     pub timeout: Option<String>,
     pub retries: Option<String>,
+    /// A file holding the signing key (`$AORTA_REMOTE_CACHE_HMAC_KEY_FILE`, or
+    /// `remote_cache_hmac_key_file` in `.buckconfig`, relative to the workspace root). The
+    /// secret itself is taken from the environment only, never from a checked-in file.
+    pub hmac_key_file: Option<PathBuf>,
 }
 
 impl Settings {
@@ -195,11 +199,13 @@ impl Settings {
             namespace: var("AORTA_REMOTE_CACHE_NAMESPACE"),
             timeout: var("AORTA_REMOTE_CACHE_TIMEOUT"),
             retries: var("AORTA_REMOTE_CACHE_RETRIES"),
+            hmac_key_file: var("AORTA_REMOTE_CACHE_HMAC_KEY_FILE").map(PathBuf::from),
         }
     }
 
     /// The `[aorta]` section of `<root>/.buckconfig`: `remote_cache`, `remote_cache_mode`,
-    /// `remote_cache_namespace`, `remote_cache_timeout`, `remote_cache_retries`.
+    /// `remote_cache_namespace`, `remote_cache_timeout`, `remote_cache_retries`,
+    /// `remote_cache_hmac_key_file`.
     pub fn from_project(root: &Path) -> Settings {
         let Ok(text) = std::fs::read_to_string(root.join(".buckconfig")) else {
             return Settings::default();
@@ -228,6 +234,7 @@ impl Settings {
                 "remote_cache_namespace" => s.namespace = v,
                 "remote_cache_timeout" => s.timeout = v,
                 "remote_cache_retries" => s.retries = v,
+                "remote_cache_hmac_key_file" => s.hmac_key_file = v.map(|f| root.join(f)),
                 _ => {}
             }
         }
@@ -242,6 +249,7 @@ impl Settings {
             namespace: self.namespace.or(lower.namespace),
             timeout: self.timeout.or(lower.timeout),
             retries: self.retries.or(lower.retries),
+            hmac_key_file: self.hmac_key_file.or(lower.hmac_key_file),
         }
     }
 
@@ -283,10 +291,13 @@ impl Settings {
         let bearer_token = std::env::var("AORTA_REMOTE_CACHE_TOKEN")
             .ok()
             .filter(|t| !t.is_empty());
-        let signing = signing_from(
-            std::env::var_os("AORTA_REMOTE_CACHE_HMAC_KEY"),
-            std::env::var_os("AORTA_REMOTE_CACHE_HMAC_KEY_FILE"),
-        )?;
+        let secret = std::env::var_os("AORTA_REMOTE_CACHE_HMAC_KEY").filter(|s| !s.is_empty());
+        let signing = match secret {
+            // Both in the environment is ambiguous; a secret in the environment wins over a key
+            // file named by the project.
+            Some(_) => signing_from(secret, std::env::var_os("AORTA_REMOTE_CACHE_HMAC_KEY_FILE"))?,
+            None => signing_from(None, self.hmac_key_file.map(|f| f.into_os_string()))?,
+        };
         Ok(Some(RemoteConfig {
             url: url.trim().to_owned(),
             location,
@@ -477,5 +488,33 @@ mod tests {
         assert_eq!(s.url.as_deref(), Some("s3://bkt/ci"));
         assert_eq!(s.mode.as_deref(), Some("readwrite"));
         assert_eq!(s.namespace, None);
+    }
+
+    #[test]
+    fn a_project_names_a_signing_key_file_relative_to_its_root() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("keys")).unwrap();
+        std::fs::write(dir.path().join("keys/cache.key"), "0123456789abcdef0123\n").unwrap();
+        std::fs::write(
+            dir.path().join(".buckconfig"),
+            "[aorta]\n  remote_cache = file:///tmp/c\n  remote_cache_hmac_key_file = keys/cache.key\n",
+        )
+        .unwrap();
+        let s = Settings::from_project(dir.path());
+        assert_eq!(s.hmac_key_file, Some(dir.path().join("keys/cache.key")));
+        // The environment's file wins over the project's, field by field.
+        let env = Settings {
+            hmac_key_file: Some("/elsewhere.key".into()),
+            ..Settings::default()
+        };
+        assert_eq!(
+            env.or(s.clone()).hmac_key_file,
+            Some(PathBuf::from("/elsewhere.key"))
+        );
+        if std::env::var_os("AORTA_REMOTE_CACHE_HMAC_KEY").is_none() {
+            let cfg = s.resolve().unwrap().unwrap();
+            let want = SigningKey::from_file(&dir.path().join("keys/cache.key")).unwrap();
+            assert_eq!(cfg.signing, Some(want));
+        }
     }
 }
