@@ -267,6 +267,7 @@ impl ExecArgs {
                 namespace: r.remote_cache_namespace.clone(),
                 timeout: r.remote_cache_timeout.clone(),
                 retries: None,
+                hmac_key_file: None,
             },
             jobs: self.jobs,
             gpus: self.gpus.clone(),

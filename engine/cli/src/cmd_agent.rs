@@ -167,6 +167,7 @@ pub fn agent(a: &AgentArgs) -> CliResult {
             namespace: a.remote.remote_cache_namespace.clone(),
             timeout: a.remote.remote_cache_timeout.clone(),
             retries: None,
+            hmac_key_file: None,
         },
         jobs: a.jobs,
         output: Some(a.output.clone()),
