@@ -46,6 +46,9 @@ pub struct Observation {
     /// Further directories searched the same way, e.g. the child's working directory (AORTA
     /// only looked in the trial dir, where the child never runs: §12.3.2).
     pub core_dirs: Vec<PathBuf>,
+    /// When the trial started: a core file in `core_dirs` older than this is some earlier
+    /// crash's and does not count (the trial directory is new for each trial). `None`: any.
+    pub started_at: Option<std::time::SystemTime>,
     /// The executor's hang monitor latched.
     pub hang_detected: bool,
     /// ... and aorta killed the tree for it: the exit signal is aorta's, so Tier 1 reports no

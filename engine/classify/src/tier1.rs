@@ -32,17 +32,22 @@ pub(crate) fn detect(obs: &Observation) -> Vec<String> {
         }
     };
     fired.extend(status.map(String::from));
-    let dirs =
-        std::iter::once(obs.trial_dir.as_path()).chain(obs.core_dirs.iter().map(|p| p.as_path()));
-    if dirs.into_iter().any(has_core_file) {
+    if has_core_file(&obs.trial_dir, None)
+        || obs
+            .core_dirs
+            .iter()
+            .any(|d| has_core_file(d, obs.started_at))
+    {
         fired.push("tier1:coredump".into());
     }
     fired
 }
 
-/// A file named `core` or `core.*` directly inside `dir`. A missing or unreadable directory
-/// simply has no core (never an error: the trial dir may already be gone).
-fn has_core_file(dir: &Path) -> bool {
+/// A file named `core` or `core.*` directly inside `dir`, modified no earlier than `since` when
+/// given (a stale core left by an earlier crash in the working directory would otherwise fire on
+/// every trial). A missing or unreadable directory simply has no core (never an error: the
+/// trial dir may already be gone).
+fn has_core_file(dir: &Path, since: Option<std::time::SystemTime>) -> bool {
     if dir.as_os_str().is_empty() {
         return false;
     }
@@ -52,7 +57,10 @@ fn has_core_file(dir: &Path) -> bool {
     entries.flatten().any(|e| {
         let name = e.file_name();
         let name = name.to_string_lossy();
-        (name == "core" || name.starts_with("core.")) && e.path().is_file()
+        (name == "core" || name.starts_with("core."))
+            && std::fs::metadata(e.path()).is_ok_and(|meta| {
+                meta.is_file() && since.is_none_or(|t| meta.modified().is_ok_and(|m| m >= t))
+            })
     })
 }
 
@@ -127,6 +135,30 @@ mod tests {
         };
         assert!(detect(&o).is_empty(), "the signal was aorta's");
         assert_eq!(hang(&o), (vec!["tier2:hang".to_string()], false));
+    }
+
+    #[test]
+    fn a_stale_core_in_the_working_directory_does_not_count_a_fresh_one_does() {
+        let (trial, cwd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let core = cwd.path().join("core.1234");
+        std::fs::write(&core, b"old").unwrap();
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+        let o = |started_at| Observation {
+            exit_code: -11,
+            trial_dir: trial.path().to_path_buf(),
+            core_dirs: vec![cwd.path().to_path_buf()],
+            started_at,
+            ..Default::default()
+        };
+        assert_eq!(
+            detect(&o(Some(later))),
+            ["tier1:sigsegv"],
+            "older than the trial"
+        );
+        assert_eq!(detect(&o(None)), ["tier1:sigsegv", "tier1:coredump"]);
+        // The trial directory is new for each trial: any core there counts.
+        std::fs::write(trial.path().join("core"), b"new").unwrap();
+        assert_eq!(detect(&o(Some(later))), ["tier1:sigsegv", "tier1:coredump"]);
     }
 
     #[test]

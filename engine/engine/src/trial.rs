@@ -200,6 +200,8 @@ fn run_command(
         None
     };
     let kernel_mark = c.kernel_log.as_ref().map(|k| k.mark());
+    // Cores in the working directory count from here (2 s early: coarse file timestamps).
+    let started_at = std::time::SystemTime::now() - Duration::from_secs(2);
     let sampler = crate::gpu::PeakSampler::start(&devices);
     let outcome = match aorta_exec::run(&p, cancel) {
         Ok(o) => o,
@@ -257,6 +259,7 @@ fn run_command(
         stderr_log: Some(dir.join("stderr.log")),
         trial_dir: dir.to_path_buf(),
         core_dirs: std::env::current_dir().into_iter().collect(),
+        started_at: Some(started_at),
         hang_detected: outcome.hang_detected,
         killed_on_hang: outcome.killed_on_hang,
         dmesg_text,
