@@ -66,6 +66,17 @@ fn counts(out: &Output) -> (usize, usize) {
 
 const RECIPE: &str = "schema_version: 1\nmode: probe\nticket: T\ntrials: 3\nmitigation_axis: [none, cuda_launch_blocking]\ndiagnostic_axis: [none]\nconfound: {baseline_cell: none-none}\n";
 
+/// One cell (`none-none`), one trial, with `knobs` (recipe lines) added before `confound:`.
+fn one_trial_recipe(knobs: &str) -> String {
+    RECIPE
+        .replace("trials: 3", "trials: 1")
+        .replace(
+            "mitigation_axis: [none, cuda_launch_blocking]",
+            "mitigation_axis: [none]",
+        )
+        .replace("confound:", &format!("{knobs}confound:"))
+}
+
 fn strip_volatile(v: &mut serde_json::Value) {
     // Timestamps and the ran/reused counts are the only things a cached rerun may change.
     if let Some(o) = v.as_object_mut() {
@@ -161,10 +172,7 @@ fn a_script_edited_while_its_trials_run_stores_nothing_under_the_old_key() {
 
 #[test]
 fn a_corrupt_stored_output_is_quarantined_and_its_trial_re_run_healing_the_store() {
-    let ws = Ws::new(&RECIPE.replace("trials: 3", "trials: 1").replace(
-        "mitigation_axis: [none, cuda_launch_blocking]",
-        "mitigation_axis: [none]",
-    ));
+    let ws = Ws::new(&one_trial_recipe(""));
     let first = ws.sweep(&["echo", "heal-me-please"]);
     assert!(first.status.success(), "{}", common::transcript(&first));
     // Flip one byte of the stored stdout (same size), as a bad disk would.
@@ -213,15 +221,7 @@ fn a_corrupt_stored_output_is_quarantined_and_its_trial_re_run_healing_the_store
 
 #[test]
 fn a_hung_trial_is_killed_with_its_whole_tree() {
-    let ws = Ws::new(
-        &RECIPE
-            .replace("trials: 3", "trials: 1")
-            .replace(
-                "mitigation_axis: [none, cuda_launch_blocking]",
-                "mitigation_axis: [none]",
-            )
-            .replace("confound:", "timeout_per_trial: 1\nconfound:"),
-    );
+    let ws = Ws::new(&one_trial_recipe("timeout_per_trial: 1\n"));
     let marker = format!("aorta-hang-{}", std::process::id());
     ws.write(
         "hang.sh",
@@ -264,18 +264,9 @@ fn a_hung_trial_is_killed_with_its_whole_tree() {
 
 #[test]
 fn kill_on_hang_makes_a_silent_sleeping_trial_a_hang_failure_whose_top_detector_is_the_hang() {
-    let ws = Ws::new(
-        &RECIPE
-            .replace("trials: 3", "trials: 1")
-            .replace(
-                "mitigation_axis: [none, cuda_launch_blocking]",
-                "mitigation_axis: [none]",
-            )
-            .replace(
-                "confound:",
-                "timeout_per_trial: 60\nhang_window_sec: 1\nhang_grace_period_at_start: 0\nconfound:",
-            ),
-    );
+    let ws = Ws::new(&one_trial_recipe(
+        "timeout_per_trial: 60\nhang_window_sec: 1\nhang_grace_period_at_start: 0\n",
+    ));
     let t0 = std::time::Instant::now();
     let mut c = ws.cmd(&[
         "sweep",
