@@ -105,6 +105,16 @@ impl Cluster {
             .collect()
     }
 
+    /// The jobs once none is COMPLETING (a task stays so for a moment after it ended or was
+    /// cancelled, while its epilog runs), so a test reads final states.
+    fn settled(&self) -> Vec<(String, String)> {
+        self.wait_for("the tasks to settle", |j| {
+            j.iter()
+                .all(|(_, s)| s != "COMPLETING" && s != "CONFIGURING")
+        });
+        self.jobs()
+    }
+
     /// Waits until `pred` holds of the jobs (60 s at most).
     fn wait_for(&self, what: &str, pred: impl Fn(&[(String, String)]) -> bool) {
         let until = Instant::now() + Duration::from_secs(60);
@@ -196,7 +206,7 @@ fn two_cells_of_five_trials_run_as_arrays_with_two_gpus_each_and_a_rebuild_execu
     }
     assert_eq!(seen, 10);
     // One array of ten tasks (one resource shape), each completed once.
-    let jobs = cluster.jobs();
+    let jobs = cluster.settled();
     assert_eq!(jobs.len(), 10, "{jobs:?}");
     assert!(
         jobs.iter()
@@ -262,7 +272,7 @@ fn a_task_cancelled_mid_run_as_if_preempted_is_resubmitted_once_and_completes() 
         "{}",
         text(&out)
     );
-    let jobs = cluster.jobs();
+    let jobs = cluster.settled();
     assert_eq!(
         jobs.len(),
         2,
@@ -301,7 +311,7 @@ fn a_failed_task_is_a_failure_not_a_retry() {
         text(&out)
     );
     assert!(!stderr.contains("submitting it again"), "{}", text(&out));
-    let jobs = cluster.jobs();
+    let jobs = cluster.settled();
     assert_eq!(jobs.len(), 2, "no resubmission: {jobs:?}");
     assert!(jobs.iter().all(|(_, s)| s == "FAILED"), "{jobs:?}");
 }
@@ -639,7 +649,18 @@ fn stop_after_cancels_the_tasks_past_the_stop_point_and_the_rebuild_reuses_the_c
     let run = work.join("probe_results/SLURM-TEST/none-none");
     assert!(run.join("trial_1").exists(), "{}", text(&out));
     assert!(!run.join("trial_2").exists(), "{}", text(&out));
-    let mut states: Vec<String> = cluster.jobs().into_iter().map(|(_, s)| s).collect();
+    // A cancelled task is COMPLETING for a moment after scancel returns (the clean-clone CI
+    // saw it): wait for every task to reach its final state before reading them.
+    cluster.wait_for("the tasks to settle", |j| {
+        j.len() == 4
+            && j.iter().all(|(_, s)| {
+                !matches!(
+                    s.as_str(),
+                    "COMPLETING" | "RUNNING" | "PENDING" | "CONFIGURING" | "SUSPENDED"
+                )
+            })
+    });
+    let mut states: Vec<String> = cluster.settled().into_iter().map(|(_, s)| s).collect();
     states.sort();
     assert_eq!(
         states,
