@@ -391,6 +391,9 @@ pub enum EnvCommand {
         #[arg(long)]
         key_exclude: Vec<String>,
     },
+    /// How trial processes are contained here: a cgroup per trial (nothing escapes teardown or
+    /// outlives aorta, even on kill -9), or the process tree only, and why.
+    Containment,
     /// The environment key and the fields that fed it (of FILE, or of this machine).
     Key {
         file: Option<PathBuf>,

@@ -72,6 +72,10 @@ pub fn env(cmd: &EnvCommand) -> CliResult {
             print!("{}", snap.summary());
             Ok(ExitCode::SUCCESS)
         }
+        EnvCommand::Containment => {
+            println!("containment: {}", aorta_engine::containment());
+            Ok(ExitCode::SUCCESS)
+        }
         EnvCommand::Diff {
             a,
             b,

@@ -39,7 +39,10 @@ fn main() -> ExitCode {
         return ExitCode::from(exit::BAD_INPUT);
     }
     let cli = Cli::parse();
-    match run(cli) {
+    let result = run(cli);
+    // Trials have ended: no keeper process may linger (docs/exec.md, "Containment").
+    aorta_engine::shutdown_containment();
+    match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("{:?}", e.report);

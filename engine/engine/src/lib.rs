@@ -48,7 +48,7 @@ pub use schedule::{Event, Source, TrialResult};
 pub use session::{Session, SessionOptions};
 
 /// Types the CLI names in flags and output, re-exported so it depends on the engine alone.
-pub use aorta_exec::CancelToken;
+pub use aorta_exec::{containment, shutdown_containment, CancelToken, Containment};
 pub use aorta_graph::{Artifact, Key};
 pub use aorta_probe::{KeyRules, Snapshot};
 pub use aorta_remote::Settings as RemoteSettings;

@@ -19,6 +19,7 @@
 //! `docs/exec.md` describes the protocol and how it differs from AORTA 0.2.1.
 
 mod cancel;
+mod contain;
 mod hang;
 mod procfs;
 mod run;
@@ -28,6 +29,7 @@ mod stacks;
 mod tree;
 
 pub use cancel::{install_interrupt_handler, kill_all_trials, live_trials, CancelToken};
+pub use contain::{containment, shutdown as shutdown_containment, Containment, CONTAINMENT_VAR};
 pub use hang::{
     hang_predicate, GpuIdleFn, HangConfig, HangDetector, HangReport, HangSample, HangSignals,
 };

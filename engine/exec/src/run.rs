@@ -240,6 +240,7 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
         NEXT_TOKEN.fetch_add(1, Ordering::Relaxed)
     );
 
+    let cgroup = crate::contain::acquire();
     let start = Instant::now();
     let own_maxrss_at_spawn = own_maxrss_kib();
     let spawned = resolve_program(spec).and_then(|program| {
@@ -257,6 +258,7 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
             stdout: &out,
             stderr: &err,
             cwd: spec.cwd.as_deref(),
+            cgroup_procs: cgroup.as_ref().map(|c| c.procs_path()),
         };
         spawn::spawn(&program, &spec.argv, &env, stdio)
     });
@@ -273,6 +275,9 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
             if let Ok(mut f) = OpenOptions::new().append(true).open(&spec.stderr) {
                 let _ = writeln!(f, "{msg}");
             }
+            if let Some(cg) = cgroup {
+                crate::contain::release(cg);
+            }
             let mut o = ProcessOutcome::not_launched(code);
             o.exec_error = Some(msg);
             o.walltime = start.elapsed();
@@ -280,7 +285,12 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
         }
     };
     let root_start = procfs::read_stat(pid).map_or(0, |s| s.start_time);
-    let tree = Arc::new(Tree::new(pid, root_start, &token));
+    let tree = Arc::new(Tree::new(
+        pid,
+        root_start,
+        &token,
+        cgroup.as_ref().map(|c| c.dir.clone()),
+    ));
     let _registration = tree::register(&tree);
     // Nothing can latch before `grace - window` (the monitor's first samples are its history
     // for the first window after the grace period): its thread starts then, so a trial that ends
@@ -403,6 +413,9 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
         std::thread::sleep(Duration::from_millis(5));
     }
 
+    if let Some(cg) = cgroup {
+        crate::contain::release(cg);
+    }
     let mut exit_code = match reaped {
         Some((status, _)) if libc::WIFEXITED(status) => libc::WEXITSTATUS(status),
         Some((status, _)) if libc::WIFSIGNALED(status) => -libc::WTERMSIG(status),

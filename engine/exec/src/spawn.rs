@@ -27,6 +27,10 @@ struct Plan {
     stdio: [RawFd; 3],
     /// errno of the failed step, written by the child (shared memory) before `_exit(127)`.
     error: AtomicI32,
+    /// `cgroup.procs` of the trial's cgroup (contain.rs), which the child joins first.
+    cgroup_procs: Option<CString>,
+    /// errno of a failed join (the child goes on without the cgroup).
+    cgroup_error: AtomicI32,
 }
 
 fn cstring(s: &OsStr) -> io::Result<CString> {
@@ -41,12 +45,14 @@ fn null_terminated(v: &[CString]) -> Vec<*const libc::c_char> {
         .collect()
 }
 
-/// The standard streams and directory of the child.
+/// The standard streams, directory and cgroup of the child.
 pub(crate) struct Stdio<'a> {
     pub stdin: &'a dyn AsRawFd,
     pub stdout: &'a dyn AsRawFd,
     pub stderr: &'a dyn AsRawFd,
     pub cwd: Option<&'a Path>,
+    /// `cgroup.procs` of the cgroup to start in.
+    pub cgroup_procs: Option<CString>,
 }
 
 /// Starts `program` (a path: callers resolve `PATH` first) with `argv` (`argv[0]` included)
@@ -87,6 +93,8 @@ pub(crate) fn spawn(
             stdio.stderr.as_raw_fd(),
         ],
         error: AtomicI32::new(0),
+        cgroup_procs: stdio.cgroup_procs,
+        cgroup_error: AtomicI32::new(0),
     };
     let argv_p = null_terminated(&plan.argv);
     let envp_p = null_terminated(&plan.envp);
@@ -137,6 +145,10 @@ pub(crate) fn spawn(
     drop(stack);
     if pid < 0 {
         return Err(clone_error);
+    }
+    let join_errno = plan.cgroup_error.load(Ordering::SeqCst);
+    if join_errno != 0 {
+        crate::contain::join_failed(join_errno);
     }
     let errno = plan.error.load(Ordering::SeqCst);
     if errno != 0 {
@@ -193,6 +205,18 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         // reaches aorta only.
         if libc::setsid() < 0 {
             return fail(c.plan);
+        }
+        // Into the trial's cgroup before anything can fork: every descendant inherits it.
+        if let Some(procs) = &c.plan.cgroup_procs {
+            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                c.plan
+                    .cgroup_error
+                    .store(*libc::__errno_location(), Ordering::SeqCst);
+            }
+            if fd >= 0 {
+                libc::close(fd);
+            }
         }
         // If aorta dies without tearing down, the root gets SIGTERM.
         libc::prctl(
@@ -259,6 +283,7 @@ mod tests {
                 stdout: &out,
                 stderr: &out,
                 cwd: Some(dir.path()),
+                cgroup_procs: None,
             },
         )
         .unwrap();
@@ -283,6 +308,7 @@ mod tests {
             stdout: &null,
             stderr: &null,
             cwd: None,
+            cgroup_procs: None,
         };
         let e = spawn(
             Path::new("/definitely/not/here"),
@@ -328,6 +354,7 @@ mod tests {
                 stdout: &null,
                 stderr: &null,
                 cwd: None,
+                cgroup_procs: None,
             },
         )
         .unwrap();

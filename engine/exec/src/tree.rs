@@ -8,7 +8,9 @@
 //!    ends, so its pid (= the session id) cannot be reused meanwhile;
 //! 4. with aorta as child subreaper: any child of aorta whose initial environment carries this
 //!    trial's `AORTA_EXEC_TOKEN` — catches daemons that double-forked *and* called `setsid`
-//!    between two refreshes.
+//!    between two refreshes;
+//! 5. with cgroup containment (contain.rs): any process in the trial's cgroup — catches those
+//!    that also cleared their environment (`env -i setsid CMD &`), which no rule above can.
 //!
 //! A member is identified by (pid, start time); every signal goes through a pidfd opened and
 //! then checked against the start time, so a recycled pid is never hit.
@@ -58,6 +60,8 @@ pub(crate) struct Tree {
     id: u64,
     pub root: i32,
     token_entry: String,
+    /// The trial's cgroup directory (rule 5), when trials are contained.
+    cgroup: Option<std::path::PathBuf>,
     inner: Mutex<Inner>,
 }
 
@@ -85,13 +89,19 @@ pub(crate) enum Reap {
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Tree {
-    pub fn new(root: i32, root_start: u64, token: &str) -> Tree {
+    pub fn new(
+        root: i32,
+        root_start: u64,
+        token: &str,
+        cgroup: Option<std::path::PathBuf>,
+    ) -> Tree {
         let mut inner = Inner::default();
         inner.seen.insert((root, root_start), true);
         Tree {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             root,
             token_entry: format!("{TOKEN_VAR}={token}"),
+            cgroup,
             inner: Mutex::new(inner),
         }
     }
@@ -178,6 +188,13 @@ impl Tree {
                     add(inner, st, &mut frontier);
                 } else {
                     inner.rejected.insert(key);
+                }
+            }
+        }
+        if let Some(dir) = &self.cgroup {
+            for pid in crate::contain::pids_in(dir) {
+                if let Some(st) = snap.by_pid.get(&pid) {
+                    add(inner, st, &mut frontier);
                 }
             }
         }
@@ -268,6 +285,9 @@ impl Tree {
             }
         }
         self.signal_locked(&inner, Signal::SIGKILL);
+        if let Some(dir) = &self.cgroup {
+            crate::contain::kill_all_in(dir);
+        }
     }
 
     /// Reaps the root without blocking; keeps the group signalable until then.
