@@ -6,7 +6,8 @@ under variants that switch one cost off at a time, interleaved with the spawn fl
 Variants: default; Tier 3 off (no kernel-log read, no GPU snapshots); only
 `tier3:thermal_throttle` off (no NVML violation counter, the costly reading); GPU metrics from
 the amd-smi fake (`AORTA_PROBE_AMDSMI_FAKE`: no NVML calls, the rest as default); Tier 3 off
-with the fake.
+with the fake; cgroup containment off (`AORTA_CONTAINMENT=off`: no move into the trial's
+cgroup, no `cgroup.procs` read).
 
 Usage: parts.py AORTA_BIN [AORTA_BIN...] [--runs N] [--work DIR]
 Several binaries (e.g. before and after a change) run interleaved in the same loop.
@@ -31,6 +32,7 @@ def main():
     ap.add_argument("aorta", nargs="+")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--work", default=None)
+    ap.add_argument("--only", default=None, help="comma-separated variant names to run")
     a = ap.parse_args()
     bins = [os.path.abspath(b) for b in a.aorta]
     work = Path(tempfile.mkdtemp(prefix="aorta-parts-", dir=a.work))
@@ -44,7 +46,12 @@ def main():
         "tier3:thermal_throttle off (no NVML violation counter)": (no_throttle, {}),
         "GPU metrics faked (no NVML)": (plain, fake),
         "tier 3 off, GPU metrics faked": (no_t3, fake),
+        "cgroup containment off": (plain, {"AORTA_CONTAINMENT": "off"}),
+        "tier 3 off, cgroup containment off": (no_t3, {"AORTA_CONTAINMENT": "off"}),
     }
+    if a.only:
+        keep = a.only.split(",")
+        variants = {k: v for k, v in variants.items() if k in keep}
     times = {(b, v): [] for b in range(len(bins)) for v in variants}
     floor = []
     for i in range(a.runs):

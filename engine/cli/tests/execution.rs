@@ -812,3 +812,58 @@ fn gpu_snapshots_give_peak_vram_and_the_vram_growth_warning() {
     );
     assert_eq!(rec["verdict"], "pass", "VRAM growth is advisory");
 }
+
+/// Issue 18, item 6: a store this process cannot write is refused, as an infrastructure error
+/// (exit 3) that says so, before any trial runs. As root (permission bits do not bind) the store
+/// is made read-only by a read-only bind mount in a private mount namespace.
+#[test]
+fn a_read_only_store_is_refused_before_any_trial_runs() {
+    let ws = Ws::new(&one_trial_recipe(""));
+    assert!(ws.sweep(&["true"]).status.success());
+    let store = ws.path().join("store");
+    let root = Command::new("id").arg("-u").output().unwrap().stdout == b"0\n";
+    let mut args: Vec<String> = Vec::new();
+    if root {
+        args.extend(
+            [
+                "unshare",
+                "-m",
+                "sh",
+                "-c",
+                "mount --bind -o ro \"$0\" \"$0\" && exec \"$@\"",
+            ]
+            .map(String::from),
+        );
+        args.push(store.display().to_string());
+    } else {
+        let ok = Command::new("chmod")
+            .args(["-R", "a-w"])
+            .arg(&store)
+            .status();
+        assert!(ok.unwrap().success());
+    }
+    args.push(assert_cmd::cargo::cargo_bin("aorta").display().to_string());
+    args.extend(
+        [
+            "sweep", "run", "--recipe", "r.yaml", "--output", "out", "--", "touch", "ran",
+        ]
+        .map(String::from),
+    );
+    let out = Command::new(&args[0])
+        .args(&args[1..])
+        .current_dir(ws.path())
+        .env("NO_COLOR", "1")
+        .env("AORTA_STORE", &store)
+        .output()
+        .unwrap();
+    if !root {
+        let _ = Command::new("chmod")
+            .args(["-R", "u+w"])
+            .arg(&store)
+            .status();
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("is not writable"), "{err}");
+    assert!(!ws.path().join("ran").exists(), "a trial ran");
+}

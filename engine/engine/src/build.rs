@@ -205,7 +205,7 @@ impl Session {
         heal: bool,
     ) -> Result<BuildOutcome> {
         let bodies = bodies(self, c)?;
-        let store = self.store()?;
+        let store = self.writable_store()?;
         let cancel = self.cancel_token()?;
         // Shared lock for the whole build: gc waits until no build holds it.
         let _build_lock = store

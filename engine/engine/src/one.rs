@@ -41,7 +41,7 @@ impl Session {
             }
         }
         let bodies = crate::build::bodies(self, c)?;
-        let store = self.store()?;
+        let store = self.writable_store()?;
         let cancel = self.cancel_token()?;
         let _build_lock = store
             .build_lock()

@@ -143,6 +143,22 @@ impl Session {
         Ok(self.store.get_or_init(|| Arc::new(s)).clone())
     }
 
+    /// The store, checked writable: what a build or `trial exec` uses before it runs anything.
+    pub(crate) fn writable_store(&self) -> Result<Arc<LocalStore>> {
+        let store = self.store()?;
+        store.check_writable().map_err(|e| {
+            EngineError::infra_with_help(
+                format!(
+                    "the store at {} is not writable: {e}",
+                    self.store_root.display()
+                ),
+                "a build stores every trial it runs: point --store / AORTA_STORE at a writable \
+                 directory (`aorta explain` and `aorta build --dry-run` read a read-only store)",
+            )
+        })?;
+        Ok(store)
+    }
+
     /// The store if one exists at the root already (explain must not create one).
     pub fn existing_store(&self) -> Result<Option<Arc<LocalStore>>> {
         if self.store.get().is_none() && !self.store_root.join("VERSION").exists() {

@@ -122,6 +122,21 @@ impl LocalStore {
         Ok(store)
     }
 
+    /// Whether this process can write where a build writes: a file is created and removed in
+    /// each of the store's directories. Read-only mounts, permission bits and full quotas all
+    /// show here, before any trial runs (a trial whose result cannot be stored ran for nothing).
+    pub fn check_writable(&self) -> Result<()> {
+        for dir in [
+            self.tmp_dir(),
+            self.cas_dir(),
+            self.ac_dir(),
+            self.root.join("locks").join("keys"),
+        ] {
+            TempFile::new_in(&dir, ".write-check-")?;
+        }
+        Ok(())
+    }
+
     fn bad_version(&self, detail: &str) -> StoreError {
         StoreError::BadVersion {
             root: self.root.clone(),
