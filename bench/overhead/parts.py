@@ -32,7 +32,7 @@ def main():
     ap.add_argument("aorta", nargs="+")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--work", default=None)
-    ap.add_argument("--only", default=None, help="comma-separated variant names to run")
+    ap.add_argument("--only", default=None, help="variant names to run, separated by semicolons")
     a = ap.parse_args()
     bins = [os.path.abspath(b) for b in a.aorta]
     work = Path(tempfile.mkdtemp(prefix="aorta-parts-", dir=a.work))
@@ -50,7 +50,7 @@ def main():
         "tier 3 off, cgroup containment off": (no_t3, {"AORTA_CONTAINMENT": "off"}),
     }
     if a.only:
-        keep = a.only.split(",")
+        keep = a.only.split(";")
         variants = {k: v for k, v in variants.items() if k in keep}
     times = {(b, v): [] for b in range(len(bins)) for v in variants}
     floor = []
