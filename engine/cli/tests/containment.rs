@@ -93,6 +93,16 @@ fn start_build(dir: &Path, marker: &str) -> Child {
         .unwrap()
 }
 
+/// A build mid-trial with its five escapees running (dropping the TempDir ends the workspace).
+fn build_with_escapees(marker: &str) -> (tempfile::TempDir, Child) {
+    let dir = tempfile::tempdir().unwrap();
+    let aorta = start_build(dir.path(), marker);
+    wait_for("the five escapees", Duration::from_secs(30), || {
+        survivors(marker).len() == 5
+    });
+    (dir, aorta)
+}
+
 /// The keeper: aorta's child named `aorta-keeper`.
 fn keeper_of(aorta: u32) -> Option<u32> {
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
@@ -117,12 +127,8 @@ fn kill_9_of_aorta_mid_trial_leaves_no_survivor() {
         eprintln!("note: {mode}: the kill -9 guarantee does not hold here; not exercised");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
     let marker = format!("5001{}", std::process::id());
-    let mut aorta = start_build(dir.path(), &marker);
-    wait_for("the five escapees", Duration::from_secs(30), || {
-        survivors(&marker).len() == 5
-    });
+    let (_dir, mut aorta) = build_with_escapees(&marker);
     let pid = aorta.id();
     kill9(pid);
     aorta.wait().unwrap();
@@ -157,12 +163,8 @@ fn the_next_aorta_ends_what_a_dead_aorta_and_its_keeper_left() {
         eprintln!("note: {mode}: not exercised");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
     let marker = format!("6001{}", std::process::id());
-    let mut aorta = start_build(dir.path(), &marker);
-    wait_for("the five escapees", Duration::from_secs(30), || {
-        survivors(&marker).len() == 5
-    });
+    let (_dir, mut aorta) = build_with_escapees(&marker);
     let keeper = keeper_of(aorta.id()).expect("aorta's keeper");
     kill9(keeper);
     kill9(aorta.id());
