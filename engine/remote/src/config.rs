@@ -207,38 +207,16 @@ impl Settings {
     /// `remote_cache_namespace`, `remote_cache_timeout`, `remote_cache_retries`,
     /// `remote_cache_hmac_key_file`.
     pub fn from_project(root: &Path) -> Settings {
-        let Ok(text) = std::fs::read_to_string(root.join(".buckconfig")) else {
-            return Settings::default();
-        };
-        let mut s = Settings::default();
-        let mut in_aorta = false;
-        for line in text.lines() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-                continue;
-            }
-            if line.starts_with('[') {
-                in_aorta = line.trim_start_matches('[').trim_end_matches(']').trim() == "aorta";
-                continue;
-            }
-            let Some((k, v)) = line.split_once('=') else {
-                continue;
-            };
-            if !in_aorta {
-                continue;
-            }
-            let v = Some(v.trim().to_owned()).filter(|v| !v.is_empty());
-            match k.trim() {
-                "remote_cache" => s.url = v,
-                "remote_cache_mode" => s.mode = v,
-                "remote_cache_namespace" => s.namespace = v,
-                "remote_cache_timeout" => s.timeout = v,
-                "remote_cache_retries" => s.retries = v,
-                "remote_cache_hmac_key_file" => s.hmac_key_file = v.map(|f| root.join(f)),
-                _ => {}
-            }
+        let mut section = aorta_buckconfig::section(root, "aorta");
+        let mut take = |k: &str| section.remove(k);
+        Settings {
+            url: take("remote_cache"),
+            mode: take("remote_cache_mode"),
+            namespace: take("remote_cache_namespace"),
+            timeout: take("remote_cache_timeout"),
+            retries: take("remote_cache_retries"),
+            hmac_key_file: take("remote_cache_hmac_key_file").map(|f| root.join(f)),
         }
-        s
     }
 
     /// Field by field: `self` wins over `lower`.

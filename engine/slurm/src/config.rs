@@ -85,37 +85,19 @@ impl Settings {
     /// `slurm_account`, `slurm_max_parallel`, `slurm_retries`, `slurm_poll_interval`,
     /// `slurm_sbatch_args`, `slurm_aorta`, `slurm_bin`.
     pub fn from_project(root: &Path) -> Settings {
-        let Ok(text) = std::fs::read_to_string(root.join(".buckconfig")) else {
-            return Settings::default();
-        };
-        let mut s = Settings::default();
-        let mut in_aorta = false;
-        for line in text.lines().map(str::trim) {
-            if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-                continue;
-            }
-            if line.starts_with('[') {
-                in_aorta = line.trim_start_matches('[').trim_end_matches(']').trim() == "aorta";
-                continue;
-            }
-            let Some((k, v)) = line.split_once('=').filter(|_| in_aorta) else {
-                continue;
-            };
-            let v = Some(v.trim().to_owned()).filter(|v| !v.is_empty());
-            match k.trim() {
-                "executor" => s.executor = v,
-                "slurm_partition" => s.partition = v,
-                "slurm_account" => s.account = v,
-                "slurm_max_parallel" => s.max_parallel = v,
-                "slurm_retries" => s.retries = v,
-                "slurm_poll_interval" => s.poll_interval = v,
-                "slurm_sbatch_args" => s.sbatch_args = v,
-                "slurm_aorta" => s.aorta = v,
-                "slurm_bin" => s.bin_dir = v,
-                _ => {}
-            }
+        let mut section = aorta_buckconfig::section(root, "aorta");
+        let mut take = |k: &str| section.remove(k);
+        Settings {
+            executor: take("executor"),
+            partition: take("slurm_partition"),
+            account: take("slurm_account"),
+            max_parallel: take("slurm_max_parallel"),
+            retries: take("slurm_retries"),
+            poll_interval: take("slurm_poll_interval"),
+            sbatch_args: take("slurm_sbatch_args"),
+            aorta: take("slurm_aorta"),
+            bin_dir: take("slurm_bin"),
         }
-        s
     }
 
     /// Field by field: `self` wins over `lower`.
