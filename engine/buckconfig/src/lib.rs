@@ -49,7 +49,8 @@ mod tests {
 
     #[test]
     fn reads_only_the_named_section() {
-        let text = "[repositories]\nroot = .\n\n[aorta]\n# comment\n; another\n executor = slurm \n\
+        let text =
+            "[repositories]\nroot = .\n\n[aorta]\n# comment\n; another\n executor = slurm \n\
                     slurm_partition=gpu\nempty =\n[other]\nexecutor = local\n";
         let s = parse_section(text, "aorta");
         assert_eq!(s.get("executor").map(String::as_str), Some("slurm"));

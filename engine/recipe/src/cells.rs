@@ -10,7 +10,7 @@ use aorta_registry::Registry;
 use aorta_source::{DiagKind, FieldPath, Node, Value};
 use std::collections::BTreeMap;
 
-const CELL_KEYS: &[&str] = &[
+const CELL_KEYS: &[&str] = crate::resources::with_resource_keys![
     "name",
     "mitigations",
     "environment",
@@ -19,14 +19,6 @@ const CELL_KEYS: &[&str] = &[
     "steps",
     "workload_config",
     "collect",
-    "gpus_per_trial",
-    "cpus_per_trial",
-    "mem_per_trial",
-    "time_limit",
-    "partition",
-    "account",
-    "constraint",
-    "sbatch_args",
 ];
 const CELL_EXAMPLE: &str = "- {name: baseline, mitigations: [none], environment: local}";
 

@@ -15,7 +15,7 @@ use aorta_source::{
 };
 use std::path::{Path, PathBuf};
 
-pub const TRIAGE_KEYS: &[&str] = &[
+pub const TRIAGE_KEYS: &[&str] = crate::resources::with_resource_keys![
     "schema_version",
     "ticket",
     "workload",
@@ -28,16 +28,8 @@ pub const TRIAGE_KEYS: &[&str] = &[
     "collect",
     "stop_after",
     "env_key",
-    "gpus_per_trial",
-    "cpus_per_trial",
-    "mem_per_trial",
-    "time_limit",
-    "partition",
-    "account",
-    "constraint",
-    "sbatch_args",
 ];
-pub const PROBE_KEYS: &[&str] = &[
+pub const PROBE_KEYS: &[&str] = crate::resources::with_resource_keys![
     "schema_version",
     "ticket",
     "mode",
@@ -59,14 +51,6 @@ pub const PROBE_KEYS: &[&str] = &[
     "retain",
     "redaction",
     "env_key",
-    "gpus_per_trial",
-    "cpus_per_trial",
-    "mem_per_trial",
-    "time_limit",
-    "partition",
-    "account",
-    "constraint",
-    "sbatch_args",
 ];
 const TRIAGE_REQUIRED: &[&str] = &["schema_version", "workload", "trials", "steps", "cells"];
 const PROBE_REQUIRED: &[&str] = &[

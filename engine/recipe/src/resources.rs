@@ -7,17 +7,27 @@ use crate::check::{Ctx, Res};
 use crate::model::Resources;
 use aorta_source::{FieldPath, Node, Value};
 
-/// The keys, valid at the top of a recipe (both modes) and in a triage cell.
-pub const RESOURCE_KEYS: &[&str] = &[
-    "gpus_per_trial",
-    "cpus_per_trial",
-    "mem_per_trial",
-    "time_limit",
-    "partition",
-    "account",
-    "constraint",
-    "sbatch_args",
-];
+/// A key list: the given keys, then the resource keys, which are valid at the top of a recipe
+/// (both modes) and in a triage cell. The one place they are listed.
+macro_rules! with_resource_keys {
+    ($($key:literal),* $(,)?) => {
+        &[
+            $($key,)*
+            "gpus_per_trial",
+            "cpus_per_trial",
+            "mem_per_trial",
+            "time_limit",
+            "partition",
+            "account",
+            "constraint",
+            "sbatch_args",
+        ]
+    };
+}
+pub(crate) use with_resource_keys;
+
+/// The resource keys (see [`with_resource_keys`]).
+pub const RESOURCE_KEYS: &[&str] = with_resource_keys!();
 
 /// Flags aorta sets itself on every array it submits; a recipe may not set them.
 const OWNED_SBATCH_FLAGS: &[&str] = &[
