@@ -34,23 +34,10 @@ if [ -x "$entry" ] && works "$entry"; then
   exit 0
 fi
 
-if ! command -v apt-get >/dev/null || ! command -v dpkg-deb >/dev/null; then
-  echo "error: no chromium, and no apt-get/dpkg-deb to fetch Debian's;" >&2
-  echo "       install chromium or point AORTA_CHROMIUM at one." >&2
-  exit 1
-fi
-
-rm -rf "$cache.tmp"
-mkdir -p "$cache.tmp/debs" "$cache.tmp/root"
-chmod 0777 "$cache.tmp/debs"
-apt_opts=()
-if [ "$(id -u)" != 0 ]; then
-  mkdir -p "$cache/apt/lists/partial" "$cache/apt/archives/partial"
-  apt_opts=(-o "Dir::State::Lists=$cache/apt/lists" -o "Dir::Cache=$cache/apt" -o "Debug::NoLocking=1")
-fi
-if ! apt-get "${apt_opts[@]}" download --print-uris chromium >/dev/null 2>&1; then
-  apt-get "${apt_opts[@]}" update -qq >&2
-fi
+. tests/lib/deb-fetch.sh
+deb_require_tools "no chromium, and no apt-get/dpkg-deb to fetch Debian's;
+       install chromium or point AORTA_CHROMIUM at one."
+deb_prepare "$cache" chromium
 
 # chromium and what it needs that is not installed: the first alternative of every Depends
 # and Pre-Depends, recursively.
@@ -62,7 +49,7 @@ while [ ${#queue[@]} -gt 0 ]; do
   queue=("${queue[@]:1}")
   [ -n "${seen[$p]:-}" ] && continue
   seen[$p]=1
-  dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' && continue
+  [ -z "$(deb_missing "$p")" ] && continue
   pkgs+=("$p")
   for d in $(apt-cache "${apt_opts[@]}" show --no-all-versions "$p" 2>/dev/null \
       | awk -F': ' '/^(Pre-)?Depends:/ {print $2}' | tr ',' '\n' \
@@ -70,10 +57,7 @@ while [ ${#queue[@]} -gt 0 ]; do
     [ -z "${seen[$d]:-}" ] && queue+=("$d")
   done
 done
-(cd "$cache.tmp/debs" && apt-get "${apt_opts[@]}" download -qq "${pkgs[@]}" >&2)
-for deb in "$cache.tmp/debs"/*.deb; do
-  dpkg-deb -x "$deb" "$cache.tmp/root"
-done
+deb_unpack "${pkgs[@]}"
 
 # Every directory holding a shared library (pulseaudio keeps its own in a subdirectory).
 libs=""
@@ -83,7 +67,6 @@ done
 printf '#!/bin/sh\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' \
   "$libs" "$cache/root/usr/lib/chromium/chromium" > "$cache.tmp/chromium"
 chmod +x "$cache.tmp/chromium"
-rm -rf "$cache.tmp/debs"
 mkdir -p "$cache"
 rm -rf "$cache/root" "$cache/chromium"
 mv "$cache.tmp/root" "$cache/root"

@@ -35,36 +35,18 @@ if [ -x "$entry" ] && has_dav "$entry"; then
   exit 0
 fi
 
-if ! command -v apt-get >/dev/null || ! command -v dpkg-deb >/dev/null; then
-  echo "error: no nginx with the WebDAV module, and no apt-get/dpkg-deb to fetch Debian's;" >&2
-  echo "       install nginx, point AORTA_NGINX at one, or set AORTA_SKIP_NGINX=1 for a local run." >&2
-  exit 1
-fi
-
-rm -rf "$cache.tmp"
-mkdir -p "$cache.tmp/debs" "$cache.tmp/root"
-# apt-get download as root drops to the _apt user, who must be able to write here.
-chmod 0777 "$cache.tmp/debs"
-apt_opts=()
-if [ "$(id -u)" != 0 ]; then
-  # Without root, keep apt's lists and cache inside .cache (apt-get update works unprivileged).
-  mkdir -p "$cache/apt/lists/partial" "$cache/apt/archives/partial"
-  apt_opts=(-o "Dir::State::Lists=$cache/apt/lists" -o "Dir::Cache=$cache/apt" -o "Debug::NoLocking=1")
-fi
-if ! apt-get "${apt_opts[@]}" download --print-uris nginx >/dev/null 2>&1; then
-  apt-get "${apt_opts[@]}" update -qq >&2
-fi
-
+. tests/lib/deb-fetch.sh
+deb_require_tools "no nginx with the WebDAV module, and no apt-get/dpkg-deb to fetch Debian's;
+       install nginx, point AORTA_NGINX at one, or set AORTA_SKIP_NGINX=1 for a local run."
+deb_prepare "$cache" nginx
 # nginx itself, plus the libraries it links that this machine does not have.
-pkgs=(nginx)
+deps=()
 for dep in $(apt-cache "${apt_opts[@]}" depends --no-recommends --no-suggests nginx | awk '/Depends:/ {print $2}' | sort -u); do
   case "$dep" in nginx-common|iproute2|"<"*) continue ;; esac
-  dpkg-query -W -f '${Status}' "$dep" 2>/dev/null | grep -q 'install ok installed' || pkgs+=("$dep")
+  deps+=("$dep")
 done
-(cd "$cache.tmp/debs" && apt-get "${apt_opts[@]}" download -qq "${pkgs[@]}" >&2)
-for deb in "$cache.tmp/debs"/*.deb; do
-  dpkg-deb -x "$deb" "$cache.tmp/root"
-done
+mapfile -t pkgs < <(deb_missing "${deps[@]}")
+deb_unpack nginx "${pkgs[@]}"
 
 bin="$cache/root/usr/sbin/nginx"
 libs=""
@@ -77,7 +59,6 @@ if [ -n "$libs" ]; then
 else
   ln -s root/usr/sbin/nginx "$cache.tmp/nginx"
 fi
-rm -rf "$cache.tmp/debs"
 # The apt state (non-root runs) stays; the unpacked tree replaces any earlier one.
 mkdir -p "$cache"
 rm -rf "$cache/root" "$cache/nginx"

@@ -44,38 +44,20 @@ if complete "$entry" && "$entry/slurmd" -V >/dev/null 2>&1 && "$entry/munged" --
   exit 0
 fi
 
-if ! command -v apt-get >/dev/null || ! command -v dpkg-deb >/dev/null; then
-  echo "error: no Slurm, and no apt-get/dpkg-deb to fetch Debian's; install slurmctld, slurmd," >&2
-  echo "       slurm-client and munge, or point AORTA_SLURM_BIN at a folder of their commands." >&2
-  exit 1
-fi
-
-rm -rf "$cache.tmp"
-mkdir -p "$cache.tmp/debs" "$cache.tmp/root"
-# apt-get download as root drops to the _apt user, who must be able to write here.
-chmod 0777 "$cache.tmp/debs"
-apt_opts=()
-if [ "$(id -u)" != 0 ]; then
-  mkdir -p "$cache/apt/lists/partial" "$cache/apt/archives/partial"
-  apt_opts=(-o "Dir::State::Lists=$cache/apt/lists" -o "Dir::Cache=$cache/apt" -o "Debug::NoLocking=1")
-fi
+. tests/lib/deb-fetch.sh
+deb_require_tools "no Slurm, and no apt-get/dpkg-deb to fetch Debian's; install slurmctld, slurmd,
+       slurm-client and munge, or point AORTA_SLURM_BIN at a folder of their commands."
 top=(slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins libmunge2)
-if ! apt-get "${apt_opts[@]}" download --print-uris "${top[@]}" >/dev/null 2>&1; then
-  apt-get "${apt_opts[@]}" update -qq >&2
-fi
-
+deb_prepare "$cache" "${top[@]}"
 # The packages, plus the libraries they link that this machine does not have (one level is
 # enough: the libraries' own dependencies are base packages).
-pkgs=("${top[@]}")
+deps=()
 for dep in $(apt-cache "${apt_opts[@]}" depends --no-recommends --no-suggests "${top[@]}" | awk '/Depends:/ {print $2}' | sort -u); do
   case "$dep" in "<"*|adduser|lsb-base|ucf|libc6|libpam0g|slurm-*|munge|libmunge2) continue ;; esac
-  dpkg-query -W -f '${Status}' "$dep" 2>/dev/null | grep -q 'install ok installed' || pkgs+=("$dep")
+  deps+=("$dep")
 done
-(cd "$cache.tmp/debs" && apt-get "${apt_opts[@]}" download -qq "${pkgs[@]}" >&2)
-for deb in "$cache.tmp/debs"/*.deb; do
-  dpkg-deb -x "$deb" "$cache.tmp/root"
-done
-rm -rf "$cache.tmp/debs"
+mapfile -t pkgs < <(deb_missing "${deps[@]}")
+deb_unpack "${top[@]}" "${pkgs[@]}"
 
 # Wrappers: the unpacked libslurmfull.so (RUNPATH /usr/lib/<arch>/slurm-wlm) and libraries.
 arch_dir=$(cd "$cache.tmp/root/usr/lib" && ls -d ./*-linux-gnu | head -n 1)
