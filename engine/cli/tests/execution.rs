@@ -173,7 +173,13 @@ fn a_script_edited_while_its_trials_run_stores_nothing_under_the_old_key() {
 #[test]
 fn a_corrupt_stored_output_is_quarantined_and_its_trial_re_run_healing_the_store() {
     let ws = Ws::new(&one_trial_recipe(""));
-    let first = ws.sweep(&["echo", "heal-me-please"]);
+    // Each trial's stdout is its own blob (random bytes after the marker line).
+    let cmd = [
+        "sh",
+        "-c",
+        "echo heal-me-please; od -An -tx1 -N8 /dev/urandom",
+    ];
+    let first = ws.sweep(&cmd);
     assert!(first.status.success(), "{}", common::transcript(&first));
     // Flip one byte of the stored stdout (same size), as a bad disk would.
     fn find(dir: &Path, content: &[u8]) -> Option<PathBuf> {
@@ -183,38 +189,38 @@ fn a_corrupt_stored_output_is_quarantined_and_its_trial_re_run_healing_the_store
                 if let Some(f) = find(&p, content) {
                     return Some(f);
                 }
-            } else if std::fs::read(&p).is_ok_and(|b| b == content) {
+            } else if std::fs::read(&p).is_ok_and(|b| b.starts_with(content)) {
                 return Some(p);
             }
         }
         None
     }
     let blob = find(&ws.path().join("store/cas"), b"heal-me-please\n").expect("the stdout blob");
-    std::fs::write(&blob, b"heal-me-pleasE\n").unwrap();
+    let mut bytes = std::fs::read(&blob).unwrap();
+    bytes[13] = b'E';
+    std::fs::write(&blob, bytes).unwrap();
     // A build into a new directory must read it back: it notices, quarantines the blob, re-runs
-    // that trial and succeeds; the store verifies clean afterwards.
-    let mut c = ws.cmd(&[
-        "sweep",
-        "run",
-        "--recipe",
+    // that trial and succeeds; the store verifies clean afterwards. The recipe now has a second
+    // trial, which the first pass executes: the counts cover both passes.
+    ws.write(
         "r.yaml",
-        "--output",
-        "out2",
-        "--",
-        "echo",
-        "heal-me-please",
-    ]);
-    let second = c.output().unwrap();
+        &one_trial_recipe("").replace("trials: 1", "trials: 2"),
+    );
+    let mut args = vec![
+        "sweep", "run", "--recipe", "r.yaml", "--output", "out2", "--",
+    ];
+    args.extend(cmd);
+    let second = ws.cmd(&args).output().unwrap();
     assert!(second.status.success(), "{}", common::transcript(&second));
     let err = String::from_utf8_lossy(&second.stderr);
     assert!(
         err.contains("corrupt blob") && err.contains("re-running the trial to heal the store"),
         "{err}"
     );
-    assert_eq!(counts(&second), (1, 0), "{}", common::transcript(&second));
+    assert_eq!(counts(&second), (2, 0), "{}", common::transcript(&second));
     let out =
         std::fs::read_to_string(ws.path().join("out2/T/none-none/trial_0/stdout.log")).unwrap();
-    assert_eq!(out, "heal-me-please\n");
+    assert!(out.starts_with("heal-me-please\n"), "{out}");
     let verify = ws.cmd(&["cache", "verify"]).output().unwrap();
     assert!(verify.status.success(), "{}", common::transcript(&verify));
 }

@@ -4,13 +4,15 @@
 use crate::compile::Compiled;
 use crate::error::{EngineError, Result};
 use crate::outcome::BuildOutcome;
-use crate::schedule::{Event, MakeSpec, Schedule, Source};
+use crate::schedule::{Event, MakeSpec, Schedule, Source, TrialResult};
 use crate::session::Session;
 use crate::trial::{Body, CommandSettings, TrialSpec, WorkloadSettings};
 use aorta_classify::{ClassifierConfig, CustomDetector};
 use aorta_exec::{HangConfig, Slots};
+use aorta_graph::Key;
 use aorta_graph::PlannedTrial;
 use aorta_recipe::{Mode, Recipe};
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -193,16 +195,17 @@ impl Session {
     /// Builds a compiled target: every trial (reused or executed), then its cells and
     /// artifacts into the run directory.
     pub fn build(&self, c: &Compiled, on_event: &mut dyn FnMut(Event)) -> Result<BuildOutcome> {
-        self.build_once(c, on_event, true)
+        self.build_once(c, on_event, None)
     }
 
-    /// One build; with `heal`, stored trials whose outputs no longer read back are re-run by a
-    /// second build (see the materialise step).
+    /// One build. The first pass (`executed_earlier: None`) heals: stored trials whose outputs
+    /// no longer read back are re-run by a second pass (see the materialise step), which is
+    /// given the keys the first pass executed, so its counts and summary cover the invocation.
     fn build_once(
         &self,
         c: &Compiled,
         on_event: &mut dyn FnMut(Event),
-        heal: bool,
+        executed_earlier: Option<&HashSet<Key>>,
     ) -> Result<BuildOutcome> {
         let bodies = bodies(self, c)?;
         let store = self.writable_store()?;
@@ -254,8 +257,16 @@ impl Session {
             schedule.run(on_event)
         };
         crate::timing("schedule (lookups + execution)", t_run);
-        let count = |s: Source| executed.results.iter().filter(|r| r.source == s).count();
-        let (n_executed, n_reused) = (count(Source::Executed), count(Source::Reused));
+        // A trial the first pass of this invocation executed counts as executed here too.
+        let ran_here = |r: &&TrialResult| {
+            r.source == Source::Executed || executed_earlier.is_some_and(|k| k.contains(&r.key))
+        };
+        let n_executed = executed.results.iter().filter(ran_here).count();
+        let n_reused = executed
+            .results
+            .iter()
+            .filter(|r| r.source == Source::Reused && !ran_here(r))
+            .count();
         // Write-back (readwrite mode) of what ran here; after Ctrl-C, exit first.
         if let Some(remote) = self.remote.as_ref().filter(|_| !executed.cancelled) {
             crate::remote::push(
@@ -299,7 +310,7 @@ impl Session {
             // Stored outputs that no longer read back (the store quarantined a corrupt blob, or
             // one is missing): forget those entries and build again, once, which re-runs just
             // them and reuses everything else, so the store heals instead of failing the build.
-            Err(crate::outputs::PlaceError::Unreadable(bad)) if heal => {
+            Err(crate::outputs::PlaceError::Unreadable(bad)) if executed_earlier.is_none() => {
                 for (key, why) in &bad {
                     eprintln!("aorta: {why}; re-running the trial to heal the store");
                     store
@@ -307,7 +318,13 @@ impl Session {
                         .map_err(|e| EngineError::infra(e.to_string()))?;
                 }
                 drop(_build_lock);
-                let mut healed = self.build_once(c, on_event, false)?;
+                let first: HashSet<Key> = executed
+                    .results
+                    .iter()
+                    .filter(|r| r.source == Source::Executed)
+                    .map(|r| r.key.clone())
+                    .collect();
+                let mut healed = self.build_once(c, on_event, Some(&first))?;
                 healed.healed = bad.len();
                 return Ok(healed);
             }
