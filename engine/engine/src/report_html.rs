@@ -73,7 +73,7 @@ fn env_diffs(
     let mut out = Vec::new();
     if let (Some(snap), Some(base)) = (snapshot, matrix.baseline_row()) {
         let vars = &base.stats.resolved_env_vars;
-        let a = with_vars(snap, vars);
+        let a = aorta_probe::Prepared::new(&with_vars(snap, vars), &rules);
         let (bn, label_a) = (
             &base.stats.name,
             format!("baseline cell {}", base.stats.name),
@@ -83,8 +83,11 @@ fn env_diffs(
             .par_iter()
             .filter(|r| r.stats.name != *bn && r.stats.resolved_env_vars != *vars)
             .filter_map(|r| {
-                let b = with_vars(snap, &r.stats.resolved_env_vars);
-                let d = aorta_probe::diff(&a, &b, &rules);
+                let b = aorta_probe::Prepared::new(
+                    &with_vars(snap, &r.stats.resolved_env_vars),
+                    &rules,
+                );
+                let d = aorta_probe::diff_prepared(&a, &b, &rules);
                 let label_b = format!("cell {}", r.stats.name);
                 (!d.is_empty())
                     .then(|| env_diff(format!("{label_a} → {label_b}"), &d, &label_a, &label_b))

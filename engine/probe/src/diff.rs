@@ -48,12 +48,29 @@ pub struct Diff {
 /// element by element; a subtree present on one side only (a seventh GPU, a library found on
 /// one machine) is one entry, not one per leaf, and so is a value whose shape changed.
 pub fn diff(a: &Snapshot, b: &Snapshot, rules: &KeyRules) -> Diff {
-    let (va, vb) = (
-        serde_json::to_value(a).unwrap_or(Value::Null),
-        serde_json::to_value(b).unwrap_or(Value::Null),
-    );
+    diff_prepared(&Prepared::new(a, rules), &Prepared::new(b, rules), rules)
+}
+
+/// A snapshot readied for diffing: its JSON and its key under the rules, computed once when
+/// many snapshots are compared with one (a report's cells against the baseline).
+pub struct Prepared {
+    value: Value,
+    key: String,
+}
+
+impl Prepared {
+    pub fn new(s: &Snapshot, rules: &KeyRules) -> Prepared {
+        let value = serde_json::to_value(s).unwrap_or(Value::Null);
+        let key = crate::key::key_of_value(&value, rules).hash;
+        Prepared { value, key }
+    }
+}
+
+/// [`diff`] of two prepared snapshots (`rules` as they were prepared with).
+pub fn diff_prepared(a: &Prepared, b: &Prepared, rules: &KeyRules) -> Diff {
+    let (va, vb) = (&a.value, &b.value);
     let mut raw = Vec::new();
-    walk(Some(&va), Some(&vb), String::new(), &mut raw);
+    walk(Some(va), Some(vb), String::new(), &mut raw);
     let mut sections: Vec<DiffSection> = Vec::new();
     for (path, change, x, y) in raw {
         let top = path.split('.').next().unwrap_or("").to_string();
@@ -86,8 +103,8 @@ pub fn diff(a: &Snapshot, b: &Snapshot, rules: &KeyRules) -> Diff {
         }
     }
     Diff {
-        key_a: a.key(rules).hash,
-        key_b: b.key(rules).hash,
+        key_a: a.key.clone(),
+        key_b: b.key.clone(),
         sections,
     }
 }

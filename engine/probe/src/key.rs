@@ -117,17 +117,18 @@ impl KeyRules {
 
     /// Whether the leaf at `path` feeds the key.
     pub fn is_keyed(&self, path: &str) -> bool {
-        let segs: Vec<&str> = path.split('.').collect();
-        let any = |pats: &[&str]| pats.iter().any(|p| matches(p, &segs));
-        let user = |pats: &[String]| pats.iter().any(|p| matches(p, &segs));
-        if user(&self.exclude) {
-            return false;
-        }
-        // Import-only (`--deep`) fields are never keyed by default either.
-        user(&self.include)
-            || (any(DEFAULT_INCLUDE)
-                && !any(DEFAULT_EXCLUDE)
-                && !any(&crate::schema::IMPORT_ONLY_FIELDS))
+        with_segs(path, |segs| {
+            let any = |pats: &[&str]| pats.iter().any(|p| matches(p, segs));
+            let user = |pats: &[String]| pats.iter().any(|p| matches(p, segs));
+            if user(&self.exclude) {
+                return false;
+            }
+            // Import-only (`--deep`) fields are never keyed by default either.
+            user(&self.include)
+                || (any(DEFAULT_INCLUDE)
+                    && !any(DEFAULT_EXCLUDE)
+                    && !any(&crate::schema::IMPORT_ONLY_FIELDS))
+        })
     }
 }
 
@@ -156,8 +157,22 @@ fn validate_pattern(p: &str) -> Result<(), String> {
 
 /// Does `pattern` match `path` or an ancestor of it?
 pub fn matches(pattern: &str, path: &[&str]) -> bool {
-    let pat: Vec<&str> = pattern.split('.').collect();
-    match_segs(&pat, path)
+    with_segs(pattern, |pat| match_segs(pat, path))
+}
+
+/// Calls `f` with the dotted segments of `s`, on the stack for up to 16 of them: key rules are
+/// matched against every field of a snapshot, and a report computes one key per cell.
+fn with_segs<R>(s: &str, f: impl FnOnce(&[&str]) -> R) -> R {
+    let mut buf = [""; 16];
+    let mut n = 0;
+    for seg in s.split('.') {
+        if n == buf.len() {
+            return f(&s.split('.').collect::<Vec<_>>());
+        }
+        buf[n] = seg;
+        n += 1;
+    }
+    f(&buf[..n])
 }
 
 fn match_segs(pat: &[&str], path: &[&str]) -> bool {
@@ -191,6 +206,9 @@ fn reach_segs(pat: &[&str], field: &[&str]) -> bool {
 
 /// `*` within one segment.
 fn glob(pat: &str, s: &str) -> bool {
+    if !pat.contains('*') {
+        return pat == s;
+    }
     let parts: Vec<&str> = pat.split('*').collect();
     if parts.len() == 1 {
         return pat == s;

@@ -32,7 +32,7 @@ mod summary;
 mod util;
 
 pub use cache::ProbeCache;
-pub use diff::{diff, Change, Diff, DiffEntry, DiffSection};
+pub use diff::{diff, diff_prepared, Change, Diff, DiffEntry, DiffSection, Prepared};
 pub use envvars::{canonical_names, AORTA_ENV_VARS, NVIDIA_ENV_VARS, TRACKED_PREFIXES};
 pub use field::{lookup, FieldError};
 pub use key::{
