@@ -42,15 +42,6 @@ pub(crate) fn render(
     )
 }
 
-/// The snapshot as one cell's trials saw it: the machine's, with the cell's env vars set.
-fn with_vars(s: &Snapshot, vars: &std::collections::BTreeMap<String, String>) -> Snapshot {
-    let mut s = s.clone();
-    for (k, v) in vars {
-        s.env_vars.insert(k.clone(), Some(v.clone()));
-    }
-    s
-}
-
 fn env_diff(between: String, d: &aorta_probe::Diff, a: &str, b: &str) -> EnvDiff {
     EnvDiff {
         between,
@@ -73,7 +64,9 @@ fn env_diffs(
     let mut out = Vec::new();
     if let (Some(snap), Some(base)) = (snapshot, matrix.baseline_row()) {
         let vars = &base.stats.resolved_env_vars;
-        let a = aorta_probe::Prepared::new(&with_vars(snap, vars), &rules);
+        // The snapshot as each cell's trials saw it: the machine's, with the cell's vars set.
+        let machine = aorta_probe::Prepared::new(snap, &rules);
+        let a = machine.with_env_vars(vars, &rules);
         let (bn, label_a) = (
             &base.stats.name,
             format!("baseline cell {}", base.stats.name),
@@ -83,10 +76,7 @@ fn env_diffs(
             .par_iter()
             .filter(|r| r.stats.name != *bn && r.stats.resolved_env_vars != *vars)
             .filter_map(|r| {
-                let b = aorta_probe::Prepared::new(
-                    &with_vars(snap, &r.stats.resolved_env_vars),
-                    &rules,
-                );
+                let b = machine.with_env_vars(&r.stats.resolved_env_vars, &rules);
                 let d = aorta_probe::diff_prepared(&a, &b, &rules);
                 let label_b = format!("cell {}", r.stats.name);
                 (!d.is_empty())

@@ -53,16 +53,56 @@ pub fn diff(a: &Snapshot, b: &Snapshot, rules: &KeyRules) -> Diff {
 
 /// A snapshot readied for diffing: its JSON and its key under the rules, computed once when
 /// many snapshots are compared with one (a report's cells against the baseline).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Prepared {
     value: Value,
     key: String,
+    /// The keyed fields the key hashes.
+    fields: std::collections::BTreeMap<String, Value>,
 }
 
 impl Prepared {
     pub fn new(s: &Snapshot, rules: &KeyRules) -> Prepared {
         let value = serde_json::to_value(s).unwrap_or(Value::Null);
-        let key = crate::key::key_of_value(&value, rules).hash;
-        Prepared { value, key }
+        let k = crate::key::key_of_value(&value, rules);
+        Prepared {
+            value,
+            key: k.hash,
+            fields: k.fields,
+        }
+    }
+
+    /// What [`Prepared::new`] gives for this snapshot with `vars` set in its `env_vars`, derived
+    /// from this one: only those fields change, so the key is not re-derived from every field
+    /// (cells of one run differ only in their env vars; a report diffs each against the baseline).
+    pub fn with_env_vars(
+        &self,
+        vars: &std::collections::BTreeMap<String, String>,
+        rules: &KeyRules,
+    ) -> Prepared {
+        let mut out = self.clone();
+        if vars.is_empty() {
+            return out;
+        }
+        if let Some(Value::Object(env)) = out.value.get_mut("env_vars") {
+            // Sorted, as a fresh serialisation of the snapshot's BTreeMap is.
+            let mut sorted: std::collections::BTreeMap<String, Value> =
+                std::mem::take(env).into_iter().collect();
+            for (k, v) in vars {
+                sorted.insert(k.clone(), Value::String(v.clone()));
+            }
+            env.extend(sorted);
+        }
+        // An empty env_vars object is a leaf of its own; with vars set it is not.
+        out.fields.remove("env_vars");
+        for (k, v) in vars {
+            let path = format!("env_vars.{k}");
+            if rules.is_keyed(&path) {
+                out.fields.insert(path, Value::String(v.clone()));
+            }
+        }
+        out.key = crate::key::hash_fields(&out.fields);
+        out
     }
 }
 
@@ -327,4 +367,46 @@ fn truncate(s: &str, max: usize) -> String {
 fn pad(s: &str, w: usize) -> String {
     let n = s.chars().count();
     format!("{s}{}", " ".repeat(w.saturating_sub(n)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn env_vars_set_on_a_prepared_snapshot_equal_a_fresh_preparation() {
+        let rules = KeyRules::default();
+        let base_sets: [&[(&str, Option<&str>)]; 2] = [
+            &[],
+            &[
+                ("NCCL_DEBUG", Some("INFO")),
+                ("PYTORCH_CUDA_ALLOC_CONF", None),
+            ],
+        ];
+        for base_vars in base_sets {
+            let mut s = Snapshot::default();
+            for (k, v) in base_vars {
+                s.env_vars.insert(k.to_string(), v.map(str::to_string));
+            }
+            let vars: BTreeMap<String, String> = [
+                ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
+                ("AMD_LOG_LEVEL", "4"),
+                ("NVIDIA_TF32_OVERRIDE", "0"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+            let mut with = s.clone();
+            for (k, v) in &vars {
+                with.env_vars.insert(k.clone(), Some(v.clone()));
+            }
+            let fresh = Prepared::new(&with, &rules);
+            let derived = Prepared::new(&s, &rules).with_env_vars(&vars, &rules);
+            assert_eq!(derived, fresh);
+            let d = diff_prepared(&Prepared::new(&s, &rules), &derived, &rules);
+            assert_eq!(d.render("a", "b"), diff(&s, &with, &rules).render("a", "b"));
+            assert!(!d.is_empty());
+        }
+    }
 }

@@ -255,14 +255,19 @@ pub(crate) fn key_of_value(value: &Value, rules: &KeyRules) -> EnvKey {
         .into_iter()
         .filter(|(p, _)| rules.is_keyed(p))
         .collect();
-    let canonical = serde_json::to_string(&fields).unwrap_or_default();
+    EnvKey {
+        hash: hash_fields(&fields),
+        fields,
+    }
+}
+
+/// The key of exactly these keyed fields.
+pub(crate) fn hash_fields(fields: &BTreeMap<String, Value>) -> String {
+    let canonical = serde_json::to_string(fields).unwrap_or_default();
     let mut h = blake3::Hasher::new();
     h.update(KEY_DOMAIN.as_bytes());
     h.update(canonical.as_bytes());
-    EnvKey {
-        hash: h.finalize().to_hex().to_string(),
-        fields,
-    }
+    h.finalize().to_hex().to_string()
 }
 
 /// Leaves by dotted path. Objects recurse; arrays of objects/arrays recurse by index; arrays of
