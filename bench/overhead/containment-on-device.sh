@@ -8,20 +8,8 @@ aorta=$(realpath "$1"); earlier=${2:+$(realpath "$2")}
 here="$(cd "$(dirname "$0")/../.." && pwd)"
 "$aorta" env containment
 w=$(mktemp -d); cd "$w"; touch .aorta-root
-cat > esc.sh <<'S'
-(setsid sleep 3001.1 &)
-(sleep 3001.2 &)
-(env -i setsid sleep 3001.3 &)
-setsid -f sh -c 'exec sleep 3001.4' </dev/null >/dev/null 2>&1
-python3 -c 'import os
-if os.fork(): os._exit(0)
-os.setsid()
-if os.fork(): os._exit(0)
-os.execv("/bin/sleep", ["sleep", "3001.5"])'
-sleep 300
-S
 printf 'schema_version: 1\nmode: probe\nticket: C\ntrials: 1\nmitigation_axis: [none]\ndiagnostic_axis: [none]\n' > r.yaml
-"$aorta" build r.yaml --store store -- bash esc.sh >/dev/null 2>&1 &
+"$aorta" build r.yaml --store store -- bash "$here/engine/cli/tests/fixtures/escape.sh" 3001 >/dev/null 2>&1 &
 pid=$!
 for _ in $(seq 100); do [ "$(pgrep -fc 'sleep 3001\.')" -ge 5 ] && break; sleep 0.1; done
 echo "escapees before kill -9: $(pgrep -fc 'sleep 3001\.')"

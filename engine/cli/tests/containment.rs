@@ -11,18 +11,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 /// Each way of escaping, marked by the argument of the `sleep` it leaves running.
-const ESCAPES: &str = r#"
-(setsid sleep M.1 &)
-(sleep M.2 &)
-(env -i setsid sleep M.3 &)
-setsid -f sh -c 'exec sleep M.4' </dev/null >/dev/null 2>&1
-python3 -c 'import os
-if os.fork(): os._exit(0)
-os.setsid()
-if os.fork(): os._exit(0)
-os.execv("/bin/sleep", ["sleep", "M.5"])'
-sleep 300
-"#;
+const ESCAPES: &str = include_str!("fixtures/escape.sh");
 
 fn containment() -> String {
     let out = common::aorta(&["env", "containment"]);
@@ -64,7 +53,7 @@ fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
 /// Starts `aorta build` of a one-trial probe recipe wrapping the escape script.
 fn start_build(dir: &Path, marker: &str) -> Child {
     std::fs::write(dir.join(".aorta-root"), "").unwrap();
-    std::fs::write(dir.join("escape.sh"), ESCAPES.replace('M', marker)).unwrap();
+    std::fs::write(dir.join("escape.sh"), ESCAPES).unwrap();
     std::fs::write(
         dir.join("r.yaml"),
         "schema_version: 1\nmode: probe\nticket: CONTAIN-1\ntrials: 1\n\
@@ -85,6 +74,7 @@ fn start_build(dir: &Path, marker: &str) -> Child {
             "--",
             "bash",
             "escape.sh",
+            marker,
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -93,10 +83,20 @@ fn start_build(dir: &Path, marker: &str) -> Child {
         .unwrap()
 }
 
+/// The running `aorta build`; killed if a failed assertion leaves it running.
+struct Build(Child);
+
+impl Drop for Build {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A build mid-trial with its five escapees running (dropping the TempDir ends the workspace).
-fn build_with_escapees(marker: &str) -> (tempfile::TempDir, Child) {
+fn build_with_escapees(marker: &str) -> (tempfile::TempDir, Build) {
     let dir = tempfile::tempdir().unwrap();
-    let aorta = start_build(dir.path(), marker);
+    let aorta = Build(start_build(dir.path(), marker));
     wait_for("the five escapees", Duration::from_secs(30), || {
         survivors(marker).len() == 5
     });
@@ -129,9 +129,9 @@ fn kill_9_of_aorta_mid_trial_leaves_no_survivor() {
     }
     let marker = format!("5001{}", std::process::id());
     let (_dir, mut aorta) = build_with_escapees(&marker);
-    let pid = aorta.id();
+    let pid = aorta.0.id();
     kill9(pid);
-    aorta.wait().unwrap();
+    aorta.0.wait().unwrap();
     wait_for("no survivor", Duration::from_secs(5), || {
         survivors(&marker).is_empty()
     });
@@ -165,10 +165,10 @@ fn the_next_aorta_ends_what_a_dead_aorta_and_its_keeper_left() {
     }
     let marker = format!("6001{}", std::process::id());
     let (_dir, mut aorta) = build_with_escapees(&marker);
-    let keeper = keeper_of(aorta.id()).expect("aorta's keeper");
+    let keeper = keeper_of(aorta.0.id()).expect("aorta's keeper");
     kill9(keeper);
-    kill9(aorta.id());
-    aorta.wait().unwrap();
+    kill9(aorta.0.id());
+    aorta.0.wait().unwrap();
     // Nothing ends them now but a sweep: any aorta that sets up containment (another test's
     // included) ends a dead aorta's cgroup first.
     let _ = containment();
