@@ -7,6 +7,9 @@
 //!   time) and torn down on timeout, cancel, hang kill, or when the root exits and leaves
 //!   strays behind: SIGTERM to group and members → `kill_grace` → SIGSTOP freeze, rescan,
 //!   SIGKILL; then reap. aorta's own group is never signalled.
+//! - Where the machine allows it, each trial runs in a cgroup of its own ([`containment`],
+//!   `contain.rs`): members that left the session and cleared their environment are still
+//!   found, and a keeper process ends every trial process if aorta is killed.
 //! - A hang monitor ([`HangConfig`]) samples the whole tree: output files, `/proc/<pid>/io`,
 //!   CPU time, and an optional GPU probe; [`hang_predicate`] is the pure vote. A silent tree
 //!   that burns CPU is judged by its stacks (py-spy, eu-stack or gdb): the same thread waiting
