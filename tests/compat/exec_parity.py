@@ -215,8 +215,10 @@ def known_id(diff):
 
 def main():
     aorta_bin = os.path.abspath(sys.argv[1])
-    # AORTA's console script, beside the python that runs this file (the venv's bin/).
-    py_aorta = [str(Path(sys.executable).parent / "aorta")]
+    # AORTA's console script, beside the python that runs this file (the venv's bin/), run by
+    # that python: its #! line names the path the venv was created at, which a venv cached in
+    # .cache/ and reused by another clone (.ci/clean-clone --cache) no longer has.
+    py_aorta = [sys.executable, str(Path(sys.executable).parent / "aorta")]
     doc = DOC.read_text()
     failures = [f"KNOWN id '{k}' has no `parity: {k}` entry in docs/compatibility.md" for k in KNOWN if f"parity: {k}`" not in doc]
     # AORTA_PARITY_KEEP=DIR keeps both tools' run directories there, for a look after a failure.
