@@ -62,10 +62,10 @@ deb_unpack "${pkgs[@]}"
 # Every directory holding a shared library (pulseaudio keeps its own in a subdirectory).
 libs=""
 for d in $(cd "$cache.tmp/root" && find . -name '*.so*' -type f -printf '%h\n' | sort -u); do
-  libs="$libs${libs:+:}$cache/root/${d#./}"
+  libs="$libs${libs:+:}"'$here'"/root/${d#./}"
 done
-printf '#!/bin/sh\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' \
-  "$libs" "$cache/root/usr/lib/chromium/chromium" > "$cache.tmp/chromium"
+printf '#!/bin/sh\nhere=$(cd "$(dirname "$0")" && pwd)\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' \
+  "$libs" '$here/root/usr/lib/chromium/chromium' > "$cache.tmp/chromium"
 chmod +x "$cache.tmp/chromium"
 mkdir -p "$cache"
 rm -rf "$cache/root" "$cache/chromium"

@@ -51,10 +51,10 @@ deb_unpack nginx "${pkgs[@]}"
 bin="$cache/root/usr/sbin/nginx"
 libs=""
 for d in lib/x86_64-linux-gnu usr/lib/x86_64-linux-gnu lib/aarch64-linux-gnu usr/lib/aarch64-linux-gnu; do
-  [ -d "$cache.tmp/root/$d" ] && libs="$libs${libs:+:}$cache/root/$d"
+  [ -d "$cache.tmp/root/$d" ] && libs="$libs${libs:+:}"'$here'"/root/$d"
 done
 if [ -n "$libs" ]; then
-  printf '#!/bin/sh\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' "$libs" "$bin" > "$cache.tmp/nginx"
+  printf '#!/bin/sh\nhere=$(cd "$(dirname "$0")" && pwd)\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' "$libs" '$here/root/usr/sbin/nginx' > "$cache.tmp/nginx"
   chmod +x "$cache.tmp/nginx"
 else
   ln -s root/usr/sbin/nginx "$cache.tmp/nginx"

@@ -62,8 +62,8 @@ deb_unpack "${top[@]}" "${pkgs[@]}"
 # Wrappers: the unpacked libslurmfull.so (RUNPATH /usr/lib/<arch>/slurm-wlm) and libraries.
 arch_dir=$(cd "$cache.tmp/root/usr/lib" && ls -d ./*-linux-gnu | head -n 1)
 arch_dir=${arch_dir#./}
-libs="$cache/root/usr/lib/$arch_dir/slurm-wlm:$cache/root/usr/lib/$arch_dir"
-[ -d "$cache.tmp/root/lib/$arch_dir" ] && libs="$libs:$cache/root/lib/$arch_dir"
+libs='$here/root/usr/lib/'"$arch_dir/slurm-wlm:"'$here/root/usr/lib/'"$arch_dir"
+[ -d "$cache.tmp/root/lib/$arch_dir" ] && libs="$libs:"'$here/root/lib/'"$arch_dir"
 mkdir -p "$cache.tmp/bin"
 for c in "${cmds[@]}"; do
   target=""
@@ -71,14 +71,14 @@ for c in "${cmds[@]}"; do
   # Slurm decides what it is from its program name (run_in_daemon("slurmctld,slurmd") keeps
   # a node's Gres only in a daemon named so), hence links with the alternatives' names.
   for p in "usr/bin/$c" "usr/sbin/$c"; do
-    [ -x "$cache.tmp/root/$p" ] && target="$cache/root/$p" && break
+    [ -x "$cache.tmp/root/$p" ] && target='$here/root/'"$p" && break
   done
   if [ -z "$target" ] && [ -x "$cache.tmp/root/usr/sbin/$c-wlm" ]; then
     ln -s "$c-wlm" "$cache.tmp/root/usr/sbin/$c"
-    target="$cache/root/usr/sbin/$c"
+    target='$here/root/usr/sbin/'"$c"
   fi
   [ -n "$target" ] || { echo "error: Debian's packages did not hold $c" >&2; exit 1; }
-  printf '#!/bin/sh\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' "$libs" "$target" > "$cache.tmp/bin/$c"
+  printf '#!/bin/sh\nhere=$(cd "$(dirname "$0")/.." && pwd)\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' "$libs" "$target" > "$cache.tmp/bin/$c"
   chmod +x "$cache.tmp/bin/$c"
 done
 # tests/slurm-cluster.sh passes this folder's slurmstepd to slurmd (`slurmd -d`) and .plugins
