@@ -171,8 +171,8 @@ pub(crate) fn acquire() -> Option<TrialCgroup> {
 pub(crate) fn release(cg: TrialCgroup) {
     if populated(&cg.dir) {
         kill_all_in(&cg.dir);
-        // Removed when it empties, if it does while aorta runs; the keeper or the next build's
-        // sweep removes it otherwise.
+        // Gone if it emptied already; else shutdown, the keeper or the next aorta's sweep
+        // removes it.
         let _ = fs::remove_dir(&cg.dir);
         return;
     }
