@@ -434,26 +434,34 @@ fn execute_one(
             let _ = std::fs::remove_dir_all(&dir);
             JobOut::Cancelled
         }
-        TrialRun::Done(_) if changed_input(spec).is_some() => {
-            let _ = std::fs::remove_dir_all(&dir);
-            JobOut::Failed(format!(
-                "{} changed while trial {key} ran: its result is not stored (the key hashed the old content); run the build again",
-                changed_input(spec).map(|p| p.display().to_string()).unwrap_or_default()
-            ))
-        }
-        TrialRun::Done(mut record) => match commit(
-            store,
-            claim,
-            &dir,
-            &mut record,
-            started.elapsed().as_secs_f64(),
-        ) {
-            Ok(m) => JobOut::Done(Box::new(m), Source::Executed, Some(dir)),
-            Err(e) => {
+        TrialRun::Done(mut record) => match changed_input(spec) {
+            // Hashed once: the inputs are re-read only here.
+            Some(changed) => {
                 let _ = std::fs::remove_dir_all(&dir);
-                JobOut::Failed(e)
+                JobOut::Failed(format!(
+                    "{} changed while trial {key} ran: its result is not stored (the key hashed the old content); run the build again",
+                    changed.display()
+                ))
             }
+            None => commit_executed(store, claim, &dir, &mut record, started),
         },
+    }
+}
+
+/// Commits an executed trial; its staging directory goes on failure.
+fn commit_executed(
+    store: &LocalStore,
+    claim: aorta_store::Claim<'_>,
+    dir: &Path,
+    record: &mut TrialRecord,
+    started: Instant,
+) -> JobOut {
+    match commit(store, claim, dir, record, started.elapsed().as_secs_f64()) {
+        Ok(m) => JobOut::Done(Box::new(m), Source::Executed, Some(dir.to_path_buf())),
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(dir);
+            JobOut::Failed(e)
+        }
     }
 }
 
