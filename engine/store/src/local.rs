@@ -295,14 +295,19 @@ impl LocalStore {
     }
 
     /// Renames a complete temp file into the CAS, or drops it if the blob is already there.
+    ///
+    /// One `lstat` decides: another thread or process may install the same blob at any moment,
+    /// and a second look that found it where the first did not would take it for a bad entry
+    /// and quarantine a blob that a concurrent commit has just referenced.
     fn install_blob(&self, tmp: TempFile, blob: &BlobRef) -> Result<()> {
         let dest = self.blob_path(&blob.digest);
-        if regular_file_len(&dest) == Some(blob.size) {
-            return Ok(()); // dedup; `tmp` is deleted on drop
-        }
-        if fs::symlink_metadata(&dest).is_ok() {
+        match fs::symlink_metadata(&dest) {
+            Ok(md) if md.is_file() && md.len() == blob.size => {
+                return Ok(()); // dedup; `tmp` is deleted on drop
+            }
             // Something is there but it can't be this blob (wrong size, symlink, dir).
-            self.quarantine(&dest)?;
+            Ok(_) => self.quarantine(&dest)?,
+            Err(_) => {}
         }
         let shard = dest.parent().expect("blob path has a shard");
         ensure_dir(shard)?;

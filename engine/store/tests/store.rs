@@ -113,6 +113,41 @@ fn blob_roundtrip_and_dedup() {
     );
 }
 
+/// Two trials finishing at once store the same output (an empty log, say). Neither may take
+/// the other's blob for a bad one: a blob that appears between two checks is the same blob,
+/// and moving it to quarantine leaves the other trial's commit naming a missing blob.
+#[test]
+fn concurrent_puts_of_one_blob_never_lose_it() {
+    let (_d, store) = open();
+    let store = std::sync::Arc::new(store);
+    let threads = 4;
+    for round in 0..300u32 {
+        let content = format!("round {round}");
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(threads));
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let (store, barrier, content) = (store.clone(), barrier.clone(), content.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    let blob = store.put_blob_bytes(content.as_bytes()).unwrap();
+                    store.has_blob(&blob.digest).unwrap()
+                })
+            })
+            .collect();
+        for h in handles {
+            assert!(
+                h.join().unwrap(),
+                "round {round}: a blob just stored is missing"
+            );
+        }
+    }
+    assert_eq!(
+        count(&store.root().join("quarantine")),
+        0,
+        "a good blob was quarantined"
+    );
+}
+
 #[test]
 fn manifest_roundtrip_and_materialize() {
     let (dir, store) = open();
