@@ -819,6 +819,32 @@ fn gpu_snapshots_give_peak_vram_and_the_vram_growth_warning() {
     assert_eq!(rec["verdict"], "pass", "VRAM growth is advisory");
 }
 
+/// Tier 3 off means no GPU readings at all, as in AORTA (the tier "skips its probes"): no
+/// `peak_vram_mib`, and no metrics source is loaded for the build.
+#[test]
+fn tier3_off_takes_no_gpu_readings() {
+    let ws = Ws::new("schema_version: 1\nmode: probe\nticket: T\ntrials: 1\nmitigation_axis: [none]\ndiagnostic_axis: [none]\ndisable_detector_tiers: [tier3]\n");
+    ws.write("slow.sh", "sleep 0.3\n");
+    let out = ws
+        .cmd(&[
+            "sweep", "run", "--recipe", "r.yaml", "--output", "out", "--", "sh", "slow.sh",
+        ])
+        .env("AORTA_PROBE_AMDSMI_FAKE", "vram=1000,throttle=0")
+        .output()
+        .unwrap();
+    assert_eq!(
+        counts(&out),
+        (1, 0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rec: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(ws.path().join("out/T/none-none/trial_0/result.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(rec["peak_vram_mib"], serde_json::Value::Null, "{rec:#}");
+}
+
 /// Issue 18, item 6: a store this process cannot write is refused, as an infrastructure error
 /// (exit 3) that says so, before any trial runs. As root (permission bits do not bind) the store
 /// is made read-only by a read-only bind mount in a private mount namespace.

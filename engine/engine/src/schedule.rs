@@ -209,9 +209,20 @@ impl Schedule<'_> {
                                 Some(&n) if n > 0 => SlotRequest::gpus(n),
                                 _ => SlotRequest::cpu(),
                             };
-                            let submitted = pool.submit((c, p.index), request, move |lease| {
-                                execute_one(&store, &staging, &spec, &lease, &cancel)
-                            });
+                            let submitted = pool.submit_releasing(
+                                (c, p.index),
+                                request,
+                                move |lease, mut release| {
+                                    execute_one(
+                                        &store,
+                                        &staging,
+                                        &spec,
+                                        &lease,
+                                        &mut release,
+                                        &cancel,
+                                    )
+                                },
+                            );
                             match submitted {
                                 Ok(()) => {
                                     pending += 1;
@@ -401,12 +412,14 @@ fn changed_input(spec: &TrialSpec) -> Option<&Path> {
 }
 
 /// Claims the key (waiting for another aorta running it), re-checks the store, executes into a
-/// staging directory, uploads the outputs and commits the manifest.
+/// staging directory, uploads the outputs and commits the manifest. The slot is held only
+/// while the trial's process runs ([`run_trial`]).
 fn execute_one(
     store: &LocalStore,
     staging: &Path,
     spec: &TrialSpec,
     lease: &aorta_exec::Lease,
+    release: &mut aorta_exec::SlotRelease,
     cancel: &CancelToken,
 ) -> JobOut {
     let key = &spec.key;
@@ -425,7 +438,7 @@ fn execute_one(
         return JobOut::Failed(format!("cannot create {}: {e}", dir.display()));
     }
     let started = Instant::now();
-    match run_trial(spec, &dir, lease, cancel) {
+    match run_trial(spec, &dir, lease, release, cancel) {
         TrialRun::Cancelled => {
             let _ = std::fs::remove_dir_all(&dir);
             JobOut::Cancelled

@@ -4,7 +4,7 @@
 
 use crate::workloads::Workload;
 use aorta_classify::{classify, collect_dmesg, failure_type, ClassifierConfig, Observation, Tier};
-use aorta_exec::{CancelToken, HangConfig, Lease, ProcessOutcome, ProcessSpec};
+use aorta_exec::{CancelToken, HangConfig, Lease, ProcessOutcome, ProcessSpec, SlotRelease};
 use aorta_recipe::PassthroughMode;
 use aorta_trial::{ExitStatus, TrialRecord, Verdict, WorkloadResult, TRIAL_RECORD_SCHEMA};
 use std::collections::BTreeMap;
@@ -96,10 +96,19 @@ fn base_record(spec: &TrialSpec, workload: &str, argv: Option<Vec<String>>) -> T
     }
 }
 
-pub fn run_trial(spec: &TrialSpec, dir: &Path, lease: &Lease, cancel: &CancelToken) -> TrialRun {
+/// Runs the trial's process under `lease` and judges it. The slot goes back through `release`
+/// as soon as what must be read while the devices are still the trial's (the GPU snapshot
+/// after exit, the kernel log) has been read: the logs are classified while the next trial runs.
+pub fn run_trial(
+    spec: &TrialSpec,
+    dir: &Path,
+    lease: &Lease,
+    release: &mut SlotRelease,
+    cancel: &CancelToken,
+) -> TrialRun {
     match &spec.body {
-        Body::Command(c) => run_command(spec, c, dir, lease, cancel),
-        Body::Workload(w) => run_workload(spec, w, dir, lease, cancel),
+        Body::Command(c) => run_command(spec, c, dir, lease, release, cancel),
+        Body::Workload(w) => run_workload(spec, w, dir, lease, release, cancel),
     }
 }
 
@@ -139,6 +148,7 @@ fn run_command(
     c: &CommandSettings,
     dir: &Path,
     lease: &Lease,
+    release: &mut SlotRelease,
     cancel: &CancelToken,
 ) -> TrialRun {
     let mut record = base_record(spec, "_subprocess", Some(c.argv.clone()));
@@ -183,8 +193,10 @@ fn run_command(
     lease.apply(&mut p);
     let devices: Vec<String> = lease.gpus().to_vec();
     let gpu_tier3 = !c.classifier.disables.tier_disabled(Tier::Tier3) && crate::gpu::available();
-    if let Some(h) = p.hang.as_mut().filter(|_| crate::gpu::available()) {
-        // The hang monitor's GPU vote: every device the trial may touch under 5% busy.
+    if let Some(h) = p.hang.as_mut() {
+        // The hang monitor's GPU vote: every device the trial may touch under 5% busy; no
+        // vote without a metrics source. Asked only once the monitor samples (a trial past the
+        // grace period), so a short trial never loads NVML for it.
         let devs = devices.clone();
         h.gpu_idle = Some(std::sync::Arc::new(move || {
             crate::gpu::utilisation(&devs).map(|u| u < 5)
@@ -202,7 +214,13 @@ fn run_command(
     let kernel_mark = c.kernel_log.as_ref().map(|k| k.mark());
     // Cores in the working directory count from here (2 s early: coarse file timestamps).
     let started_at = std::time::SystemTime::now() - Duration::from_secs(2);
-    let sampler = crate::gpu::PeakSampler::start(&devices);
+    // The peak reading belongs to Tier 3's probes: with the tier off, as in AORTA, none is
+    // taken (and NVML, about 30 ms to load on an H200, is never loaded for a build).
+    let sampler = if c.classifier.disables.tier_disabled(Tier::Tier3) {
+        None
+    } else {
+        crate::gpu::PeakSampler::start(&devices)
+    };
     let outcome = match aorta_exec::run(&p, cancel) {
         Ok(o) => o,
         Err(e) => {
@@ -249,6 +267,7 @@ fn run_command(
     } else {
         None
     };
+    release.release();
     let walltime = outcome.walltime.as_secs_f64();
     let obs = Observation {
         exit_code: outcome.exit_code,
@@ -363,6 +382,7 @@ fn run_workload(
     w: &WorkloadSettings,
     dir: &Path,
     lease: &Lease,
+    release: &mut SlotRelease,
     cancel: &CancelToken,
 ) -> TrialRun {
     let mut record = base_record(spec, &w.workload.name, None);
@@ -413,6 +433,7 @@ fn run_workload(
             return TrialRun::Done(Box::new(record));
         }
     };
+    release.release();
     if outcome.cancelled {
         return TrialRun::Cancelled;
     }

@@ -40,7 +40,7 @@ pub use run::{
     is_posix_name, run, validate_env, ProcessOutcome, ProcessSpec, SpawnError, DEFAULT_KILL_GRACE,
     EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_TIMEOUT, HANG_STACKS_FILE,
 };
-pub use slots::{run_all, Lease, Pool, SlotError, SlotRequest, Slots};
+pub use slots::{run_all, Lease, Pool, SlotError, SlotRelease, SlotRequest, Slots};
 pub use stacks::{
     discover as discover_stack_samplers, is_wait_frame, Sampler as StackSampler,
     SamplerKind as StackSamplerKind,

@@ -2,10 +2,15 @@
 //! devices.
 //!
 //! [`Pool`] is the engine's interface: it submits trials as their dependencies finish and
-//! collects them as they complete. Each of the `jobs` workers is a plain std thread (a trial
-//! blocks on its child for minutes; a work-stealing pool is the wrong tool). Queued trials
-//! start first-fit in submission order: a trial that fits the free devices may overtake an
-//! older one waiting for more GPUs than are free.
+//! collects them as they complete. Workers are plain std threads (a trial blocks on its child
+//! for minutes; a work-stealing pool is the wrong tool). Queued trials start first-fit in
+//! submission order: a trial that fits the free devices may overtake an older one waiting for
+//! more GPUs than are free.
+//!
+//! A slot is held by a trial's process, not by the work around it: a job may give its slot and
+//! devices back early ([`SlotRelease`]) once its process has exited, and finish (classify the
+//! logs, store the outputs) while the next trial already runs. So the pool has more workers
+//! than slots: `jobs` that run processes and two per slot (at most one per core) that finish.
 
 use crate::run::ProcessSpec;
 use std::collections::{BTreeMap, VecDeque};
@@ -166,6 +171,9 @@ impl Devices {
 struct State<J, O> {
     queue: VecDeque<(SlotRequest, J)>,
     devices: Devices,
+    /// Slot numbers not held by a running process (see [`Lease::slot`]).
+    free_slots: Vec<usize>,
+    /// Jobs started and not yet returned, holding a slot or finishing after giving it back.
     running: usize,
     done: VecDeque<O>,
     shutdown: bool,
@@ -173,8 +181,12 @@ struct State<J, O> {
 
 struct Shared<J, O> {
     state: Mutex<State<J, O>>,
-    /// Signalled when work is queued, devices are freed, or a result is ready.
+    /// Wakes one idle worker: a job was queued or a slot given back. Workers are alike, so one
+    /// wake-up per event suffices (a wake-up for every thread per trial cost more than the
+    /// trial's own bookkeeping once the pool had a worker per core).
     cv: Condvar,
+    /// Wakes the collector: a result is ready.
+    done_cv: Condvar,
     gpus: Vec<String>,
 }
 
@@ -187,11 +199,13 @@ impl<J, O> Shared<J, O> {
                     load: vec![0; slots.gpus.len()],
                     cap: slots.trials_per_gpu,
                 },
+                free_slots: (0..slots.jobs).rev().collect(),
                 running: 0,
                 done: VecDeque::new(),
                 shutdown: false,
             }),
             cv: Condvar::new(),
+            done_cv: Condvar::new(),
             gpus: slots.gpus.clone(),
         }
     }
@@ -200,10 +214,12 @@ impl<J, O> Shared<J, O> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// One worker: take the first queued job that fits, run it, release, publish.
-    fn work(&self, slot: usize, exec: impl Fn(J, Lease) -> O) {
+    /// One worker: take the first queued job that fits a free slot, run it, publish. With
+    /// `early`, the job gets a [`SlotRelease`] that gives the slot back; without, the slot is
+    /// given back when the job returns.
+    fn work(&self, early: Option<&Arc<dyn GiveBack>>, exec: impl Fn(J, Lease, SlotRelease) -> O) {
         loop {
-            let (job, ids) = {
+            let (job, slot, ids) = {
                 let mut st = self.lock();
                 loop {
                     if st.shutdown {
@@ -211,16 +227,19 @@ impl<J, O> Shared<J, O> {
                     }
                     let mut picked = None;
                     let state = &mut *st;
-                    for (i, (req, _)) in state.queue.iter().enumerate() {
-                        if let Some(ids) = state.devices.acquire(req.gpus) {
-                            picked = Some((i, ids));
-                            break;
+                    if !state.free_slots.is_empty() {
+                        for (i, (req, _)) in state.queue.iter().enumerate() {
+                            if let Some(ids) = state.devices.acquire(req.gpus) {
+                                picked = Some((i, ids));
+                                break;
+                            }
                         }
                     }
                     if let Some((i, ids)) = picked {
                         let (_, job) = st.queue.remove(i).expect("index in range");
+                        let slot = st.free_slots.pop().expect("a free slot");
                         st.running += 1;
-                        break (job, ids);
+                        break (job, slot, ids);
                     }
                     st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
                 }
@@ -229,17 +248,70 @@ impl<J, O> Shared<J, O> {
                 slot,
                 gpus: ids.iter().map(|&i| self.gpus[i].clone()).collect(),
             };
-            let out = exec(job, lease);
+            let out = match early {
+                Some(giver) => exec(
+                    job,
+                    lease,
+                    SlotRelease {
+                        held: Some((Arc::clone(giver), slot, ids)),
+                    },
+                ),
+                None => {
+                    let out = exec(job, lease, SlotRelease { held: None });
+                    self.give_back(slot, &ids);
+                    out
+                }
+            };
             let mut st = self.lock();
-            st.devices.release(&ids);
             st.running -= 1;
             st.done.push_back(out);
-            self.cv.notify_all();
+            self.done_cv.notify_all();
+        }
+    }
+
+    fn give_back(&self, slot: usize, ids: &[usize]) {
+        let mut st = self.lock();
+        st.devices.release(ids);
+        st.free_slots.push(slot);
+        self.cv.notify_one();
+    }
+}
+
+/// What a [`SlotRelease`] calls: the pool's slot bookkeeping, behind its lock.
+trait GiveBack: Send + Sync {
+    fn give_back(&self, slot: usize, ids: &[usize]);
+}
+
+impl<J: Send, O: Send> GiveBack for Shared<J, O> {
+    fn give_back(&self, slot: usize, ids: &[usize]) {
+        Shared::give_back(self, slot, ids)
+    }
+}
+
+/// A running job's hold on its slot and devices. [`release`](Self::release) gives them to the
+/// next queued job while this one goes on (once its process has exited, so a device is never
+/// shared against the request); dropping it releases too, so a job that returns or panics
+/// never keeps its slot.
+pub struct SlotRelease {
+    held: Option<(Arc<dyn GiveBack>, usize, Vec<usize>)>,
+}
+
+impl SlotRelease {
+    /// Gives the slot and devices back now; later calls do nothing.
+    pub fn release(&mut self) {
+        if let Some((giver, slot, ids)) = self.held.take() {
+            giver.give_back(slot, &ids);
         }
     }
 }
 
-type PoolJob<R> = Box<dyn FnOnce(Lease) -> R + Send>;
+impl Drop for SlotRelease {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+type PoolJob<R> = Box<dyn FnOnce(Lease, SlotRelease) -> R + Send>;
 type PoolOut<I, R> = (I, std::thread::Result<R>);
 type PoolShared<I, R> = Shared<(I, PoolJob<R>), PoolOut<I, R>>;
 
@@ -264,18 +336,29 @@ pub struct Pool<I, R> {
 impl<I: Send + 'static, R: Send + 'static> Pool<I, R> {
     pub fn new(slots: Slots) -> Self {
         let shared = Arc::new(Shared::new(&slots));
-        let workers = (0..slots.jobs)
-            .map(|slot| {
+        let giver: Arc<dyn GiveBack> = shared.clone();
+        // `jobs` workers hold the slots; the others finish jobs that gave theirs back: two per
+        // slot keep up when finishing takes up to twice as long as a trial, no more than cores.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let finishers = (2 * slots.jobs).min(cores).max(1);
+        let workers = (0..slots.jobs + finishers)
+            .map(|n| {
                 let shared = Arc::clone(&shared);
+                let giver = Arc::clone(&giver);
                 std::thread::Builder::new()
-                    .name(format!("aorta-slot-{slot}"))
+                    .name(format!("aorta-worker-{n}"))
                     .spawn(move || {
-                        shared.work(slot, |(id, job): (I, PoolJob<R>), lease| {
-                            (
-                                id,
-                                panic::catch_unwind(AssertUnwindSafe(move || job(lease))),
-                            )
-                        })
+                        shared.work(
+                            Some(&giver),
+                            |(id, job): (I, PoolJob<R>), lease, release| {
+                                (
+                                    id,
+                                    panic::catch_unwind(AssertUnwindSafe(move || {
+                                        job(lease, release)
+                                    })),
+                                )
+                            },
+                        )
                     })
                     .expect("spawn pool worker")
             })
@@ -295,10 +378,21 @@ impl<I: Send + 'static, R: Send + 'static> Pool<I, R> {
         request: SlotRequest,
         job: impl FnOnce(Lease) -> R + Send + 'static,
     ) -> Result<(), SlotError> {
+        self.submit_releasing(id, request, move |lease, _release| job(lease))
+    }
+
+    /// As [`submit`](Self::submit), for a job that gives its slot back before it returns
+    /// ([`SlotRelease::release`]), so the next job starts while it finishes.
+    pub fn submit_releasing(
+        &self,
+        id: I,
+        request: SlotRequest,
+        job: impl FnOnce(Lease, SlotRelease) -> R + Send + 'static,
+    ) -> Result<(), SlotError> {
         self.slots.check(request)?;
         let mut st = self.shared.lock();
         st.queue.push_back((request, (id, Box::new(job))));
-        self.shared.cv.notify_all();
+        self.shared.cv.notify_one();
         Ok(())
     }
 
@@ -314,7 +408,11 @@ impl<I: Send + 'static, R: Send + 'static> Pool<I, R> {
             if st.queue.is_empty() && st.running == 0 {
                 return None;
             }
-            st = self.shared.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+            st = self
+                .shared
+                .done_cv
+                .wait(st)
+                .unwrap_or_else(|p| p.into_inner());
         }
     }
 
@@ -372,10 +470,10 @@ where
     }
     let mut results: Vec<Option<R>> = (0..n).map(|_| None).collect();
     std::thread::scope(|s| {
-        for slot in 0..slots.jobs.min(n.max(1)) {
+        for _ in 0..slots.jobs.min(n.max(1)) {
             let (shared, f) = (&shared, &f);
             s.spawn(move || {
-                shared.work(slot, |(i, t): (usize, T), lease| {
+                shared.work(None, |(i, t): (usize, T), lease, _release| {
                     (i, panic::catch_unwind(AssertUnwindSafe(|| f(t, lease))))
                 })
             });
@@ -392,7 +490,7 @@ where
                 }
                 continue;
             }
-            st = shared.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+            st = shared.done_cv.wait(st).unwrap_or_else(|p| p.into_inner());
         }
         st.shutdown = true;
         shared.cv.notify_all();

@@ -28,6 +28,51 @@ fn at_most_jobs_run_at_once() {
     assert_eq!(max.load(Ordering::SeqCst), 2);
 }
 
+/// A job that gives its slot back lets the next one start while it finishes, on the same
+/// device, and the slot number is reused; one that does not, holds the slot to the end.
+#[test]
+fn a_released_slot_starts_the_next_job_while_the_first_finishes() {
+    let pool: Pool<&str, (usize, Vec<String>, bool)> = Pool::new(Slots::new(1, vec!["0".into()]));
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    pool.submit_releasing("first", SlotRequest::gpus(1), move |lease, mut release| {
+        release.release();
+        // Finishing: only possible if "second" got the slot and the device meanwhile.
+        let overlapped = rx.recv_timeout(Duration::from_secs(10)).is_ok();
+        (lease.slot(), lease.gpus().to_vec(), overlapped)
+    })
+    .unwrap();
+    pool.submit("second", SlotRequest::gpus(1), move |lease| {
+        tx.send(()).unwrap();
+        (lease.slot(), lease.gpus().to_vec(), true)
+    })
+    .unwrap();
+    let mut done: Vec<_> = std::iter::from_fn(|| pool.next_completed()).collect();
+    done.sort();
+    assert_eq!(
+        done,
+        [
+            ("first", (0, vec!["0".to_string()], true)),
+            ("second", (0, vec!["0".to_string()], true))
+        ]
+    );
+
+    // Without a release the slot is held: the second job cannot start before the first ends.
+    let pool: Pool<usize, (Instant, Instant)> = Pool::new(Slots::new(1, vec![]));
+    for i in 0..2 {
+        pool.submit_releasing(i, SlotRequest::cpu(), |_lease, _release| {
+            let start = Instant::now();
+            std::thread::sleep(Duration::from_millis(100));
+            (start, Instant::now())
+        })
+        .unwrap();
+    }
+    let mut iv: Vec<_> = std::iter::from_fn(|| pool.next_completed())
+        .map(|(_, t)| t)
+        .collect();
+    iv.sort();
+    assert!(iv[0].1 <= iv[1].0, "two jobs held one slot at once");
+}
+
 #[test]
 fn gpu_trials_never_share_a_device() {
     let pool: Pool<usize, Vec<String>> = Pool::new(Slots::new(4, vec!["0".into(), "1".into()]));
