@@ -793,23 +793,7 @@ fn gpu_snapshots_give_peak_vram_and_the_vram_growth_warning() {
         "grow.sh",
         &format!("echo vram=1700,throttle=0 > {}\n", smi.display()),
     );
-    let out = ws
-        .cmd(&[
-            "sweep", "run", "--recipe", "r.yaml", "--output", "out", "--", "sh", "grow.sh",
-        ])
-        .env("AORTA_PROBE_AMDSMI_FAKE", format!("@{}", smi.display()))
-        .output()
-        .unwrap();
-    assert_eq!(
-        counts(&out),
-        (1, 0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rec: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(ws.path().join("out/T/none-none/trial_0/result.json")).unwrap(),
-    )
-    .unwrap();
+    let rec = one_trial_under_fake_gpu(&ws, "grow.sh", &format!("@{}", smi.display()));
     assert_eq!(rec["peak_vram_mib"], 1700);
     assert_eq!(
         rec["warn_detectors_fired"],
@@ -825,11 +809,18 @@ fn gpu_snapshots_give_peak_vram_and_the_vram_growth_warning() {
 fn tier3_off_takes_no_gpu_readings() {
     let ws = Ws::new("schema_version: 1\nmode: probe\nticket: T\ntrials: 1\nmitigation_axis: [none]\ndiagnostic_axis: [none]\ndisable_detector_tiers: [tier3]\n");
     ws.write("slow.sh", "sleep 0.3\n");
+    let rec = one_trial_under_fake_gpu(&ws, "slow.sh", "vram=1000,throttle=0");
+    assert_eq!(rec["peak_vram_mib"], serde_json::Value::Null, "{rec:#}");
+}
+
+/// Runs `sh SCRIPT` as the one trial of `r.yaml` (ticket T) with the amd-smi fake set to `fake`
+/// and returns its result.json.
+fn one_trial_under_fake_gpu(ws: &Ws, script: &str, fake: &str) -> serde_json::Value {
     let out = ws
         .cmd(&[
-            "sweep", "run", "--recipe", "r.yaml", "--output", "out", "--", "sh", "slow.sh",
+            "sweep", "run", "--recipe", "r.yaml", "--output", "out", "--", "sh", script,
         ])
-        .env("AORTA_PROBE_AMDSMI_FAKE", "vram=1000,throttle=0")
+        .env("AORTA_PROBE_AMDSMI_FAKE", fake)
         .output()
         .unwrap();
     assert_eq!(
@@ -838,11 +829,10 @@ fn tier3_off_takes_no_gpu_readings() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let rec: serde_json::Value = serde_json::from_str(
+    serde_json::from_str(
         &std::fs::read_to_string(ws.path().join("out/T/none-none/trial_0/result.json")).unwrap(),
     )
-    .unwrap();
-    assert_eq!(rec["peak_vram_mib"], serde_json::Value::Null, "{rec:#}");
+    .unwrap()
 }
 
 /// Issue 18, item 6: a store this process cannot write is refused, as an infrastructure error
