@@ -60,11 +60,11 @@ pub(crate) fn tier4(
     errors: &mut Vec<String>,
 ) -> Vec<String> {
     let lib = &*TIER4;
-    for (id, e) in lib.errors() {
-        errors.push(format!("PatternError: {id}: {e}"));
-    }
     let mut scan = lib.scan();
     scan_logs(obs, params, errors, |w, s| scan.window(w, s));
+    for (id, e) in scan.broken() {
+        errors.push(format!("PatternError: {id}: {e}"));
+    }
     lib.ids()
         .iter()
         .zip(scan.fired())

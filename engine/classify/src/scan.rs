@@ -11,6 +11,10 @@
 //!    visible to look-behinds), once per pattern and line;
 //! 4. rebuilds the automaton without a pattern once it fired, and stops when all have.
 //!
+//! A pattern's regex is compiled the first time one of its triggers is hit (and then kept for
+//! the process): compiling all thirteen took 11–14 ms, most of a one-trial build's schedule, and
+//! a clean log hits no trigger at all.
+//!
 //! Resuming one byte on visits every occurrence: two triggers can only start at the same byte
 //! if one is a prefix of the other, which the catalogue forbids. So this finds exactly what
 //! running each regex over the whole window finds, provided no match contains a newline and
@@ -18,7 +22,7 @@
 //! tests, and the equivalence by a property test here).
 
 use std::ops::ControlFlow;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use aho_corasick::{AhoCorasick, Input, MatchKind};
 
@@ -26,9 +30,11 @@ use crate::catalogue::{Pattern, Trigger, TIER4_PATTERNS};
 
 /// A pattern library compiled for scanning.
 pub(crate) struct Library {
+    patterns: Vec<Pattern>,
     ids: Vec<&'static str>,
-    /// `Err` holds a compile error; such a pattern never fires and its triggers are dropped.
-    regexes: Vec<Result<fancy_regex::Regex, String>>,
+    /// Compiled on first use (see the module docs). `Err` holds a compile error; such a pattern
+    /// never fires and its triggers are dropped once found.
+    regexes: Vec<OnceLock<Result<fancy_regex::Regex, String>>>,
     /// Every trigger with its pattern's index, in catalogue order.
     triggers: Vec<(usize, Trigger)>,
     /// Leftmost search over the triggers of every compiled pattern (the start of each scan).
@@ -63,20 +69,16 @@ pub(crate) static TIER4: LazyLock<Library> = LazyLock::new(|| Library::new(TIER4
 impl Library {
     pub(crate) fn new(patterns: &[Pattern]) -> Library {
         assert!(patterns.len() <= 64, "candidate sets are u64 masks");
-        let regexes: Vec<_> = patterns
-            .iter()
-            .map(|p| p.compile().map_err(|e| e.to_string()))
-            .collect();
         let triggers: Vec<(usize, Trigger)> = patterns
             .iter()
             .enumerate()
             .flat_map(|(i, p)| p.triggers.iter().map(move |t| (i, *t)))
             .collect();
-        let live: Vec<bool> = regexes.iter().map(|r| r.is_ok()).collect();
-        let initial = Finder::new(&triggers, &live);
+        let initial = Finder::new(&triggers, &vec![true; patterns.len()]);
         Library {
+            patterns: patterns.to_vec(),
             ids: patterns.iter().map(|p| p.id).collect(),
-            regexes,
+            regexes: patterns.iter().map(|_| OnceLock::new()).collect(),
             triggers,
             initial,
         }
@@ -86,24 +88,44 @@ impl Library {
         &self.ids
     }
 
-    /// `(id, message)` for each pattern that failed to compile.
+    /// Pattern `i`'s regex, compiled on first use.
+    fn regex(&self, i: usize) -> &Result<fancy_regex::Regex, String> {
+        self.regexes[i].get_or_init(|| self.patterns[i].compile().map_err(|e| e.to_string()))
+    }
+
+    /// `(id, message)` for each pattern that does not compile (compiling every one).
+    #[cfg(test)]
     pub(crate) fn errors(&self) -> impl Iterator<Item = (&'static str, &str)> {
-        self.ids
-            .iter()
-            .zip(&self.regexes)
-            .filter_map(|(id, r)| r.as_ref().err().map(|e| (*id, e.as_str())))
+        (0..self.ids.len()).filter_map(|i| {
+            self.regex(i)
+                .as_ref()
+                .err()
+                .map(|e| (self.ids[i], e.as_str()))
+        })
     }
 
     /// A fresh scan: nothing fired yet.
     pub(crate) fn scan(&self) -> Scan<'_> {
-        let live: Vec<bool> = self.regexes.iter().map(|r| r.is_ok()).collect();
+        // A pattern known not to compile is not looked for.
+        let live: Vec<bool> = self
+            .regexes
+            .iter()
+            .map(|r| !matches!(r.get(), Some(Err(_))))
+            .collect();
         let done = !live.contains(&true);
         Scan {
             lib: self,
             fired: vec![false; self.ids.len()],
+            finder: (!done).then(|| {
+                if live.iter().all(|l| *l) {
+                    self.initial.clone()
+                } else {
+                    Finder::new(&self.triggers, &live)
+                }
+            }),
             live,
-            finder: (!done).then(|| self.initial.clone()),
             hits: Vec::new(),
+            broken: Vec::new(),
         }
     }
 }
@@ -119,6 +141,8 @@ pub(crate) struct Scan<'a> {
     /// `(pattern, line start, line end)` in the current window for each pattern that fired in
     /// it, for callers that report where (`aorta classify`); cleared by [`Scan::take_hits`].
     hits: Vec<(usize, usize, usize)>,
+    /// `(id, message)` of each pattern found not to compile during this scan.
+    broken: Vec<(&'static str, String)>,
 }
 
 impl Scan<'_> {
@@ -150,8 +174,17 @@ impl Scan<'_> {
                 continue;
             }
             tried |= 1 << pattern;
-            let Ok(re) = &self.lib.regexes[pattern] else {
-                continue;
+            let re = match self.lib.regex(pattern) {
+                Ok(re) => re,
+                Err(e) => {
+                    self.broken.push((self.lib.ids[pattern], e.clone()));
+                    self.live[pattern] = false;
+                    self.finder = self
+                        .live
+                        .contains(&true)
+                        .then(|| Finder::new(&self.lib.triggers, &self.live));
+                    continue;
+                }
             };
             // A runtime error (backtrack limit) is a no-match; built-ins do not backtrack.
             if matches!(re.find_from_pos(&w[..line.1], line.0), Ok(Some(_))) {
@@ -174,7 +207,12 @@ impl Scan<'_> {
 
     /// The compiled regex of pattern `i` (only called for patterns that fired, so compiled).
     pub(crate) fn regex(&self, i: usize) -> Option<&fancy_regex::Regex> {
-        self.lib.regexes[i].as_ref().ok()
+        self.lib.regex(i).as_ref().ok()
+    }
+
+    /// `(id, message)` of each pattern whose trigger was hit but whose regex does not compile.
+    pub(crate) fn broken(&self) -> &[(&'static str, String)] {
+        &self.broken
     }
 
     /// Which patterns fired, by catalogue index.
@@ -202,11 +240,9 @@ mod tests {
 
     /// What the scan must equal: every regex over the whole text.
     fn reference(lib: &Library, text: &str) -> Vec<&'static str> {
-        lib.ids()
-            .iter()
-            .zip(&lib.regexes)
-            .filter(|(_, re)| re.as_ref().unwrap().is_match(text).unwrap())
-            .map(|(id, _)| *id)
+        (0..lib.ids().len())
+            .filter(|&i| lib.regex(i).as_ref().unwrap().is_match(text).unwrap())
+            .map(|i| lib.ids()[i])
             .collect()
     }
 
@@ -265,9 +301,14 @@ mod tests {
             TIER4_PATTERNS[1],
         ];
         let lib = Library::new(BROKEN);
-        assert_eq!(lib.errors().count(), 1);
         let text = "Traceback (most recent call last):\nhipErrorNoBinaryForGpu\n";
+        // Compiled lazily: the scan that hits its trigger reports it.
+        let mut scan = lib.scan();
+        scan_windows(text.as_bytes(), BIG, |w, s| scan.window(w, s)).unwrap();
+        assert_eq!(scan.broken().len(), 1, "{:?}", scan.broken());
+        assert_eq!(scan.broken()[0].0, BROKEN[0].id);
         assert_eq!(fast(&lib, text, BIG), ["tier4:hip_error"]);
+        assert_eq!(lib.errors().count(), 1);
     }
 
     /// Log fragments: trigger look-alikes, prefixes, separators, values, newlines.
