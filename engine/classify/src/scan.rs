@@ -178,26 +178,28 @@ impl Scan<'_> {
                 Ok(re) => re,
                 Err(e) => {
                     self.broken.push((self.lib.ids[pattern], e.clone()));
-                    self.live[pattern] = false;
-                    self.finder = self
-                        .live
-                        .contains(&true)
-                        .then(|| Finder::new(&self.lib.triggers, &self.live));
+                    self.retire(pattern);
                     continue;
                 }
             };
             // A runtime error (backtrack limit) is a no-match; built-ins do not backtrack.
             if matches!(re.find_from_pos(&w[..line.1], line.0), Ok(Some(_))) {
                 self.fired[pattern] = true;
-                self.live[pattern] = false;
                 self.hits.push((pattern, line.0, line.1));
-                self.finder = self
-                    .live
-                    .contains(&true)
-                    .then(|| Finder::new(&self.lib.triggers, &self.live));
+                self.retire(pattern);
             }
         }
         ControlFlow::Break(())
+    }
+
+    /// Stops looking for `pattern` (it fired, or it does not compile): the automaton is rebuilt
+    /// without its triggers, and dropped once nothing is left.
+    fn retire(&mut self, pattern: usize) {
+        self.live[pattern] = false;
+        self.finder = self
+            .live
+            .contains(&true)
+            .then(|| Finder::new(&self.lib.triggers, &self.live));
     }
 
     /// The patterns that fired in the last window, with their line's byte range in it.

@@ -192,7 +192,8 @@ fn run_command(
     p.hang = c.hang.clone();
     lease.apply(&mut p);
     let devices: Vec<String> = lease.gpus().to_vec();
-    let gpu_tier3 = !c.classifier.disables.tier_disabled(Tier::Tier3) && crate::gpu::available();
+    let tier3_off = c.classifier.disables.tier_disabled(Tier::Tier3);
+    let gpu_tier3 = !tier3_off && crate::gpu::available();
     if let Some(h) = p.hang.as_mut() {
         // The hang monitor's GPU vote: every device the trial may touch under 5% busy; no
         // vote without a metrics source. Asked only once the monitor samples (a trial past the
@@ -216,7 +217,7 @@ fn run_command(
     let started_at = std::time::SystemTime::now() - Duration::from_secs(2);
     // The peak reading belongs to Tier 3's probes: with the tier off, as in AORTA, none is
     // taken (and NVML, about 30 ms to load on an H200, is never loaded for a build).
-    let sampler = if c.classifier.disables.tier_disabled(Tier::Tier3) {
+    let sampler = if tier3_off {
         None
     } else {
         crate::gpu::PeakSampler::start(&devices)
@@ -249,7 +250,6 @@ fn run_command(
         .filter_map(|s| s.vram_used_mib)
         .chain(sampled_peak)
         .max();
-    let tier3_off = c.classifier.disables.tier_disabled(Tier::Tier3);
     let dmesg_text = if let (Some(log), Some(mark), true) =
         (&c.kernel_log, kernel_mark, outcome.launched && !tier3_off)
     {

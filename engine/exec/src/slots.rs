@@ -248,32 +248,19 @@ impl<J, O> Shared<J, O> {
                 slot,
                 gpus: ids.iter().map(|&i| self.gpus[i].clone()).collect(),
             };
-            let out = match early {
-                Some(giver) => exec(
-                    job,
-                    lease,
-                    SlotRelease {
-                        held: Some((Arc::clone(giver), slot, ids)),
-                    },
-                ),
-                None => {
-                    let out = exec(job, lease, SlotRelease { held: None });
-                    self.give_back(slot, &ids);
-                    out
-                }
-            };
+            let held = early.map(|giver| (Arc::clone(giver), slot, ids.clone()));
+            let out = exec(job, lease, SlotRelease { held });
             let mut st = self.lock();
+            if early.is_none() {
+                // Given back with the result, under one lock.
+                st.devices.release(&ids);
+                st.free_slots.push(slot);
+                self.cv.notify_one();
+            }
             st.running -= 1;
             st.done.push_back(out);
             self.done_cv.notify_all();
         }
-    }
-
-    fn give_back(&self, slot: usize, ids: &[usize]) {
-        let mut st = self.lock();
-        st.devices.release(ids);
-        st.free_slots.push(slot);
-        self.cv.notify_one();
     }
 }
 
@@ -284,7 +271,10 @@ trait GiveBack: Send + Sync {
 
 impl<J: Send, O: Send> GiveBack for Shared<J, O> {
     fn give_back(&self, slot: usize, ids: &[usize]) {
-        Shared::give_back(self, slot, ids)
+        let mut st = self.lock();
+        st.devices.release(ids);
+        st.free_slots.push(slot);
+        self.cv.notify_one();
     }
 }
 
