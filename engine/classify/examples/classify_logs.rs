@@ -22,7 +22,7 @@ fn main() {
             ..Default::default()
         };
         let c = classify(&obs, &ClassifierConfig::default());
-        if let Some(err) = c.capture.get("classifier_error") {
+        if let Some(err) = c.capture.classifier_error.as_ref() {
             eprintln!("{file}: {err}");
             std::process::exit(1);
         }

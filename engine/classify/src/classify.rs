@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
-use serde_json::{Map, Value};
+use aorta_trial::Capture;
 
 use crate::catalogue::Tier;
 use crate::model::{Classification, ClassifierConfig, Observation};
@@ -46,8 +46,10 @@ fn fallback(obs: &Observation, cfg: &ClassifierConfig, error: &str) -> Classific
     } else {
         Vec::new()
     };
-    let mut capture = Map::new();
-    capture.insert("classifier_error".into(), Value::String(error.into()));
+    let mut capture = Capture {
+        classifier_error: Some(error.into()),
+        ..Default::default()
+    };
     eff.echo(&mut capture);
     let durations = Tier::ALL
         .iter()
@@ -93,7 +95,7 @@ fn run(obs: &Observation, cfg: &ClassifierConfig, params: WindowParams) -> Class
         panic!("injected classifier bug");
     }
     let eff = Effective::new(&cfg.disables, obs.exec_failed);
-    let mut capture = Map::new();
+    let mut capture = Capture::default();
     let mut errors: Vec<String> = Vec::new();
     let mut d = BTreeMap::new();
 
@@ -104,12 +106,7 @@ fn run(obs: &Observation, cfg: &ClassifierConfig, params: WindowParams) -> Class
     let (t2, reconciled) = timed(&mut d, Tier::Tier2, eff.tier_on(Tier::Tier2), || {
         tier1::hang(obs)
     });
-    if reconciled {
-        capture.insert(
-            "tier2_hang_latched_but_reconciled".into(),
-            Value::Bool(true),
-        );
-    }
+    capture.tier2_hang_latched_but_reconciled = reconciled;
 
     // Nothing ran when the command never launched: kernel events and counters are not its own.
     let check_vram = cfg.tier3_vram_growth && !eff.detector_off("tier3:vram_growth");
@@ -142,7 +139,7 @@ fn run(obs: &Observation, cfg: &ClassifierConfig, params: WindowParams) -> Class
         }
     }
     if !unique.is_empty() {
-        capture.insert("classifier_error".into(), Value::String(unique.join("; ")));
+        capture.classifier_error = Some(unique.join("; "));
     }
     eff.echo(&mut capture);
 
@@ -172,7 +169,10 @@ mod tests {
         };
         let c = fallback(&obs, &ClassifierConfig::default(), "Panic: boom");
         assert_eq!(c.verdict, Verdict::Fail);
-        assert_eq!(c.capture["classifier_error"], "Panic: boom");
+        assert_eq!(
+            c.capture.classifier_error.as_deref().unwrap(),
+            "Panic: boom"
+        );
         assert!(c.tier_durations_ms.values().all(|v| *v == 0.0));
         assert_eq!(c.tier_durations_ms.len(), 5);
 
@@ -199,7 +199,7 @@ mod tests {
         assert_eq!(c.verdict, Verdict::Fail);
         assert_eq!(c.failure_detectors_fired, ["tier1:sigsegv"]);
         assert_eq!(
-            c.capture["classifier_error"],
+            c.capture.classifier_error.as_deref().unwrap(),
             "Panic: injected classifier bug"
         );
     }
@@ -248,8 +248,11 @@ mod tests {
             ]
         );
         assert_eq!(
-            (small.warn_detectors_fired[0].as_str(), &small.capture["l"]),
-            ("custom:hi", &Value::from("2.6"))
+            (
+                small.warn_detectors_fired[0].as_str(),
+                small.capture.group("l")
+            ),
+            ("custom:hi", Some("2.6"))
         );
     }
 
@@ -263,8 +266,10 @@ mod tests {
         };
         let c = classify(&obs, &ClassifierConfig::default());
         assert_eq!(c.verdict, Verdict::Pass);
-        assert!(c.capture["classifier_error"]
-            .as_str()
+        assert!(c
+            .capture
+            .classifier_error
+            .as_deref()
             .unwrap()
             .starts_with("IoError: reading stdout log"));
     }

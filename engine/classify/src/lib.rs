@@ -21,10 +21,12 @@
 //! guarantee is in the `stream` module: a match of at most [`LOG_OVERLAP_BYTES`] is never
 //! missed because of chunking.
 //!
-//! `capture` keys written by the classifier besides custom named groups: `xid`, `xid_pci`
-//! (first NVIDIA Xid in dmesg), `tier2_hang_latched_but_reconciled`, `classifier_error`
-//! (unreadable logs, regex runtime errors, a contained panic), `disabled_detectors` and
-//! `disabled_detector_tiers` (the effective disables, sorted, when the recipe set any).
+//! What the classifier notes beside the verdict goes into the typed
+//! [`aorta_trial::Capture`]: named regex groups (custom patterns' and `xid`, `xid_pci` from the
+//! first NVIDIA Xid in dmesg) in its string map, and `tier2_hang_latched_but_reconciled`,
+//! `classifier_error` (unreadable logs, regex runtime errors, a contained panic),
+//! `disabled_detectors` and `disabled_detector_tiers` (the effective disables, sorted, when the
+//! recipe set any) as fields. The JSON is AORTA's flat dict.
 
 mod catalogue;
 mod classify;

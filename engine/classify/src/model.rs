@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use aorta_condition::Condition;
-use aorta_trial::Verdict;
+use aorta_trial::{Capture, Verdict};
 
 use crate::disables::Disables;
 
@@ -160,7 +160,7 @@ pub struct Classification {
     /// Advisory detectors (Tier-3 VRAM growth, custom `warn`); never change the verdict.
     pub warn_detectors_fired: Vec<String>,
     /// Named groups of fired custom patterns plus classifier breadcrumbs (see the crate docs).
-    pub capture: serde_json::Map<String, serde_json::Value>,
+    pub capture: Capture,
     /// Wall time spent per tier (`tier1` … `tier5`), in milliseconds; 0.0 for skipped tiers.
     pub tier_durations_ms: BTreeMap<String, f64>,
 }

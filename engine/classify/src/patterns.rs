@@ -10,7 +10,7 @@ use std::ops::ControlFlow;
 use std::path::Path;
 
 use aorta_condition::Vars;
-use serde_json::{Map, Value};
+use aorta_trial::Capture;
 
 use crate::model::{CustomDetector, Observation, OnMatch};
 use crate::scan::TIER4;
@@ -96,7 +96,7 @@ pub(crate) fn tier5(
     obs: &Observation,
     detectors: &[&CustomDetector],
     params: WindowParams,
-    capture: &mut Map<String, Value>,
+    capture: &mut Capture,
     errors: &mut Vec<String>,
 ) -> Tier5 {
     let mut out = Tier5::default();
@@ -113,7 +113,7 @@ pub(crate) fn tier5(
             if let Some((groups, _)) = first_firing(d, w, s, obs, st, &mut notes) {
                 st.fired = true;
                 for (k, v) in groups {
-                    capture.insert(k, Value::String(v));
+                    capture.groups.insert(k, v);
                 }
                 match d.on_match {
                     OnMatch::Fail => out.fail.push(d.detector_id()),

@@ -2,7 +2,7 @@
 
 use std::sync::LazyLock;
 
-use serde_json::{Map, Value};
+use aorta_trial::Capture;
 
 use crate::catalogue::TIER3_LOG_PATTERNS;
 use crate::model::Observation;
@@ -44,7 +44,7 @@ pub(crate) struct Tier3 {
 pub(crate) fn detect(
     obs: &Observation,
     check_vram: bool,
-    capture: &mut Map<String, Value>,
+    capture: &mut Capture,
     errors: &mut Vec<String>,
 ) -> Tier3 {
     let mut out = Tier3::default();
@@ -61,9 +61,9 @@ pub(crate) fn detect(
             match re.captures(text) {
                 Ok(Some(caps)) => {
                     if let Some(xid) = caps.name("xid") {
-                        capture.insert("xid".into(), Value::String(xid.as_str().into()));
+                        capture.groups.insert("xid".into(), xid.as_str().into());
                         if let Some(pci) = caps.name("pci") {
-                            capture.insert("xid_pci".into(), Value::String(pci.as_str().into()));
+                            capture.groups.insert("xid_pci".into(), pci.as_str().into());
                         }
                     }
                     out.fired.push((*id).to_string());
@@ -106,7 +106,7 @@ mod tests {
     }
 
     fn run(obs: &Observation, check_vram: bool) -> Tier3 {
-        detect(obs, check_vram, &mut Map::new(), &mut Vec::new())
+        detect(obs, check_vram, &mut Capture::default(), &mut Vec::new())
     }
 
     #[test]

@@ -1,8 +1,7 @@
 //! Verdict resolution (AORTA §5.9), effective disables (§5.8) and `failure_details[].type`
 //! (§5.10).
 
-use aorta_trial::Verdict;
-use serde_json::{Map, Value};
+use aorta_trial::{Capture, Verdict};
 
 use crate::catalogue::Tier;
 use crate::disables::Disables;
@@ -59,7 +58,7 @@ impl Effective {
     }
 
     /// `capture.disabled_detectors` / `disabled_detector_tiers`, sorted, when any were set.
-    pub fn echo(&self, capture: &mut Map<String, Value>) {
+    pub fn echo(&self, capture: &mut Capture) {
         if !self.any_configured {
             return;
         }
@@ -67,8 +66,8 @@ impl Effective {
         ids.sort();
         let mut tiers: Vec<&str> = self.tiers.iter().map(|t| t.name()).collect();
         tiers.sort_unstable();
-        capture.insert("disabled_detectors".into(), Value::from(ids));
-        capture.insert("disabled_detector_tiers".into(), Value::from(tiers));
+        capture.disabled_detectors = Some(ids);
+        capture.disabled_detector_tiers = Some(tiers.into_iter().map(String::from).collect());
     }
 }
 
@@ -89,7 +88,7 @@ pub(crate) struct Fired {
 /// ids, then fail > error > pass.
 pub(crate) fn resolve(
     f: Fired,
-    capture: Map<String, Value>,
+    capture: Capture,
     tier_durations_ms: std::collections::BTreeMap<String, f64>,
 ) -> Classification {
     let mut fired: Vec<String> = [f.tier1, f.tier2, f.tier3, f.tier4, f.custom_fail].concat();
@@ -157,7 +156,7 @@ mod tests {
     }
 
     fn run(f: Fired) -> Classification {
-        resolve(f, Map::new(), Default::default())
+        resolve(f, Capture::default(), Default::default())
     }
 
     #[test]
@@ -206,14 +205,14 @@ mod tests {
         );
         let e = Effective::new(&d, false);
         assert!(!e.tier_on(Tier::Tier1) && e.detector_off("tier1:exit_nonzero"));
-        let mut cap = Map::new();
+        let mut cap = Capture::default();
         e.echo(&mut cap);
         assert_eq!(
-            cap["disabled_detectors"],
-            serde_json::json!(["tier1:exit_nonzero", "tier2:hang"])
+            cap.disabled_detectors.unwrap(),
+            ["tier1:exit_nonzero", "tier2:hang"]
         );
-        assert_eq!(cap["disabled_detector_tiers"], serde_json::json!(["tier1"]));
-        let mut cap = Map::new();
+        assert_eq!(cap.disabled_detector_tiers.unwrap(), ["tier1"]);
+        let mut cap = Capture::default();
         Effective::new(&Disables::default(), false).echo(&mut cap);
         assert!(cap.is_empty());
     }

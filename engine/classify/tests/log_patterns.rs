@@ -178,8 +178,8 @@ fn tier5_warn_and_info() {
     assert_eq!(c.verdict, Verdict::Pass);
     assert_eq!(c.warn_detectors_fired, ["custom:slow"]);
     assert!(c.failure_detectors_fired.is_empty());
-    assert_eq!(c.capture["ms"], "912");
-    assert_eq!(c.capture["torch"], "2.5.1");
+    assert_eq!(c.capture.group("ms").unwrap(), "912");
+    assert_eq!(c.capture.group("torch").unwrap(), "2.5.1");
 }
 
 #[test]
@@ -202,7 +202,8 @@ fn tier5_condition_gates_firing_and_later_matches_get_their_chance() {
     );
     assert_eq!(c.failure_detectors_fired, ["custom:diverged"]);
     assert_eq!(
-        c.capture["loss"], "3.7",
+        c.capture.group("loss").unwrap(),
+        "3.7",
         "the first match whose condition holds"
     );
 }
@@ -284,10 +285,10 @@ fn tier5_named_groups_merge_later_overwrites_earlier() {
         ),
     ]);
     let c = classify(&t.logs("rank=0 host=node1\nfailed on rank 3\n", ""), &cfg);
-    assert_eq!(c.capture["rank"], "3");
-    assert_eq!(c.capture["host"], "node1");
+    assert_eq!(c.capture.group("rank").unwrap(), "3");
+    assert_eq!(c.capture.group("host").unwrap(), "node1");
     assert!(
-        !c.capture.contains_key("gpu"),
+        c.capture.group("gpu").is_none(),
         "an unmatched optional group is not captured"
     );
 }
@@ -297,7 +298,7 @@ fn tier5_python_dialect_lookaround_and_backrefs() {
     let t = Trial::new();
     let cfg = with_custom(vec![custom("dup", r"(?P<w>\b\w+\b) \1(?= again)")]);
     let c = classify(&t.logs("say hello hello again\n", ""), &cfg);
-    assert_eq!(c.capture["w"], "hello");
+    assert_eq!(c.capture.group("w").unwrap(), "hello");
 }
 
 #[test]
@@ -312,7 +313,7 @@ fn tier5_12_mib_log_with_the_signal_at_the_end() {
     let c = classify(&t.logs(log, ""), &cfg);
     assert_eq!(c.failure_detectors_fired, ["custom:fatal"]);
     assert_eq!(
-        (c.capture["rank"].as_str(), c.capture["code"].as_str()),
+        (c.capture.group("rank"), c.capture.group("code")),
         (Some("7"), Some("E1234"))
     );
 }
@@ -327,7 +328,7 @@ fn tier5_match_straddling_a_chunk_boundary() {
     let cfg = with_custom(vec![custom("m", r"failure marker (?P<n>\d+)")]);
     let c = classify(&t.logs("", log), &cfg);
     assert_eq!(c.failure_detectors_fired, ["custom:m"]);
-    assert_eq!(c.capture["n"], "42");
+    assert_eq!(c.capture.group("n").unwrap(), "42");
 }
 
 #[test]
@@ -336,7 +337,11 @@ fn tier5_fires_once_across_both_streams() {
     let cfg = with_custom(vec![custom("e", r"ERR (?P<n>\d)")]);
     let c = classify(&t.logs("ERR 1\n", "ERR 2\n"), &cfg);
     assert_eq!(c.failure_detectors_fired, ["custom:e"]);
-    assert_eq!(c.capture["n"], "1", "stdout is scanned first");
+    assert_eq!(
+        c.capture.group("n").unwrap(),
+        "1",
+        "stdout is scanned first"
+    );
 }
 
 /// docs/compatibility.md, `separate-streams`: AORTA scanned `stdout + "\n" + stderr` as one text.
@@ -373,7 +378,11 @@ fn stdout_and_stderr_are_two_texts_with_stdout_first() {
         c.failure_detectors_fired.is_empty(),
         "no match across the seam"
     );
-    assert_eq!(c.capture["rank"], "7", "the later stream's value wins");
+    assert_eq!(
+        c.capture.group("rank").unwrap(),
+        "7",
+        "the later stream's value wins"
+    );
     assert_eq!(c.warn_detectors_fired, ["custom:warn_b", "custom:warn_a"]);
 }
 
@@ -387,7 +396,7 @@ fn unreadable_log_is_recorded_and_the_other_stream_still_scanned() {
         c.failure_detectors_fired,
         ["tier4:python_traceback", "custom:tb"]
     );
-    let err = c.capture["classifier_error"].as_str().unwrap();
+    let err = c.capture.classifier_error.as_deref().unwrap();
     assert!(err.starts_with("IoError: reading stdout log"), "{err}");
     assert_eq!(
         err.matches("IoError").count(),
@@ -402,7 +411,7 @@ fn tier5_catastrophic_regex_hits_the_backtrack_limit_not_a_hang() {
     let cfg = with_custom(vec![custom("evil", r"(x+x+)+(?>y)"), custom("ok", "tail")]);
     let c = classify(&t.logs(format!("{} y\ntail\n", "x".repeat(40)), ""), &cfg);
     assert_eq!(c.failure_detectors_fired, ["custom:ok"]);
-    let err = c.capture["classifier_error"].as_str().unwrap();
+    let err = c.capture.classifier_error.as_deref().unwrap();
     assert!(err.contains("RegexRuntimeError: custom:evil"), "{err}");
 }
 
@@ -420,8 +429,10 @@ fn tier5_condition_budget_retires_a_pattern_that_never_holds() {
     let log = "x".repeat(aorta_classify::CONDITION_EVAL_BUDGET as usize + 10);
     let c = classify(&t.logs(log, ""), &cfg);
     assert_eq!(c.verdict, Verdict::Pass);
-    assert!(c.capture["classifier_error"]
-        .as_str()
+    assert!(c
+        .capture
+        .classifier_error
+        .as_deref()
         .unwrap()
         .contains("ConditionBudgetExceeded: custom:every"));
 }

@@ -242,10 +242,13 @@ fn tier4_disables() {
     );
     assert_eq!(c.failure_detectors_fired, ["tier4:hip_error"]);
     assert_eq!(
-        c.capture["disabled_detectors"],
+        serde_json::json!(c.capture.disabled_detectors),
         serde_json::json!(["tier4:illegal_memory_access", "tier4:python_traceback"])
     );
-    assert_eq!(c.capture["disabled_detector_tiers"], serde_json::json!([]));
+    assert_eq!(
+        serde_json::json!(c.capture.disabled_detector_tiers),
+        serde_json::json!([])
+    );
     assert!(c.tier_durations_ms["tier4"] >= 0.0);
     assert_eq!(
         classify(&obs, &cfg_with(vec![], &["tier4"])).tier_durations_ms["tier4"],
@@ -282,12 +285,12 @@ fn disabled_custom_pattern_leaves_no_capture_and_no_missing_signal() {
     );
     let c = classify(&t.logs("DONE 100\n", ""), &cfg);
     assert_eq!(c.verdict, Verdict::Pass);
-    assert!(!c.capture.contains_key("steps") && !c.capture.contains_key("x"));
+    assert!(c.capture.group("steps").is_none() && c.capture.group("x").is_none());
     // Required and absent, but disabled: no meta:missing_pass_signal.
     let c = classify(&t.logs("nothing\n", ""), &cfg);
     assert_eq!(c.verdict, Verdict::Pass);
     assert_eq!(
-        c.capture["disabled_detectors"],
+        serde_json::json!(c.capture.disabled_detectors),
         serde_json::json!(["custom:done", "custom:i"])
     );
 }
@@ -305,7 +308,7 @@ fn tier5_disabled_skips_the_scan() {
     let c = classify(&t.logs("ERR\n", ""), &cfg);
     assert_eq!(c.verdict, Verdict::Pass);
     assert_eq!(
-        c.capture["disabled_detector_tiers"],
+        serde_json::json!(c.capture.disabled_detector_tiers),
         serde_json::json!(["tier5"])
     );
 }
@@ -335,8 +338,14 @@ fn exec_failure_exception() {
             "{off:?}"
         );
         // The effective (ignored) disables are what capture echoes.
-        assert_eq!(c.capture["disabled_detector_tiers"], serde_json::json!([]));
-        assert_eq!(c.capture["disabled_detectors"], serde_json::json!([]));
+        assert_eq!(
+            serde_json::json!(c.capture.disabled_detector_tiers),
+            serde_json::json!([])
+        );
+        assert_eq!(
+            serde_json::json!(c.capture.disabled_detectors),
+            serde_json::json!([])
+        );
         assert_eq!(
             classify(&launched, &cfg).verdict,
             Verdict::Pass,
@@ -346,7 +355,7 @@ fn exec_failure_exception() {
     let cfg = cfg_with(vec![], &["tier1", "tier2:hang"]);
     let c = classify(&unlaunched, &cfg);
     assert_eq!(
-        c.capture["disabled_detectors"],
+        serde_json::json!(c.capture.disabled_detectors),
         serde_json::json!(["tier2:hang"])
     );
     assert!(
@@ -366,11 +375,11 @@ fn disables_are_echoed_sorted() {
         ),
     );
     assert_eq!(
-        c.capture["disabled_detector_tiers"],
+        serde_json::json!(c.capture.disabled_detector_tiers),
         serde_json::json!(["tier3", "tier4"])
     );
     assert_eq!(
-        c.capture["disabled_detectors"],
+        serde_json::json!(c.capture.disabled_detectors),
         serde_json::json!(["custom:a", "custom:b", "tier2:hang"])
     );
 }

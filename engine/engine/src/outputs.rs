@@ -218,9 +218,7 @@ pub fn materialize(
             let outcome = crate::retention::apply(&staged, retain, r.record.verdict);
             // Stamp the outcome into this directory's record, deletions or not, as AORTA does.
             let mut record = (*r.record).clone();
-            let stamp = serde_json::to_value(&outcome)
-                .map_err(|e| PlaceError::Other(format!("cannot encode {rel}/result.json: {e}")))?;
-            record.capture.insert("retention".into(), stamp);
+            record.capture.retention = Some(outcome);
             let json = serde_json::to_vec_pretty(&record)
                 .map_err(|e| PlaceError::Other(format!("cannot encode {rel}/result.json: {e}")))?;
             std::fs::write(staged.join("result.json"), &json)

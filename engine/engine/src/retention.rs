@@ -4,18 +4,10 @@
 
 use aorta_recipe::{Retain, RetainLevel};
 use aorta_trial::Verdict;
-use serde::Serialize;
 use std::path::Path;
 
-/// What retention did to one trial directory: `capture.retention` in its `result.json`,
-/// stamped whenever the recipe has `retain` (also when nothing was deleted), as AORTA does.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Outcome {
-    pub level: RetainLevel,
-    /// Trial-relative paths, sorted.
-    pub deleted: Vec<String>,
-    pub freed_bytes: u64,
-}
+/// What retention did to one trial directory: `capture.retention` in its `result.json`.
+pub use aorta_trial::Retention as Outcome;
 
 fn rank(level: RetainLevel) -> u8 {
     match level {

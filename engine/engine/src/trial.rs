@@ -6,7 +6,10 @@ use crate::workloads::Workload;
 use aorta_classify::{classify, collect_dmesg, failure_type, ClassifierConfig, Observation, Tier};
 use aorta_exec::{CancelToken, HangConfig, Lease, ProcessOutcome, ProcessSpec, SlotRelease};
 use aorta_recipe::PassthroughMode;
-use aorta_trial::{ExitStatus, TrialRecord, Verdict, WorkloadResult, TRIAL_RECORD_SCHEMA};
+use aorta_trial::{
+    ExitStatus, FailureDetail, Metric, SmallMap, TrialRecord, Verdict, WorkloadResult,
+    TRIAL_RECORD_SCHEMA,
+};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -61,6 +64,20 @@ pub struct WorkloadSettings {
     pub steps: u32,
     pub config: serde_json::Map<String, serde_json::Value>,
     pub timeout: Option<Duration>,
+}
+
+/// The workload protocol's `config.json` (docs/workload-protocol.md): what one trial asks of
+/// the workload executable.
+#[derive(serde::Serialize)]
+struct Invocation<'a> {
+    protocol: u32,
+    workload: &'a str,
+    cell: &'a str,
+    trial_index: u32,
+    steps: u32,
+    /// The recipe's `workload_config`, as the user wrote it.
+    config: &'a serde_json::Map<String, serde_json::Value>,
+    trial_dir: &'a Path,
 }
 
 pub enum TrialRun {
@@ -167,7 +184,10 @@ fn run_command(
             record.failure_type = Some(ftype.into());
             record.result = WorkloadResult {
                 failure_count: 1,
-                failure_details: vec![serde_json::json!({"type": ftype, "error": e})],
+                failure_details: vec![FailureDetail {
+                    error: Some(e.clone()),
+                    ..FailureDetail::of_kind(ftype)
+                }],
                 main_work_started: Some(false),
                 executed_iterations: Some(0),
                 configured_iterations: Some(1),
@@ -318,11 +338,11 @@ fn judge_command(
         (true, _) => ExitStatus::WorkloadFailed,
     };
     let passed = cls.verdict == Verdict::Pass;
-    let mut metrics = serde_json::Map::new();
+    let mut metrics = SmallMap::default();
     metrics.insert("verdict".into(), cls.verdict.as_str().into());
-    metrics.insert("exit_code".into(), outcome.exit_code.into());
+    metrics.insert("exit_code".into(), i64::from(outcome.exit_code).into());
     if let Some(rss) = outcome.peak_rss_kib {
-        metrics.insert("peak_rss_kib".into(), rss.into());
+        metrics.insert("peak_rss_kib".into(), Metric::Int(rss as i64));
     }
     let step_times_ms = match &c.step_time_regex {
         Some(re) => {
@@ -331,7 +351,10 @@ fn judge_command(
         None => Vec::new(),
     };
     if c.step_time_regex.is_some() {
-        metrics.insert("step_time_samples".into(), step_times_ms.len().into());
+        metrics.insert(
+            "step_time_samples".into(),
+            Metric::Int(step_times_ms.len() as i64),
+        );
     }
     record.result = WorkloadResult {
         passed,
@@ -340,7 +363,13 @@ fn judge_command(
         failure_details: if passed {
             Vec::new()
         } else {
-            let mut detail = serde_json::json!({"exit_code": outcome.exit_code, "timed_out": outcome.timed_out, "type": ftype, "failure_detectors_fired": cls.failure_detectors_fired});
+            let mut detail = FailureDetail {
+                kind: ftype.map(str::to_owned),
+                exit_code: Some(outcome.exit_code),
+                timed_out: Some(outcome.timed_out),
+                failure_detectors_fired: Some(cls.failure_detectors_fired.clone()),
+                ..Default::default()
+            };
             if let Some(h) = outcome.hang.as_ref().filter(|_| {
                 cls.failure_detectors_fired
                     .iter()
@@ -353,12 +382,11 @@ fn judge_command(
                 } else {
                     String::new()
                 };
-                detail["hint"] = format!(
+                detail.hint = Some(format!(
                     "hang ({}), latched {:.0} s after the trial went quiet{kept}",
                     h.evidence,
                     h.latched_after.saturating_sub(h.quiet_since).as_secs_f64()
-                )
-                .into();
+                ));
             }
             vec![detail]
         },
@@ -386,20 +414,22 @@ fn run_workload(
     cancel: &CancelToken,
 ) -> TrialRun {
     let mut record = base_record(spec, &w.workload.name, None);
-    let config = serde_json::json!({
-        "protocol": 1, "workload": w.workload.name, "cell": spec.cell, "trial_index": spec.index,
-        "steps": w.steps, "config": w.config, "trial_dir": dir.display().to_string(),
-    });
+    let invocation = Invocation {
+        protocol: 1,
+        workload: &w.workload.name,
+        cell: &spec.cell,
+        trial_index: spec.index,
+        steps: w.steps,
+        config: &w.config,
+        trial_dir: dir,
+    };
     let cfg_path = dir.join("config.json");
     let res_path = dir.join("workload-result.json");
-    if let Err(e) = std::fs::write(
-        &cfg_path,
-        serde_json::to_vec_pretty(&config).unwrap_or_default(),
-    ) {
-        record.capture.insert(
-            "error_message".into(),
-            format!("cannot write {}: {e}", cfg_path.display()).into(),
-        );
+    let written = serde_json::to_vec_pretty(&invocation)
+        .map_err(std::io::Error::other)
+        .and_then(|bytes| std::fs::write(&cfg_path, bytes));
+    if let Err(e) = written {
+        record.capture.error_message = Some(format!("cannot write {}: {e}", cfg_path.display()));
         return TrialRun::Done(Box::new(record));
     }
     let argv = vec![
@@ -426,10 +456,7 @@ fn run_workload(
     let outcome = match aorta_exec::run(&p, cancel) {
         Ok(o) => o,
         Err(e) => {
-            record.capture.insert(
-                "error_message".into(),
-                format!("cannot start the workload: {e}").into(),
-            );
+            record.capture.error_message = Some(format!("cannot start the workload: {e}"));
             return TrialRun::Done(Box::new(record));
         }
     };
@@ -513,9 +540,7 @@ pub fn killed_by_scheduler(
             workload_record(record, &dir.join("workload-result.json"), &outcome)
         }
     };
-    record
-        .capture
-        .insert("scheduler_state".into(), state.into());
+    record.capture.scheduler_state = Some(state.into());
     record
 }
 
@@ -534,9 +559,10 @@ fn judge_workload(
     if !outcome.launched {
         let r = WorkloadResult {
             main_work_started: Some(false),
-            failure_details: vec![
-                serde_json::json!({"type": "exec_failed", "error": outcome.exec_error}),
-            ],
+            failure_details: vec![FailureDetail {
+                error: outcome.exec_error.clone(),
+                ..FailureDetail::of_kind("exec_failed")
+            }],
             ..Default::default()
         };
         return (ExitStatus::InfrastructureFailed, Verdict::Error, r);
@@ -544,8 +570,7 @@ fn judge_workload(
     if outcome.timed_out {
         let mut r = parsed.unwrap_or_default();
         r.passed = false;
-        r.failure_details
-            .push(serde_json::json!({"type": "timeout"}));
+        r.failure_details.push(FailureDetail::of_kind("timeout"));
         return (ExitStatus::InfrastructureFailed, Verdict::Error, r);
     }
     match parsed {
@@ -556,9 +581,10 @@ fn judge_workload(
         Some(mut r) => {
             if outcome.exit_code != 0 {
                 r.passed = false;
-                r.failure_details.push(
-                    serde_json::json!({"type": "nonzero_exit", "exit_code": outcome.exit_code}),
-                );
+                r.failure_details.push(FailureDetail {
+                    exit_code: Some(outcome.exit_code),
+                    ..FailureDetail::of_kind("nonzero_exit")
+                });
             }
             (ExitStatus::WorkloadFailed, Verdict::Fail, r)
         }
@@ -567,9 +593,14 @@ fn judge_workload(
             let r = WorkloadResult {
                 main_work_started: Some(true),
                 failure_count: 1,
-                failure_details: vec![
-                    serde_json::json!({"type": if outcome.exit_code < 0 { "crashed" } else { "no_result" }, "exit_code": outcome.exit_code}),
-                ],
+                failure_details: vec![FailureDetail {
+                    exit_code: Some(outcome.exit_code),
+                    ..FailureDetail::of_kind(if outcome.exit_code < 0 {
+                        "crashed"
+                    } else {
+                        "no_result"
+                    })
+                }],
                 ..Default::default()
             };
             (ExitStatus::WorkloadFailed, Verdict::Fail, r)

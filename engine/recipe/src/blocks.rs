@@ -288,12 +288,27 @@ pub(crate) fn custom_patterns(cx: &Ctx, node: &Node, path: &FieldPath) -> Res<Ve
             &mp.key("regex"),
             "a Python-style regular expression",
         )?;
-        if let Err(e) = compile_regex(regex) {
-            return Err(cx.schema(
+        let compiled = compile_regex(regex).map_err(|e| {
+            cx.schema(
                 re_node,
                 &mp.key("regex"),
                 format!("regex does not compile: {e}"),
                 "Python `re` syntax; see docs/recipes.md for the supported dialect",
+            )
+        })?;
+        // A trial's `capture` keeps these names for the classifier's and engine's own notes.
+        if let Some(name) = compiled
+            .capture_names()
+            .flatten()
+            .find(|n| aorta_trial::RESERVED_CAPTURE_KEYS.contains(n))
+        {
+            return Err(cx.schema(
+                re_node,
+                &mp.key("regex"),
+                format!(
+                    "the group name `{name}` is reserved for the classifier's notes in `capture`"
+                ),
+                "rename the group, e.g. (?P<my_error>...)",
             ));
         }
         let condition = match m.get("condition") {

@@ -225,14 +225,8 @@ pub struct CustomPattern {
     pub required_for_pass: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RetainLevel {
-    Full,
-    Summary,
-    Log,
-    None,
-}
+/// The level is the trial record's type: retention stamps it into `capture.retention`.
+pub use aorta_trial::RetainLevel;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Retain {

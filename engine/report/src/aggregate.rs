@@ -465,11 +465,7 @@ fn hints(ts: &[&TrialRecord]) -> Vec<(String, usize)> {
     for t in ts {
         let mut seen: Vec<String> = Vec::new();
         for d in &t.result.failure_details {
-            if let Some(h) = d
-                .get("hint")
-                .and_then(|h| h.as_str())
-                .filter(|h| !h.is_empty())
-            {
+            if let Some(h) = d.hint.as_deref().filter(|h| !h.is_empty()) {
                 let shape = without_numbers(h);
                 let g = groups.entry(shape.clone()).or_insert_with(|| Group {
                     first: h.to_string(),
@@ -527,10 +523,10 @@ fn top_detectors(ts: &[&TrialRecord]) -> (Option<String>, Option<String>) {
                 .result
                 .metrics
                 .get(metric)
-                .and_then(|v| v.as_array())
+                .and_then(|v| v.as_texts())
                 .into_iter()
                 .flatten()
-                .filter_map(|v| v.as_str());
+                .map(String::as_str);
             for id in from_metrics.chain(flat(t).iter().map(String::as_str)) {
                 if !ids.contains(&id) {
                     ids.push(id);

@@ -2,7 +2,7 @@
 
 mod common;
 use aorta_report::{CellStats, Outcome, StepTimeSource};
-use aorta_trial::ExitStatus;
+use aorta_trial::{ExitStatus, FailureDetail, Metric};
 use common::*;
 use serde_json::json;
 
@@ -88,7 +88,10 @@ fn error_cell_keeps_row_with_zeros_and_error() {
     let r = triage();
     let c = &r.cells[1];
     let mut t = steps(0, F, &[10.0]);
-    t.result.failure_details = vec![json!({"hint": "reinstall ROCm"})];
+    t.result.failure_details = vec![FailureDetail {
+        hint: Some("reinstall ROCm".to_string()),
+        ..Default::default()
+    }];
     let s = CellStats::aggregate(c, &r, &[t], Some("UnknownMitigationError: nope".into()));
     assert_eq!(s.error.as_deref(), Some("UnknownMitigationError: nope"));
     assert_eq!(s.step_time_source, StepTimeSource::Missing);
@@ -136,7 +139,10 @@ fn hints_are_counted_per_trial_in_first_seen_order() {
     let r = triage();
     let with = |i, hints: &[serde_json::Value]| {
         let mut t = steps(i, F, &[1.0]);
-        t.result.failure_details = hints.to_vec();
+        t.result.failure_details = hints
+            .iter()
+            .map(|h| serde_json::from_value(h.clone()).unwrap())
+            .collect();
         t
     };
     let none = agg(&r, "baseline-local", &[with(0, &[json!({"error": "x"})])]);
@@ -286,9 +292,10 @@ fn top_detectors() {
         let mut t = rec(i, F);
         t.failure_detectors_fired = flat.iter().map(|s| s.to_string()).collect();
         t.warn_detectors_fired = warn.iter().map(|s| s.to_string()).collect();
-        t.result
-            .metrics
-            .insert("failure_detectors_fired".into(), json!(metric));
+        t.result.metrics.insert(
+            "failure_detectors_fired".into(),
+            Metric::Texts(metric.iter().map(|s| s.to_string()).collect()),
+        );
         t
     };
     let s = agg(
@@ -371,7 +378,10 @@ fn record_order_does_not_matter() {
         steps(1, F, &[3.0]),
         steps(2, P, &[4.0, 5.0]),
     ];
-    ts[1].result.failure_details = vec![json!({"hint": "NaN at layer 3"})];
+    ts[1].result.failure_details = vec![FailureDetail {
+        hint: Some("NaN at layer 3".to_string()),
+        ..Default::default()
+    }];
     let forward = agg(&r, "baseline-local", &ts);
     ts.reverse();
     assert_eq!(agg(&r, "baseline-local", &ts), forward);
@@ -384,7 +394,9 @@ fn logits_checksums_are_compared_across_trials() {
     let with = |i, sum: Option<&str>| {
         let mut t = steps(i, P, &[1.0]);
         if let Some(s) = sum {
-            t.result.metrics.insert("logits_checksum".into(), json!(s));
+            t.result
+                .metrics
+                .insert("logits_checksum".into(), Metric::Text(s.to_string()));
         }
         t
     };
@@ -433,7 +445,10 @@ fn hints_that_differ_only_in_numbers_are_one_line() {
     let r = triage();
     let with = |i, hint: &str| {
         let mut t = steps(i, F, &[1.0]);
-        t.result.failure_details = vec![json!({"hint": hint})];
+        t.result.failure_details = vec![FailureDetail {
+            hint: Some(hint.to_string()),
+            ..Default::default()
+        }];
         t
     };
     let s = agg(

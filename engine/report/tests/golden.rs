@@ -27,9 +27,10 @@ fn probe_trials(cell: &str) -> Vec<TrialRecord> {
         "none-none" => {
             let mut f = t(1, F, 31.0);
             f.failure_detectors_fired = vec!["tier1:exit_nonzero".into(), "tier4:hip_error".into()];
-            f.result.failure_details = vec![
+            f.result.failure_details = vec![serde_json::from_value(
                 json!({"type": "subprocess_nonzero_exit", "hint": "HIP error: illegal address"}),
-            ];
+            )
+            .unwrap()];
             vec![t(0, P, 30.0), f, t(2, P, 29.5)]
         }
         "none-xnack" => {
@@ -100,7 +101,8 @@ fn triage_matrix(recipe: &Recipe, rerun: bool) -> Matrix<'_> {
         t
     };
     let mut hinted = started(1, F, &[101.0, 99.0], 2);
-    hinted.result.failure_details = vec![json!({"hint": "NaN at layer 3"})];
+    hinted.result.failure_details =
+        vec![serde_json::from_value(json!({"hint": "NaN at layer 3"})).unwrap()];
     let trials: Vec<(&str, Vec<TrialRecord>)> = vec![
         (
             "baseline-local",
@@ -213,7 +215,7 @@ fn probe_matrix_json() {
                 for (i, t) in ts.iter_mut().enumerate() {
                     t.result.metrics.insert(
                         "logits_checksum".into(),
-                        json!(if i == 2 { "0xbb" } else { "0xaa" }),
+                        (if i == 2 { "0xbb" } else { "0xaa" }).into(),
                     );
                 }
             }
@@ -361,7 +363,7 @@ fn report_html_shows_the_workload_metrics_trials_report() {
     let r = common::triage();
     let with = |i: u32, v, m: serde_json::Value| {
         let mut t = steps(i, v, &[10.0, 11.0]);
-        t.result.metrics = m.as_object().unwrap().clone();
+        t.result.metrics = serde_json::from_value(m).unwrap();
         t
     };
     let base = vec![

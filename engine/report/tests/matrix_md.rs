@@ -138,7 +138,10 @@ fn failure_hints_section_only_with_hints() {
     let md = matrix(&r, vec![agg(&r, "baseline-local", &trials(&[F], &[1.0]))]).to_markdown();
     assert!(!md.contains("## Failure hints"));
     let mut t = steps(0, F, &[1.0]);
-    t.result.failure_details = vec![json!({"hint": "NaN at layer 3"})];
+    t.result.failure_details = vec![aorta_trial::FailureDetail {
+        hint: Some("NaN at layer 3".into()),
+        ..Default::default()
+    }];
     let md = matrix(
         &r,
         vec![agg(&r, "baseline-local", &[t, steps(1, P, &[1.0])])],

@@ -4,7 +4,6 @@
 mod common;
 use aorta_report::{CellStats, SummaryOptions};
 use common::*;
-use serde_json::json;
 
 const OPTS: SummaryOptions = SummaryOptions {
     run_dir: "out/T/training/TS",
@@ -32,7 +31,10 @@ fn failing_error_only_and_mixed_cells() {
         "schema_version: 1\nworkload: training\ntrials: 2\nsteps: 1\ncells:\n  - {name: baseline-local, mitigations: [none], environment: local}\n  - {name: tf32-local, mitigations: [tf32_off], environment: local}\n  - {name: err-local, mitigations: [xnack], environment: local}\n  - {name: mixed-local, mitigations: [hsa_no_sdma], environment: local}\n",
     );
     let mut hinted = steps(1, F, &[1.0]);
-    hinted.result.failure_details = vec![json!({"hint": "NaN at layer 3"})];
+    hinted.result.failure_details = vec![aorta_trial::FailureDetail {
+        hint: Some("NaN at layer 3".into()),
+        ..Default::default()
+    }];
     let cells = vec![
         agg(&r, "baseline-local", &trials(&[P, P], &[1.0])),
         agg(&r, "tf32-local", &[steps(0, P, &[1.0]), hinted]),

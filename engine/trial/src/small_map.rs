@@ -6,8 +6,14 @@ use serde::de::{Deserialize, Deserializer};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use std::collections::BTreeMap;
 
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SmallMap<V>(Vec<(String, V)>);
+
+impl<V> Default for SmallMap<V> {
+    fn default() -> Self {
+        SmallMap(Vec::new())
+    }
+}
 
 impl<V> SmallMap<V> {
     pub fn get(&self, key: &str) -> Option<&V> {
