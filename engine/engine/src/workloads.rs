@@ -40,6 +40,15 @@ pub fn find(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// What the engine reads of a workload's `describe` (the workload protocol, docs/workloads.md);
+/// the rest of its JSON is for people.
+#[derive(serde::Deserialize)]
+struct Describe {
+    version: Option<String>,
+    #[serde(default)]
+    requires: Vec<String>,
+}
+
 /// Resolves `name` and runs `describe` (bounded to 30 s). Errors are one-line reasons.
 pub fn resolve(name: &str, torch_dir: Option<&Path>) -> Result<Workload, String> {
     if name.is_empty() || name.contains('/') {
@@ -59,21 +68,13 @@ pub fn resolve(name: &str, torch_dir: Option<&Path>) -> Result<Workload, String>
             out.status
         ));
     }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+    let described: Describe = serde_json::from_slice(&out.stdout)
         .map_err(|e| format!("{} describe printed invalid JSON: {e}", path.display()))?;
-    let version = v
-        .get("version")
-        .and_then(|x| x.as_str())
-        .unwrap_or("unknown")
-        .to_string();
+    let version = described.version.unwrap_or_else(|| "unknown".into());
     let blake3 = aorta_graph::hash_file(&path)
         .map_err(|e| format!("cannot hash {}: {e}", path.display()))?;
-    let requires: Vec<&str> = v
-        .get("requires")
-        .and_then(|r| r.as_array())
-        .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
-        .unwrap_or_default();
-    let library_path = if requires.contains(&"libtorch") {
+    let requires = described.requires;
+    let library_path = if requires.iter().any(|r| r == "libtorch") {
         Some(
             libtorch_lib(torch_dir)
                 .map_err(|e| format!("workload '{name}' needs libtorch: {e}"))?,
