@@ -209,18 +209,13 @@ impl Schedule<'_> {
                                 Some(&n) if n > 0 => SlotRequest::gpus(n),
                                 _ => SlotRequest::cpu(),
                             };
-                            let submitted = pool.submit_releasing(
+                            let stage_store = Arc::clone(&store);
+                            let submitted = pool.submit_staged(
                                 (c, p.index),
                                 request,
-                                move |lease, mut release| {
-                                    execute_one(
-                                        &store,
-                                        &staging,
-                                        &spec,
-                                        &lease,
-                                        &mut release,
-                                        &cancel,
-                                    )
+                                move || stage_one(&stage_store, &staging, spec),
+                                move |staged, lease, mut release| {
+                                    run_staged(&store, staged, &lease, &mut release, &cancel)
                                 },
                             );
                             match submitted {
@@ -411,70 +406,100 @@ fn changed_input(spec: &TrialSpec) -> Option<&Path> {
     }
 }
 
-/// Claims the key (waiting for another aorta running it), re-checks the store, executes into a
-/// staging directory, uploads the outputs and commits the manifest. The slot is held only
-/// while the trial's process runs ([`run_trial`]).
-fn execute_one(
-    store: &LocalStore,
-    staging: &Path,
-    spec: &TrialSpec,
-    lease: &aorta_exec::Lease,
-    release: &mut aorta_exec::SlotRelease,
-    cancel: &CancelToken,
-) -> JobOut {
+/// A trial claimed and given its staging directory, waiting for a slot: the work before its
+/// process, which the pool does ahead while every slot is busy ([`Pool::submit_staged`]).
+struct Staged {
+    spec: TrialSpec,
+    claim: aorta_store::DetachedClaim,
+    dir: StagingDir,
+}
+
+/// A trial's staging directory, removed unless the trial's result keeps it (a trial cancelled,
+/// failed, or never run because the build stopped).
+struct StagingDir(Option<PathBuf>);
+
+impl StagingDir {
+    fn path(&self) -> &Path {
+        self.0.as_deref().expect("present until kept")
+    }
+
+    fn keep(mut self) -> PathBuf {
+        self.0.take().expect("present until kept")
+    }
+}
+
+impl Drop for StagingDir {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// Claims the key (waiting for another aorta running it), re-checks the store (another
+/// process may have finished the trial meanwhile: `Err` is then the result) and makes the
+/// staging directory.
+fn stage_one(store: &LocalStore, staging: &Path, spec: TrialSpec) -> Result<Staged, JobOut> {
     let key = &spec.key;
     let claim = match store.claim_reporting(key, std::time::Duration::from_secs(5), |w, _| {
         eprintln!("aorta: {}", w.message(key))
     }) {
         Ok(c) => c,
-        Err(e) => return JobOut::Failed(format!("cannot claim trial {key}: {e}")),
+        Err(e) => return Err(JobOut::Failed(format!("cannot claim trial {key}: {e}"))),
     };
     if let Ok(Lookup::Hit(m)) = claim.lookup_as::<TrialRecord>() {
-        return JobOut::Done(Box::new(m), Source::Reused, None);
+        return Err(JobOut::Done(Box::new(m), Source::Reused, None));
     }
     let dir = staging.join(format!("{}-{}", &key.as_str()[..16], std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     if let Err(e) = std::fs::create_dir_all(&dir) {
-        return JobOut::Failed(format!("cannot create {}: {e}", dir.display()));
+        return Err(JobOut::Failed(format!(
+            "cannot create {}: {e}",
+            dir.display()
+        )));
     }
-    let started = Instant::now();
-    match run_trial(spec, &dir, lease, release, cancel) {
-        TrialRun::Cancelled => {
-            let _ = std::fs::remove_dir_all(&dir);
-            JobOut::Cancelled
-        }
-        TrialRun::Done(record) if interrupted(&record, cancel) => {
-            let _ = std::fs::remove_dir_all(&dir);
-            JobOut::Cancelled
-        }
-        TrialRun::Done(mut record) => match changed_input(spec) {
-            // Hashed once: the inputs are re-read only here.
-            Some(changed) => {
-                let _ = std::fs::remove_dir_all(&dir);
-                JobOut::Failed(format!(
-                    "{} changed while trial {key} ran: its result is not stored (the key hashed the old content); run the build again",
-                    changed.display()
-                ))
-            }
-            None => commit_executed(store, claim, &dir, &mut record, started),
-        },
-    }
+    Ok(Staged {
+        claim: claim.detach(),
+        spec,
+        dir: StagingDir(Some(dir)),
+    })
 }
 
-/// Commits an executed trial; its staging directory goes on failure.
-fn commit_executed(
+/// Executes a staged trial into its staging directory, uploads the outputs and commits the
+/// manifest. The slot is held only while the trial's process runs ([`run_trial`]).
+fn run_staged(
     store: &LocalStore,
-    claim: aorta_store::Claim<'_>,
-    dir: &Path,
-    record: &mut TrialRecord,
-    started: Instant,
+    staged: Staged,
+    lease: &aorta_exec::Lease,
+    release: &mut aorta_exec::SlotRelease,
+    cancel: &CancelToken,
 ) -> JobOut {
-    match commit(store, claim, dir, record, started.elapsed().as_secs_f64()) {
-        Ok(m) => JobOut::Done(Box::new(m), Source::Executed, Some(dir.to_path_buf())),
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(dir);
-            JobOut::Failed(e)
-        }
+    let Staged { spec, claim, dir } = staged;
+    let key = &spec.key;
+    let Some(claim) = claim.attach(store) else {
+        return JobOut::Failed(format!("trial {key} was claimed in another store"));
+    };
+    let started = Instant::now();
+    match run_trial(&spec, dir.path(), lease, release, cancel) {
+        TrialRun::Cancelled => JobOut::Cancelled,
+        TrialRun::Done(record) if interrupted(&record, cancel) => JobOut::Cancelled,
+        TrialRun::Done(mut record) => match changed_input(&spec) {
+            // Hashed once: the inputs are re-read only here.
+            Some(changed) => JobOut::Failed(format!(
+                "{} changed while trial {key} ran: its result is not stored (the key hashed the old content); run the build again",
+                changed.display()
+            )),
+            None => match commit(
+                store,
+                claim,
+                dir.path(),
+                &mut record,
+                started.elapsed().as_secs_f64(),
+            ) {
+                Ok(m) => JobOut::Done(Box::new(m), Source::Executed, Some(dir.keep())),
+                Err(e) => JobOut::Failed(e),
+            },
+        },
     }
 }
 

@@ -11,6 +11,13 @@
 //! devices back early ([`SlotRelease`]) once its process has exited, and finish (classify the
 //! logs, store the outputs) while the next trial already runs. So the pool has more workers
 //! than slots: `jobs` that run processes and two per slot (at most one per core) that finish.
+//!
+//! Nor is a slot held by the work before the process: a staged job
+//! ([`Pool::submit_staged`]) has a `prepare` step (claim the key, make the staging directory)
+//! that an idle worker runs ahead, while every slot is busy, so the job's process starts the
+//! moment a slot is given back. At most `jobs` jobs are prepared ahead, and a job being
+//! prepared keeps its place in the queue (it holds one free slot for itself, so a later job
+//! overtakes it only where another slot is free).
 
 use crate::run::ProcessSpec;
 use std::collections::{BTreeMap, VecDeque};
@@ -144,6 +151,11 @@ struct Devices {
 }
 
 impl Devices {
+    /// Whether `n` devices have room.
+    fn fits(&self, n: usize) -> bool {
+        self.load.iter().filter(|&&l| l < self.cap).count() >= n
+    }
+
     /// The `n` least-loaded devices with room, or `None`.
     fn acquire(&mut self, n: usize) -> Option<Vec<usize>> {
         let mut free: Vec<usize> = (0..self.load.len())
@@ -168,8 +180,48 @@ impl Devices {
     }
 }
 
+/// A queued job: fresh, being prepared ahead by a worker, or ready to start.
+enum Stage<J> {
+    Fresh(J),
+    Preparing,
+    Ready(J),
+}
+
+struct Entry<J> {
+    /// Finds the entry again after its preparation (the queue shifts meanwhile).
+    seq: u64,
+    request: SlotRequest,
+    stage: Stage<J>,
+    /// Prepared (or being prepared) ahead: counts against [`State::ahead`].
+    ahead: bool,
+}
+
+/// What a job's `prepare` step gave: the job to start, or its result already (e.g. a trial
+/// another process finished meanwhile).
+pub(crate) enum Prepared<J, O> {
+    Ready(J),
+    Done(O),
+}
+
+/// What an idle worker does next.
+enum Action<J> {
+    /// Start a job on a slot (preparing it first if it is fresh).
+    Start {
+        job: J,
+        fresh: bool,
+        slot: usize,
+        ids: Vec<usize>,
+    },
+    /// Prepare a fresh job ahead, without a slot.
+    Prepare { seq: u64, job: J },
+}
+
 struct State<J, O> {
-    queue: VecDeque<(SlotRequest, J)>,
+    queue: VecDeque<Entry<J>>,
+    next_seq: u64,
+    /// Entries prepared or being prepared ahead; at most `jobs`.
+    ahead: usize,
+    ahead_limit: usize,
     devices: Devices,
     /// Slot numbers not held by a running process (see [`Lease::slot`]).
     free_slots: Vec<usize>,
@@ -200,6 +252,9 @@ impl<J, O> Shared<J, O> {
                     cap: slots.trials_per_gpu,
                 },
                 free_slots: (0..slots.jobs).rev().collect(),
+                next_seq: 0,
+                ahead: 0,
+                ahead_limit: slots.jobs,
                 running: 0,
                 done: VecDeque::new(),
                 shutdown: false,
@@ -214,53 +269,163 @@ impl<J, O> Shared<J, O> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// One worker: take the first queued job that fits a free slot, run it, publish. With
-    /// `early`, the job gets a [`SlotRelease`] that gives the slot back; without, the slot is
-    /// given back when the job returns.
-    fn work(&self, early: Option<&Arc<dyn GiveBack>>, exec: impl Fn(J, Lease, SlotRelease) -> O) {
+    /// Queues a job; `fresh` jobs have a prepare step still to run.
+    fn push(st: &mut State<J, O>, request: SlotRequest, job: J, fresh: bool) {
+        let seq = st.next_seq;
+        st.next_seq += 1;
+        let stage = if fresh { Stage::Fresh(job) } else { Stage::Ready(job) };
+        st.queue.push_back(Entry {
+            seq,
+            request,
+            stage,
+            ahead: false,
+        });
+    }
+
+    /// What an idle worker can do now, taken out of the queue under the lock: start the first
+    /// job (in queue order) that fits a free slot and devices, else prepare the first fresh
+    /// job ahead if fewer than `jobs` are.
+    fn next_action(st: &mut State<J, O>) -> Option<Action<J>> {
+        let mut free = st.free_slots.len();
+        let mut start = None;
+        for (i, e) in st.queue.iter().enumerate() {
+            if free == 0 {
+                break;
+            }
+            if !st.devices.fits(e.request.gpus) {
+                continue;
+            }
+            if matches!(e.stage, Stage::Preparing) {
+                // It keeps its place: the slot it will want is not handed to a later job.
+                free -= 1;
+                continue;
+            }
+            start = Some(i);
+            break;
+        }
+        if let Some(i) = start {
+            let e = st.queue.remove(i).expect("index in range");
+            let ids = st.devices.acquire(e.request.gpus).expect("fits");
+            let slot = st.free_slots.pop().expect("a free slot");
+            st.running += 1;
+            if e.ahead {
+                st.ahead -= 1;
+            }
+            let (job, fresh) = match e.stage {
+                Stage::Fresh(j) => (j, true),
+                Stage::Ready(j) => (j, false),
+                Stage::Preparing => unreachable!("skipped above"),
+            };
+            return Some(Action::Start {
+                job,
+                fresh,
+                slot,
+                ids,
+            });
+        }
+        if st.ahead >= st.ahead_limit {
+            return None;
+        }
+        let e = st
+            .queue
+            .iter_mut()
+            .find(|e| matches!(e.stage, Stage::Fresh(_)))?;
+        let Stage::Fresh(job) = std::mem::replace(&mut e.stage, Stage::Preparing) else {
+            unreachable!("found fresh")
+        };
+        e.ahead = true;
+        st.ahead += 1;
+        Some(Action::Prepare { seq: e.seq, job })
+    }
+
+    /// Puts a job prepared ahead back in its place, or publishes its early result.
+    fn prepared_ahead(&self, seq: u64, prepared: Prepared<J, O>) {
+        let mut st = self.lock();
+        let Some(i) = st.queue.iter().position(|e| e.seq == seq) else {
+            return; // the queue was cleared (shutdown): the job is dropped
+        };
+        match prepared {
+            Prepared::Ready(job) => st.queue[i].stage = Stage::Ready(job),
+            Prepared::Done(out) => {
+                st.queue.remove(i);
+                st.ahead -= 1;
+                st.done.push_back(out);
+                self.done_cv.notify_all();
+            }
+        }
+        // A slot may have been given back while it was prepared, with no other worker awake
+        // to start it: this worker looks again before it sleeps, so nothing more to wake.
+    }
+
+    /// One worker: start the first queued job that fits a free slot (preparing it first if
+    /// nobody has), or prepare one ahead; run it, publish. With `early`, the job gets a
+    /// [`SlotRelease`] that gives the slot back; without, the slot is given back when the job
+    /// returns.
+    fn work(
+        &self,
+        early: Option<&Arc<dyn GiveBack>>,
+        prepare: impl Fn(J) -> Prepared<J, O>,
+        exec: impl Fn(J, Lease, SlotRelease) -> O,
+    ) {
         loop {
-            let (job, slot, ids) = {
+            let action = {
                 let mut st = self.lock();
                 loop {
                     if st.shutdown {
                         return;
                     }
-                    let mut picked = None;
-                    let state = &mut *st;
-                    if !state.free_slots.is_empty() {
-                        for (i, (req, _)) in state.queue.iter().enumerate() {
-                            if let Some(ids) = state.devices.acquire(req.gpus) {
-                                picked = Some((i, ids));
-                                break;
-                            }
-                        }
-                    }
-                    if let Some((i, ids)) = picked {
-                        let (_, job) = st.queue.remove(i).expect("index in range");
-                        let slot = st.free_slots.pop().expect("a free slot");
-                        st.running += 1;
-                        break (job, slot, ids);
+                    if let Some(a) = Self::next_action(&mut st) {
+                        break a;
                     }
                     st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
                 }
             };
+            let (job, fresh, slot, ids) = match action {
+                Action::Prepare { seq, job } => {
+                    self.prepared_ahead(seq, prepare(job));
+                    continue;
+                }
+                Action::Start {
+                    job,
+                    fresh,
+                    slot,
+                    ids,
+                } => (job, fresh, slot, ids),
+            };
+            let job = if fresh {
+                match prepare(job) {
+                    Prepared::Ready(job) => Some(job),
+                    Prepared::Done(out) => {
+                        self.finish(slot, &ids, true, out);
+                        None
+                    }
+                }
+            } else {
+                Some(job)
+            };
+            let Some(job) = job else { continue };
             let lease = Lease {
                 slot,
                 gpus: ids.iter().map(|&i| self.gpus[i].clone()).collect(),
             };
             let held = early.map(|giver| (Arc::clone(giver), slot, ids.clone()));
             let out = exec(job, lease, SlotRelease { held });
-            let mut st = self.lock();
-            if early.is_none() {
-                // Given back with the result, under one lock.
-                st.devices.release(&ids);
-                st.free_slots.push(slot);
-                self.cv.notify_one();
-            }
-            st.running -= 1;
-            st.done.push_back(out);
-            self.done_cv.notify_all();
+            self.finish(slot, &ids, early.is_none(), out);
         }
+    }
+
+    /// Publishes a job's result; with `give_back`, its slot and devices go back under the same
+    /// lock.
+    fn finish(&self, slot: usize, ids: &[usize], give_back: bool, out: O) {
+        let mut st = self.lock();
+        if give_back {
+            st.devices.release(ids);
+            st.free_slots.push(slot);
+            self.cv.notify_one();
+        }
+        st.running -= 1;
+        st.done.push_back(out);
+        self.done_cv.notify_all();
     }
 }
 
@@ -301,7 +466,15 @@ impl Drop for SlotRelease {
     }
 }
 
-type PoolJob<R> = Box<dyn FnOnce(Lease, SlotRelease) -> R + Send>;
+type RunJob<R> = Box<dyn FnOnce(Lease, SlotRelease) -> R + Send>;
+type PrepareJob<R> = Box<dyn FnOnce() -> Result<RunJob<R>, R> + Send>;
+
+/// A pool job: to run on a slot, or to prepare first.
+enum PoolJob<R> {
+    Run(RunJob<R>),
+    Staged(PrepareJob<R>),
+}
+
 type PoolOut<I, R> = (I, std::thread::Result<R>);
 type PoolShared<I, R> = Shared<(I, PoolJob<R>), PoolOut<I, R>>;
 
@@ -340,7 +513,20 @@ impl<I: Send + 'static, R: Send + 'static> Pool<I, R> {
                     .spawn(move || {
                         shared.work(
                             Some(&giver),
+                            |(id, job): (I, PoolJob<R>)| match job {
+                                PoolJob::Run(_) => Prepared::Ready((id, job)),
+                                PoolJob::Staged(prepare) => {
+                                    match panic::catch_unwind(AssertUnwindSafe(prepare)) {
+                                        Ok(Ok(run)) => Prepared::Ready((id, PoolJob::Run(run))),
+                                        Ok(Err(out)) => Prepared::Done((id, Ok(out))),
+                                        Err(p) => Prepared::Done((id, Err(p))),
+                                    }
+                                }
+                            },
                             |(id, job): (I, PoolJob<R>), lease, release| {
+                                let PoolJob::Run(job) = job else {
+                                    unreachable!("staged jobs are prepared before they start")
+                                };
                                 (
                                     id,
                                     panic::catch_unwind(AssertUnwindSafe(move || {
@@ -379,9 +565,32 @@ impl<I: Send + 'static, R: Send + 'static> Pool<I, R> {
         request: SlotRequest,
         job: impl FnOnce(Lease, SlotRelease) -> R + Send + 'static,
     ) -> Result<(), SlotError> {
+        self.enqueue(id, request, PoolJob::Run(Box::new(job)))
+    }
+
+    /// As [`submit_releasing`](Self::submit_releasing), for a job with a first step that
+    /// needs no slot: `prepare` runs on an idle worker while every slot is busy (or on the
+    /// slot, if one is free when the job's turn comes); `Err` is the job's result already, and
+    /// the job never takes a slot. A prepared job that never runs (the pool is dropped) is
+    /// dropped, so what `P` holds should clean up after itself.
+    pub fn submit_staged<P: Send + 'static>(
+        &self,
+        id: I,
+        request: SlotRequest,
+        prepare: impl FnOnce() -> Result<P, R> + Send + 'static,
+        run: impl FnOnce(P, Lease, SlotRelease) -> R + Send + 'static,
+    ) -> Result<(), SlotError> {
+        let staged: PrepareJob<R> = Box::new(move || {
+            prepare().map(|p| -> RunJob<R> { Box::new(move |lease, release| run(p, lease, release)) })
+        });
+        self.enqueue(id, request, PoolJob::Staged(staged))
+    }
+
+    fn enqueue(&self, id: I, request: SlotRequest, job: PoolJob<R>) -> Result<(), SlotError> {
         self.slots.check(request)?;
+        let fresh = matches!(job, PoolJob::Staged(_));
         let mut st = self.shared.lock();
-        st.queue.push_back((request, (id, Box::new(job))));
+        Shared::push(&mut st, request, (id, job), fresh);
         self.shared.cv.notify_one();
         Ok(())
     }
@@ -424,6 +633,7 @@ impl<I, R> Drop for Pool<I, R> {
             let mut st = self.shared.lock();
             st.shutdown = true;
             st.queue.clear();
+            st.ahead = 0;
             self.shared.cv.notify_all();
         }
         for w in self.workers.drain(..) {
@@ -451,19 +661,16 @@ where
     let shared: Shared<(usize, T), (usize, std::thread::Result<R>)> = Shared::new(slots);
     {
         let mut st = shared.lock();
-        st.queue.extend(
-            items
-                .into_iter()
-                .enumerate()
-                .map(|(i, (req, t))| (req, (i, t))),
-        );
+        for (i, (req, t)) in items.into_iter().enumerate() {
+            Shared::push(&mut st, req, (i, t), false);
+        }
     }
     let mut results: Vec<Option<R>> = (0..n).map(|_| None).collect();
     std::thread::scope(|s| {
         for _ in 0..slots.jobs.min(n.max(1)) {
             let (shared, f) = (&shared, &f);
             s.spawn(move || {
-                shared.work(None, |(i, t): (usize, T), lease, _release| {
+                shared.work(None, Prepared::Ready, |(i, t): (usize, T), lease, _release| {
                     (i, panic::catch_unwind(AssertUnwindSafe(|| f(t, lease))))
                 })
             });

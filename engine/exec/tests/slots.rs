@@ -207,3 +207,74 @@ fn a_panicking_job_re_raises_in_next_completed() {
     pool.submit(2, SlotRequest::cpu(), |_| ()).unwrap();
     assert_eq!(pool.next_completed(), Some((2, ())));
 }
+
+/// A staged job's first step runs while every slot is busy, so its process can start the
+/// moment a slot is given back; jobs still start in submission order, and a prepare step that
+/// already has the result never takes a slot.
+#[test]
+fn a_staged_job_is_prepared_while_every_slot_is_busy() {
+    let pool: Pool<usize, Option<bool>> = Pool::new(Slots::new(1, vec![]));
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    pool.submit(0, SlotRequest::cpu(), move |_lease| {
+        // Holds the only slot until job 1 has been prepared.
+        Some(rx.recv_timeout(Duration::from_secs(10)).is_ok())
+    })
+    .unwrap();
+    pool.submit_staged(
+        1,
+        SlotRequest::cpu(),
+        move || {
+            tx.send(()).unwrap();
+            Ok("prepared")
+        },
+        |p, _lease, _release| Some(p == "prepared"),
+    )
+    .unwrap();
+    let mut done: Vec<_> = std::iter::from_fn(|| pool.next_completed()).collect();
+    done.sort();
+    assert_eq!(done, [(0, Some(true)), (1, Some(true))]);
+
+    // Order: one slot, twelve staged jobs, started in submission order; odd ones are done
+    // in their prepare step and never run.
+    let pool: Pool<usize, Option<usize>> = Pool::new(Slots::new(1, vec![]));
+    let started = Arc::new(Mutex::new(Vec::new()));
+    for i in 0..12 {
+        let started = Arc::clone(&started);
+        pool.submit_staged(
+            i,
+            SlotRequest::cpu(),
+            move || if i % 2 == 1 { Err(None) } else { Ok(i) },
+            move |i, _lease, mut release| {
+                started.lock().unwrap().push(i);
+                std::thread::sleep(Duration::from_millis(5));
+                release.release();
+                Some(i)
+            },
+        )
+        .unwrap();
+    }
+    let mut done: Vec<_> = std::iter::from_fn(|| pool.next_completed()).collect();
+    done.sort();
+    let expected: Vec<_> = (0..12)
+        .map(|i| (i, (i % 2 == 0).then_some(i)))
+        .collect();
+    assert_eq!(done, expected);
+    assert_eq!(*started.lock().unwrap(), [0, 2, 4, 6, 8, 10]);
+}
+
+/// A panic in a prepare step is the job's result, re-raised by `next_completed`.
+#[test]
+fn a_panicking_prepare_step_re_raises_in_next_completed() {
+    let pool: Pool<u8, ()> = Pool::new(Slots::new(1, vec![]));
+    pool.submit_staged(
+        1,
+        SlotRequest::cpu(),
+        || -> Result<(), ()> { panic!("boom") },
+        |(), _, _| (),
+    )
+    .unwrap();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.next_completed()));
+    assert!(r.is_err());
+    pool.submit(2, SlotRequest::cpu(), |_| ()).unwrap();
+    assert_eq!(pool.next_completed(), Some((2, ())));
+}

@@ -30,7 +30,7 @@ pub use digest::{validate_hex, Digest, HexError, Key};
 pub use error::{Result, StoreError};
 pub use fsio::sync_filesystem;
 pub use local::{default_store_root, LocalStore, Store, STORE_FORMAT_VERSION};
-pub use lock::{BuildLock, Claim, Waiting};
+pub use lock::{BuildLock, Claim, DetachedClaim, Waiting};
 pub use maint::{GcPolicy, GcReport, Problem, StoreStats, VerifyReport};
 pub use manifest::{rfc3339_utc, validate_output_path, BlobRef, Manifest, AC_FORMAT};
 

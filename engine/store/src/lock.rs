@@ -78,6 +78,17 @@ impl<'s> Claim<'s> {
         &self.key
     }
 
+    /// The claim without its borrow of the store, to carry from one step of a job to the next
+    /// (claimed while preparing a trial, committed after running it); the locks stay held.
+    pub fn detach(self) -> DetachedClaim {
+        DetachedClaim {
+            root: self.store.root().to_path_buf(),
+            key: self.key,
+            key_lock: self._key_lock,
+            build: self._build,
+        }
+    }
+
     /// Looks the key up while holding the claim. A corrupt entry found here is quarantined at
     /// once: we hold the key, so nobody can be committing a fresh entry under our feet.
     pub fn lookup(&self) -> Result<Lookup> {
@@ -98,6 +109,32 @@ impl<'s> Claim<'s> {
             });
         }
         self.store.write_manifest_locked(manifest)
+    }
+}
+
+/// A [`Claim`] set aside with [`Claim::detach`]: still held, dropped to release it.
+#[derive(Debug)]
+pub struct DetachedClaim {
+    root: std::path::PathBuf,
+    key: Key,
+    key_lock: File,
+    build: BuildLock,
+}
+
+impl DetachedClaim {
+    pub fn key(&self) -> &Key {
+        &self.key
+    }
+
+    /// The claim again, on a handle of the store it was taken in; `None` (and the claim
+    /// released) for another store.
+    pub fn attach(self, store: &LocalStore) -> Option<Claim<'_>> {
+        (store.root() == self.root).then_some(Claim {
+            store,
+            key: self.key,
+            _key_lock: self.key_lock,
+            _build: self.build,
+        })
     }
 }
 

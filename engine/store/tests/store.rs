@@ -502,3 +502,25 @@ fn claim_commit_checks_key() {
         Err(StoreError::InvalidManifest { .. })
     ));
 }
+
+/// A detached claim still excludes other claimants, commits once attached to a handle of its
+/// store, and refuses (releasing the key) a handle of another store.
+#[test]
+fn a_detached_claim_stays_held_and_commits_on_its_store_only() {
+    let (_d, store) = open();
+    let k = key("staged");
+    let detached = store.claim(&k).unwrap().detach();
+    assert_eq!(detached.key(), &k);
+    assert!(store.try_claim(&k).unwrap().is_none(), "still held");
+    let m = manifest(&store, "staged", &[("stdout.log", b"x")]);
+    let handle = store.clone();
+    let claim = detached.attach(&handle).expect("same store");
+    claim.commit(&m).unwrap();
+    assert!(store.get_manifest(&k).unwrap().is_hit());
+
+    let (_d2, other) = open();
+    let k2 = key("elsewhere");
+    let detached = store.claim(&k2).unwrap().detach();
+    assert!(detached.attach(&other).is_none());
+    assert!(store.try_claim(&k2).unwrap().is_some(), "released");
+}
