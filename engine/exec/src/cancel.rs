@@ -117,6 +117,7 @@ pub fn install_interrupt_handler() -> io::Result<CancelToken> {
         return Ok(token.clone());
     }
     let mut signals = signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM])?;
+    crate::spawn::forget_signals_to_reset();
     let token = CancelToken::new();
     let t = token.clone();
     std::thread::Builder::new()

@@ -273,7 +273,11 @@ impl<J, O> Shared<J, O> {
     fn push(st: &mut State<J, O>, request: SlotRequest, job: J, fresh: bool) {
         let seq = st.next_seq;
         st.next_seq += 1;
-        let stage = if fresh { Stage::Fresh(job) } else { Stage::Ready(job) };
+        let stage = if fresh {
+            Stage::Fresh(job)
+        } else {
+            Stage::Ready(job)
+        };
         st.queue.push_back(Entry {
             seq,
             request,
@@ -581,7 +585,8 @@ impl<I: Send + 'static, R: Send + 'static> Pool<I, R> {
         run: impl FnOnce(P, Lease, SlotRelease) -> R + Send + 'static,
     ) -> Result<(), SlotError> {
         let staged: PrepareJob<R> = Box::new(move || {
-            prepare().map(|p| -> RunJob<R> { Box::new(move |lease, release| run(p, lease, release)) })
+            prepare()
+                .map(|p| -> RunJob<R> { Box::new(move |lease, release| run(p, lease, release)) })
         });
         self.enqueue(id, request, PoolJob::Staged(staged))
     }
@@ -670,9 +675,13 @@ where
         for _ in 0..slots.jobs.min(n.max(1)) {
             let (shared, f) = (&shared, &f);
             s.spawn(move || {
-                shared.work(None, Prepared::Ready, |(i, t): (usize, T), lease, _release| {
-                    (i, panic::catch_unwind(AssertUnwindSafe(|| f(t, lease))))
-                })
+                shared.work(
+                    None,
+                    Prepared::Ready,
+                    |(i, t): (usize, T), lease, _release| {
+                        (i, panic::catch_unwind(AssertUnwindSafe(|| f(t, lease))))
+                    },
+                )
             });
         }
         let mut st = shared.lock();

@@ -31,6 +31,49 @@ struct Plan {
     cgroup_procs: Option<CString>,
     /// errno of a failed join (the child goes on without the cgroup).
     cgroup_error: AtomicI32,
+    /// The signals the child sets back to the default: bit `n - 1` for signal `n`.
+    reset: u64,
+}
+
+/// The signals a child must set back to the default before it unblocks signals: those with a
+/// handler in this process (a handler would run in the child, on the parent's memory: the
+/// interrupt handler would cancel the build) and SIGPIPE if ignored (Rust ignores it for
+/// itself; `std::process::Command` resets it too).
+///
+/// Read from `/proc/self/status` once, not per spawn: the 64 `sigaction` queries the child
+/// made instead cost a tenth of starting `true`, and so does the read. Handlers are installed
+/// at start-up (Rust's) and by [`crate::install_interrupt_handler`], which calls
+/// [`forget_signals_to_reset`]; nothing else in aorta installs one.
+fn signals_to_reset() -> u64 {
+    let mut known = RESET.lock().unwrap_or_else(|p| p.into_inner());
+    *known.get_or_insert_with(read_signals_to_reset)
+}
+
+static RESET: std::sync::Mutex<Option<u64>> = std::sync::Mutex::new(None);
+
+/// A handler was installed or removed: the next spawn reads the set again.
+pub(crate) fn forget_signals_to_reset() {
+    *RESET.lock().unwrap_or_else(|p| p.into_inner()) = None;
+}
+
+/// `SigCgt`, plus SIGPIPE if in `SigIgn`; every signal without /proc.
+fn read_signals_to_reset() -> u64 {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return u64::MAX;
+    };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+    };
+    match (field("SigCgt:"), field("SigIgn:")) {
+        (Some(caught), Some(ignored)) => {
+            let sigpipe = 1u64 << (libc::SIGPIPE - 1);
+            caught | (ignored & sigpipe)
+        }
+        _ => u64::MAX,
+    }
 }
 
 fn cstring(s: &OsStr) -> io::Result<CString> {
@@ -95,6 +138,7 @@ pub(crate) fn spawn(
         error: AtomicI32::new(0),
         cgroup_procs: stdio.cgroup_procs,
         cgroup_error: AtomicI32::new(0),
+        reset: signals_to_reset(),
     };
     let argv_p = null_terminated(&plan.argv);
     let envp_p = null_terminated(&plan.envp);
@@ -188,8 +232,12 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: async-signal-safe calls with pointers prepared by the parent.
     unsafe {
         // Handlers installed by aorta become the default; ignored signals stay ignored except
-        // SIGPIPE, which Rust ignores for itself (std::process::Command resets it too).
+        // SIGPIPE, which Rust ignores for itself (std::process::Command resets it too). Only
+        // the signals the parent found caught (or SIGPIPE ignored) are looked at.
         for sig in 1..libc::SIGRTMAX() {
+            if sig > 64 || c.plan.reset & (1u64 << (sig - 1)) == 0 {
+                continue;
+            }
             let mut sa: libc::sigaction = std::mem::zeroed();
             if libc::sigaction(sig, std::ptr::null(), &mut sa) != 0 {
                 continue;
@@ -298,6 +346,61 @@ mod tests {
         if lines.len() == 3 {
             assert_eq!(lines[1], lines[2], "the child leads its own session");
         }
+    }
+
+    /// The child starts with default handlers where aorta has its own, and SIGPIPE at the
+    /// default though Rust ignores it here; the mask read from /proc names both.
+    #[test]
+    fn the_child_gets_default_handlers_and_sigpipe() {
+        extern "C" fn on_usr1(_: libc::c_int) {}
+        // SAFETY: installs a no-op handler for SIGUSR1 in this test process.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_usr1 as extern "C" fn(libc::c_int) as usize;
+            libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut());
+        }
+        forget_signals_to_reset();
+        let reset = signals_to_reset();
+        assert_ne!(reset & (1 << (libc::SIGUSR1 - 1)), 0, "caught: {reset:x}");
+        assert_ne!(
+            reset & (1 << (libc::SIGPIPE - 1)),
+            0,
+            "Rust ignores SIGPIPE: {reset:x}"
+        );
+        assert_eq!(
+            reset & (1 << (libc::SIGUSR2 - 1)),
+            0,
+            "default stays: {reset:x}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let out = File::create(dir.path().join("out")).unwrap();
+        let null = File::open("/dev/null").unwrap();
+        // SigCgt and SigIgn of the child itself, after execve.
+        let pid = spawn(
+            Path::new("/bin/sh"),
+            &[
+                "sh".into(),
+                "-c".into(),
+                "grep -E '^Sig(Cgt|Ign)' /proc/self/status".into(),
+            ],
+            &env(),
+            Stdio {
+                stdin: &null,
+                stdout: &out,
+                stderr: &out,
+                cwd: None,
+                cgroup_procs: None,
+            },
+        )
+        .unwrap();
+        assert_eq!(wait(pid), 0);
+        let text = std::fs::read_to_string(dir.path().join("out")).unwrap();
+        let ign = text
+            .lines()
+            .find_map(|l| l.strip_prefix("SigIgn:"))
+            .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
+            .unwrap();
+        assert_eq!(ign & (1 << (libc::SIGPIPE - 1)), 0, "SIGPIPE reset: {text}");
     }
 
     #[test]

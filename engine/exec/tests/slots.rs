@@ -255,9 +255,7 @@ fn a_staged_job_is_prepared_while_every_slot_is_busy() {
     }
     let mut done: Vec<_> = std::iter::from_fn(|| pool.next_completed()).collect();
     done.sort();
-    let expected: Vec<_> = (0..12)
-        .map(|i| (i, (i % 2 == 0).then_some(i)))
-        .collect();
+    let expected: Vec<_> = (0..12).map(|i| (i, (i % 2 == 0).then_some(i))).collect();
     assert_eq!(done, expected);
     assert_eq!(*started.lock().unwrap(), [0, 2, 4, 6, 8, 10]);
 }
