@@ -4,7 +4,7 @@
 //! per cell. Cells and artifacts follow in `build` once their trials are done.
 
 use crate::fsutil::list_files;
-use crate::trial::{run_trial, TrialRun, TrialSpec};
+use crate::trial::{start_trial, StartedTrial, TrialRun, TrialSpec};
 use aorta_exec::{CancelToken, Pool, SlotRequest, Slots};
 use aorta_graph::{Dag, PlannedTrial};
 use aorta_recipe::Recipe;
@@ -210,12 +210,14 @@ impl Schedule<'_> {
                                 _ => SlotRequest::cpu(),
                             };
                             let stage_store = Arc::clone(&store);
+                            let start_cancel = cancel.clone();
                             let submitted = pool.submit_staged(
                                 (c, p.index),
                                 request,
                                 move || stage_one(&stage_store, &staging, spec),
-                                move |staged, lease, mut release| {
-                                    run_staged(&store, staged, &lease, &mut release, &cancel)
+                                move |staged, lease| start_staged(staged, lease, &start_cancel),
+                                move |running, mut release| {
+                                    finish_running(&store, running, &mut release, &cancel)
                                 },
                             );
                             match submitted {
@@ -465,22 +467,44 @@ fn stage_one(store: &LocalStore, staging: &Path, spec: TrialSpec) -> Result<Stag
     })
 }
 
-/// Executes a staged trial into its staging directory, uploads the outputs and commits the
-/// manifest. The slot is held only while the trial's process runs ([`run_trial`]).
-fn run_staged(
-    store: &LocalStore,
+/// A staged trial whose process runs (or that ended before it could start).
+struct Running {
     staged: Staged,
-    lease: &aorta_exec::Lease,
+    trial: StartedTrial,
+    started: Instant,
+}
+
+/// Starts a staged trial's process on its slot: only that, since it may run on the thread of
+/// the trial that gave the slot back ([`Pool::submit_staged`]).
+fn start_staged(staged: Staged, lease: aorta_exec::Lease, cancel: &CancelToken) -> Running {
+    let started = Instant::now();
+    let trial = start_trial(&staged.spec, staged.dir.path(), lease, cancel);
+    Running {
+        staged,
+        trial,
+        started,
+    }
+}
+
+/// Waits for a started trial, judges it, uploads the outputs and commits the manifest. The
+/// slot goes back once the process has exited ([`StartedTrial::finish`]).
+fn finish_running(
+    store: &LocalStore,
+    running: Running,
     release: &mut aorta_exec::SlotRelease,
     cancel: &CancelToken,
 ) -> JobOut {
-    let Staged { spec, claim, dir } = staged;
+    let Running {
+        staged: Staged { spec, claim, dir },
+        trial,
+        started,
+    } = running;
     let key = &spec.key;
+    let run = trial.finish(&spec, dir.path(), release, cancel);
     let Some(claim) = claim.attach(store) else {
         return JobOut::Failed(format!("trial {key} was claimed in another store"));
     };
-    let started = Instant::now();
-    match run_trial(&spec, dir.path(), lease, release, cancel) {
+    match run {
         TrialRun::Cancelled => JobOut::Cancelled,
         TrialRun::Done(record) if interrupted(&record, cancel) => JobOut::Cancelled,
         TrialRun::Done(mut record) => match changed_input(&spec) {

@@ -113,19 +113,51 @@ fn base_record(spec: &TrialSpec, workload: &str, argv: Option<Vec<String>>) -> T
     }
 }
 
-/// Runs the trial's process under `lease` and judges it. The slot goes back through `release`
-/// as soon as what must be read while the devices are still the trial's (the GPU snapshot
-/// after exit, the kernel log) has been read: the logs are classified while the next trial runs.
-pub fn run_trial(
+/// A trial whose process [`start_trial`] started (or that ended before it could start): what
+/// [`StartedTrial::finish`] needs to wait for it and judge it. Owns everything, so the start
+/// and the finish may run on different threads.
+pub enum StartedTrial {
+    /// Over before a process ran (a probe.env or config.json that could not be written, a
+    /// workload that could not be started): its record.
+    Done(Box<TrialRecord>),
+    Command(Box<CommandStarted>),
+    Workload(Box<WorkloadStarted>),
+}
+
+/// Starts the trial's process under `lease`: everything before the spawn that needs the
+/// lease (the devices' first GPU reading, the kernel log's mark) and the spawn itself.
+pub fn start_trial(
     spec: &TrialSpec,
     dir: &Path,
-    lease: &Lease,
-    release: &mut SlotRelease,
+    lease: Lease,
     cancel: &CancelToken,
-) -> TrialRun {
+) -> StartedTrial {
     match &spec.body {
-        Body::Command(c) => run_command(spec, c, dir, lease, release, cancel),
-        Body::Workload(w) => run_workload(spec, w, dir, lease, release, cancel),
+        Body::Command(c) => start_command(spec, c, dir, lease, cancel),
+        Body::Workload(w) => start_workload(spec, w, dir, lease, cancel),
+    }
+}
+
+impl StartedTrial {
+    /// Waits for the process and judges the trial. The slot goes back through `release` as
+    /// soon as what must be read while the devices are still the trial's (the GPU snapshot
+    /// after exit, the kernel log) has been read: the logs are classified while the next trial
+    /// runs.
+    pub fn finish(
+        self,
+        spec: &TrialSpec,
+        dir: &Path,
+        release: &mut SlotRelease,
+        cancel: &CancelToken,
+    ) -> TrialRun {
+        match (self, &spec.body) {
+            (StartedTrial::Done(record), _) => TrialRun::Done(record),
+            (StartedTrial::Command(s), Body::Command(c)) => s.finish(c, dir, release, cancel),
+            (StartedTrial::Workload(s), Body::Workload(_)) => s.finish(release, cancel),
+            (StartedTrial::Command(_) | StartedTrial::Workload(_), _) => {
+                unreachable!("started from this spec's own body")
+            }
+        }
     }
 }
 
@@ -160,14 +192,13 @@ fn write_env_file(path: &Path, env: &BTreeMap<String, String>) -> Result<(), Str
     Ok(())
 }
 
-fn run_command(
+fn start_command(
     spec: &TrialSpec,
     c: &CommandSettings,
     dir: &Path,
-    lease: &Lease,
-    release: &mut SlotRelease,
+    lease: Lease,
     cancel: &CancelToken,
-) -> TrialRun {
+) -> StartedTrial {
     let mut record = base_record(spec, "_subprocess", Some(c.argv.clone()));
     record.env_passthrough_mode = Some(c.passthrough);
     let mut env = spec.env.clone();
@@ -194,7 +225,7 @@ fn run_command(
                 ..Default::default()
             };
             record.error_message = Some(e);
-            return TrialRun::Done(Box::new(record));
+            return StartedTrial::Done(Box::new(record));
         }
         env.insert("AORTA_ENV_FILE".into(), path.display().to_string());
         env.insert(
@@ -242,72 +273,123 @@ fn run_command(
     } else {
         crate::gpu::PeakSampler::start(&devices)
     };
-    let outcome = match aorta_exec::run(&p, cancel) {
-        Ok(o) => o,
-        Err(e) => {
-            let _ = std::fs::write(
-                dir.join("stderr.log"),
-                format!("aorta: cannot start the command: {e}\n"),
-            );
-            not_launched(e.to_string())
-        }
-    };
-    let sampled_peak = sampler.and_then(crate::gpu::PeakSampler::finish);
-    if outcome.cancelled {
-        return TrialRun::Cancelled;
-    }
-    let gpu_post = if gpu_tier3 && outcome.launched {
-        crate::gpu::snapshot(&devices, throttle)
-    } else {
-        None
-    };
-    // The highest device-level reading: before spawn, every 100 ms while it ran (1 s with
-    // amd-smi), after exit. AORTA took only the first and the last, which miss what a trial
-    // frees before it ends. Device-level, so other processes on the device count too.
-    let peak_vram_mib = [gpu_pre, gpu_post]
-        .iter()
-        .flatten()
-        .filter_map(|s| s.vram_used_mib)
-        .chain(sampled_peak)
-        .max();
-    let dmesg_text = if let (Some(log), Some(mark), true) =
-        (&c.kernel_log, kernel_mark, outcome.launched && !tier3_off)
-    {
-        Some(log.since(mark))
-    } else if outcome.launched && !tier3_off && !c.dmesg_unavailable.load(Ordering::Relaxed) {
-        match collect_dmesg(outcome.walltime.as_secs() + 5) {
-            Ok(t) => Some(t),
-            Err(reason) => {
-                if !c.dmesg_unavailable.swap(true, Ordering::Relaxed) {
-                    eprintln!("aorta: tier3 disabled (dmesg): {reason}");
-                }
-                None
-            }
-        }
-    } else {
-        None
-    };
-    release.release();
-    let walltime = outcome.walltime.as_secs_f64();
-    let obs = Observation {
-        exit_code: outcome.exit_code,
-        timed_out: outcome.timed_out,
-        exec_failed: !outcome.launched,
-        walltime_sec: walltime,
-        stdout_log: Some(dir.join("stdout.log")),
-        stderr_log: Some(dir.join("stderr.log")),
-        trial_dir: dir.to_path_buf(),
-        core_dirs: std::env::current_dir().into_iter().collect(),
-        started_at: Some(started_at),
-        hang_detected: outcome.hang_detected,
-        killed_on_hang: outcome.killed_on_hang,
-        dmesg_text,
-        peak_vram_mib,
+    let process = aorta_exec::start(p, cancel).map_err(|e| {
+        let _ = std::fs::write(
+            dir.join("stderr.log"),
+            format!("aorta: cannot start the command: {e}\n"),
+        );
+        e.to_string()
+    });
+    StartedTrial::Command(Box::new(CommandStarted {
+        record,
+        process,
+        devices,
+        tier3_off,
+        gpu_tier3,
+        throttle,
         gpu_pre,
-        gpu_post,
-        ..Default::default()
-    };
-    TrialRun::Done(Box::new(judge_command(record, c, dir, &outcome, &obs)))
+        kernel_mark,
+        started_at,
+        sampler,
+    }))
+}
+
+/// A command trial between its spawn and its judgement.
+pub struct CommandStarted {
+    record: TrialRecord,
+    /// The process, or why it could not be started.
+    process: Result<aorta_exec::Started, String>,
+    devices: Vec<String>,
+    tier3_off: bool,
+    gpu_tier3: bool,
+    throttle: bool,
+    gpu_pre: Option<aorta_classify::GpuSnapshot>,
+    kernel_mark: Option<aorta_classify::KernelLogMark>,
+    started_at: std::time::SystemTime,
+    sampler: Option<crate::gpu::PeakSampler>,
+}
+
+impl CommandStarted {
+    fn finish(
+        self,
+        c: &CommandSettings,
+        dir: &Path,
+        release: &mut SlotRelease,
+        cancel: &CancelToken,
+    ) -> TrialRun {
+        let CommandStarted {
+            record,
+            process,
+            devices,
+            tier3_off,
+            gpu_tier3,
+            throttle,
+            gpu_pre,
+            kernel_mark,
+            started_at,
+            sampler,
+        } = self;
+        let outcome = match process {
+            Ok(started) => started.wait(cancel),
+            Err(reason) => not_launched(reason),
+        };
+        let sampled_peak = sampler.and_then(crate::gpu::PeakSampler::finish);
+        if outcome.cancelled {
+            return TrialRun::Cancelled;
+        }
+        let gpu_post = if gpu_tier3 && outcome.launched {
+            crate::gpu::snapshot(&devices, throttle)
+        } else {
+            None
+        };
+        // The highest device-level reading: before spawn, every 100 ms while it ran (1 s with
+        // amd-smi), after exit. AORTA took only the first and the last, which miss what a trial
+        // frees before it ends. Device-level, so other processes on the device count too.
+        let peak_vram_mib = [gpu_pre, gpu_post]
+            .iter()
+            .flatten()
+            .filter_map(|s| s.vram_used_mib)
+            .chain(sampled_peak)
+            .max();
+        let dmesg_text = if let (Some(log), Some(mark), true) =
+            (&c.kernel_log, kernel_mark, outcome.launched && !tier3_off)
+        {
+            Some(log.since(mark))
+        } else if outcome.launched && !tier3_off && !c.dmesg_unavailable.load(Ordering::Relaxed) {
+            match collect_dmesg(outcome.walltime.as_secs() + 5) {
+                Ok(t) => Some(t),
+                Err(reason) => {
+                    if !c.dmesg_unavailable.swap(true, Ordering::Relaxed) {
+                        eprintln!("aorta: tier3 disabled (dmesg): {reason}");
+                    }
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        release.release();
+        let walltime = outcome.walltime.as_secs_f64();
+        let obs = Observation {
+            exit_code: outcome.exit_code,
+            timed_out: outcome.timed_out,
+            exec_failed: !outcome.launched,
+            walltime_sec: walltime,
+            stdout_log: Some(dir.join("stdout.log")),
+            stderr_log: Some(dir.join("stderr.log")),
+            trial_dir: dir.to_path_buf(),
+            core_dirs: std::env::current_dir().into_iter().collect(),
+            started_at: Some(started_at),
+            hang_detected: outcome.hang_detected,
+            killed_on_hang: outcome.killed_on_hang,
+            dmesg_text,
+            peak_vram_mib,
+            gpu_pre,
+            gpu_post,
+            ..Default::default()
+        };
+        TrialRun::Done(Box::new(judge_command(record, c, dir, &outcome, &obs)))
+    }
 }
 
 /// The subprocess flow's judgement of how its command ended: the classifier's verdict and
@@ -405,14 +487,13 @@ fn judge_command(
     record
 }
 
-fn run_workload(
+fn start_workload(
     spec: &TrialSpec,
     w: &WorkloadSettings,
     dir: &Path,
-    lease: &Lease,
-    release: &mut SlotRelease,
+    lease: Lease,
     cancel: &CancelToken,
-) -> TrialRun {
+) -> StartedTrial {
     let mut record = base_record(spec, &w.workload.name, None);
     let invocation = Invocation {
         protocol: 1,
@@ -430,7 +511,7 @@ fn run_workload(
         .and_then(|bytes| std::fs::write(&cfg_path, bytes));
     if let Err(e) = written {
         record.capture.error_message = Some(format!("cannot write {}: {e}", cfg_path.display()));
-        return TrialRun::Done(Box::new(record));
+        return StartedTrial::Done(Box::new(record));
     }
     let argv = vec![
         w.workload.path.display().to_string(),
@@ -453,18 +534,39 @@ fn run_workload(
     p.cwd = Some(dir.to_path_buf());
     p.timeout = w.timeout;
     lease.apply(&mut p);
-    let outcome = match aorta_exec::run(&p, cancel) {
-        Ok(o) => o,
+    match aorta_exec::start(p, cancel) {
+        Ok(process) => StartedTrial::Workload(Box::new(WorkloadStarted {
+            record,
+            process,
+            res_path,
+        })),
         Err(e) => {
             record.capture.error_message = Some(format!("cannot start the workload: {e}"));
-            return TrialRun::Done(Box::new(record));
+            StartedTrial::Done(Box::new(record))
         }
-    };
-    release.release();
-    if outcome.cancelled {
-        return TrialRun::Cancelled;
     }
-    TrialRun::Done(Box::new(workload_record(record, &res_path, &outcome)))
+}
+
+/// A workload trial between its spawn and its judgement.
+pub struct WorkloadStarted {
+    record: TrialRecord,
+    process: aorta_exec::Started,
+    res_path: std::path::PathBuf,
+}
+
+impl WorkloadStarted {
+    fn finish(self, release: &mut SlotRelease, cancel: &CancelToken) -> TrialRun {
+        let outcome = self.process.wait(cancel);
+        release.release();
+        if outcome.cancelled {
+            return TrialRun::Cancelled;
+        }
+        TrialRun::Done(Box::new(workload_record(
+            self.record,
+            &self.res_path,
+            &outcome,
+        )))
+    }
 }
 
 /// The workload flow's record of how its process ended (and what it wrote to `res_path`).

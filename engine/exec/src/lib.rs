@@ -16,14 +16,17 @@
 //!   in a synchronize or collective a window apart is a hang ([`HangReport`]).
 //! - [`CancelToken`] and [`install_interrupt_handler`]: first Ctrl-C tears trials down
 //!   gracefully, the second SIGKILLs every live tree.
-//! - [`Pool`] / [`run_all`] run trials in parallel within [`Slots`], giving GPU trials
-//!   exclusive devices through `CUDA_VISIBLE_DEVICES` / `HIP_VISIBLE_DEVICES`.
+//! - [`Pool`] runs trials in parallel within [`Slots`], giving GPU trials exclusive devices
+//!   through `CUDA_VISIBLE_DEVICES` / `HIP_VISIBLE_DEVICES`; a slot is held only by a trial's
+//!   process ([`Pool::submit_staged`], [`SlotRelease`]). [`start`] and [`Started::wait`] are
+//!   [`run`] in two halves for it.
 //!
 //! `docs/exec.md` describes the protocol and how it differs from AORTA 0.2.1.
 
 mod cancel;
 mod contain;
 mod hang;
+mod pool;
 mod procfs;
 mod run;
 mod slots;
@@ -36,11 +39,12 @@ pub use contain::{containment, shutdown as shutdown_containment, Containment, CO
 pub use hang::{
     hang_predicate, GpuIdleFn, HangConfig, HangDetector, HangReport, HangSample, HangSignals,
 };
+pub use pool::{Pool, SlotRelease};
 pub use run::{
-    is_posix_name, run, validate_env, ProcessOutcome, ProcessSpec, SpawnError, DEFAULT_KILL_GRACE,
-    EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_TIMEOUT, HANG_STACKS_FILE,
+    is_posix_name, run, start, validate_env, ProcessOutcome, ProcessSpec, SpawnError, Started,
+    DEFAULT_KILL_GRACE, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_TIMEOUT, HANG_STACKS_FILE,
 };
-pub use slots::{run_all, Lease, Pool, SlotError, SlotRelease, SlotRequest, Slots};
+pub use slots::{Lease, SlotError, SlotRequest, Slots};
 pub use stacks::{
     discover as discover_stack_samplers, is_wait_frame, Sampler as StackSampler,
     SamplerKind as StackSamplerKind,

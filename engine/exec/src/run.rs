@@ -224,12 +224,40 @@ const REAP_BUDGET: Duration = Duration::from_secs(2);
 /// Returns `Err` only for setup problems found before spawning. An exec failure is an
 /// outcome with `launched: false`.
 pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, SpawnError> {
+    Ok(start(spec.clone(), cancel)?.wait(cancel))
+}
+
+/// A process [`start`]ed and not yet waited for, or the outcome of one that never ran.
+///
+/// [`wait`](Self::wait) runs the rest of the protocol. Dropped without a wait, the tree is
+/// torn down at once (SIGKILL) and reaped, so a started trial never outlives its handle.
+pub struct Started {
+    running: Option<Box<Running>>,
+    not_launched: Option<ProcessOutcome>,
+}
+
+/// What the wait needs of a spawned root.
+struct Running {
+    spec: ProcessSpec,
+    pid: i32,
+    tree: Arc<Tree>,
+    _registration: tree::Registration,
+    cgroup: Option<crate::contain::TrialCgroup>,
+    start: Instant,
+    own_maxrss_at_spawn: u64,
+    root_fd: Option<std::os::fd::OwnedFd>,
+}
+
+/// Starts one process: the first half of [`run`], for a caller that has other work between
+/// the spawn and the wait (the pool starts the next trial on the thread that gives a slot
+/// back, and another thread waits).
+pub fn start(spec: ProcessSpec, cancel: &CancelToken) -> Result<Started, SpawnError> {
     spec.validate()?;
     if cancel.is_cancelled() {
         // Nothing is spawned and the log files are left alone.
         let mut o = ProcessOutcome::not_launched(-1);
         o.cancelled = true;
-        return Ok(o);
+        return Ok(Started::ended(o));
     }
     let (out, err) = open_logs(&spec.stdout, &spec.stderr)?;
     tree::ensure_subreaper();
@@ -243,7 +271,7 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
     let cgroup = crate::contain::acquire();
     let start = Instant::now();
     let own_maxrss_at_spawn = own_maxrss_kib();
-    let spawned = resolve_program(spec).and_then(|program| {
+    let spawned = resolve_program(&spec).and_then(|program| {
         let mut env: BTreeMap<std::ffi::OsString, std::ffi::OsString> =
             std::env::vars_os().collect();
         for k in &spec.env_remove {
@@ -281,7 +309,7 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
             let mut o = ProcessOutcome::not_launched(code);
             o.exec_error = Some(msg);
             o.walltime = start.elapsed();
-            return Ok(o);
+            return Ok(Started::ended(o));
         }
     };
     let root_start = procfs::read_stat(pid).map_or(0, |s| s.start_time);
@@ -291,18 +319,7 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
         &token,
         cgroup.as_ref().map(|c| c.dir.clone()),
     ));
-    let _registration = tree::register(&tree);
-    // Nothing can latch before `grace - window` (the monitor's first samples are its history
-    // for the first window after the grace period): its thread starts then, so a trial that ends
-    // sooner never pays for a thread.
-    let monitor_at = spec
-        .hang
-        .as_ref()
-        .map(|h| start + h.grace.saturating_sub(h.window));
-    let mut monitor: Option<Monitor> = None;
-    let kill_on_hang = spec.hang.as_ref().is_some_and(|h| h.kill_on_hang);
-    let deadline = spec.timeout.map(|t| start + t);
-
+    let registration = tree::register(&tree);
     let root_fd = {
         // SAFETY: pidfd_open on the child we just spawned; a negative result means unsupported.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
@@ -311,145 +328,221 @@ pub fn run(spec: &ProcessSpec, cancel: &CancelToken) -> Result<ProcessOutcome, S
             <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32)
         })
     };
-    // The first scan can wait: a process that escapes earlier still carries the trial token
-    // and is found by the scan at exit, and short trials then cost one scan, not two.
-    let mut next_refresh = start + REFRESH_EARLY;
-    let end = loop {
-        if tree.root_exited() {
-            break End::Exited(Instant::now());
-        }
-        if cancel.is_cancelled() {
-            break End::Cancelled;
-        }
-        let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) {
-            break End::Timeout;
-        }
-        if kill_on_hang && monitor.as_ref().is_some_and(Monitor::latched) {
-            break End::Hang;
-        }
-        if let (None, Some(at), Some(h)) = (&monitor, monitor_at, &spec.hang) {
-            if now >= at {
-                let outputs = vec![spec.stdout.clone(), spec.stderr.clone()];
-                monitor = Some(Monitor::start(h, Arc::clone(&tree), outputs, start));
-            }
-        }
-        if now >= next_refresh {
-            tree.refresh(procfs::SHARED_SCAN_AGE);
-            let every = if now - start < EARLY_PHASE {
-                REFRESH_EARLY
-            } else {
-                REFRESH_LATE
-            };
-            next_refresh = now + every;
-        }
-        let tick = deadline.map_or(TICK, |d| TICK.min(d.saturating_duration_since(now)));
-        let tick = tick.min(
-            next_refresh
-                .saturating_duration_since(now)
-                .max(Duration::from_millis(1)),
-        );
-        let tick = match (&monitor, monitor_at) {
-            (None, Some(at)) => tick.min(at.saturating_duration_since(now)),
-            _ => tick,
-        };
-        // Sleep until the root exits (its pidfd turns readable) or the tick ends, so a short
-        // trial is noticed at once instead of at the next 20 ms tick.
-        match &root_fd {
-            Some(fd) => wait_readable(fd, tick),
-            None => {
-                cancel.wait_cancelled(tick);
-            }
-        }
-    };
-    let hang = monitor.and_then(Monitor::stop);
-    if let Some(text) = hang.as_ref().and_then(|h| h.stacks.as_deref()) {
-        let header = hang
-            .as_ref()
-            .map(|h| format!("# hang evidence: {}\n\n", h.evidence))
-            .unwrap_or_default();
-        // Best effort: the report keeps the text either way.
-        let _ = fs::write(spec.stdout.with_file_name(HANG_STACKS_FILE), header + text);
-    }
-
-    let mut strays_killed = 0;
-    match end {
-        End::Exited(at) => {
-            tree.refresh_young(at - start);
-            strays_killed = tree.live().len();
-            if strays_killed > 0 {
-                teardown(&tree, spec.kill_grace, cancel);
-            }
-        }
-        End::Timeout | End::Cancelled | End::Hang => teardown(&tree, spec.kill_grace, cancel),
-    }
-
-    // Reap the root (a zombie by now unless stuck in uninterruptible sleep).
-    let reap_deadline = Instant::now() + REAP_BUDGET;
-    let reaped = loop {
-        match tree.try_reap_root() {
-            Reap::NotYet if Instant::now() < reap_deadline => {
-                std::thread::sleep(Duration::from_millis(5))
-            }
-            Reap::NotYet => {
-                tree.reap_root_later();
-                break None;
-            }
-            Reap::Done { status, maxrss_kib } => break Some((status, maxrss_kib)),
-            Reap::Lost => break None,
-        }
-    };
-    let ended_at = match end {
-        End::Exited(at) => at,
-        _ => Instant::now(),
-    };
-    // Adopted members (re-parented to aorta) are reaped too.
-    let adopt_deadline = Instant::now() + REAP_BUDGET;
-    while tree.reap_adopted() > 0 {
-        if Instant::now() >= adopt_deadline {
-            tree.reap_adopted_later();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-
-    if let Some(cg) = cgroup {
-        crate::contain::release(cg);
-    }
-    let mut exit_code = match reaped {
-        Some((status, _)) if libc::WIFEXITED(status) => libc::WEXITSTATUS(status),
-        Some((status, _)) if libc::WIFSIGNALED(status) => -libc::WTERMSIG(status),
-        _ => -1,
-    };
-    let timed_out = end == End::Timeout;
-    if timed_out {
-        exit_code = EXIT_TIMEOUT;
-    }
-    // The root started inside aorta's address space (spawn.rs), and Linux folds the high-water
-    // mark of the address space a process leaves at execve into its ru_maxrss: a figure no
-    // larger than aorta's own high-water mark at that moment may be aorta's, not the child's.
-    let child_maxrss = reaped.map_or(0, |r| r.1);
-    let child_maxrss = if child_maxrss > own_maxrss_at_spawn {
-        child_maxrss
-    } else {
-        0
-    };
-    let peak = (tree.peak_rss_bytes() / 1024).max(child_maxrss);
-    Ok(ProcessOutcome {
-        launched: true,
-        exec_error: None,
-        exit_code,
-        timed_out,
-        cancelled: end == End::Cancelled,
-        hang_detected: hang.is_some(),
-        killed_on_hang: end == End::Hang,
-        hang,
-        walltime: ended_at - start,
-        pid: Some(pid as u32),
-        peak_rss_kib: (peak > 0).then_some(peak),
-        strays_killed,
-        processes: tree.all(),
+    Ok(Started {
+        running: Some(Box::new(Running {
+            spec,
+            pid,
+            tree,
+            _registration: registration,
+            cgroup,
+            start,
+            own_maxrss_at_spawn,
+            root_fd,
+        })),
+        not_launched: None,
     })
+}
+
+impl Started {
+    fn ended(outcome: ProcessOutcome) -> Self {
+        Started {
+            running: None,
+            not_launched: Some(outcome),
+        }
+    }
+
+    /// Whether a process was spawned (`false`: an exec failure or a cancel before the spawn).
+    pub fn launched(&self) -> bool {
+        self.running.is_some()
+    }
+
+    /// Waits for the root, tears the tree down as the protocol says, reaps: the rest of [`run`].
+    pub fn wait(mut self, cancel: &CancelToken) -> ProcessOutcome {
+        match self.running.take() {
+            Some(r) => r.wait(cancel),
+            None => self
+                .not_launched
+                .take()
+                .unwrap_or_else(|| ProcessOutcome::not_launched(-1)),
+        }
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if let Some(r) = self.running.take() {
+            let stop = CancelToken::new();
+            stop.cancel();
+            stop.force();
+            r.wait(&stop);
+        }
+    }
+}
+
+impl Running {
+    fn wait(self, cancel: &CancelToken) -> ProcessOutcome {
+        let Running {
+            spec,
+            pid,
+            tree,
+            _registration,
+            cgroup,
+            start,
+            own_maxrss_at_spawn,
+            root_fd,
+        } = self;
+        let spec = &spec;
+        // Nothing can latch before `grace - window` (the monitor's first samples are its history
+        // for the first window after the grace period): its thread starts then, so a trial that ends
+        // sooner never pays for a thread.
+        let monitor_at = spec
+            .hang
+            .as_ref()
+            .map(|h| start + h.grace.saturating_sub(h.window));
+        let mut monitor: Option<Monitor> = None;
+        let kill_on_hang = spec.hang.as_ref().is_some_and(|h| h.kill_on_hang);
+        let deadline = spec.timeout.map(|t| start + t);
+
+        // The first scan can wait: a process that escapes earlier still carries the trial token
+        // and is found by the scan at exit, and short trials then cost one scan, not two.
+        let mut next_refresh = start + REFRESH_EARLY;
+        let end = loop {
+            if tree.root_exited() {
+                break End::Exited(Instant::now());
+            }
+            if cancel.is_cancelled() {
+                break End::Cancelled;
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                break End::Timeout;
+            }
+            if kill_on_hang && monitor.as_ref().is_some_and(Monitor::latched) {
+                break End::Hang;
+            }
+            if let (None, Some(at), Some(h)) = (&monitor, monitor_at, &spec.hang) {
+                if now >= at {
+                    let outputs = vec![spec.stdout.clone(), spec.stderr.clone()];
+                    monitor = Some(Monitor::start(h, Arc::clone(&tree), outputs, start));
+                }
+            }
+            if now >= next_refresh {
+                tree.refresh(procfs::SHARED_SCAN_AGE);
+                let every = if now - start < EARLY_PHASE {
+                    REFRESH_EARLY
+                } else {
+                    REFRESH_LATE
+                };
+                next_refresh = now + every;
+            }
+            let tick = deadline.map_or(TICK, |d| TICK.min(d.saturating_duration_since(now)));
+            let tick = tick.min(
+                next_refresh
+                    .saturating_duration_since(now)
+                    .max(Duration::from_millis(1)),
+            );
+            let tick = match (&monitor, monitor_at) {
+                (None, Some(at)) => tick.min(at.saturating_duration_since(now)),
+                _ => tick,
+            };
+            // Sleep until the root exits (its pidfd turns readable) or the tick ends, so a short
+            // trial is noticed at once instead of at the next 20 ms tick.
+            match &root_fd {
+                Some(fd) => wait_readable(fd, tick),
+                None => {
+                    cancel.wait_cancelled(tick);
+                }
+            }
+        };
+        let hang = monitor.and_then(Monitor::stop);
+        if let Some(text) = hang.as_ref().and_then(|h| h.stacks.as_deref()) {
+            let header = hang
+                .as_ref()
+                .map(|h| format!("# hang evidence: {}\n\n", h.evidence))
+                .unwrap_or_default();
+            // Best effort: the report keeps the text either way.
+            let _ = fs::write(spec.stdout.with_file_name(HANG_STACKS_FILE), header + text);
+        }
+
+        let mut strays_killed = 0;
+        match end {
+            End::Exited(at) => {
+                tree.refresh_young(at - start);
+                strays_killed = tree.live().len();
+                if strays_killed > 0 {
+                    teardown(&tree, spec.kill_grace, cancel);
+                }
+            }
+            End::Timeout | End::Cancelled | End::Hang => teardown(&tree, spec.kill_grace, cancel),
+        }
+
+        // Reap the root (a zombie by now unless stuck in uninterruptible sleep).
+        let reap_deadline = Instant::now() + REAP_BUDGET;
+        let reaped = loop {
+            match tree.try_reap_root() {
+                Reap::NotYet if Instant::now() < reap_deadline => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                Reap::NotYet => {
+                    tree.reap_root_later();
+                    break None;
+                }
+                Reap::Done { status, maxrss_kib } => break Some((status, maxrss_kib)),
+                Reap::Lost => break None,
+            }
+        };
+        let ended_at = match end {
+            End::Exited(at) => at,
+            _ => Instant::now(),
+        };
+        // Adopted members (re-parented to aorta) are reaped too.
+        let adopt_deadline = Instant::now() + REAP_BUDGET;
+        while tree.reap_adopted() > 0 {
+            if Instant::now() >= adopt_deadline {
+                tree.reap_adopted_later();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+
+        if let Some(cg) = cgroup {
+            crate::contain::release(cg);
+        }
+        let mut exit_code = match reaped {
+            Some((status, _)) if libc::WIFEXITED(status) => libc::WEXITSTATUS(status),
+            Some((status, _)) if libc::WIFSIGNALED(status) => -libc::WTERMSIG(status),
+            _ => -1,
+        };
+        let timed_out = end == End::Timeout;
+        if timed_out {
+            exit_code = EXIT_TIMEOUT;
+        }
+        // The root started inside aorta's address space (spawn.rs), and Linux folds the high-water
+        // mark of the address space a process leaves at execve into its ru_maxrss: a figure no
+        // larger than aorta's own high-water mark at that moment may be aorta's, not the child's.
+        let child_maxrss = reaped.map_or(0, |r| r.1);
+        let child_maxrss = if child_maxrss > own_maxrss_at_spawn {
+            child_maxrss
+        } else {
+            0
+        };
+        let peak = (tree.peak_rss_bytes() / 1024).max(child_maxrss);
+        ProcessOutcome {
+            launched: true,
+            exec_error: None,
+            exit_code,
+            timed_out,
+            cancelled: end == End::Cancelled,
+            hang_detected: hang.is_some(),
+            killed_on_hang: end == End::Hang,
+            hang,
+            walltime: ended_at - start,
+            pid: Some(pid as u32),
+            peak_rss_kib: (peak > 0).then_some(peak),
+            strays_killed,
+            processes: tree.all(),
+        }
+    }
 }
 
 /// SIGTERM (+SIGCONT, so stopped members can act on it) to the group and every member;

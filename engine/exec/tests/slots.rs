@@ -1,6 +1,6 @@
 //! The scheduler: concurrency bound, exclusive GPUs, impossible requests, results.
 
-use aorta_exec::{run, run_all, CancelToken, Pool, ProcessSpec, SlotError, SlotRequest, Slots};
+use aorta_exec::{run, CancelToken, Pool, ProcessSpec, SlotError, SlotRequest, Slots};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -123,12 +123,16 @@ fn a_request_beyond_the_machine_is_an_error_not_a_deadlock() {
     );
     assert!(err.to_string().contains("2 GPU(s)"));
     assert!(pool.next_completed().is_none());
-    let err = run_all(
-        vec![(SlotRequest::gpus(1), ())],
-        &Slots::new(1, vec![]),
-        |_, _| (),
-    )
-    .unwrap_err();
+    let pool: Pool<&str, ()> = Pool::new(Slots::new(1, vec![]));
+    let err = pool
+        .submit_staged(
+            "gpu",
+            SlotRequest::gpus(1),
+            || Ok(()),
+            |(), _| (),
+            |(), _| (),
+        )
+        .unwrap_err();
     assert_eq!(
         err,
         SlotError::TooManyGpus {
@@ -141,13 +145,20 @@ fn a_request_beyond_the_machine_is_an_error_not_a_deadlock() {
 #[test]
 fn multi_gpu_and_cpu_trials_mix() {
     let slots = Slots::new(3, vec!["a".into(), "b".into(), "c".into()]);
-    let items = vec![
-        (SlotRequest::gpus(2), 0),
-        (SlotRequest::gpus(2), 1),
-        (SlotRequest::cpu(), 2),
-        (SlotRequest::gpus(3), 3),
-    ];
-    let out = run_all(items, &slots, |i, lease| (i, lease.gpus().len())).unwrap();
+    let pool: Pool<usize, usize> = Pool::new(slots);
+    for (i, request) in [
+        SlotRequest::gpus(2),
+        SlotRequest::gpus(2),
+        SlotRequest::cpu(),
+        SlotRequest::gpus(3),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        pool.submit(i, request, |lease| lease.gpus().len()).unwrap();
+    }
+    let mut out: Vec<_> = std::iter::from_fn(|| pool.next_completed()).collect();
+    out.sort();
     assert_eq!(out, [(0, 2), (1, 2), (2, 0), (3, 3)]);
 }
 
@@ -227,7 +238,8 @@ fn a_staged_job_is_prepared_while_every_slot_is_busy() {
             tx.send(()).unwrap();
             Ok("prepared")
         },
-        |p, _lease, _release| Some(p == "prepared"),
+        |p, _lease| p,
+        |p, _release| Some(p == "prepared"),
     )
     .unwrap();
     let mut done: Vec<_> = std::iter::from_fn(|| pool.next_completed()).collect();
@@ -244,8 +256,11 @@ fn a_staged_job_is_prepared_while_every_slot_is_busy() {
             i,
             SlotRequest::cpu(),
             move || if i % 2 == 1 { Err(None) } else { Ok(i) },
-            move |i, _lease, mut release| {
+            move |i, _lease| {
                 started.lock().unwrap().push(i);
+                i
+            },
+            |i, mut release| {
                 std::thread::sleep(Duration::from_millis(5));
                 release.release();
                 Some(i)
@@ -268,11 +283,71 @@ fn a_panicking_prepare_step_re_raises_in_next_completed() {
         1,
         SlotRequest::cpu(),
         || -> Result<(), ()> { panic!("boom") },
-        |(), _, _| (),
+        |(), _| (),
+        |(), _| (),
     )
     .unwrap();
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.next_completed()));
     assert!(r.is_err());
     pool.submit(2, SlotRequest::cpu(), |_| ()).unwrap();
     assert_eq!(pool.next_completed(), Some((2, ())));
+}
+
+/// A prepared job is started by the thread that gives the slot back, inside its release, and
+/// another worker waits for it; a panic in a start step is that job's result, and the slot
+/// comes back.
+#[test]
+fn the_releasing_thread_starts_the_next_prepared_job() {
+    let pool: Pool<usize, Option<bool>> = Pool::new(Slots::new(1, vec![]));
+    let releaser = Arc::new(Mutex::new(None));
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+    let r = Arc::clone(&releaser);
+    pool.submit_releasing(0, SlotRequest::cpu(), move |_lease, mut release| {
+        // Job 1 is prepared ahead while this one holds the slot.
+        ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        std::thread::sleep(Duration::from_millis(50)); // the preparer is idle again
+        *r.lock().unwrap() = Some(std::thread::current().id());
+        release.release();
+        None
+    })
+    .unwrap();
+    let starter = Arc::new(Mutex::new(None));
+    let s = Arc::clone(&starter);
+    pool.submit_staged(
+        1,
+        SlotRequest::cpu(),
+        move || {
+            ready_tx.send(()).unwrap();
+            Ok(())
+        },
+        move |(), _lease| *s.lock().unwrap() = Some(std::thread::current().id()),
+        |(), _release| Some(true),
+    )
+    .unwrap();
+    pool.submit_staged(
+        2,
+        SlotRequest::cpu(),
+        || Ok(()),
+        |(), _lease| -> () { panic!("start failed") },
+        |(), _release| Some(true),
+    )
+    .unwrap();
+    pool.submit(3, SlotRequest::cpu(), |_| Some(true)).unwrap();
+    let mut done = Vec::new();
+    let mut panics = 0;
+    loop {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.next_completed())) {
+            Ok(Some(d)) => done.push(d),
+            Ok(None) => break,
+            Err(_) => panics += 1,
+        }
+    }
+    done.sort();
+    assert_eq!(done, [(0, None), (1, Some(true)), (3, Some(true))]);
+    assert_eq!(panics, 1, "job 2's start step panicked");
+    assert_eq!(
+        *starter.lock().unwrap(),
+        *releaser.lock().unwrap(),
+        "job 1 started on the thread that released job 0's slot"
+    );
 }
