@@ -141,8 +141,9 @@ impl CellKeyer {
     }
 }
 
-/// JSON with object keys sorted at every level, so equal configs hash equally.
-pub fn canonical_json(v: &serde_json::Value) -> Result<String, HashError> {
+/// JSON with object keys sorted at every level, so equal configs hash equally. A value that
+/// cannot be serialised is an error, never an empty string hashed.
+pub fn canonical_json<T: serde::Serialize + ?Sized>(v: &T) -> Result<String, HashError> {
     fn sort(v: &serde_json::Value) -> serde_json::Value {
         match v {
             serde_json::Value::Object(m) => {
@@ -158,10 +159,12 @@ pub fn canonical_json(v: &serde_json::Value) -> Result<String, HashError> {
             other => other.clone(),
         }
     }
-    serde_json::to_string(&sort(v)).map_err(|source| HashError {
-        what: "a workload config",
+    let error = |source| HashError {
+        what: "a trial's config",
         source,
-    })
+    };
+    let v = serde_json::to_value(v).map_err(error)?;
+    serde_json::to_string(&sort(&v)).map_err(error)
 }
 
 #[cfg(test)]

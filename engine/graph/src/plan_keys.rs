@@ -32,22 +32,37 @@ pub struct KeyContext {
 
 /// What the subprocess flow's verdict depends on besides the command and env: timeouts and
 /// every classifier setting. Retention, redaction, stop_after and confound are not in it:
-/// they change what is kept or how it is summarised, not a trial's result.
-fn probe_config(recipe: &Recipe) -> serde_json::Value {
+/// they change what is kept or how it is summarised, not a trial's result. Hashed as canonical
+/// JSON, so a field's name is part of every probe-mode key.
+#[derive(serde::Serialize)]
+struct ProbeKeyConfig<'a> {
+    timeout_per_trial: Option<f64>,
+    env_passthrough_mode: &'a aorta_recipe::PassthroughMode,
+    custom_patterns: &'a [aorta_recipe::CustomPattern],
+    hang_window_sec: f64,
+    hang_grace_period_at_start: f64,
+    tier3_vram_growth: bool,
+    disables: &'a aorta_classify::Disables,
+    step_time_regex: &'a Option<String>,
+    collect_paths: &'a [String],
+    classifier_library: &'static str,
+}
+
+fn probe_config(recipe: &Recipe) -> Result<String, HashError> {
     let Some(p) = &recipe.probe else {
-        return serde_json::json!({});
+        return Ok("{}".into());
     };
-    serde_json::json!({
-        "timeout_per_trial": p.timeout_per_trial,
-        "env_passthrough_mode": p.env_passthrough_mode,
-        "custom_patterns": p.custom_patterns,
-        "hang_window_sec": p.hang_window_sec,
-        "hang_grace_period_at_start": p.hang_grace_period_at_start,
-        "tier3_vram_growth": p.tier3_vram_growth,
-        "disables": p.disables,
-        "step_time_regex": p.step_time_regex,
-        "collect_paths": p.collect_paths,
-        "classifier_library": aorta_classify::PATTERN_LIBRARY_VERSION,
+    canonical_json(&ProbeKeyConfig {
+        timeout_per_trial: p.timeout_per_trial,
+        env_passthrough_mode: &p.env_passthrough_mode,
+        custom_patterns: &p.custom_patterns,
+        hang_window_sec: p.hang_window_sec,
+        hang_grace_period_at_start: p.hang_grace_period_at_start,
+        tier3_vram_growth: p.tier3_vram_growth,
+        disables: &p.disables,
+        step_time_regex: &p.step_time_regex,
+        collect_paths: &p.collect_paths,
+        classifier_library: aorta_classify::PATTERN_LIBRARY_VERSION,
     })
 }
 
@@ -77,7 +92,7 @@ fn workload_identity(recipe: &Recipe, ctx: &KeyContext) -> WorkloadIdentity {
 
 fn cell_config(recipe: &Recipe, cell: &Cell) -> Result<String, HashError> {
     match recipe.mode {
-        Mode::Probe => canonical_json(&probe_config(recipe)),
+        Mode::Probe => probe_config(recipe),
         Mode::Triage => {
             let mut cfg = cell.effective_workload_config(recipe);
             cfg.insert("steps".into(), cell.effective_steps(recipe).into());

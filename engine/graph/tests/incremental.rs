@@ -138,3 +138,48 @@ fn bad_recipe_is_an_error_not_a_panic() {
     assert!(trials(&db, build).is_err());
     assert!(dag(&db, build).is_none());
 }
+
+/// Keys are shared through caches across machines and versions: the same recipe and context
+/// must give the same key in every aorta build. A change here is a change of every stored key
+/// (raise `KEY_SCHEMA_VERSION` deliberately, then update this value).
+#[test]
+fn a_probe_key_is_pinned_across_releases() {
+    let (db, build, _) = setup(RECIPE);
+    let k = keys(&db, build);
+    assert_eq!(
+        k[&("none-none".to_string(), 0)],
+        "44696e7122c1757e44b2619204c3f7f2e19ca77ad1c9b16096c0f8f21771201b"
+    );
+}
+
+#[test]
+fn every_classifier_setting_is_in_the_probe_key() {
+    let base = {
+        let (db, build, _) = setup(RECIPE);
+        keys(&db, build)[&("none-none".to_string(), 0)].clone()
+    };
+    let edits = [
+        "timeout_per_trial: 30\n",
+        "env_passthrough_mode: file\n",
+        "hang_window_sec: 12\n",
+        "hang_grace_period_at_start: 5\n",
+        "tier3_vram_growth: false\n",
+        "disable_detectors: [tier3:thermal_throttle]\n",
+        "step_time_regex: 'step (\\d+)'\n",
+        "collect_paths: ['*.log']\n",
+        "custom_patterns:\n  - id: mine\n    match: {regex: 'MINE'}\n    on_match: fail\n",
+    ];
+    for edit in edits {
+        let (db, build, _) = setup(&format!("{RECIPE}{edit}"));
+        if let Err(e) = recipe(&db, build).as_ref() {
+            panic!("{edit}: {e:?}");
+        }
+        let k = keys(&db, build);
+        assert_ne!(k[&("none-none".to_string(), 0)], base, "{edit}");
+    }
+    // What changes only what is kept or how it is summarised is not in it.
+    let (db, build, _) = setup(&format!(
+        "{RECIPE}ticket: T-2\nconfound: {{baseline_cell: none-none, threshold: 1.3}}\n"
+    ));
+    assert_eq!(keys(&db, build)[&("none-none".to_string(), 0)], base);
+}
