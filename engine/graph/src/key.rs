@@ -144,27 +144,12 @@ impl CellKeyer {
 /// JSON with object keys sorted at every level, so equal configs hash equally. A value that
 /// cannot be serialised is an error, never an empty string hashed.
 pub fn canonical_json<T: serde::Serialize + ?Sized>(v: &T) -> Result<String, HashError> {
-    fn sort(v: &serde_json::Value) -> serde_json::Value {
-        match v {
-            serde_json::Value::Object(m) => {
-                let mut keys: Vec<&String> = m.keys().collect();
-                keys.sort();
-                let mut out = serde_json::Map::new();
-                for k in keys {
-                    out.insert(k.clone(), sort(&m[k]));
-                }
-                serde_json::Value::Object(out)
-            }
-            serde_json::Value::Array(a) => serde_json::Value::Array(a.iter().map(sort).collect()),
-            other => other.clone(),
-        }
-    }
     let error = |source| HashError {
         what: "a trial's config",
         source,
     };
     let v = serde_json::to_value(v).map_err(error)?;
-    serde_json::to_string(&sort(&v)).map_err(error)
+    serde_json::to_string(&aorta_recipe::sorted_json(&v)).map_err(error)
 }
 
 #[cfg(test)]

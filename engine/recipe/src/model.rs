@@ -8,6 +8,26 @@ use std::path::PathBuf;
 
 pub type JsonMap = serde_json::Map<String, serde_json::Value>;
 
+/// A workload config value with object keys sorted at every level (serde_json keeps insertion
+/// order here), so equal configs compare and hash equally: the one canonical form that keys
+/// (`aorta_graph::canonical_json`) and matrix.md's config column both use.
+pub fn sorted_json(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), sorted_json(&m[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(a) => Value::Array(a.iter().map(sorted_json).collect()),
+        other => other.clone(),
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {

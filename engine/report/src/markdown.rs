@@ -314,18 +314,7 @@ impl Columns {
 
 /// JSON with object keys sorted at every level: equal values compare equal as text.
 fn canonical(v: &Value) -> String {
-    fn sort(v: &Value) -> Value {
-        match v {
-            Value::Object(m) => {
-                let mut keys: Vec<&String> = m.keys().collect();
-                keys.sort();
-                Value::Object(keys.into_iter().map(|k| (k.clone(), sort(&m[k]))).collect())
-            }
-            Value::Array(a) => Value::Array(a.iter().map(sort).collect()),
-            other => other.clone(),
-        }
-    }
-    sort(v).to_string()
+    aorta_recipe::sorted_json(v).to_string()
 }
 
 /// Keys (sorted) whose canonical value, or absence, is not the same in every cell.
