@@ -558,3 +558,144 @@ fn the_cli_reaches_store_remote_and_probe_only_through_the_engine() {
         }
     }
 }
+
+/// Within each crate under engine/, modules import each other in one direction only: a loop of
+/// `crate::` paths (a.rs uses crate::b, b.rs uses crate::a) is two modules that are one
+/// concept, or a shared piece that belongs below both. The crate root (lib.rs, main.rs) is the
+/// façade and not counted; test modules are not counted.
+#[test]
+fn no_crate_under_engine_has_a_module_import_loop() {
+    let engine = repo_root().join("engine");
+    let mut crates: Vec<PathBuf> = std::fs::read_dir(&engine)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("src"))
+        .filter(|p| p.is_dir())
+        .collect();
+    crates.sort();
+    assert!(crates.len() > 10, "found the crates: {crates:?}");
+    for src in crates {
+        let graph = module_imports(&src);
+        if let Some(cycle) = find_cycle(&graph) {
+            panic!(
+                "{}: modules import each other in a loop: {}",
+                src.display(),
+                cycle.join(" -> ")
+            );
+        }
+    }
+}
+
+/// Module file (relative to `src`) → the module files its `crate::` paths name.
+fn module_imports(src: &Path) -> BTreeMap<String, Vec<String>> {
+    let mut files = Vec::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                if p.file_name().is_some_and(|n| n != "bin") {
+                    stack.push(p);
+                }
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                files.push(p);
+            }
+        }
+    }
+    let rel = |p: &Path| p.strip_prefix(src).unwrap().to_string_lossy().into_owned();
+    let module_file = |segments: &[&str]| -> Option<String> {
+        // The longest prefix of the path that is a module file: crate::a::b::Name → a/b.rs,
+        // a/b/mod.rs, a.rs or a/mod.rs.
+        (1..=segments.len()).rev().find_map(|n| {
+            let base = segments[..n].join("/");
+            [format!("{base}.rs"), format!("{base}/mod.rs")]
+                .into_iter()
+                .find(|f| src.join(f).is_file())
+        })
+    };
+    let path_re =
+        fancy_regex::Regex::new(r"crate::((?:[a-z_][a-z0-9_]*::)*[A-Za-z_][A-Za-z0-9_]*)").unwrap();
+    let group_re =
+        fancy_regex::Regex::new(r"use crate::((?:[a-z_][a-z0-9_]*::)*)\{([^}]*)\}").unwrap();
+    let mut graph = BTreeMap::new();
+    for f in files {
+        let me = rel(&f);
+        if me == "lib.rs" || me == "main.rs" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        let code: String = text
+            .split("#[cfg(test)]")
+            .next()
+            .unwrap()
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut paths: Vec<String> = path_re
+            .captures_iter(&code)
+            .map(|c| c.unwrap().get(1).unwrap().as_str().to_string())
+            .collect();
+        // `use crate::a::{b, c::D}`: each member is a path of its own.
+        for c in group_re.captures_iter(&code) {
+            let c = c.unwrap();
+            let (prefix, members) = (c.get(1).unwrap().as_str(), c.get(2).unwrap().as_str());
+            for member in members.split(',') {
+                let member = member.trim().split(" as ").next().unwrap_or("");
+                if !member.is_empty() && member != "self" {
+                    paths.push(format!("{prefix}{member}"));
+                }
+            }
+        }
+        let mut targets: Vec<String> = paths
+            .iter()
+            .filter_map(|p| module_file(&p.split("::").collect::<Vec<_>>()))
+            .filter(|t| *t != me && t != "lib.rs" && t != "main.rs")
+            .collect();
+        targets.sort();
+        targets.dedup();
+        graph.insert(me, targets);
+    }
+    graph
+}
+
+/// A loop in the graph, as the modules along it (first repeated at the end), if there is one.
+fn find_cycle(graph: &BTreeMap<String, Vec<String>>) -> Option<Vec<String>> {
+    fn visit(
+        n: &str,
+        graph: &BTreeMap<String, Vec<String>>,
+        state: &mut BTreeMap<String, u8>,
+        path: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        state.insert(n.to_string(), 1);
+        path.push(n.to_string());
+        for m in graph.get(n).into_iter().flatten() {
+            match state.get(m.as_str()).copied().unwrap_or(0) {
+                1 => {
+                    let start = path.iter().position(|p| p == m).unwrap();
+                    let mut cycle = path[start..].to_vec();
+                    cycle.push(m.clone());
+                    return Some(cycle);
+                }
+                0 => {
+                    if let Some(c) = visit(m, graph, state, path) {
+                        return Some(c);
+                    }
+                }
+                _ => {}
+            }
+        }
+        path.pop();
+        state.insert(n.to_string(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for n in graph.keys() {
+        if state.get(n.as_str()).copied().unwrap_or(0) == 0 {
+            if let Some(c) = visit(n, graph, &mut state, &mut Vec::new()) {
+                return Some(c);
+            }
+        }
+    }
+    None
+}

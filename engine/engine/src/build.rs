@@ -1,163 +1,17 @@
 //! A whole build of a compiled target: remote pull, the trial nodes under the slots, remote
 //! push, then the cells and the artifacts (rendered only when their keys are not cached).
 
+use crate::bodies::bodies;
 use crate::compile::Compiled;
 use crate::error::{EngineError, Result};
 use crate::outcome::BuildOutcome;
-use crate::schedule::{Event, MakeSpec, Schedule, Source, TrialResult};
+use crate::schedule::{Event, Schedule, Source, TrialResult};
 use crate::session::Session;
-use crate::trial::{Body, CommandSettings, TrialSpec, WorkloadSettings};
-use aorta_classify::{ClassifierConfig, CustomDetector};
-use aorta_exec::{HangConfig, Slots};
+use aorta_exec::Slots;
 use aorta_graph::Key;
-use aorta_graph::PlannedTrial;
 use aorta_recipe::{Mode, Recipe};
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
-
-/// The classifier a probe recipe's trials use: its custom patterns, VRAM check and disables.
-/// A workload (triage) recipe has none of these, so it gets the built-in classifier.
-pub fn classifier_config(recipe: &Recipe) -> std::result::Result<ClassifierConfig, String> {
-    let Some(p) = recipe.probe.as_ref() else {
-        return Ok(ClassifierConfig::default());
-    };
-    let mut custom = Vec::new();
-    for c in &p.custom_patterns {
-        let on = match c.on_match {
-            aorta_recipe::OnMatch::Fail => aorta_classify::OnMatch::Fail,
-            aorta_recipe::OnMatch::Warn => aorta_classify::OnMatch::Warn,
-            aorta_recipe::OnMatch::Info => aorta_classify::OnMatch::Info,
-        };
-        custom.push(CustomDetector::new(
-            c.id.clone(),
-            &c.regex,
-            c.condition.as_deref(),
-            on,
-            c.required_for_pass,
-        )?);
-    }
-    Ok(ClassifierConfig {
-        custom,
-        tier3_vram_growth: p.tier3_vram_growth,
-        disables: p.disables.clone(),
-    })
-}
-
-fn command_settings(
-    recipe: &Recipe,
-    argv: &[String],
-    inputs: &[(std::path::PathBuf, String)],
-    kill_on_hang: bool,
-) -> std::result::Result<CommandSettings, String> {
-    let p = recipe.probe.as_ref().ok_or("not a probe recipe")?;
-    let classifier = classifier_config(recipe)?;
-    let hang = (!p.disables.tier_disabled(aorta_classify::Tier::Tier2)
-        && !p.disables.detector_disabled("tier2:hang"))
-    .then(|| HangConfig {
-        window: Duration::from_secs_f64(p.hang_window_sec),
-        grace: Duration::from_secs_f64(p.hang_grace_period_at_start),
-        kill_on_hang,
-        ..HangConfig::default()
-    });
-    Ok(CommandSettings {
-        argv: argv.to_vec(),
-        timeout: p.timeout_per_trial.map(Duration::from_secs_f64),
-        passthrough: p.env_passthrough_mode,
-        hang,
-        classifier,
-        dmesg_unavailable: Default::default(),
-        // One reader of /dev/kmsg per build; where it cannot be opened, dmesg per trial.
-        kernel_log: if p.disables.tier_disabled(aorta_classify::Tier::Tier3) {
-            None
-        } else {
-            aorta_classify::KernelLog::open().ok()
-        },
-        step_time_regex: p
-            .step_time_regex
-            .as_deref()
-            .map(aorta_recipe::compile_regex)
-            .transpose()
-            .map_err(|e| format!("step_time_regex: {e}"))?,
-        inputs: inputs.to_vec(),
-    })
-}
-
-/// Per cell, how to turn a planned trial into the spec the executor runs.
-fn spec_maker(
-    cell: &aorta_recipe::Cell,
-    body: impl Fn() -> Body + Send + Sync + 'static,
-) -> MakeSpec {
-    let env = cell.resolved_env.clone();
-    let name = cell.name.clone();
-    Arc::new(move |p: &PlannedTrial| TrialSpec {
-        key: p.key.clone(),
-        cell: name.clone(),
-        index: p.index,
-        env: env.clone(),
-        body: body(),
-    })
-}
-
-/// The trial bodies per cell; a cell whose workload cannot run gets its error instead.
-pub(crate) fn bodies(
-    session: &Session,
-    c: &Compiled,
-) -> Result<Vec<std::result::Result<MakeSpec, String>>> {
-    let recipe = &c.recipe;
-    let mut out = Vec::new();
-    match recipe.mode {
-        Mode::Probe => {
-            let argv = c.argv.as_deref().filter(|a| !a.is_empty()).ok_or_else(|| {
-                EngineError::usage(format!("{}: a probe recipe needs a command: give it after -- or as the target's `command` in BUCK", c.label), format!("aorta build {} -- bash launch.sh", c.label))
-            })?;
-            let settings = Arc::new(
-                command_settings(recipe, argv, &c.input_digests, session.opts.kill_on_hang)
-                    .map_err(|e| {
-                        EngineError::usage(
-                            format!("{}: {e}", c.label),
-                            "see docs/recipes.md for custom patterns and step_time_regex",
-                        )
-                    })?,
-            );
-            for cell in &recipe.cells {
-                let settings = settings.clone();
-                out.push(Ok(spec_maker(cell, move || {
-                    Body::Command(settings.clone())
-                })));
-            }
-        }
-        Mode::Triage => {
-            for cell in &recipe.cells {
-                let w = match &c.workload {
-                    Some(Ok(w)) => w.clone(),
-                    Some(Err(e)) => {
-                        out.push(Err(e.clone()));
-                        continue;
-                    }
-                    None => {
-                        out.push(Err(format!(
-                            "workload '{}' was not resolved",
-                            recipe.workload
-                        )));
-                        continue;
-                    }
-                };
-                let settings = Arc::new(WorkloadSettings {
-                    workload: w,
-                    steps: cell.effective_steps(recipe),
-                    config: cell.effective_workload_config(recipe),
-                    timeout: session.workload_timeout(),
-                });
-                out.push(Ok(spec_maker(cell, move || {
-                    Body::Workload(settings.clone())
-                })));
-            }
-        }
-    }
-    Ok(out)
-}
 
 /// AORTA's default output directory for each flow.
 pub(crate) fn default_output(recipe: &Recipe) -> PathBuf {

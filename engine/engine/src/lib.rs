@@ -11,6 +11,7 @@
 //! through the event callback and explicit warnings on stderr, so the CLI owns the terminal.
 
 mod artifacts;
+mod bodies;
 mod build;
 mod compile;
 pub mod environment;
@@ -34,7 +35,7 @@ pub mod watch;
 pub mod workloads;
 
 pub use artifacts::{ArtifactRecord, RENDERER_VERSION};
-pub use build::classifier_config;
+pub use bodies::classifier_config;
 pub use compile::{normalize, Compiled, RecipeOrigin, TargetId, TargetSpec};
 pub use environment::EnvRecord;
 pub use error::{Category, EngineError, Result};

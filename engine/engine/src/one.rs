@@ -40,7 +40,7 @@ impl Session {
                 ));
             }
         }
-        let bodies = crate::build::bodies(self, c)?;
+        let bodies = crate::bodies::bodies(self, c)?;
         let store = self.writable_store()?;
         let cancel = self.cancel_token()?;
         let _build_lock = store

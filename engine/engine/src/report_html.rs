@@ -112,7 +112,7 @@ const TRIALS_SEARCHED: usize = 3;
 /// (of the first few), found by the trials' own classifier with the recipe's patterns. The
 /// logs are outputs of the trials whose keys the artifact's key holds.
 fn detector_lines(run_dir: &Path, matrix: &Matrix) -> Vec<Vec<DetectorLine>> {
-    let Ok(cfg) = crate::build::classifier_config(matrix.recipe) else {
+    let Ok(cfg) = crate::bodies::classifier_config(matrix.recipe) else {
         return Vec::new();
     };
     matrix

@@ -55,7 +55,16 @@ pub enum Event<'a> {
         error: &'a str,
     },
     /// The Slurm executor's arrays: queued, running and done tasks of each.
-    Cluster(&'a [crate::slurm::ArrayProgress]),
+    Cluster(&'a [ArrayProgress]),
+}
+
+/// One Slurm array's counts, for progress ([`Event::Cluster`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ArrayProgress {
+    pub job: String,
+    pub queued: usize,
+    pub running: usize,
+    pub done: usize,
 }
 
 enum JobOut {

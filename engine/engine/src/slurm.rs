@@ -12,7 +12,7 @@
 
 use crate::compile::{Compiled, RecipeOrigin};
 use crate::error::{EngineError, Result};
-use crate::schedule::{Event, Executed, Source, TrialResult};
+use crate::schedule::{ArrayProgress, Event, Executed, Source, TrialResult};
 use crate::session::Session;
 use crate::trial::SchedulerKill;
 use aorta_recipe::Resources;
@@ -104,15 +104,6 @@ struct Submitted {
     array_dir: PathBuf,
     /// Seconds since the epoch: a task squeue does not list yet is not lost right away.
     at: u64,
-}
-
-/// One array's counts, for progress.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ArrayProgress {
-    pub job: String,
-    pub queued: usize,
-    pub running: usize,
-    pub done: usize,
 }
 
 fn now_secs() -> u64 {
@@ -242,7 +233,7 @@ impl Session {
             },
             aorta,
             cwd: self.cwd.clone(),
-            bodies: crate::build::bodies(self, c)?,
+            bodies: crate::bodies::bodies(self, c)?,
         };
         for p in c.planned() {
             if !cell_errors.contains_key(&p.cell) {

@@ -16,7 +16,7 @@ use starlark::values::tuple::TupleRef;
 use starlark::values::{starlark_value, NoSerialize, ProvidesStaticType, StarlarkValue, Value};
 use starlark::{starlark_module, starlark_simple_value};
 
-use crate::buck2::err;
+use crate::error::err;
 
 /// The shape of an attribute.
 #[derive(Debug, Clone, PartialEq)]

@@ -22,6 +22,7 @@ use starlark::values::{
 use starlark::{starlark_module, starlark_simple_value, PrintHandler};
 
 use crate::attrs::{attrs_namespace, coerce, AttrKind, AttrSpec};
+use crate::error::err;
 use crate::label::check_target_name;
 
 /// Name of the rule whose targets are recipes (its export name in `rules/aorta.bzl`).
@@ -58,14 +59,6 @@ impl PrintHandler for QuietPrint {
     fn println(&self, _text: &str) -> starlark::Result<()> {
         Ok(())
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-struct Msg(String);
-
-pub(crate) fn err(msg: impl Into<String>) -> starlark::Error {
-    starlark::Error::new_other(Msg(msg.into()))
 }
 
 /// Attributes Buck2 gives every rule implicitly; accepted and recorded, never required.

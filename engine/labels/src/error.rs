@@ -226,3 +226,12 @@ fn hint(e: &starlark::Error, message: &str) -> String {
         _ => "fix the BUCK/.bzl file at the location shown; targets look like aorta_recipe(name = \"x\", recipe = \"x.yaml\")".into(),
     }
 }
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Msg(String);
+
+/// A plain-message error raised from Starlark (a rule, an attribute) back to the evaluator.
+pub(crate) fn err(msg: impl Into<String>) -> starlark::Error {
+    starlark::Error::new_other(Msg(msg.into()))
+}

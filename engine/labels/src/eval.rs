@@ -11,7 +11,8 @@ use starlark::environment::{FrozenModule, Module};
 use starlark::eval::{Evaluator, FileLoader};
 use starlark::syntax::{AstModule, Dialect, DialectTypes};
 
-use crate::buck2::{err, globals, EvalContext, QuietPrint, Target};
+use crate::buck2::{globals, EvalContext, QuietPrint, Target};
+use crate::error::err;
 use crate::error::{from_starlark, LabelsError};
 
 /// Buck2's build-file names, in precedence order (`BUCK.v2` shadows `BUCK`).

@@ -10,11 +10,13 @@
 //! all. The files the snapshot's keyed fields are read from (`version.py`, dist-info metadata,
 //! headers) are read on every probe, cold or warm, so the key never depends on the cache.
 
-use crate::python::PyReport;
+use crate::cmd::Tools;
+use crate::python::{self, PyReport};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Where the probe keeps its cache; the CLI points it at `~/.cache/aorta/probe/` (see
 /// `aorta_cli::cmd_cache::probe_cache_dir`).
@@ -112,6 +114,58 @@ impl ProbeCache {
         if let Ok(bytes) = serde_json::to_vec(&e) {
             let _ = aorta_fsutil::write_atomic(&self.entry_path(interp, env, deep), &bytes);
         }
+    }
+}
+
+/// The report: from the cache when its fingerprint holds, else by running the interpreter
+/// (with `import torch` when `deep`). Returns the report (or why there is none) and the cache
+/// state (`hit`/`miss`/`off`). A deep run also stores the default report it contains, so a
+/// later default probe starts no interpreter.
+pub(crate) fn python_report(
+    interp: &Path,
+    cache: Option<&ProbeCache>,
+    tools: &Tools,
+    env: &BTreeMap<String, String>,
+    timeout: Duration,
+    deep: bool,
+) -> (Result<PyReport, String>, &'static str) {
+    let sig = python::env_signature(env, deep);
+    if let Some(c) = cache {
+        if let Some(r) = c.load_python(interp, &sig, deep) {
+            return (Ok(r), "hit");
+        }
+    }
+    let r = python::run_script(tools, interp, timeout, deep);
+    let state = if cache.is_some() { "miss" } else { "off" };
+    match (r, deep) {
+        (Ok(rep), _) => {
+            if let Some(c) = cache {
+                c.store_python(interp, &sig, deep, &rep);
+                if deep {
+                    c.store_python(
+                        interp,
+                        &python::env_signature(env, false),
+                        false,
+                        &rep.files_only(),
+                    );
+                }
+            }
+            (Ok(rep), state)
+        }
+        // `import torch` crashed, hung or printed garbage: the default answer still describes
+        // torch from its files, so the keyed fields do not depend on it. Not cached.
+        (Err(e), true) => {
+            let (files, state) = python_report(interp, cache, tools, env, timeout, false);
+            let rep = files.map(|f| PyReport {
+                deep: Some(python::DeepReport {
+                    torch_import_error: Some(e),
+                    ..python::DeepReport::default()
+                }),
+                ..f
+            });
+            (rep, state)
+        }
+        (Err(e), false) => (Err(e), state),
     }
 }
 

@@ -9,7 +9,6 @@
 //! collected cannot change it. Everything parseable is parsed here, in Rust, where it is
 //! unit-tested.
 
-use crate::cache::ProbeCache;
 use crate::cmd::Tools;
 use crate::installed;
 use crate::schema::{Allocator, Numerics, Python, Pytorch, Runtime, Sdpa, TorchBuild};
@@ -202,54 +201,8 @@ pub(crate) fn env_signature(
         .collect()
 }
 
-/// The report: from the cache when its fingerprint holds, else by running the interpreter
-/// (with `import torch` when `deep`). Returns the report (or why there is none) and the cache
-/// state (`hit`/`miss`/`off`). A deep run also stores the default report it contains, so a
-/// later default probe starts no interpreter.
-pub(crate) fn report(
-    interp: &Path,
-    cache: Option<&ProbeCache>,
-    tools: &Tools,
-    env: &BTreeMap<String, String>,
-    timeout: Duration,
-    deep: bool,
-) -> (Result<PyReport, String>, &'static str) {
-    let sig = env_signature(env, deep);
-    if let Some(c) = cache {
-        if let Some(r) = c.load_python(interp, &sig, deep) {
-            return (Ok(r), "hit");
-        }
-    }
-    let r = run_script(tools, interp, timeout, deep);
-    let state = if cache.is_some() { "miss" } else { "off" };
-    match (r, deep) {
-        (Ok(rep), _) => {
-            if let Some(c) = cache {
-                c.store_python(interp, &sig, deep, &rep);
-                if deep {
-                    c.store_python(interp, &env_signature(env, false), false, &rep.files_only());
-                }
-            }
-            (Ok(rep), state)
-        }
-        // `import torch` crashed, hung or printed garbage: the default answer still describes
-        // torch from its files, so the keyed fields do not depend on it. Not cached.
-        (Err(e), true) => {
-            let (files, state) = report(interp, cache, tools, env, timeout, false);
-            let rep = files.map(|f| PyReport {
-                deep: Some(DeepReport {
-                    torch_import_error: Some(e),
-                    ..DeepReport::default()
-                }),
-                ..f
-            });
-            (rep, state)
-        }
-        (Err(e), false) => (Err(e), state),
-    }
-}
-
-fn run_script(
+/// Runs the probe script in `interp` (with `import torch` when `deep`) and reads its report.
+pub(crate) fn run_script(
     tools: &Tools,
     interp: &Path,
     timeout: Duration,

@@ -7,7 +7,7 @@
 use crate::cmd::Tools;
 use crate::schema::*;
 use crate::util::{rooted, Reasons};
-use crate::{cuda, envvars, gpu, host, libs, python, rocm, util, ProbeCache, ProbeOptions};
+use crate::{cache, cuda, envvars, gpu, host, libs, python, rocm, util, ProbeCache, ProbeOptions};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -63,7 +63,7 @@ pub(crate) fn collect(
         let py = interp.as_ref().map(|i| {
             s.spawn(|| {
                 let r = timed(steps, "python", || {
-                    python::report(
+                    cache::python_report(
                         i,
                         opts.cache.as_ref(),
                         &tools,

@@ -7,6 +7,7 @@
 mod blocks;
 mod cells;
 mod check;
+mod common;
 mod flags;
 mod limits;
 mod load;

@@ -4,8 +4,8 @@
 use crate::blocks;
 use crate::cells::resolve_bundles;
 use crate::check::{Ctx, Res};
+use crate::common::{check_explicit_baseline, common};
 use crate::limits::{cell_settings_bytes, own_settings_past_limit, MAX_CELLS, SETTINGS_HELP};
-use crate::load::{check_explicit_baseline, common};
 use crate::model::*;
 use crate::names::segment;
 use aorta_registry::Registry;

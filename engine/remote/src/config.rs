@@ -2,6 +2,7 @@
 //! the project config (the `[aorta]` section of the workspace's `.buckconfig`, which Buck2's
 //! `read_root_config("aorta", …)` reads too).
 
+use crate::error::ConfigError;
 use crate::sign::SigningKey;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -47,23 +48,6 @@ pub enum Location {
     Http(String),
     /// `s3://bucket/prefix` or `gs://bucket/prefix`, through object_store (feature `cloud`).
     Cloud(String),
-}
-
-/// A bad remote-cache setting: what is wrong and how to fix it (the CLI shows both, exit 2).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct ConfigError {
-    pub message: String,
-    pub help: String,
-}
-
-impl ConfigError {
-    pub(crate) fn new(message: impl Into<String>, help: impl Into<String>) -> Self {
-        ConfigError {
-            message: message.into(),
-            help: help.into(),
-        }
-    }
 }
 
 /// Parses a remote cache URL. Refuses anything aorta could not use instead of guessing.

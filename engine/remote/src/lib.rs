@@ -21,14 +21,16 @@ mod backend;
 #[cfg(feature = "cloud")]
 mod cloud;
 mod config;
+mod error;
 mod sign;
 mod tier;
 
 pub use backend::{Backend, Failure, FileBackend, HttpBackend, TMP_MAX_AGE};
 pub use config::{
-    parse_location, parse_seconds, validate_namespace, ConfigError, Location, Mode, RemoteConfig,
-    Settings, DEFAULT_NAMESPACE, DEFAULT_RETRIES, DEFAULT_TIMEOUT,
+    parse_location, parse_seconds, validate_namespace, Location, Mode, RemoteConfig, Settings,
+    DEFAULT_NAMESPACE, DEFAULT_RETRIES, DEFAULT_TIMEOUT,
 };
+pub use error::ConfigError;
 pub use sign::{SigningKey, MIN_SECRET_BYTES};
 pub use tier::{Pulled, RemoteCache, RemoteStats, Tiered};
 

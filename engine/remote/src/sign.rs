@@ -14,7 +14,7 @@
 //! aorta-signature v1 blake3-keyed <64 hex>
 //! ```
 
-use crate::config::ConfigError;
+use crate::error::ConfigError;
 use aorta_store::Key;
 use std::fmt;
 use std::path::Path;

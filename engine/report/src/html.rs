@@ -5,7 +5,7 @@
 
 use crate::aggregate::WorkloadMetric;
 use crate::matrix::{Matrix, Row};
-use crate::svg::{self, RateBar, StepRow};
+use crate::svg::{self, esc, RateBar, StepRow};
 use std::fmt::Write;
 
 /// What the page shows beyond the matrix: facts the engine knows.
@@ -43,22 +43,6 @@ pub struct DetectorLine {
     pub log: String,
     pub line: u64,
     pub text: String,
-}
-
-/// `s` safe inside HTML text and attribute values.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 const STYLE: &str = "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1180px;color:#222;padding:0 16px}\

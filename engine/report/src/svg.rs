@@ -2,8 +2,23 @@
 //! failure rate per cell with its 95% Wilson interval, and step times per cell as box plots
 //! with sampled points against the baseline.
 
-use crate::html::esc;
 use std::fmt::Write;
+
+/// `s` safe inside HTML or SVG text and attribute values (both pages and plots use it).
+pub(crate) fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
 
 const LABEL_W: f64 = 280.0;
 const PLOT_W: f64 = 440.0;

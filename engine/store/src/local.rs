@@ -16,7 +16,6 @@
 use crate::digest::{Digest, Key};
 use crate::error::{Result, StoreError};
 use crate::fsio::{self, copy_hashing, ensure_dir, open_regular, regular_file_len, TempFile};
-use crate::lock::Attempt;
 use crate::manifest::{decode_entry, encode_entry, BlobRef, Manifest};
 use crate::{CacheTier, Lookup};
 use std::fs::{self, File};
@@ -398,7 +397,7 @@ impl LocalStore {
             Err(reason) => {
                 // Only remove it while holding the key: otherwise we might race a process that
                 // is about to commit a fresh entry. If someone holds it, they'll overwrite it.
-                if let Ok(Attempt::Got(claim)) = self.attempt_claim(key, false) {
+                if let Ok(Some(claim)) = self.try_claim(key) {
                     return claim.lookup_as();
                 }
                 Ok(Lookup::Corrupt { reason })
