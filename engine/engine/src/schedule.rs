@@ -4,7 +4,7 @@
 //! per cell. Cells and artifacts follow in `build` once their trials are done.
 
 use crate::fsutil::list_files;
-use crate::trial::{start_trial, StartedTrial, TrialRun, TrialSpec};
+use crate::trial::{prepare_trial, PreparedTrial, StartedTrial, TrialRun, TrialSpec};
 use aorta_exec::{CancelToken, Pool, SlotRequest, Slots};
 use aorta_graph::{Dag, PlannedTrial};
 use aorta_recipe::Recipe;
@@ -417,9 +417,16 @@ fn changed_input(spec: &TrialSpec) -> Option<&Path> {
     }
 }
 
-/// A trial claimed and given its staging directory, waiting for a slot: the work before its
-/// process, which the pool does ahead while every slot is busy ([`Pool::submit_staged`]).
+/// A trial claimed, given its staging directory and its process prepared, waiting for a
+/// slot: the work before its process, which the pool does ahead while every slot is busy
+/// ([`Pool::submit_staged`]).
 struct Staged {
+    claimed: Claimed,
+    prepared: PreparedTrial,
+}
+
+/// A trial's claim and staging directory, from its staging to its commit.
+struct Claimed {
     spec: TrialSpec,
     claim: aorta_store::DetachedClaim,
     dir: StagingDir,
@@ -448,8 +455,8 @@ impl Drop for StagingDir {
 }
 
 /// Claims the key (waiting for another aorta running it), re-checks the store (another
-/// process may have finished the trial meanwhile: `Err` is then the result) and makes the
-/// staging directory.
+/// process may have finished the trial meanwhile: `Err` is then the result), makes the
+/// staging directory and prepares the process in it.
 fn stage_one(store: &LocalStore, staging: &Path, spec: TrialSpec) -> Result<Staged, JobOut> {
     let key = &spec.key;
     let claim = match store.claim_reporting(key, std::time::Duration::from_secs(5), |w, _| {
@@ -469,16 +476,20 @@ fn stage_one(store: &LocalStore, staging: &Path, spec: TrialSpec) -> Result<Stag
             dir.display()
         )));
     }
+    let prepared = prepare_trial(&spec, &dir);
     Ok(Staged {
-        claim: claim.detach(),
-        spec,
-        dir: StagingDir(Some(dir)),
+        claimed: Claimed {
+            claim: claim.detach(),
+            spec,
+            dir: StagingDir(Some(dir)),
+        },
+        prepared,
     })
 }
 
 /// A staged trial whose process runs (or that ended before it could start).
 struct Running {
-    staged: Staged,
+    claimed: Claimed,
     trial: StartedTrial,
     started: Instant,
 }
@@ -487,9 +498,10 @@ struct Running {
 /// the trial that gave the slot back ([`Pool::submit_staged`]).
 fn start_staged(staged: Staged, lease: aorta_exec::Lease, cancel: &CancelToken) -> Running {
     let started = Instant::now();
-    let trial = start_trial(&staged.spec, staged.dir.path(), lease, cancel);
+    let Staged { claimed, prepared } = staged;
+    let trial = prepared.start(&claimed.spec, lease, cancel);
     Running {
-        staged,
+        claimed,
         trial,
         started,
     }
@@ -504,7 +516,7 @@ fn finish_running(
     cancel: &CancelToken,
 ) -> JobOut {
     let Running {
-        staged: Staged { spec, claim, dir },
+        claimed: Claimed { spec, claim, dir },
         trial,
         started,
     } = running;

@@ -113,7 +113,7 @@ fn base_record(spec: &TrialSpec, workload: &str, argv: Option<Vec<String>>) -> T
     }
 }
 
-/// A trial whose process [`start_trial`] started (or that ended before it could start): what
+/// A trial whose process [`PreparedTrial::start`] started (or that ended before it could start): what
 /// [`StartedTrial::finish`] needs to wait for it and judge it. Owns everything, so the start
 /// and the finish may run on different threads.
 pub enum StartedTrial {
@@ -124,17 +124,37 @@ pub enum StartedTrial {
     Workload(Box<WorkloadStarted>),
 }
 
-/// Starts the trial's process under `lease`: everything before the spawn that needs the
-/// lease (the devices' first GPU reading, the kernel log's mark) and the spawn itself.
-pub fn start_trial(
-    spec: &TrialSpec,
-    dir: &Path,
-    lease: Lease,
-    cancel: &CancelToken,
-) -> StartedTrial {
+/// A trial made ready before it has a slot ([`prepare_trial`]): its files written (probe.env,
+/// config.json), its log files open, its program found and its environment built.
+pub enum PreparedTrial {
+    /// Over before a process could run (a probe.env or config.json that could not be
+    /// written, a command that cannot be set up): its record.
+    Done(Box<TrialRecord>),
+    Command(Box<CommandPrepared>),
+    Workload(Box<WorkloadPrepared>),
+}
+
+/// Prepares the trial's process in `dir`: all of a start that does not need the slot, done by
+/// the scheduler while every slot is busy.
+pub fn prepare_trial(spec: &TrialSpec, dir: &Path) -> PreparedTrial {
     match &spec.body {
-        Body::Command(c) => start_command(spec, c, dir, lease, cancel),
-        Body::Workload(w) => start_workload(spec, w, dir, lease, cancel),
+        Body::Command(c) => prepare_command(spec, c, dir),
+        Body::Workload(w) => prepare_workload(spec, w, dir),
+    }
+}
+
+impl PreparedTrial {
+    /// Starts the prepared process under `lease`: what needs the lease (the devices' first
+    /// GPU reading, the kernel log's mark) and the spawn itself.
+    pub fn start(self, spec: &TrialSpec, lease: Lease, cancel: &CancelToken) -> StartedTrial {
+        match (self, &spec.body) {
+            (PreparedTrial::Done(record), _) => StartedTrial::Done(record),
+            (PreparedTrial::Command(p), Body::Command(c)) => p.start(c, lease, cancel),
+            (PreparedTrial::Workload(p), Body::Workload(_)) => p.start(lease, cancel),
+            (PreparedTrial::Command(_) | PreparedTrial::Workload(_), _) => {
+                unreachable!("prepared from this spec's own body")
+            }
+        }
     }
 }
 
@@ -192,13 +212,7 @@ fn write_env_file(path: &Path, env: &BTreeMap<String, String>) -> Result<(), Str
     Ok(())
 }
 
-fn start_command(
-    spec: &TrialSpec,
-    c: &CommandSettings,
-    dir: &Path,
-    lease: Lease,
-    cancel: &CancelToken,
-) -> StartedTrial {
+fn prepare_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path) -> PreparedTrial {
     let mut record = base_record(spec, "_subprocess", Some(c.argv.clone()));
     record.env_passthrough_mode = Some(c.passthrough);
     let mut env = spec.env.clone();
@@ -225,7 +239,7 @@ fn start_command(
                 ..Default::default()
             };
             record.error_message = Some(e);
-            return StartedTrial::Done(Box::new(record));
+            return PreparedTrial::Done(Box::new(record));
         }
         env.insert("AORTA_ENV_FILE".into(), path.display().to_string());
         env.insert(
@@ -241,57 +255,77 @@ fn start_command(
     p.env = env;
     p.timeout = c.timeout;
     p.hang = c.hang.clone();
-    lease.apply(&mut p);
-    let devices: Vec<String> = lease.gpus().to_vec();
-    let tier3_off = c.classifier.disables.tier_disabled(Tier::Tier3);
-    let gpu_tier3 = !tier3_off && crate::gpu::available();
-    if let Some(h) = p.hang.as_mut() {
-        // The hang monitor's GPU vote: every device the trial may touch under 5% busy; no
-        // vote without a metrics source. Asked only once the monitor samples (a trial past the
-        // grace period), so a short trial never loads NVML for it.
-        let devs = devices.clone();
-        h.gpu_idle = Some(std::sync::Arc::new(move || {
-            crate::gpu::utilisation(&devs).map(|u| u < 5)
-        }));
-    }
-    let throttle = !c
-        .classifier
-        .disables
-        .detector_disabled("tier3:thermal_throttle");
-    let gpu_pre = if gpu_tier3 {
-        crate::gpu::snapshot_before(&devices, throttle)
-    } else {
-        None
-    };
-    let kernel_mark = c.kernel_log.as_ref().map(|k| k.mark());
-    // Cores in the working directory count from here (2 s early: coarse file timestamps).
-    let started_at = std::time::SystemTime::now() - Duration::from_secs(2);
-    // The peak reading belongs to Tier 3's probes: with the tier off, as in AORTA, none is
-    // taken (and NVML, about 30 ms to load on an H200, is never loaded for a build).
-    let sampler = if tier3_off {
-        None
-    } else {
-        crate::gpu::PeakSampler::start(&devices)
-    };
-    let process = aorta_exec::start(p, cancel).map_err(|e| {
+    let process = aorta_exec::prepare(p).map_err(|e| {
         let _ = std::fs::write(
             dir.join("stderr.log"),
             format!("aorta: cannot start the command: {e}\n"),
         );
         e.to_string()
     });
-    StartedTrial::Command(Box::new(CommandStarted {
-        record,
-        process,
-        devices,
-        tier3_off,
-        gpu_tier3,
-        throttle,
-        gpu_pre,
-        kernel_mark,
-        started_at,
-        sampler,
-    }))
+    PreparedTrial::Command(Box::new(CommandPrepared { record, process }))
+}
+
+/// A command trial prepared and waiting for its slot.
+pub struct CommandPrepared {
+    record: TrialRecord,
+    /// The process, or why it could not be set up.
+    process: Result<aorta_exec::Prepared, String>,
+}
+
+impl CommandPrepared {
+    fn start(self, c: &CommandSettings, lease: Lease, cancel: &CancelToken) -> StartedTrial {
+        let CommandPrepared {
+            record,
+            mut process,
+        } = self;
+        let devices: Vec<String> = lease.gpus().to_vec();
+        let tier3_off = c.classifier.disables.tier_disabled(Tier::Tier3);
+        let gpu_tier3 = !tier3_off && crate::gpu::available();
+        if let Ok(p) = process.as_mut() {
+            p.apply_lease(&lease);
+            if let Some(h) = p.hang_mut() {
+                // The hang monitor's GPU vote: every device the trial may touch under 5% busy;
+                // no vote without a metrics source. Asked only once the monitor samples (a
+                // trial past the grace period), so a short trial never loads NVML for it.
+                let devs = devices.clone();
+                h.gpu_idle = Some(std::sync::Arc::new(move || {
+                    crate::gpu::utilisation(&devs).map(|u| u < 5)
+                }));
+            }
+        }
+        let throttle = !c
+            .classifier
+            .disables
+            .detector_disabled("tier3:thermal_throttle");
+        let gpu_pre = if gpu_tier3 {
+            crate::gpu::snapshot_before(&devices, throttle)
+        } else {
+            None
+        };
+        let kernel_mark = c.kernel_log.as_ref().map(|k| k.mark());
+        // Cores in the working directory count from here (2 s early: coarse file timestamps).
+        let started_at = std::time::SystemTime::now() - Duration::from_secs(2);
+        // The peak reading belongs to Tier 3's probes: with the tier off, as in AORTA, none is
+        // taken (and NVML, about 30 ms to load on an H200, is never loaded for a build).
+        let sampler = if tier3_off {
+            None
+        } else {
+            crate::gpu::PeakSampler::start(&devices)
+        };
+        let process = process.map(|p| p.start(cancel));
+        StartedTrial::Command(Box::new(CommandStarted {
+            record,
+            process,
+            devices,
+            tier3_off,
+            gpu_tier3,
+            throttle,
+            gpu_pre,
+            kernel_mark,
+            started_at,
+            sampler,
+        }))
+    }
 }
 
 /// A command trial between its spawn and its judgement.
@@ -487,13 +521,7 @@ fn judge_command(
     record
 }
 
-fn start_workload(
-    spec: &TrialSpec,
-    w: &WorkloadSettings,
-    dir: &Path,
-    lease: Lease,
-    cancel: &CancelToken,
-) -> StartedTrial {
+fn prepare_workload(spec: &TrialSpec, w: &WorkloadSettings, dir: &Path) -> PreparedTrial {
     let mut record = base_record(spec, &w.workload.name, None);
     let invocation = Invocation {
         protocol: 1,
@@ -511,7 +539,7 @@ fn start_workload(
         .and_then(|bytes| std::fs::write(&cfg_path, bytes));
     if let Err(e) = written {
         record.capture.error_message = Some(format!("cannot write {}: {e}", cfg_path.display()));
-        return StartedTrial::Done(Box::new(record));
+        return PreparedTrial::Done(Box::new(record));
     }
     let argv = vec![
         w.workload.path.display().to_string(),
@@ -533,17 +561,39 @@ fn start_workload(
     }
     p.cwd = Some(dir.to_path_buf());
     p.timeout = w.timeout;
-    lease.apply(&mut p);
-    match aorta_exec::start(p, cancel) {
-        Ok(process) => StartedTrial::Workload(Box::new(WorkloadStarted {
+    match aorta_exec::prepare(p) {
+        Ok(process) => PreparedTrial::Workload(Box::new(WorkloadPrepared {
             record,
             process,
             res_path,
         })),
         Err(e) => {
             record.capture.error_message = Some(format!("cannot start the workload: {e}"));
-            StartedTrial::Done(Box::new(record))
+            PreparedTrial::Done(Box::new(record))
         }
+    }
+}
+
+/// A workload trial prepared and waiting for its slot.
+pub struct WorkloadPrepared {
+    record: TrialRecord,
+    process: aorta_exec::Prepared,
+    res_path: std::path::PathBuf,
+}
+
+impl WorkloadPrepared {
+    fn start(self, lease: Lease, cancel: &CancelToken) -> StartedTrial {
+        let WorkloadPrepared {
+            record,
+            mut process,
+            res_path,
+        } = self;
+        process.apply_lease(&lease);
+        StartedTrial::Workload(Box::new(WorkloadStarted {
+            record,
+            process: process.start(cancel),
+            res_path,
+        }))
     }
 }
 

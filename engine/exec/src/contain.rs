@@ -60,7 +60,7 @@ impl std::fmt::Display for Containment {
 struct State {
     mode: Containment,
     /// Empty trial cgroups ready for reuse.
-    free: Mutex<Vec<PathBuf>>,
+    free: Mutex<Vec<TrialCgroup>>,
     next: AtomicU64,
 }
 
@@ -124,15 +124,27 @@ pub(crate) fn join_failed(errno: i32) {
     JOIN_ERROR.store(errno, Ordering::Relaxed);
 }
 
-/// A trial's cgroup: the child writes itself into `procs` before it executes the command.
+/// A trial's cgroup: the child is created in it (`dir_fd`, spawn.rs) or writes itself into
+/// its `cgroup.procs` before it executes the command.
 #[derive(Debug)]
 pub(crate) struct TrialCgroup {
     pub dir: PathBuf,
+    /// The directory, open for `CLONE_INTO_CGROUP`.
+    pub dir_fd: File,
+    /// Its `cgroup.procs`.
+    pub procs: CString,
 }
 
 impl TrialCgroup {
-    pub fn procs_path(&self) -> CString {
-        cstring_path(&self.dir.join("cgroup.procs"))
+    fn open(dir: PathBuf) -> Option<TrialCgroup> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir_fd = File::options()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY)
+            .open(&dir)
+            .ok()?;
+        let procs = cstring_path(&dir.join("cgroup.procs"));
+        Some(TrialCgroup { dir, dir_fd, procs })
     }
 }
 
@@ -157,19 +169,24 @@ pub(crate) fn acquire() -> Option<TrialCgroup> {
     if JOIN_ERROR.load(Ordering::Relaxed) != 0 {
         return None;
     }
-    if let Some(dir) = st.free.lock().unwrap_or_else(|p| p.into_inner()).pop() {
-        return Some(TrialCgroup { dir });
+    if let Some(cg) = st.free.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+        return Some(cg);
     }
     let n = st.next.fetch_add(1, Ordering::Relaxed);
     let trial = dir.join(format!("t{n}"));
     fs::create_dir(&trial).ok()?;
-    Some(TrialCgroup { dir: trial })
+    TrialCgroup::open(trial)
 }
 
 /// Returns a trial's cgroup to the pool once it is empty; one that still holds processes (they
 /// were SIGKILLed and are exiting, or stuck in the kernel) is killed again and left out.
-pub(crate) fn release(cg: TrialCgroup) {
-    if populated(&cg.dir) {
+/// `known_empty`: the caller proved it empty (the tree was its root alone, reaped: a process
+/// leaves its cgroup when it exits, before it can be reaped), so `cgroup.events` is not read.
+/// `killed`: `cgroup.kill` was written to it, and it is removed, not reused: Linux 6.18 kills
+/// every child later cloned into it (`CLONE_INTO_CGROUP`, spawn.rs), as if the kill were
+/// still going on.
+pub(crate) fn release(cg: TrialCgroup, known_empty: bool, killed: bool) {
+    if killed || (!known_empty && populated(&cg.dir)) {
         kill_all_in(&cg.dir);
         // Gone if it emptied already; else shutdown, the keeper or the next aorta's sweep
         // removes it.
@@ -180,7 +197,7 @@ pub(crate) fn release(cg: TrialCgroup) {
         .free
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .push(cg.dir);
+        .push(cg);
 }
 
 fn populated(dir: &Path) -> bool {

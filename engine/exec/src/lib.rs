@@ -41,10 +41,12 @@ pub use hang::{
 };
 pub use pool::{Pool, SlotRelease};
 pub use run::{
-    is_posix_name, run, start, validate_env, ProcessOutcome, ProcessSpec, SpawnError, Started,
-    DEFAULT_KILL_GRACE, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_TIMEOUT, HANG_STACKS_FILE,
+    is_posix_name, prepare, run, start, validate_env, Prepared, ProcessOutcome, ProcessSpec,
+    SpawnError, Started, DEFAULT_KILL_GRACE, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_TIMEOUT,
+    HANG_STACKS_FILE,
 };
 pub use slots::{Lease, SlotError, SlotRequest, Slots};
+pub use spawn::spawns_into_cgroup;
 pub use stacks::{
     discover as discover_stack_samplers, is_wait_frame, Sampler as StackSampler,
     SamplerKind as StackSamplerKind,

@@ -117,11 +117,7 @@ impl Snapshot {
     /// all of them. `None` when it cannot tell (no `ns_last_pid`, or the counter wrapped):
     /// the caller then takes a full scan.
     pub fn take_since(first: i32) -> Option<Snapshot> {
-        let last: i32 = read_small("/proc/sys/kernel/ns_last_pid")
-            .ok()?
-            .trim()
-            .parse()
-            .ok()?;
+        let last = last_pid()?;
         if last < first {
             return None;
         }
@@ -230,6 +226,19 @@ pub(crate) fn environ_has(pid: i32, entry: &str) -> bool {
 }
 
 /// `/proc/sys/kernel/pid_max`: how many pids are handed out before the counter wraps.
+/// The last pid handed out in this pid namespace (`ns_last_pid`), read through a descriptor
+/// kept open: one `pread` per trial instead of an open, two reads and a close.
+pub(crate) fn last_pid() -> Option<i32> {
+    use std::os::unix::fs::FileExt;
+    static FILE: OnceLock<Option<fs::File>> = OnceLock::new();
+    let file = FILE
+        .get_or_init(|| fs::File::open("/proc/sys/kernel/ns_last_pid").ok())
+        .as_ref()?;
+    let mut buf = [0u8; 24];
+    let n = file.read_at(&mut buf, 0).ok()?;
+    std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok()
+}
+
 pub(crate) fn pid_max() -> Option<u64> {
     static MAX: OnceLock<Option<u64>> = OnceLock::new();
     *MAX.get_or_init(|| {

@@ -250,100 +250,185 @@ struct Running {
 
 /// Starts one process: the first half of [`run`], for a caller that has other work between
 /// the spawn and the wait (the pool starts the next trial on the thread that gives a slot
-/// back, and another thread waits).
+/// back, and another thread waits). [`prepare`] + [`Prepared::start`] in one call.
 pub fn start(spec: ProcessSpec, cancel: &CancelToken) -> Result<Started, SpawnError> {
     spec.validate()?;
     if cancel.is_cancelled() {
         // Nothing is spawned and the log files are left alone.
-        let mut o = ProcessOutcome::not_launched(-1);
-        o.cancelled = true;
-        return Ok(Started::ended(o));
+        return Ok(Started::cancelled());
     }
+    Ok(prepare(spec)?.start(cancel))
+}
+
+/// A process ready to start: its log files open, its program found in `PATH`, its environment
+/// and arguments built as the child needs them. [`prepare`] does this ahead, while the slot
+/// the process will run on is still busy, so that [`Prepared::start`] (on the thread that
+/// gives the slot back) only spawns.
+pub struct Prepared {
+    spec: ProcessSpec,
+    out: File,
+    err: File,
+    token: String,
+    /// The command as the child gets it, or why the program cannot be executed (an outcome,
+    /// not an error: the trial ran and could not execute, as a shell reports it).
+    command: io::Result<spawn::Command>,
+}
+
+/// Opens the logs (created, truncated), finds the program and builds the child's environment:
+/// everything of a start that does not need the slot. `Err` for setup problems only.
+pub fn prepare(spec: ProcessSpec) -> Result<Prepared, SpawnError> {
+    spec.validate()?;
     let (out, err) = open_logs(&spec.stdout, &spec.stderr)?;
-    tree::ensure_subreaper();
     static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
     let token = format!(
         "{}.{}",
         std::process::id(),
         NEXT_TOKEN.fetch_add(1, Ordering::Relaxed)
     );
-
-    let cgroup = crate::contain::acquire();
-    let start = Instant::now();
-    let own_maxrss_at_spawn = own_maxrss_kib();
-    let spawned = resolve_program(&spec).and_then(|program| {
-        let mut env: BTreeMap<std::ffi::OsString, std::ffi::OsString> =
-            std::env::vars_os().collect();
-        for k in &spec.env_remove {
-            env.remove(std::ffi::OsStr::new(k));
-        }
-        env.extend(spec.env.iter().map(|(k, v)| (k.into(), v.into())));
-        env.insert(TOKEN_VAR.into(), token.clone().into());
-        let env: Vec<_> = env.into_iter().collect();
-        let null = File::open("/dev/null")?;
-        let stdio = spawn::Stdio {
-            stdin: &null,
-            stdout: &out,
-            stderr: &err,
-            cwd: spec.cwd.as_deref(),
-            cgroup_procs: cgroup.as_ref().map(|c| c.procs_path()),
-        };
-        spawn::spawn(&program, &spec.argv, &env, stdio)
-    });
-    drop((out, err));
-    let pid = match spawned {
-        Ok(pid) => pid,
-        Err(e) => {
-            let code = match e.raw_os_error() {
-                Some(libc::ENOENT) => EXIT_NOT_FOUND,
-                Some(libc::EACCES) => EXIT_NOT_EXECUTABLE,
-                _ => 1,
-            };
-            let msg = format!("aorta: cannot execute {:?}: {e}", spec.argv[0]);
-            if let Ok(mut f) = OpenOptions::new().append(true).open(&spec.stderr) {
-                let _ = writeln!(f, "{msg}");
-            }
-            if let Some(cg) = cgroup {
-                crate::contain::release(cg);
-            }
-            let mut o = ProcessOutcome::not_launched(code);
-            o.exec_error = Some(msg);
-            o.walltime = start.elapsed();
-            return Ok(Started::ended(o));
-        }
-    };
-    let root_start = procfs::read_stat(pid).map_or(0, |s| s.start_time);
-    let tree = Arc::new(Tree::new(
-        pid,
-        root_start,
-        &token,
-        cgroup.as_ref().map(|c| c.dir.clone()),
-    ));
-    let registration = tree::register(&tree);
-    let root_fd = {
-        // SAFETY: pidfd_open on the child we just spawned; a negative result means unsupported.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-        // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
-        (fd >= 0).then(|| unsafe {
-            <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32)
-        })
-    };
-    Ok(Started {
-        running: Some(Box::new(Running {
-            spec,
-            pid,
-            tree,
-            _registration: registration,
-            cgroup,
-            start,
-            own_maxrss_at_spawn,
-            root_fd,
-        })),
-        not_launched: None,
+    let command = command_of(&spec, &token);
+    Ok(Prepared {
+        spec,
+        out,
+        err,
+        token,
+        command,
     })
 }
 
+/// The child's command: aorta's environment less `env_remove`, plus the spec's and the token.
+fn command_of(spec: &ProcessSpec, token: &str) -> io::Result<spawn::Command> {
+    let program = resolve_program(spec)?;
+    let mut env: BTreeMap<std::ffi::OsString, std::ffi::OsString> = std::env::vars_os().collect();
+    for k in &spec.env_remove {
+        env.remove(std::ffi::OsStr::new(k));
+    }
+    env.extend(spec.env.iter().map(|(k, v)| (k.into(), v.into())));
+    env.insert(TOKEN_VAR.into(), token.into());
+    let env: Vec<_> = env.into_iter().collect();
+    spawn::Command::new(&program, &spec.argv, &env, spec.cwd.as_deref())
+}
+
+/// `/dev/null`, opened once: every child's stdin.
+fn dev_null() -> io::Result<&'static File> {
+    static NULL: OnceLock<File> = OnceLock::new();
+    if let Some(f) = NULL.get() {
+        return Ok(f);
+    }
+    let f = File::open("/dev/null")?;
+    Ok(NULL.get_or_init(|| f))
+}
+
+impl Prepared {
+    /// Gives the process the lease's devices (`CUDA_VISIBLE_DEVICES`, …; the lease wins over
+    /// the spec's own values). A CPU lease changes nothing, so nothing is rebuilt for it.
+    pub fn apply_lease(&mut self, lease: &crate::Lease) {
+        let vars = lease.env();
+        if vars.is_empty() {
+            return;
+        }
+        self.spec.env.extend(vars);
+        if let Err(e) = validate_env(&self.spec.env) {
+            self.command = Err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string()));
+            return;
+        }
+        self.command = command_of(&self.spec, &self.token);
+    }
+
+    /// The hang monitor's settings, for what is known only once the slot is (the devices).
+    pub fn hang_mut(&mut self) -> Option<&mut HangConfig> {
+        self.spec.hang.as_mut()
+    }
+
+    /// Spawns the process (into a trial cgroup where there is containment). A cancelled token
+    /// spawns nothing.
+    pub fn start(self, cancel: &CancelToken) -> Started {
+        if cancel.is_cancelled() {
+            return Started::cancelled();
+        }
+        let Prepared {
+            spec,
+            out,
+            err,
+            token,
+            command,
+        } = self;
+        tree::ensure_subreaper();
+        let cgroup = crate::contain::acquire();
+        let start = Instant::now();
+        let own_maxrss_at_spawn = own_maxrss_kib();
+        let spawned = command.and_then(|command| {
+            let stdio = spawn::Stdio {
+                stdin: dev_null()?,
+                stdout: &out,
+                stderr: &err,
+                cgroup: cgroup.as_ref().map(|c| spawn::Cgroup {
+                    dir: &c.dir_fd,
+                    procs: &c.procs,
+                }),
+            };
+            spawn::spawn(&command, stdio)
+        });
+        drop((out, err));
+        let pid = match spawned {
+            Ok(pid) => pid,
+            Err(e) => {
+                let code = match e.raw_os_error() {
+                    Some(libc::ENOENT) => EXIT_NOT_FOUND,
+                    Some(libc::EACCES) => EXIT_NOT_EXECUTABLE,
+                    _ => 1,
+                };
+                let msg = format!("aorta: cannot execute {:?}: {e}", spec.argv[0]);
+                if let Ok(mut f) = OpenOptions::new().append(true).open(&spec.stderr) {
+                    let _ = writeln!(f, "{msg}");
+                }
+                if let Some(cg) = cgroup {
+                    crate::contain::release(cg, false, false);
+                }
+                let mut o = ProcessOutcome::not_launched(code);
+                o.exec_error = Some(msg);
+                o.walltime = start.elapsed();
+                return Started::ended(o);
+            }
+        };
+        let root_start = procfs::read_stat(pid).map_or(0, |s| s.start_time);
+        let tree = Arc::new(Tree::new(
+            pid,
+            root_start,
+            &token,
+            cgroup.as_ref().map(|c| c.dir.clone()),
+        ));
+        let registration = tree::register(&tree);
+        let root_fd = {
+            // SAFETY: pidfd_open on the child we just spawned; a negative result means unsupported.
+            let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+            // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
+            (fd >= 0).then(|| unsafe {
+                <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32)
+            })
+        };
+        Started {
+            running: Some(Box::new(Running {
+                spec,
+                pid,
+                tree,
+                _registration: registration,
+                cgroup,
+                start,
+                own_maxrss_at_spawn,
+                root_fd,
+            })),
+            not_launched: None,
+        }
+    }
+}
+
 impl Started {
+    fn cancelled() -> Self {
+        let mut o = ProcessOutcome::not_launched(-1);
+        o.cancelled = true;
+        Started::ended(o)
+    }
+
     fn ended(outcome: ProcessOutcome) -> Self {
         Started {
             running: None,
@@ -506,7 +591,11 @@ impl Running {
         }
 
         if let Some(cg) = cgroup {
-            crate::contain::release(cg);
+            crate::contain::release(
+                cg,
+                reaped.is_some() && tree.proved_alone(),
+                tree.cgroup_killed(),
+            );
         }
         let mut exit_code = match reaped {
             Some((status, _)) if libc::WIFEXITED(status) => libc::WEXITSTATUS(status),

@@ -13,10 +13,11 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
-/// Everything the child needs, built before the clone (the child must not allocate).
-struct Plan {
+/// The program, arguments, environment and directory of a child, as C strings: built ahead
+/// of the spawn ([`crate::prepare`]) so the thread that starts it only clones.
+pub(crate) struct Command {
     program: CString,
     argv: Vec<CString>,
     envp: Vec<CString>,
@@ -24,6 +25,46 @@ struct Plan {
     /// without `#!`), as `execvp` does.
     sh_argv: Vec<CString>,
     cwd: Option<CString>,
+}
+
+impl Command {
+    /// `program` is a path (callers resolve `PATH` first); `argv` includes `argv[0]`; `env` is
+    /// the child's whole environment.
+    pub(crate) fn new(
+        program: &Path,
+        argv: &[String],
+        env: &[(OsString, OsString)],
+        cwd: Option<&Path>,
+    ) -> io::Result<Command> {
+        let program = cstring(program.as_os_str())?;
+        let argv = argv
+            .iter()
+            .map(|a| cstring(OsStr::new(a)))
+            .collect::<io::Result<Vec<_>>>()?;
+        let mut sh_argv = vec![CString::from(c"sh"), program.clone()];
+        sh_argv.extend(argv.iter().skip(1).cloned());
+        let envp = env
+            .iter()
+            .map(|(k, v)| {
+                let mut kv = k.clone();
+                kv.push("=");
+                kv.push(v);
+                cstring(&kv)
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        Ok(Command {
+            program,
+            argv,
+            envp,
+            sh_argv,
+            cwd: cwd.map(|d| cstring(d.as_os_str())).transpose()?,
+        })
+    }
+}
+
+/// What the child reads and writes between clone and execve (the child must not allocate).
+struct Plan<'a> {
+    command: &'a Command,
     stdio: [RawFd; 3],
     /// errno of the failed step, written by the child (shared memory) before `_exit(127)`.
     error: AtomicI32,
@@ -33,6 +74,8 @@ struct Plan {
     cgroup_error: AtomicI32,
     /// The signals the child sets back to the default: bit `n - 1` for signal `n`.
     reset: u64,
+    /// Set by the child first thing: a child that never ran was killed as it was created.
+    reached: AtomicBool,
 }
 
 /// The signals a child must set back to the default before it unblocks signals: those with a
@@ -88,63 +131,109 @@ fn null_terminated(v: &[CString]) -> Vec<*const libc::c_char> {
         .collect()
 }
 
-/// The standard streams, directory and cgroup of the child.
+/// The standard streams and cgroup of the child.
 pub(crate) struct Stdio<'a> {
     pub stdin: &'a dyn AsRawFd,
     pub stdout: &'a dyn AsRawFd,
     pub stderr: &'a dyn AsRawFd,
-    pub cwd: Option<&'a Path>,
-    /// `cgroup.procs` of the cgroup to start in.
-    pub cgroup_procs: Option<CString>,
+    /// The trial cgroup to start in.
+    pub cgroup: Option<Cgroup<'a>>,
 }
 
-/// Starts `program` (a path: callers resolve `PATH` first) with `argv` (`argv[0]` included)
-/// and exactly the environment `env`, in a new session, with `PR_SET_PDEATHSIG = SIGTERM`.
-/// Returns the pid; an error from any step before the program ran (e.g. ENOENT from execve)
-/// comes back as that `io::Error`, the child already reaped.
-pub(crate) fn spawn(
-    program: &Path,
-    argv: &[String],
-    env: &[(OsString, OsString)],
-    stdio: Stdio<'_>,
-) -> io::Result<i32> {
-    let program_c = cstring(program.as_os_str())?;
-    let argv_c = argv
-        .iter()
-        .map(|a| cstring(OsStr::new(a)))
-        .collect::<io::Result<Vec<_>>>()?;
-    let mut sh_argv = vec![CString::from(c"sh"), program_c.clone()];
-    sh_argv.extend(argv_c.iter().skip(1).cloned());
-    let envp = env
-        .iter()
-        .map(|(k, v)| {
-            let mut kv = k.clone();
-            kv.push("=");
-            kv.push(v);
-            cstring(&kv)
-        })
-        .collect::<io::Result<Vec<_>>>()?;
-    let plan = Plan {
-        program: program_c,
-        argv: argv_c,
-        envp,
-        sh_argv,
-        cwd: stdio.cwd.map(|d| cstring(d.as_os_str())).transpose()?,
+/// A trial cgroup as the spawn needs it: its directory open (for `CLONE_INTO_CGROUP`) and its
+/// `cgroup.procs` (for the child to write itself into where `clone3` cannot be used).
+pub(crate) struct Cgroup<'a> {
+    pub dir: &'a dyn AsRawFd,
+    pub procs: &'a CString,
+}
+
+/// Starts `command` with exactly its environment, in a new session, with
+/// `PR_SET_PDEATHSIG = SIGTERM`. Returns the pid; an error from any step before the program
+/// ran (e.g. ENOENT from execve) comes back as that `io::Error`, the child already reaped.
+///
+/// A child with a cgroup is created in it (`clone3` with `CLONE_INTO_CGROUP`, [`clone3`]):
+/// a child that writes itself into `cgroup.procs` instead takes the kernel's cgroup
+/// migration lock for writing, which waits for an RCU grace period whenever no migration
+/// happened in the last one (10–30 ms here: the first trial of every build, and every trial
+/// longer than a grace period). Where `clone3` is missing or refused, the child writes.
+pub(crate) fn spawn(command: &Command, stdio: Stdio<'_>) -> io::Result<i32> {
+    let plan = |cgroup_procs: Option<CString>| Plan {
+        command,
         stdio: [
             stdio.stdin.as_raw_fd(),
             stdio.stdout.as_raw_fd(),
             stdio.stderr.as_raw_fd(),
         ],
         error: AtomicI32::new(0),
-        cgroup_procs: stdio.cgroup_procs,
+        cgroup_procs,
         cgroup_error: AtomicI32::new(0),
         reset: signals_to_reset(),
+        reached: AtomicBool::new(false),
     };
-    let argv_p = null_terminated(&plan.argv);
-    let envp_p = null_terminated(&plan.envp);
-    let sh_p = null_terminated(&plan.sh_argv);
+    let Some(cgroup) = &stdio.cgroup else {
+        return start_child(&plan(None), None).map_err(Failure::into_io);
+    };
+    if clone3::usable() {
+        match start_child(&plan(None), Some(cgroup.dir.as_raw_fd())) {
+            // Linux 6.18 SIGKILLs a child cloned into a cgroup whose `cgroup.kill` count differs
+            // from its parent's (contain.rs never reuses a killed trial cgroup, but aorta's own
+            // cgroup may have been killed once): the child written in instead is not.
+            Err(Failure::KilledAtBirth) => clone3::disable(),
+            Err(Failure::Clone(e)) => match e.raw_os_error().unwrap_or(0) {
+                libc::ENOSYS | libc::E2BIG | libc::EINVAL => clone3::disable(),
+                errno @ (libc::EACCES
+                | libc::EPERM
+                | libc::EBADF
+                | libc::EBUSY
+                | libc::EOPNOTSUPP
+                | libc::ENODEV
+                | libc::ENOENT) => {
+                    // The kernel refused the cgroup (no permission, a domain it cannot join):
+                    // this trial and the later ones go without, as when the write is refused.
+                    crate::contain::join_failed(errno);
+                    return start_child(&plan(None), None).map_err(Failure::into_io);
+                }
+                _ => return Err(e),
+            },
+            done => return done.map_err(Failure::into_io),
+        }
+    }
+    start_child(&plan(Some(cgroup.procs.clone())), None).map_err(Failure::into_io)
+}
+
+/// Whether children are created inside their trial cgroup (`clone3` with `CLONE_INTO_CGROUP`)
+/// rather than writing themselves in: false off x86-64, and from the first refusal on.
+pub fn spawns_into_cgroup() -> bool {
+    clone3::usable()
+}
+
+/// Why a child did not start.
+enum Failure {
+    /// The clone itself failed (errno).
+    Clone(io::Error),
+    /// A step in the child before the program ran (its errno).
+    Child(io::Error),
+    /// The child was killed before it ran any of its own code (reaped).
+    KilledAtBirth,
+}
+
+impl Failure {
+    fn into_io(self) -> io::Error {
+        match self {
+            Failure::Clone(e) | Failure::Child(e) => e,
+            Failure::KilledAtBirth => io::Error::other("the child was killed as it was created"),
+        }
+    }
+}
+
+/// The clone (into `cgroup` with `clone3`, or the plain one) and the child's report.
+fn start_child(plan: &Plan<'_>, cgroup: Option<RawFd>) -> Result<i32, Failure> {
+    let command = plan.command;
+    let argv_p = null_terminated(&command.argv);
+    let envp_p = null_terminated(&command.envp);
+    let sh_p = null_terminated(&command.sh_argv);
     let child = Child {
-        plan: &plan,
+        plan,
         argv: argv_p.as_ptr(),
         envp: envp_p.as_ptr(),
         sh_argv: sh_p.as_ptr(),
@@ -171,15 +260,22 @@ pub(crate) fn spawn(
         child,
         old_mask: old,
     };
-    // SAFETY: `child_main` only reads `child` (alive until clone returns, as CLONE_VFORK
-    // suspends us until the child has exec'd or exited) and makes async-signal-safe calls.
-    let pid = unsafe {
-        libc::clone(
-            child_main,
-            top,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            &child as *const ChildWithMask as *mut libc::c_void,
-        )
+    let arg = &child as *const ChildWithMask as *mut libc::c_void;
+    let pid = match cgroup {
+        // SAFETY: as for clone below; `stack` is this spawn's own and outlives the child's
+        // use of it (CLONE_VFORK).
+        Some(fd) => unsafe { clone3::clone_vfork_into(fd, stack.as_mut_ptr(), top, arg) },
+        // SAFETY: `child_main` only reads `child` (alive until clone returns, as CLONE_VFORK
+        // suspends us until the child has exec'd or exited) and makes async-signal-safe calls.
+        None => unsafe {
+            libc::clone(
+                child_main,
+                top,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                arg,
+            )
+        }
+        .into(),
     };
     let clone_error = io::Error::last_os_error();
     // SAFETY: restores the mask saved above.
@@ -188,7 +284,14 @@ pub(crate) fn spawn(
     }
     drop(stack);
     if pid < 0 {
-        return Err(clone_error);
+        return Err(Failure::Clone(clone_error));
+    }
+    let pid = pid as i32;
+    if !plan.reached.load(Ordering::SeqCst) {
+        let mut status = 0;
+        // SAFETY: reaping our own child, which has exited without running.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        return Err(Failure::KilledAtBirth);
     }
     let join_errno = plan.cgroup_error.load(Ordering::SeqCst);
     if join_errno != 0 {
@@ -199,13 +302,130 @@ pub(crate) fn spawn(
         let mut status = 0;
         // SAFETY: reaping our own child, which has exited.
         unsafe { libc::waitpid(pid, &mut status, 0) };
-        return Err(io::Error::from_raw_os_error(errno));
+        return Err(Failure::Child(io::Error::from_raw_os_error(errno)));
     }
     Ok(pid)
 }
 
+/// `clone3(CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP)`: `clone(2)`'s glibc wrapper has no
+/// cgroup argument and `clone3` has no wrapper, so the child's entry into [`child_main`] on
+/// its own stack is written here (x86-64; elsewhere the child writes `cgroup.procs`).
+mod clone3 {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    static REFUSED: AtomicBool = AtomicBool::new(false);
+
+    /// Whether to try `clone3`: x86-64, and not refused yet by this kernel (or a seccomp
+    /// filter, as container runtimes' default profiles have, answering ENOSYS).
+    pub(super) fn usable() -> bool {
+        cfg!(target_arch = "x86_64") && !REFUSED.load(Ordering::Relaxed)
+    }
+
+    /// No `clone3` (Linux < 5.3, seccomp: ENOSYS) or no `CLONE_INTO_CGROUP` (Linux < 5.7:
+    /// E2BIG for the larger argument, EINVAL for the flag): the child writes from now on.
+    pub(super) fn disable() {
+        REFUSED.store(true, Ordering::Relaxed);
+    }
+
+    /// `struct clone_args` of `<linux/sched.h>`, up to `cgroup` (Linux 5.7).
+    #[repr(C)]
+    struct CloneArgs {
+        flags: u64,
+        pidfd: u64,
+        child_tid: u64,
+        parent_tid: u64,
+        exit_signal: u64,
+        stack: u64,
+        stack_size: u64,
+        tls: u64,
+        set_tid: u64,
+        set_tid_size: u64,
+        cgroup: u64,
+    }
+
+    const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+    /// Starts a vfork child in the cgroup `dir_fd` on the stack `bottom..top` (16-byte aligned
+    /// `top`), running `child_main(arg)`. Returns the pid, or -1 with errno set.
+    ///
+    /// # Safety
+    /// As for `clone(CLONE_VM | CLONE_VFORK)`: `arg` stays valid and the stack unused by
+    /// anything else until this returns (the parent is suspended until the child execs or
+    /// exits), and the child only makes async-signal-safe calls.
+    #[cfg(target_arch = "x86_64")]
+    pub(super) unsafe fn clone_vfork_into(
+        dir_fd: i32,
+        bottom: *mut u8,
+        top: *mut libc::c_void,
+        arg: *mut libc::c_void,
+    ) -> libc::c_long {
+        let args = CloneArgs {
+            flags: (libc::CLONE_VM | libc::CLONE_VFORK) as u64 | CLONE_INTO_CGROUP,
+            pidfd: 0,
+            child_tid: 0,
+            parent_tid: 0,
+            exit_signal: libc::SIGCHLD as u64,
+            stack: bottom as u64,
+            stack_size: top as u64 - bottom as u64,
+            tls: 0,
+            set_tid: 0,
+            set_tid_size: 0,
+            cgroup: dir_fd as u64,
+        };
+        let entry: extern "C" fn(*mut libc::c_void) -> libc::c_int = super::child_main;
+        let ret: libc::c_long;
+        // SAFETY: the caller's contract. The kernel starts the child after the `syscall`
+        // with rax = 0 and rsp = `top` (16-byte aligned, so the `call` leaves the stack as
+        // the ABI wants at a function's entry) and every other register as the parent's:
+        // r12 and r13 carry the argument and the entry. `child_main` never returns (it
+        // execs or `_exit`s); should it, the child exits with its value. The parent gets
+        // the pid (or -errno) in rax; the syscall clobbers rcx and r11 only.
+        unsafe {
+            std::arch::asm!(
+                "syscall",
+                "test rax, rax",
+                "jnz 2f",
+                "mov rdi, r12",
+                "call r13",
+                "mov edi, eax",
+                "mov eax, {exit}",
+                "syscall",
+                "ud2",
+                "2:",
+                exit = const libc::SYS_exit,
+                inlateout("rax") libc::SYS_clone3 => ret,
+                in("rdi") &args as *const CloneArgs,
+                in("rsi") std::mem::size_of::<CloneArgs>(),
+                in("r12") arg,
+                in("r13") entry,
+                lateout("rcx") _,
+                lateout("r11") _,
+            );
+        }
+        if ret < 0 {
+            // SAFETY: errno of this thread.
+            unsafe { *libc::__errno_location() = -ret as i32 };
+            return -1;
+        }
+        ret
+    }
+
+    /// Not built for this architecture: [`usable`] is false, so never called.
+    #[cfg(not(target_arch = "x86_64"))]
+    pub(super) unsafe fn clone_vfork_into(
+        _dir_fd: i32,
+        _bottom: *mut u8,
+        _top: *mut libc::c_void,
+        _arg: *mut libc::c_void,
+    ) -> libc::c_long {
+        // SAFETY: errno of this thread.
+        unsafe { *libc::__errno_location() = libc::ENOSYS };
+        -1
+    }
+}
+
 struct Child<'a> {
-    plan: &'a Plan,
+    plan: &'a Plan<'a>,
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
     sh_argv: *const *const libc::c_char,
@@ -221,7 +441,8 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is the parent's `ChildWithMask`, alive while the parent is suspended.
     let cm = unsafe { &*(arg as *const ChildWithMask) };
     let c = &cm.child;
-    let fail = |plan: &Plan| -> libc::c_int {
+    c.plan.reached.store(true, Ordering::SeqCst);
+    let fail = |plan: &Plan<'_>| -> libc::c_int {
         // SAFETY: errno read and _exit are async-signal-safe.
         unsafe {
             plan.error
@@ -232,22 +453,28 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: async-signal-safe calls with pointers prepared by the parent.
     unsafe {
         // Handlers installed by aorta become the default; ignored signals stay ignored except
-        // SIGPIPE, which Rust ignores for itself (std::process::Command resets it too). Only
-        // the signals the parent found caught (or SIGPIPE ignored) are looked at.
-        for sig in 1..libc::SIGRTMAX() {
-            if sig > 64 || c.plan.reset & (1u64 << (sig - 1)) == 0 {
+        // SIGPIPE, which Rust ignores for itself (std::process::Command resets it too). The
+        // parent's set names exactly those (`signals_to_reset`), so each is just set; only
+        // without that set (no /proc: every bit) is each signal looked at first.
+        let unknown = c.plan.reset == u64::MAX;
+        let mut dfl: libc::sigaction = std::mem::zeroed();
+        dfl.sa_sigaction = libc::SIG_DFL;
+        for sig in 1..libc::SIGRTMAX().min(65) {
+            if c.plan.reset & (1u64 << (sig - 1)) == 0 {
                 continue;
             }
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut sa) != 0 {
-                continue;
+            if unknown {
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, std::ptr::null(), &mut sa) != 0 {
+                    continue;
+                }
+                let ignored = sa.sa_sigaction == libc::SIG_IGN;
+                let caught = sa.sa_sigaction != libc::SIG_DFL && !ignored;
+                if !(caught || (ignored && sig == libc::SIGPIPE)) {
+                    continue;
+                }
             }
-            let ignored = sa.sa_sigaction == libc::SIG_IGN;
-            if (sa.sa_sigaction != libc::SIG_DFL && !ignored) || (ignored && sig == libc::SIGPIPE) {
-                let mut dfl: libc::sigaction = std::mem::zeroed();
-                dfl.sa_sigaction = libc::SIG_DFL;
-                libc::sigaction(sig, &dfl, std::ptr::null_mut());
-            }
+            libc::sigaction(sig, &dfl, std::ptr::null_mut());
         }
         // Own session and process group: teardown signals the group, and the terminal's Ctrl-C
         // reaches aorta only.
@@ -279,7 +506,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
                 return fail(c.plan);
             }
         }
-        if let Some(dir) = &c.plan.cwd {
+        if let Some(dir) = &c.plan.command.cwd {
             if libc::chdir(dir.as_ptr()) != 0 {
                 return fail(c.plan);
             }
@@ -288,7 +515,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         let mut empty = empty;
         libc::sigemptyset(&mut empty);
         libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-        libc::execve(c.plan.program.as_ptr(), c.argv, c.envp);
+        libc::execve(c.plan.command.program.as_ptr(), c.argv, c.envp);
         if *libc::__errno_location() == libc::ENOEXEC {
             libc::execve(c"/bin/sh".as_ptr(), c.sh_argv, c.envp);
         }
@@ -308,6 +535,17 @@ mod tests {
         ]
     }
 
+    /// Builds the command and spawns it at once.
+    fn spawn_at(
+        program: &Path,
+        argv: &[String],
+        env: &[(OsString, OsString)],
+        cwd: Option<&Path>,
+        stdio: Stdio<'_>,
+    ) -> io::Result<i32> {
+        spawn(&Command::new(program, argv, env, cwd)?, stdio)
+    }
+
     fn wait(pid: i32) -> i32 {
         let mut status = 0;
         // SAFETY: our child.
@@ -322,16 +560,16 @@ mod tests {
         let null = File::open("/dev/null").unwrap();
         let script =
             "echo \"$AORTA_SPAWN_TEST $(pwd) $HOME\"; ps -o sid= -p $$ | tr -d ' '; echo $$";
-        let pid = spawn(
+        let pid = spawn_at(
             Path::new("/bin/sh"),
             &["sh".into(), "-c".into(), script.into()],
             &env(),
+            Some(dir.path()),
             Stdio {
                 stdin: &null,
                 stdout: &out,
                 stderr: &out,
-                cwd: Some(dir.path()),
-                cgroup_procs: None,
+                cgroup: None,
             },
         )
         .unwrap();
@@ -376,7 +614,7 @@ mod tests {
         let out = File::create(dir.path().join("out")).unwrap();
         let null = File::open("/dev/null").unwrap();
         // SigCgt and SigIgn of the child itself, after execve.
-        let pid = spawn(
+        let pid = spawn_at(
             Path::new("/bin/sh"),
             &[
                 "sh".into(),
@@ -384,12 +622,12 @@ mod tests {
                 "grep -E '^Sig(Cgt|Ign)' /proc/self/status".into(),
             ],
             &env(),
+            None,
             Stdio {
                 stdin: &null,
                 stdout: &out,
                 stderr: &out,
-                cwd: None,
-                cgroup_procs: None,
+                cgroup: None,
             },
         )
         .unwrap();
@@ -410,13 +648,13 @@ mod tests {
             stdin: &null,
             stdout: &null,
             stderr: &null,
-            cwd: None,
-            cgroup_procs: None,
+            cgroup: None,
         };
-        let e = spawn(
+        let e = spawn_at(
             Path::new("/definitely/not/here"),
             &["x".into()],
             &env(),
+            None,
             io(),
         )
         .unwrap_err();
@@ -426,16 +664,19 @@ mod tests {
         std::fs::write(&plain, "true\n").unwrap();
         std::fs::set_permissions(&plain, std::os::unix::fs::PermissionsExt::from_mode(0o644))
             .unwrap();
-        let e = spawn(&plain, &["x".into()], &env(), io()).unwrap_err();
+        let e = spawn_at(&plain, &["x".into()], &env(), None, io()).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EACCES));
-        let bad_cwd = Stdio {
-            cwd: Some(Path::new("/definitely/not/here")),
-            ..io()
-        };
+        let bad_cwd = Some(Path::new("/definitely/not/here"));
         assert_eq!(
-            spawn(Path::new("/bin/true"), &["true".into()], &env(), bad_cwd)
-                .unwrap_err()
-                .raw_os_error(),
+            spawn_at(
+                Path::new("/bin/true"),
+                &["true".into()],
+                &env(),
+                bad_cwd,
+                io()
+            )
+            .unwrap_err()
+            .raw_os_error(),
             Some(libc::ENOENT)
         );
     }
@@ -448,19 +689,62 @@ mod tests {
         std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
         let null = File::open("/dev/null").unwrap();
-        let pid = spawn(
+        let pid = spawn_at(
             &script,
             &["s".into()],
             &env(),
+            None,
             Stdio {
                 stdin: &null,
                 stdout: &null,
                 stderr: &null,
-                cwd: None,
-                cgroup_procs: None,
+                cgroup: None,
             },
         )
         .unwrap();
         assert_eq!(wait(pid), 7);
+    }
+
+    /// A cgroup that had `cgroup.kill` written to it: Linux 6.18 kills a child cloned into it
+    /// before it runs; the spawn notices (the child never ran) and has the child write itself
+    /// in instead, which works.
+    #[test]
+    fn a_child_killed_as_it_is_created_is_started_again_by_the_write() {
+        let crate::Containment::Cgroup { dir, .. } = crate::containment() else {
+            eprintln!("note: no cgroup containment here; nothing to check");
+            return;
+        };
+        let cg = dir.join(format!("spawn-test-{}", std::process::id()));
+        std::fs::create_dir(&cg).unwrap();
+        std::fs::write(cg.join("cgroup.kill"), "1").unwrap();
+        let dir_fd = File::open(&cg).unwrap();
+        let procs = CString::new(cg.join("cgroup.procs").as_os_str().as_bytes()).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let out = File::create(tmp.path().join("out")).unwrap();
+        let null = File::open("/dev/null").unwrap();
+        let pid = spawn_at(
+            Path::new("/bin/cat"),
+            &["cat".into(), "/proc/self/cgroup".into()],
+            &env(),
+            None,
+            Stdio {
+                stdin: &null,
+                stdout: &out,
+                stderr: &out,
+                cgroup: Some(Cgroup {
+                    dir: &dir_fd,
+                    procs: &procs,
+                }),
+            },
+        )
+        .unwrap();
+        assert_eq!(wait(pid), 0);
+        let text = std::fs::read_to_string(tmp.path().join("out")).unwrap();
+        let _ = std::fs::remove_dir(&cg);
+        assert!(
+            text.trim_end()
+                .ends_with(&*cg.file_name().unwrap().to_string_lossy()),
+            "{text}"
+        );
     }
 }

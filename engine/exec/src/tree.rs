@@ -73,6 +73,10 @@ struct Inner {
     /// Children of aorta whose environment was read and did not carry the token.
     rejected: HashSet<(i32, u64)>,
     peak_rss_bytes: u64,
+    /// No pid was handed out after the root's by the time it exited ([`Tree::refresh_young`]).
+    alone: bool,
+    /// `cgroup.kill` was written to the trial's cgroup.
+    cgroup_killed: bool,
 }
 
 pub(crate) enum Reap {
@@ -118,14 +122,24 @@ impl Tree {
     }
 
     /// A refresh from a scan of only the processes younger than the root (see
-    /// [`Snapshot::take_since`]), for the check at a short trial's exit: on a busy host a full
-    /// scan reads hundreds of `stat` files, this one a handful. Falls back to a full scan when
-    /// pids may have wrapped meanwhile.
+    /// [`Snapshot::take_since`]), for the check once the root has exited: on a busy host a full
+    /// scan reads hundreds of `stat` files, this one a handful, and none when no pid was handed
+    /// out after the root's (the tree is then the root alone: [`Tree::proved_alone`]). Falls
+    /// back to a full scan when pids may have wrapped meanwhile.
     pub fn refresh_young(&self, since_start: Duration) -> Vec<ProcId> {
         // Sound while fewer pids than `pid_max` were handed out since the root started: assume
         // at most 100,000 forks a second on the host.
         let no_wrap =
             procfs::pid_max().is_some_and(|max| since_start.as_secs_f64() * 100_000.0 < max as f64);
+        if no_wrap && procfs::last_pid() == Some(self.root) {
+            // Every process or thread made after the root (its descendants, whatever session,
+            // environment or cgroup they moved to) has a larger pid: there is none, so the
+            // tree is the root alone, and it has exited.
+            let mut inner = self.lock();
+            inner.seen.values_mut().for_each(|live| *live = false);
+            inner.alone = true;
+            return Vec::new();
+        }
         let snap = if no_wrap {
             Snapshot::take_since(self.root)
         } else {
@@ -287,7 +301,14 @@ impl Tree {
         self.signal_locked(&inner, Signal::SIGKILL);
         if let Some(dir) = &self.cgroup {
             crate::contain::kill_all_in(dir);
+            inner.cgroup_killed = true;
         }
+    }
+
+    /// Whether [`Tree::freeze_and_kill`] wrote `cgroup.kill` to the trial's cgroup (which is
+    /// then not used again: contain.rs).
+    pub fn cgroup_killed(&self) -> bool {
+        self.lock().cgroup_killed
     }
 
     /// Reaps the root without blocking; keeps the group signalable until then.
@@ -318,6 +339,12 @@ impl Tree {
             inner.root_reaped = true;
             return Reap::Lost;
         }
+    }
+
+    /// Whether [`Tree::refresh_young`] proved that no process but the root ever belonged to the
+    /// tree: once the root is reaped its cgroup is empty without being read.
+    pub fn proved_alone(&self) -> bool {
+        self.lock().alone
     }
 
     /// Whether the root has exited (without reaping it).

@@ -3,7 +3,7 @@
 //! Where this machine gives aorta no cgroup (`aorta env containment` says why) the tests check
 //! the fallback says so; on the development and CI machines the cgroup path runs.
 
-use aorta_exec::{containment, run, CancelToken, Containment, ProcessSpec};
+use aorta_exec::{containment, run, spawns_into_cgroup, CancelToken, Containment, ProcessSpec};
 use std::time::Duration;
 
 /// Pids of running processes whose command line is exactly `sleep MARKER`.
@@ -67,4 +67,67 @@ fn without_containment_the_fallback_says_why() {
         Containment::Cgroup { .. } => assert!(text.contains("even on kill -9"), "{text}"),
         Containment::ProcessTree { why } => assert!(!why.is_empty() && text.contains(&why)),
     }
+}
+
+/// The root is in its trial cgroup from its first instruction (created there with
+/// `CLONE_INTO_CGROUP`, or written in by the child before it executes the command).
+#[test]
+fn the_root_starts_inside_its_trial_cgroup() {
+    let mode = containment();
+    let Containment::Cgroup { dir, .. } = &mode else {
+        eprintln!("note: no cgroup containment here ({mode}); nothing to check");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let s = ProcessSpec::new(
+        ["cat", "/proc/self/cgroup"],
+        tmp.path().join("out"),
+        tmp.path().join("err"),
+    );
+    let o = run(&s, &CancelToken::new()).unwrap();
+    assert_eq!(o.exit_code, 0, "{o:?}");
+    let text = std::fs::read_to_string(tmp.path().join("out")).unwrap();
+    let own = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("0::"))
+        .unwrap_or_default();
+    let (parent, trial) = line.rsplit_once('/').unwrap_or_default();
+    assert!(
+        parent.ends_with(&own) && trial.starts_with('t'),
+        "{text} (expected …/{own}/t<N>)"
+    );
+}
+
+/// A trial cgroup that got `cgroup.kill` (a forced teardown) is not handed to the next trial:
+/// Linux 6.18 kills every child cloned into such a cgroup before it runs.
+#[test]
+fn a_trial_after_a_forced_kill_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut s = ProcessSpec::new(
+        ["bash", "-c", "trap '' TERM; sleep 100"],
+        tmp.path().join("out1"),
+        tmp.path().join("err1"),
+    );
+    s.kill_grace = Duration::from_secs(30);
+    let token = CancelToken::new();
+    let t2 = token.clone();
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        t2.cancel();
+        t2.force();
+    });
+    let into_before = spawns_into_cgroup();
+    let o = run(&s, &token).unwrap();
+    canceller.join().unwrap();
+    assert_eq!(o.exit_code, -9, "{o:?}");
+    for i in 0..3 {
+        let out = tmp.path().join(format!("out-{i}"));
+        let s = ProcessSpec::new(["echo", "ran"], &out, tmp.path().join("err"));
+        let o = run(&s, &CancelToken::new()).unwrap();
+        assert_eq!(o.exit_code, 0, "trial {i} after the kill: {o:?}");
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "ran\n");
+    }
+    // Not by giving up `clone3`: the killed cgroup was not reused.
+    assert_eq!(spawns_into_cgroup(), into_before);
 }
