@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Order;
-use crate::results::Run;
+use crate::measured::Run;
 
 /// Marginal concurrency per added stream below which a curve counts as flat.
 pub const PLATEAU_GAIN: f64 = 0.25;

@@ -7,6 +7,7 @@ pub mod backend;
 pub mod cli;
 pub mod compare;
 pub mod config;
+pub mod measured;
 pub mod metrics;
 pub mod plot;
 pub mod protocol;

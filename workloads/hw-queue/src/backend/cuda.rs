@@ -6,9 +6,10 @@
 use std::ffi::{c_void, CString};
 use std::ptr;
 
-use cudarc::driver::result::{self as dr, DriverError};
+use cudarc::driver::result as dr;
 use cudarc::driver::sys;
 
+use super::driver::{ck, describe, dev_alloc};
 use super::kernels;
 use super::lt::{Lt, LtGemm};
 use super::{
@@ -19,24 +20,6 @@ use super::{
 const NO_DRIVER: &str = "the CUDA driver library (libcuda.so.1) was not found. aorta-hw-queue \
 loads CUDA at run time and needs an NVIDIA GPU with its driver; on a machine without one only \
 `list` and `compare` work";
-
-pub(crate) fn describe(r: sys::CUresult) -> String {
-    let e = DriverError(r);
-    let name = e.error_name().map(|c| c.to_string_lossy().into_owned());
-    let text = e.error_string().map(|c| c.to_string_lossy().into_owned());
-    match (name, text) {
-        (Ok(n), Ok(t)) => format!("{n} ({t})"),
-        _ => format!("{r:?}"),
-    }
-}
-
-pub(crate) fn ck(r: sys::CUresult, what: &str) -> Result<()> {
-    if r == sys::CUresult::CUDA_SUCCESS {
-        Ok(())
-    } else {
-        Err(GpuError::call(what, describe(r)))
-    }
-}
 
 /// Whether libcuda can be loaded (never panics).
 pub fn driver_present() -> bool {
@@ -261,13 +244,6 @@ impl CudaGpu {
         self.events.push(e);
         Ok(Event(self.events.len() - 1))
     }
-
-    pub(crate) fn dev_alloc(bytes: usize, what: &str) -> Result<sys::CUdeviceptr> {
-        let mut p = 0;
-        // SAFETY: valid out-pointer.
-        ck(unsafe { sys::cuMemAlloc_v2(&mut p, bytes.max(1)) }, what)?;
-        Ok(p)
-    }
 }
 
 fn arg<T>(v: &mut T) -> *mut c_void {
@@ -454,7 +430,7 @@ impl Gpu for CudaGpu {
                 ck(unsafe { sys::cuMemFree_v2(self.stamps) }, "cuMemFree")?;
             }
             let cap = slots.next_power_of_two().max(1024);
-            self.stamps = Self::dev_alloc(cap as usize * 16, "cuMemAlloc (stamps)")?;
+            self.stamps = dev_alloc(cap as usize * 16, "cuMemAlloc (stamps)")?;
             self.stamp_cap = cap;
         }
         let init: Vec<u64> = (0..slots).flat_map(|_| [u64::MAX, 0]).collect();
@@ -489,7 +465,7 @@ impl Gpu for CudaGpu {
     fn alloc(&mut self, bytes: usize, kind: MemKind) -> Result<Buf> {
         let entry = match kind {
             MemKind::Device => {
-                let dptr = Self::dev_alloc(bytes, "cuMemAlloc")?;
+                let dptr = dev_alloc(bytes, "cuMemAlloc")?;
                 // SAFETY: fresh allocation of `bytes`.
                 ck(unsafe { sys::cuMemsetD8_v2(dptr, 0, bytes) }, "cuMemsetD8")?;
                 BufEntry {

@@ -8,7 +8,7 @@ use std::ptr;
 use cudarc::cublaslt::sys as lt;
 use cudarc::driver::sys;
 
-use super::cuda::CudaGpu;
+use super::driver::dev_alloc;
 use super::{AlgoInfo, Dtype, GemmShape, GpuError, Result};
 
 const WORKSPACE: usize = 32 << 20;
@@ -89,15 +89,15 @@ impl LtGemm {
             Dtype::Bf16 => Some(true),
             Dtype::F16 => Some(false),
         };
-        let a = CudaGpu::dev_alloc((m * k) as usize * el, "cuMemAlloc (A)")?;
-        let b = CudaGpu::dev_alloc((k * n) as usize * el, "cuMemAlloc (B)")?;
+        let a = dev_alloc((m * k) as usize * el, "cuMemAlloc (A)")?;
+        let b = dev_alloc((k * n) as usize * el, "cuMemAlloc (B)")?;
         fill(a, m * k, half, 1)?;
         fill(b, k * n, half, 2)?;
         let mut outs = Vec::new();
         let mut workspaces = Vec::new();
         for _ in 0..outputs {
-            outs.push(CudaGpu::dev_alloc((m * n) as usize * el, "cuMemAlloc (C)")?);
-            workspaces.push(CudaGpu::dev_alloc(WORKSPACE, "cuMemAlloc (workspace)")?);
+            outs.push(dev_alloc((m * n) as usize * el, "cuMemAlloc (C)")?);
+            workspaces.push(dev_alloc(WORKSPACE, "cuMemAlloc (workspace)")?);
         }
         // SAFETY: descriptors are created and used with valid pointers; freed in `free`.
         unsafe {

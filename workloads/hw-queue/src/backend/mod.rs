@@ -4,6 +4,7 @@
 //! the backend, which frees everything on drop.
 
 pub mod cuda;
+mod driver;
 /// NVRTC sources and the architecture table; the race workload compiles with the same table.
 pub mod kernels;
 /// The cuBLASLt GEMM, shared with the race workload's compute load.
