@@ -175,9 +175,10 @@ pub(crate) fn spawn(command: &Command, stdio: Stdio<'_>) -> io::Result<i32> {
     };
     if clone3::usable() {
         match start_child(&plan(None), Some(cgroup.dir.as_raw_fd())) {
-            // Linux 6.18 SIGKILLs a child cloned into a cgroup whose `cgroup.kill` count differs
-            // from its parent's (contain.rs never reuses a killed trial cgroup, but aorta's own
-            // cgroup may have been killed once): the child written in instead is not.
+            // Linux 6.18.44 SIGKILLs every child cloned into a cgroup that once got
+            // `cgroup.kill` (contain.rs never reuses a killed trial cgroup, but the kernel may
+            // judge by other cgroups too, e.g. aorta's own): a child that writes itself in is
+            // not killed.
             Err(Failure::KilledAtBirth) => clone3::disable(),
             Err(Failure::Clone(e)) => match e.raw_os_error().unwrap_or(0) {
                 libc::ENOSYS | libc::E2BIG | libc::EINVAL => clone3::disable(),
@@ -213,7 +214,7 @@ enum Failure {
     Clone(io::Error),
     /// A step in the child before the program ran (its errno).
     Child(io::Error),
-    /// The child was killed before it ran any of its own code (reaped).
+    /// The child cloned into its cgroup was killed before it ran any of its own code (reaped).
     KilledAtBirth,
 }
 
@@ -287,7 +288,7 @@ fn start_child(plan: &Plan<'_>, cgroup: Option<RawFd>) -> Result<i32, Failure> {
         return Err(Failure::Clone(clone_error));
     }
     let pid = pid as i32;
-    if !plan.reached.load(Ordering::SeqCst) {
+    if cgroup.is_some() && !plan.reached.load(Ordering::SeqCst) {
         let mut status = 0;
         // SAFETY: reaping our own child, which has exited without running.
         unsafe { libc::waitpid(pid, &mut status, 0) };
