@@ -17,6 +17,7 @@
 //! apply. (A PID namespace would give the same guarantee but shows trials pids that differ from
 //! the host's, which breaks `pkill` and pid-based debugging inside trials.)
 
+use std::collections::HashSet;
 use std::ffi::CString;
 use std::fs::{self, File};
 use std::os::fd::AsRawFd;
@@ -61,6 +62,8 @@ struct State {
     mode: Containment,
     /// Empty trial cgroups ready for reuse.
     free: Mutex<Vec<TrialCgroup>>,
+    /// Trial cgroups that got `cgroup.kill` ([`kill_all_in`]): never reused (see [`release`]).
+    killed: Mutex<HashSet<PathBuf>>,
     next: AtomicU64,
 }
 
@@ -78,6 +81,7 @@ fn state() -> &'static State {
         State {
             mode,
             free: Mutex::new(Vec::new()),
+            killed: Mutex::new(HashSet::new()),
             next: AtomicU64::new(0),
         }
     })
@@ -155,9 +159,16 @@ pub(crate) fn pids_in(dir: &Path) -> Vec<i32> {
         .unwrap_or_default()
 }
 
-/// SIGKILLs every process in the cgroup `dir` at once.
+/// SIGKILLs every process in the trial cgroup `dir` at once; [`release`] then removes it.
 pub(crate) fn kill_all_in(dir: &Path) {
+    if let Some(st) = STATE.get() {
+        lock(&st.killed).insert(dir.to_path_buf());
+    }
     let _ = fs::write(dir.join("cgroup.kill"), "1");
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A cgroup for the next trial, or `None` without cgroup containment.
@@ -169,7 +180,7 @@ pub(crate) fn acquire() -> Option<TrialCgroup> {
     if JOIN_ERROR.load(Ordering::Relaxed) != 0 {
         return None;
     }
-    if let Some(cg) = st.free.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+    if let Some(cg) = lock(&st.free).pop() {
         return Some(cg);
     }
     let n = st.next.fetch_add(1, Ordering::Relaxed);
@@ -182,22 +193,19 @@ pub(crate) fn acquire() -> Option<TrialCgroup> {
 /// were SIGKILLed and are exiting, or stuck in the kernel) is killed again and left out.
 /// `known_empty`: the caller proved it empty (the tree was its root alone, reaped: a process
 /// leaves its cgroup when it exits, before it can be reaped), so `cgroup.events` is not read.
-/// `killed`: `cgroup.kill` was written to it, and it is removed, not reused: Linux 6.18 kills
-/// every child later cloned into it (`CLONE_INTO_CGROUP`, spawn.rs), as if the kill were
-/// still going on.
-pub(crate) fn release(cg: TrialCgroup, known_empty: bool, killed: bool) {
+/// One that got `cgroup.kill` is removed, not reused: Linux 6.18 kills every child later
+/// cloned into it (`CLONE_INTO_CGROUP`, spawn.rs), as if the kill were still going on.
+pub(crate) fn release(cg: TrialCgroup, known_empty: bool) {
+    let st = state();
+    let killed = lock(&st.killed).remove(&cg.dir);
     if killed || (!known_empty && populated(&cg.dir)) {
-        kill_all_in(&cg.dir);
+        let _ = fs::write(cg.dir.join("cgroup.kill"), "1");
         // Gone if it emptied already; else shutdown, the keeper or the next aorta's sweep
         // removes it.
         let _ = fs::remove_dir(&cg.dir);
         return;
     }
-    state()
-        .free
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(cg);
+    lock(&st.free).push(cg);
 }
 
 fn populated(dir: &Path) -> bool {

@@ -225,7 +225,6 @@ pub(crate) fn environ_has(pid: i32, entry: &str) -> bool {
     }
 }
 
-/// `/proc/sys/kernel/pid_max`: how many pids are handed out before the counter wraps.
 /// The last pid handed out in this pid namespace (`ns_last_pid`), read through a descriptor
 /// kept open: one `pread` per trial instead of an open, two reads and a close.
 pub(crate) fn last_pid() -> Option<i32> {
@@ -239,6 +238,7 @@ pub(crate) fn last_pid() -> Option<i32> {
     std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok()
 }
 
+/// `/proc/sys/kernel/pid_max`: how many pids are handed out before the counter wraps.
 pub(crate) fn pid_max() -> Option<u64> {
     static MAX: OnceLock<Option<u64>> = OnceLock::new();
     *MAX.get_or_init(|| {

@@ -320,18 +320,17 @@ fn dev_null() -> io::Result<&'static File> {
 
 impl Prepared {
     /// Gives the process the lease's devices (`CUDA_VISIBLE_DEVICES`, …; the lease wins over
-    /// the spec's own values). A CPU lease changes nothing, so nothing is rebuilt for it.
+    /// the spec's own values). A CPU lease changes nothing.
     pub fn apply_lease(&mut self, lease: &crate::Lease) {
-        let vars = lease.env();
-        if vars.is_empty() {
+        let Ok(command) = self.command.as_mut() else {
             return;
+        };
+        for (k, v) in lease.env() {
+            if let Err(e) = command.set_env(&k, &v) {
+                self.command = Err(e);
+                return;
+            }
         }
-        self.spec.env.extend(vars);
-        if let Err(e) = validate_env(&self.spec.env) {
-            self.command = Err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string()));
-            return;
-        }
-        self.command = command_of(&self.spec, &self.token);
     }
 
     /// The hang monitor's settings, for what is known only once the slot is (the devices).
@@ -382,7 +381,7 @@ impl Prepared {
                     let _ = writeln!(f, "{msg}");
                 }
                 if let Some(cg) = cgroup {
-                    crate::contain::release(cg, false, false);
+                    crate::contain::release(cg, false);
                 }
                 let mut o = ProcessOutcome::not_launched(code);
                 o.exec_error = Some(msg);
@@ -591,11 +590,7 @@ impl Running {
         }
 
         if let Some(cg) = cgroup {
-            crate::contain::release(
-                cg,
-                reaped.is_some() && tree.proved_alone(),
-                tree.cgroup_killed(),
-            );
+            crate::contain::release(cg, reaped.is_some() && tree.proved_alone());
         }
         let mut exit_code = match reaped {
             Some((status, _)) if libc::WIFEXITED(status) => libc::WEXITSTATUS(status),

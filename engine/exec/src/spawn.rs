@@ -60,6 +60,21 @@ impl Command {
             cwd: cwd.map(|d| cstring(d.as_os_str())).transpose()?,
         })
     }
+
+    /// Sets `key=value` in the child's environment, replacing `key`'s entry if it has one.
+    pub(crate) fn set_env(&mut self, key: &str, value: &str) -> io::Result<()> {
+        let entry = cstring(OsStr::new(&format!("{key}={value}")))?;
+        let prefix = entry.as_bytes()[..=key.len()].to_vec();
+        match self
+            .envp
+            .iter_mut()
+            .find(|e| e.as_bytes().starts_with(&prefix))
+        {
+            Some(e) => *e = entry,
+            None => self.envp.push(entry),
+        }
+        Ok(())
+    }
 }
 
 /// What the child reads and writes between clone and execve (the child must not allocate).
@@ -157,6 +172,7 @@ pub(crate) struct Cgroup<'a> {
 /// happened in the last one (10–30 ms here: the first trial of every build, and every trial
 /// longer than a grace period). Where `clone3` is missing or refused, the child writes.
 pub(crate) fn spawn(command: &Command, stdio: Stdio<'_>) -> io::Result<i32> {
+    let reset = signals_to_reset();
     let plan = |cgroup_procs: Option<CString>| Plan {
         command,
         stdio: [
@@ -167,7 +183,7 @@ pub(crate) fn spawn(command: &Command, stdio: Stdio<'_>) -> io::Result<i32> {
         error: AtomicI32::new(0),
         cgroup_procs,
         cgroup_error: AtomicI32::new(0),
-        reset: signals_to_reset(),
+        reset,
         reached: AtomicBool::new(false),
     };
     let Some(cgroup) = &stdio.cgroup else {
@@ -704,6 +720,41 @@ mod tests {
         )
         .unwrap();
         assert_eq!(wait(pid), 7);
+    }
+
+    /// A lease's variable replaces the entry of the same name (not a prefix of another) or
+    /// is added: the child sees each name once, with the new value.
+    #[test]
+    fn set_env_replaces_or_adds_one_entry() {
+        let mut vars = env();
+        vars.push(("GPU".into(), "0".into()));
+        vars.push(("GPU_IDS".into(), "keep".into()));
+        let mut cmd = Command::new(
+            Path::new("/bin/sh"),
+            &[
+                "sh".into(),
+                "-c".into(),
+                "echo \"$GPU $GPU_IDS $HIP\"; env | grep -c '^GPU='".into(),
+            ],
+            &vars,
+            None,
+        )
+        .unwrap();
+        cmd.set_env("GPU", "3,4").unwrap();
+        cmd.set_env("HIP", "5").unwrap();
+        assert!(cmd.set_env("HIP", "nul\0").is_err());
+        let dir = tempfile::tempdir().unwrap();
+        let out = File::create(dir.path().join("out")).unwrap();
+        let null = File::open("/dev/null").unwrap();
+        let io = Stdio {
+            stdin: &null,
+            stdout: &out,
+            stderr: &out,
+            cgroup: None,
+        };
+        assert_eq!(wait(spawn(&cmd, io).unwrap()), 0);
+        let text = std::fs::read_to_string(dir.path().join("out")).unwrap();
+        assert_eq!(text, "3,4 keep 5\n1\n");
     }
 
     /// A cgroup that had `cgroup.kill` written to it: Linux 6.18 kills a child cloned into it

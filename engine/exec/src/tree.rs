@@ -75,8 +75,6 @@ struct Inner {
     peak_rss_bytes: u64,
     /// No pid was handed out after the root's by the time it exited ([`Tree::refresh_young`]).
     alone: bool,
-    /// `cgroup.kill` was written to the trial's cgroup.
-    cgroup_killed: bool,
 }
 
 pub(crate) enum Reap {
@@ -301,14 +299,7 @@ impl Tree {
         self.signal_locked(&inner, Signal::SIGKILL);
         if let Some(dir) = &self.cgroup {
             crate::contain::kill_all_in(dir);
-            inner.cgroup_killed = true;
         }
-    }
-
-    /// Whether [`Tree::freeze_and_kill`] wrote `cgroup.kill` to the trial's cgroup (which is
-    /// then not used again: contain.rs).
-    pub fn cgroup_killed(&self) -> bool {
-        self.lock().cgroup_killed
     }
 
     /// Reaps the root without blocking; keeps the group signalable until then.
