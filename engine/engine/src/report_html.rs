@@ -6,7 +6,6 @@ use crate::compile::Compiled;
 use aorta_classify::{classify_logs, LogInput, LogKind, Severity};
 use aorta_probe::Snapshot;
 use aorta_report::{DetectorLine, EnvDiff, HtmlContext, Matrix};
-use rayon::prelude::*;
 use std::path::Path;
 
 /// A shell word, quoted when it needs to be.
@@ -65,24 +64,23 @@ fn env_diffs(
     if let (Some(snap), Some(base)) = (snapshot, matrix.baseline_row()) {
         let vars = &base.stats.resolved_env_vars;
         // The snapshot as each cell's trials saw it: the machine's, with the cell's vars set.
+        // Only `env_vars` differs between cells, so only it is walked: cheap enough per cell
+        // that a thread pool would cost more than it saves.
         let machine = aorta_probe::Prepared::new(snap, &rules);
-        let a = machine.with_env_vars(vars, &rules);
         let (bn, label_a) = (
             &base.stats.name,
             format!("baseline cell {}", base.stats.name),
         );
-        let cells: Vec<EnvDiff> = matrix
+        let cells = matrix
             .rows
-            .par_iter()
+            .iter()
             .filter(|r| r.stats.name != *bn && r.stats.resolved_env_vars != *vars)
             .filter_map(|r| {
-                let b = machine.with_env_vars(&r.stats.resolved_env_vars, &rules);
-                let d = aorta_probe::diff_prepared(&a, &b, &rules);
+                let d = machine.diff_env_vars(vars, &r.stats.resolved_env_vars, &rules);
                 let label_b = format!("cell {}", r.stats.name);
                 (!d.is_empty())
                     .then(|| env_diff(format!("{label_a} → {label_b}"), &d, &label_a, &label_b))
-            })
-            .collect();
+            });
         out.extend(cells);
     }
     if let Some(((first, a), rest)) = environments.split_first() {

@@ -10,7 +10,9 @@
 //!   exited, and finishes (classify the logs, store the outputs) while the next trial runs;
 //! - before: a staged job ([`Pool::submit_staged`]) has a `prepare` step (claim the key, make
 //!   the staging directory) that an idle worker runs ahead while every slot is busy; at most
-//!   `jobs` jobs are prepared ahead, and a job being prepared keeps its place in the queue (it
+//!   `jobs + 1` jobs are prepared ahead (with only `jobs`, the job that takes a freed slot was
+//!   the only one ready, and its successor's preparation raced the new process: on a 2-core
+//!   VM one trial of `true` in ten then waited for it), and a job being prepared keeps its place in the queue (it
 //!   holds one free slot for itself, so a later job overtakes it only where another slot is
 //!   free);
 //! - in between: a prepared job is started (its process spawned) by the thread that gives the
@@ -73,7 +75,7 @@ struct State<I, R> {
     /// Jobs started on a releasing thread, for a worker to wait for.
     started: VecDeque<(I, FinishJob<R>, SlotRelease)>,
     next_seq: u64,
-    /// Entries prepared or being prepared ahead; at most `jobs`.
+    /// Entries prepared or being prepared ahead; at most `ahead_limit` (`jobs + 1`).
     ahead: usize,
     ahead_limit: usize,
     devices: Devices,
@@ -340,7 +342,7 @@ impl<I: Send + 'static, R: Send + 'static> Pool<I, R> {
                 started: VecDeque::new(),
                 next_seq: 0,
                 ahead: 0,
-                ahead_limit: slots.jobs(),
+                ahead_limit: slots.jobs() + 1,
                 devices: Devices::new(slots.gpus().len(), slots.trials_per_gpu()),
                 free_slots: (0..slots.jobs()).rev().collect(),
                 idle: 0,
