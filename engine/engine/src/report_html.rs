@@ -30,7 +30,12 @@ pub(crate) fn render(
     let env = c.env.snapshot.summary();
     let lines = detector_lines(run_dir, matrix);
     // One snapshot per invocation: this build's environments never differ from each other.
-    let diffs = env_diffs(matrix, Some(&c.env.snapshot), &[]);
+    let key = aorta_probe::EnvKey {
+        hash: c.env.key.clone(),
+        fields: c.env.keyed_fields.clone(),
+    };
+    let machine = aorta_probe::Prepared::keyed(&c.env.snapshot, key);
+    let diffs = env_diffs(matrix, Some(&machine), &[]);
     page(
         matrix,
         c.argv.as_deref(),
@@ -56,17 +61,16 @@ fn env_diff(between: String, d: &aorta_probe::Diff, a: &str, b: &str) -> EnvDiff
 /// environment snapshot (`environments/<name>/env.json`) that differs from the first.
 fn env_diffs(
     matrix: &Matrix,
-    snapshot: Option<&Snapshot>,
+    machine: Option<&aorta_probe::Prepared>,
     environments: &[(String, Snapshot)],
 ) -> Vec<EnvDiff> {
     let rules = crate::environment::key_rules(matrix.recipe);
     let mut out = Vec::new();
-    if let (Some(snap), Some(base)) = (snapshot, matrix.baseline_row()) {
+    if let (Some(machine), Some(base)) = (machine, matrix.baseline_row()) {
         let vars = &base.stats.resolved_env_vars;
         // The snapshot as each cell's trials saw it: the machine's, with the cell's vars set.
         // Only `env_vars` differs between cells, so only it is walked: cheap enough per cell
         // that a thread pool would cost more than it saves.
-        let machine = aorta_probe::Prepared::new(snap, &rules);
         let (bn, label_a) = (
             &base.stats.name,
             format!("baseline cell {}", base.stats.name),
@@ -285,7 +289,11 @@ pub fn render_run_dir(
     environments.sort_by(|a, b| a.0.cmp(&b.0));
     let env = environments.first().map(|(_, s)| s.summary());
     let lines = detector_lines(run_dir, &matrix);
-    let diffs = env_diffs(&matrix, environments.first().map(|(_, s)| s), &environments);
+    let rules = crate::environment::key_rules(&recipe);
+    let machine = environments
+        .first()
+        .map(|(_, s)| aorta_probe::Prepared::new(s, &rules));
+    let diffs = env_diffs(&matrix, machine.as_ref(), &environments);
     let html = page(
         &matrix,
         argv.as_deref(),

@@ -3,7 +3,7 @@
 //! status 1 exactly when [`Diff::key_changed`]). `captured_at` and `probe.*` (timings, cache
 //! state) differ on every run and are left out.
 
-use crate::key::{flatten, KeyRules};
+use crate::key::{flatten, EnvKey, KeyRules};
 use crate::schema::Snapshot;
 use serde::Serialize;
 use serde_json::Value;
@@ -63,6 +63,16 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// [`Prepared::new`] for a snapshot whose key under the rules is known already (a build
+    /// computed it to key its trials): deriving it again walks every field against the rules.
+    pub fn keyed(s: &Snapshot, key: EnvKey) -> Prepared {
+        Prepared {
+            value: serde_json::to_value(s).unwrap_or(Value::Null),
+            key: key.hash,
+            fields: key.fields,
+        }
+    }
+
     pub fn new(s: &Snapshot, rules: &KeyRules) -> Prepared {
         let value = serde_json::to_value(s).unwrap_or(Value::Null);
         let k = crate::key::key_of_value(&value, rules);
@@ -498,6 +508,7 @@ mod tests {
                 false => KeyRules { include: vec!["env_vars.*".into()], exclude: vec!["env_vars.NCCL_*".into()] },
             };
             let m = Prepared::new(&machine(), &rules);
+            proptest::prop_assert_eq!(&Prepared::keyed(&machine(), machine().key(&rules)), &m);
             let whole = diff_prepared(&m.with_env_vars(&a, &rules), &m.with_env_vars(&b, &rules), &rules);
             proptest::prop_assert_eq!(m.diff_env_vars(&a, &b, &rules), whole);
         }
