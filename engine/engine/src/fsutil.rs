@@ -7,26 +7,40 @@ use std::path::Path;
 pub use aorta_fsutil::write_atomic;
 
 /// Replaces directory `dest` with `staged` (both in the same parent): the old tree moves
-/// aside first, so readers see either the old or the new complete directory.
+/// aside first, so readers see either the old or the new complete directory. A new `dest` in
+/// an existing parent, a build's usual case, costs one rename and no lookups.
 pub fn replace_dir(staged: &Path, dest: &Path) -> std::io::Result<()> {
-    if dest.exists() {
-        let trash = dest.with_file_name(format!(
-            ".{}.old-{}",
-            dest.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            std::process::id()
-        ));
-        std::fs::rename(dest, &trash)?;
-        std::fs::rename(staged, dest)?;
-        std::fs::remove_dir_all(&trash)?;
-    } else {
+    let first = match std::fs::rename(staged, dest) {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
+    if first.kind() == std::io::ErrorKind::NotFound && !dest.exists() {
+        // No parent yet (or no `staged`: the second rename says so).
         if let Some(p) = dest.parent() {
             std::fs::create_dir_all(p)?;
         }
-        std::fs::rename(staged, dest)?;
+        return std::fs::rename(staged, dest);
     }
-    Ok(())
+    if dest.symlink_metadata().is_err() || staged.symlink_metadata().is_err() {
+        return Err(first);
+    }
+    let trash = dest.with_file_name(format!(
+        ".{}.old-{}",
+        dest.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        std::process::id()
+    ));
+    std::fs::rename(dest, &trash)?;
+    if let Err(e) = std::fs::rename(staged, dest) {
+        // Put the old tree back rather than leave no `dest`.
+        let _ = std::fs::rename(&trash, dest);
+        return Err(e);
+    }
+    match trash.symlink_metadata() {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(&trash),
+        _ => std::fs::remove_file(&trash),
+    }
 }
 
 /// Every regular file under `dir`, as sorted relative paths with `/` separators.
@@ -54,4 +68,46 @@ pub fn list_files(dir: &Path) -> std::io::Result<Vec<String>> {
     }
     out.sort();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::replace_dir;
+    use std::fs;
+
+    fn staged_with(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
+        let staged = dir.join(".staging").join("t");
+        fs::create_dir_all(&staged).unwrap();
+        fs::write(staged.join("result.json"), text).unwrap();
+        staged
+    }
+
+    #[test]
+    fn replace_dir_places_new_replaces_old_and_creates_parents() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dest = tmp.path().join("cell").join("trial_0");
+        // No parent yet.
+        replace_dir(&staged_with(tmp.path(), "1"), &dest).unwrap();
+        assert_eq!(fs::read_to_string(dest.join("result.json")).unwrap(), "1");
+        // An old, non-empty directory is replaced and its trash removed.
+        fs::write(dest.join("stale.log"), "old").unwrap();
+        replace_dir(&staged_with(tmp.path(), "2"), &dest).unwrap();
+        assert_eq!(fs::read_to_string(dest.join("result.json")).unwrap(), "2");
+        assert!(!dest.join("stale.log").exists());
+        // A file where the directory goes is replaced too.
+        fs::remove_dir_all(&dest).unwrap();
+        fs::write(&dest, "a file").unwrap();
+        replace_dir(&staged_with(tmp.path(), "3"), &dest).unwrap();
+        assert_eq!(fs::read_to_string(dest.join("result.json")).unwrap(), "3");
+        let left: Vec<_> = fs::read_dir(tmp.path().join("cell"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("trial_0")]);
+        // A missing staged directory is an error, and leaves dest alone.
+        let err = replace_dir(&tmp.path().join("missing"), &dest).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(fs::read_to_string(dest.join("result.json")).unwrap(), "3");
+    }
 }
