@@ -147,6 +147,9 @@ pub(crate) fn collect(
         });
         let ldc = s.spawn(|| {
             timed(steps, "ldconfig", || {
+                if let Some(paths) = libs::read_ld_so_cache(&rooted(root, "/etc/ld.so.cache")) {
+                    return paths;
+                }
                 tools
                     .stdout_of(
                         "ldconfig",
