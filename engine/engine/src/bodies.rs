@@ -78,6 +78,7 @@ fn command_settings(
             .transpose()
             .map_err(|e| format!("step_time_regex: {e}"))?,
         inputs: inputs.to_vec(),
+        work_dir: std::env::current_dir().ok(),
     })
 }
 

@@ -45,6 +45,9 @@ pub struct CommandSettings {
     /// The command's input files and the digests the trial keys hashed (see
     /// [`CommandSettings::changed_input`]).
     pub inputs: Vec<(std::path::PathBuf, String)>,
+    /// The directory the command runs in (aorta's own, read once per build): where a relative
+    /// `core_pattern` leaves a core file.
+    pub work_dir: Option<std::path::PathBuf>,
 }
 
 impl CommandSettings {
@@ -412,7 +415,7 @@ impl CommandStarted {
             stdout_log: Some(dir.join("stdout.log")),
             stderr_log: Some(dir.join("stderr.log")),
             trial_dir: dir.to_path_buf(),
-            core_dirs: std::env::current_dir().into_iter().collect(),
+            core_dirs: c.work_dir.iter().cloned().collect(),
             started_at: Some(started_at),
             hang_detected: outcome.hang_detected,
             killed_on_hang: outcome.killed_on_hang,
