@@ -75,12 +75,14 @@ fn env_diffs(
             &base.stats.name,
             format!("baseline cell {}", base.stats.name),
         );
+        let base_side = machine.env_vars_side(vars, &rules);
         let cells = matrix
             .rows
             .iter()
             .filter(|r| r.stats.name != *bn && r.stats.resolved_env_vars != *vars)
             .filter_map(|r| {
-                let d = machine.diff_env_vars(vars, &r.stats.resolved_env_vars, &rules);
+                let side = machine.env_vars_side(&r.stats.resolved_env_vars, &rules);
+                let d = aorta_probe::diff_env_vars_sides(&base_side, &side, &rules);
                 let label_b = format!("cell {}", r.stats.name);
                 (!d.is_empty())
                     .then(|| env_diff(format!("{label_a} → {label_b}"), &d, &label_a, &label_b))

@@ -104,34 +104,34 @@ impl Prepared {
 
     /// [`diff_prepared`] of this snapshot with `a` set in its `env_vars` against it with `b`
     /// set, walking only `env_vars`, the one section that can differ. A report diffs every
-    /// cell against the baseline this way: cloning and comparing the whole snapshot per cell
-    /// cost a 20-cell report.html 4–8 ms on a 2-core VM.
+    /// cell against the baseline this way (each side made once: [`Prepared::env_vars_side`],
+    /// [`diff_env_vars_sides`]): cloning and comparing the whole snapshot per cell cost a
+    /// 20-cell report.html 4–8 ms on a 2-core VM.
     pub fn diff_env_vars(
         &self,
         a: &BTreeMap<String, String>,
         b: &BTreeMap<String, String>,
         rules: &KeyRules,
     ) -> Diff {
+        diff_env_vars_sides(
+            &self.env_vars_side(a, rules),
+            &self.env_vars_side(b, rules),
+            rules,
+        )
+    }
+
+    /// This snapshot's `env_vars` with `vars` set, and the key it would then have.
+    pub fn env_vars_side(&self, vars: &BTreeMap<String, String>, rules: &KeyRules) -> EnvVarsSide {
         let env = self.value.get("env_vars");
-        let side = |vars: &BTreeMap<String, String>| match env {
-            Some(e) if !vars.is_empty() => Some(env_vars_with(e, vars)),
-            _ => env.cloned(),
-        };
-        let key = |vars: &BTreeMap<String, String>| match vars.is_empty() {
-            true => self.key.clone(),
-            false => crate::key::hash_fields(&self.fields_with(vars, rules)),
-        };
-        let mut raw = Vec::new();
-        walk(
-            side(a).as_ref(),
-            side(b).as_ref(),
-            "env_vars".to_string(),
-            &mut raw,
-        );
-        Diff {
-            key_a: key(a),
-            key_b: key(b),
-            sections: sections(raw, rules),
+        match vars.is_empty() {
+            true => EnvVarsSide {
+                env: env.cloned(),
+                key: self.key.clone(),
+            },
+            false => EnvVarsSide {
+                env: env.map(|e| env_vars_with(e, vars)),
+                key: crate::key::hash_fields(&self.fields_with(vars, rules)),
+            },
         }
     }
 
@@ -152,6 +152,29 @@ impl Prepared {
             }
         }
         fields
+    }
+}
+
+/// One side of an env-vars diff ([`Prepared::env_vars_side`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvVarsSide {
+    env: Option<Value>,
+    key: String,
+}
+
+/// [`Prepared::diff_env_vars`] of two sides made from the same snapshot and rules.
+pub fn diff_env_vars_sides(a: &EnvVarsSide, b: &EnvVarsSide, rules: &KeyRules) -> Diff {
+    let mut raw = Vec::new();
+    walk(
+        a.env.as_ref(),
+        b.env.as_ref(),
+        "env_vars".to_string(),
+        &mut raw,
+    );
+    Diff {
+        key_a: a.key.clone(),
+        key_b: b.key.clone(),
+        sections: sections(raw, rules),
     }
 }
 
