@@ -12,9 +12,9 @@
 //!   the staging directory) that an idle worker runs ahead while every slot is busy; at most
 //!   `jobs + 1` jobs are prepared ahead (with only `jobs`, the job that takes a freed slot was
 //!   the only one ready, and its successor's preparation raced the new process: on a 2-core
-//!   VM one trial of `true` in ten then waited for it), and a job being prepared keeps its place in the queue (it
-//!   holds one free slot for itself, so a later job overtakes it only where another slot is
-//!   free);
+//!   VM about one trial of `true` in ten then found its successor unprepared), and a job being
+//!   prepared keeps its place in the queue (it holds one free slot for itself, so a later job
+//!   overtakes it only where another slot is free);
 //! - in between: a prepared job is started (its process spawned) by the thread that gives the
 //!   slot back, inside [`SlotRelease::release`], and an idle worker is woken to wait for it.
 //!   Waking a worker to spawn it instead cost a thread wake-up (70 µs on a 2-core VM) before

@@ -19,9 +19,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 /// Waits for the child to exit until `deadline`; `None` when it is still running then. A
-/// pidfd wakes the thread the moment the child exits: the sleep-and-poll loop this replaces
-/// noticed a 1 ms `ldconfig -p` up to 1 ms late and a 50 ms `nvidia-smi` up to 10 ms late.
-/// Where pidfds are missing (Linux < 5.3) it polls.
+/// pidfd wakes the thread the moment the child exits; a sleep-and-poll loop (sleeps doubling
+/// from 0.5 ms to 10 ms) notices an exit up to a sleep late. Where pidfds are missing
+/// (Linux < 5.3) it polls that way.
 fn wait_until(child: &mut Child, deadline: Instant) -> std::io::Result<Option<ExitStatus>> {
     // SAFETY: pidfd_open(2) on our own child, not yet reaped (so its pid is not reused); it
     // only returns a new descriptor or -1.
