@@ -474,6 +474,31 @@ fn unknown_workload_is_a_cell_error_not_a_crash() {
     );
 }
 
+/// An executed trial's directory is in the run directory as soon as the trial is done, not
+/// only when the build ends: the last trial (after a pause) lists the ones before it.
+#[test]
+fn each_trial_is_placed_in_the_run_dir_as_it_finishes() {
+    let ws = Ws::new(&one_trial_recipe("").replace("trials: 1", "trials: 3"));
+    ws.write(
+        "job.sh",
+        "sleep 0.3; ls out/T/none-none 2>/dev/null; true\n",
+    );
+    let out = ws.sweep(&["bash", "job.sh"]);
+    assert!(out.status.success(), "{}", common::transcript(&out));
+    let last =
+        std::fs::read_to_string(ws.path().join("out/T/none-none/trial_2/stdout.log")).unwrap();
+    assert!(
+        last.contains("trial_0") && last.contains("trial_1"),
+        "trial 2 saw: {last:?}"
+    );
+    assert_eq!(
+        ws.matrix()["cells"][0]["passed_count"],
+        3,
+        "{}",
+        ws.matrix()
+    );
+}
+
 #[test]
 fn retention_trims_passing_trials_in_the_run_dir_only() {
     let ws = Ws::new(&RECIPE.replace("trials: 3", "trials: 1").replace(

@@ -104,6 +104,7 @@ impl Session {
                 bodies,
                 store: store.clone(),
                 staging: paths.staging.clone(),
+                run_dir: Some(paths.run_dir.clone()),
                 slots: self.slots(None),
                 gpus_per_cell: self.gpus_per_cell(&c.recipe),
                 cancel,

@@ -22,6 +22,7 @@ mod gpu;
 mod one;
 mod outcome;
 mod outputs;
+mod placement;
 mod records;
 mod remote;
 mod report_html;

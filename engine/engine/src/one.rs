@@ -60,6 +60,7 @@ impl Session {
             bodies,
             store: store.clone(),
             staging: staging.clone(),
+            run_dir: None,
             slots: self.slots(Some(1)),
             gpus_per_cell: vec![self.opts.gpus.len(); c.recipe.cells.len()],
             cancel,

@@ -1,6 +1,7 @@
 //! The run directory (AORTA's layouts, §3.3): materialised trial outputs and the report files.
 
-use crate::fsutil::{replace_dir, write_atomic};
+use crate::fsutil::write_atomic;
+use crate::placement::{place_trial, retain, trial_rel};
 use crate::schedule::TrialResult;
 use aorta_recipe::{safe_slug, Mode, Recipe};
 use aorta_store::LocalStore;
@@ -169,12 +170,12 @@ pub fn materialize(
 ) -> Result<(), PlaceError> {
     let mut unreadable = Vec::new();
     for r in results {
-        let cell = &recipe.cells[r.cell].name;
-        let rel = format!(
-            "{}trial_{}",
-            aorta_report::cell_dir(recipe.mode, cell),
-            r.index
-        );
+        let rel = trial_rel(recipe, &recipe.cells[r.cell].name, r.index);
+        if r.placed {
+            // Executed in this build and placed as it finished (`Schedule`).
+            index.set(rel, r.key.to_string());
+            continue;
+        }
         let dest = paths.run_dir.join(&rel);
         if index.holds(&rel, r.key.as_str(), &dest.join("result.json")) {
             continue;
@@ -214,17 +215,7 @@ pub fn materialize(
                 staged
             }
         };
-        if let Some(retain) = recipe.probe.as_ref().and_then(|p| p.retain.as_ref()) {
-            let outcome = crate::retention::apply(&staged, retain, r.record.verdict);
-            // Stamp the outcome into this directory's record, deletions or not, as AORTA does.
-            let mut record = (*r.record).clone();
-            record.capture.retention = Some(outcome);
-            let json = serde_json::to_vec_pretty(&record)
-                .map_err(|e| PlaceError::Other(format!("cannot encode {rel}/result.json: {e}")))?;
-            std::fs::write(staged.join("result.json"), &json)
-                .map_err(|e| PlaceError::Other(format!("cannot write {rel}/result.json: {e}")))?;
-        }
-        replace_dir(&staged, &dest)
+        place_trial(&staged, &dest, retain(recipe), &r.record)
             .map_err(|e| PlaceError::Other(format!("cannot place {rel}: {e}")))?;
         index.set(rel, r.key.to_string());
     }

@@ -36,6 +36,9 @@ pub struct TrialResult {
     /// The staging directory of a trial executed in this build: moved into place instead of
     /// being copied back out of the store.
     pub staged: Option<PathBuf>,
+    /// Executed in this build and already in its place in the run directory (moved there as
+    /// it finished, while later trials ran).
+    pub placed: bool,
 }
 
 /// A store entry reduced to what the build needs, its record parsed once.
@@ -44,6 +47,7 @@ struct Resolved {
     exec_seconds: f64,
     record: Arc<TrialRecord>,
     staged: Option<PathBuf>,
+    placed: bool,
 }
 
 pub enum Event<'a> {
@@ -67,8 +71,18 @@ pub struct ArrayProgress {
     pub done: usize,
 }
 
+/// Where an executed trial's directory is once its job is done.
+enum Outputs {
+    /// Moved into the run directory.
+    Placed,
+    /// Still in staging (placing it failed: materialising tries again and says why).
+    Staged(PathBuf),
+    /// Not this job's (a result another process stored meanwhile).
+    None,
+}
+
 enum JobOut {
-    Done(Box<Manifest<TrialRecord>>, Source, Option<PathBuf>),
+    Done(Box<Manifest<TrialRecord>>, Source, Outputs),
     Cancelled,
     Failed(String),
 }
@@ -85,6 +99,9 @@ pub struct Schedule<'a> {
     pub bodies: Vec<Result<MakeSpec, String>>,
     pub store: Arc<LocalStore>,
     pub staging: PathBuf,
+    /// Where executed trials are placed as they finish (`placement::place_trial`); `None`
+    /// leaves them in staging (`aorta trial exec` places its one trial itself).
+    pub run_dir: Option<PathBuf>,
     pub slots: Slots,
     /// GPUs each trial of a cell is granted, by cell (0: a CPU trial, which inherits visibility).
     pub gpus_per_cell: Vec<usize>,
@@ -100,12 +117,18 @@ pub struct Executed {
     pub detached: usize,
 }
 
-fn resolve(m: Manifest<TrialRecord>, staged: Option<PathBuf>) -> Arc<Resolved> {
+fn resolve(m: Manifest<TrialRecord>, outputs: Outputs) -> Arc<Resolved> {
+    let (staged, placed) = match outputs {
+        Outputs::Placed => (None, true),
+        Outputs::Staged(dir) => (Some(dir), false),
+        Outputs::None => (None, false),
+    };
     Arc::new(Resolved {
         key: m.key,
         exec_seconds: m.exec_seconds,
         record: Arc::new(m.trial),
         staged,
+        placed,
     })
 }
 
@@ -220,13 +243,21 @@ impl Schedule<'_> {
                             };
                             let stage_store = Arc::clone(&store);
                             let start_cancel = cancel.clone();
+                            let place = self.run_dir.as_ref().map(|run_dir| Place {
+                                dest: run_dir.join(crate::placement::trial_rel(
+                                    self.recipe,
+                                    &self.recipe.cells[c].name,
+                                    p.index,
+                                )),
+                                retain: crate::placement::retain(self.recipe).cloned(),
+                            });
                             let submitted = pool.submit_staged(
                                 (c, p.index),
                                 request,
                                 move || stage_one(&stage_store, &staging, spec),
                                 move |staged, lease| start_staged(staged, lease, &start_cancel),
                                 move |running, mut release| {
-                                    finish_running(&store, running, &mut release, &cancel)
+                                    finish_running(&store, running, &mut release, &cancel, place)
                                 },
                             );
                             match submitted {
@@ -268,8 +299,8 @@ impl Schedule<'_> {
             };
             let waiters = waiting_on.remove(&key).unwrap_or_default();
             match out {
-                JobOut::Done(m, source, staged) => {
-                    let r = resolve(*m, staged);
+                JobOut::Done(m, source, outputs) => {
+                    let r = resolve(*m, outputs);
                     if shared(&key) {
                         known.insert(key, r.clone());
                     }
@@ -346,6 +377,7 @@ impl Schedule<'_> {
                 exec_seconds: m.exec_seconds,
                 record: Arc::new(m.trial),
                 staged: None,
+                placed: false,
             }))),
             Ok(Lookup::Miss) => Ok(None),
             Ok(Lookup::Corrupt { reason }) => {
@@ -385,11 +417,12 @@ impl Schedule<'_> {
                 }
             }
         }
-        // Only the first user of a fresh staging dir may move it into place.
-        let staged = if source == Source::Executed {
-            r.staged.clone()
+        // Only the first user of a fresh staging dir may move it into place (and only its
+        // directory was placed as it finished).
+        let (staged, placed) = if source == Source::Executed {
+            (r.staged.clone(), r.placed)
         } else {
-            None
+            (None, false)
         };
         let t = TrialResult {
             cell: c,
@@ -399,6 +432,7 @@ impl Schedule<'_> {
             record,
             source,
             staged,
+            placed,
         };
         match source {
             Source::Executed => on_event(Event::Executed(&t)),
@@ -466,7 +500,7 @@ fn stage_one(store: &LocalStore, staging: &Path, spec: TrialSpec) -> Result<Stag
         Err(e) => return Err(JobOut::Failed(format!("cannot claim trial {key}: {e}"))),
     };
     if let Ok(Lookup::Hit(m)) = claim.lookup_as::<TrialRecord>() {
-        return Err(JobOut::Done(Box::new(m), Source::Reused, None));
+        return Err(JobOut::Done(Box::new(m), Source::Reused, Outputs::None));
     }
     let dir = staging.join(format!("{}-{}", &key.as_str()[..16], std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -507,13 +541,22 @@ fn start_staged(staged: Staged, lease: aorta_exec::Lease, cancel: &CancelToken) 
     }
 }
 
-/// Waits for a started trial, judges it, uploads the outputs and commits the manifest. The
-/// slot goes back once the process has exited ([`StartedTrial::finish`]).
+/// Where an executed trial's directory goes in the run directory, and what of it to keep.
+struct Place {
+    dest: PathBuf,
+    retain: Option<aorta_recipe::Retain>,
+}
+
+/// Waits for a started trial, judges it, uploads the outputs, commits the manifest and moves
+/// the trial's directory into the run directory (while later trials run: the build's tail
+/// then has only reused trials to place). The slot goes back once the process has exited
+/// ([`StartedTrial::finish`]).
 fn finish_running(
     store: &LocalStore,
     running: Running,
     release: &mut aorta_exec::SlotRelease,
     cancel: &CancelToken,
+    place: Option<Place>,
 ) -> JobOut {
     let Running {
         claimed: Claimed { spec, claim, dir },
@@ -541,7 +584,18 @@ fn finish_running(
                 &mut record,
                 started.elapsed().as_secs_f64(),
             ) {
-                Ok(m) => JobOut::Done(Box::new(m), Source::Executed, Some(dir.keep())),
+                Ok(m) => {
+                    let staged = dir.keep();
+                    let placed = place.is_some_and(|p| {
+                        crate::placement::place_trial(&staged, &p.dest, p.retain.as_ref(), &m.trial)
+                            .is_ok()
+                    });
+                    let outputs = match placed {
+                        true => Outputs::Placed,
+                        false => Outputs::Staged(staged),
+                    };
+                    JobOut::Done(Box::new(m), Source::Executed, outputs)
+                }
                 Err(e) => JobOut::Failed(e),
             },
         },

@@ -368,6 +368,7 @@ impl Run<'_> {
                 record: own,
                 source: if i == 0 { source } else { Source::Reused },
                 staged: None,
+                placed: false,
             };
             match t.source {
                 Source::Executed => on_event(Event::Executed(&t)),
