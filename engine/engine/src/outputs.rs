@@ -2,7 +2,7 @@
 
 use crate::fsutil::write_atomic;
 use crate::placement::{place_trial, retain, trial_rel};
-use crate::schedule::TrialResult;
+use crate::schedule::{TrialDir, TrialResult};
 use aorta_recipe::{safe_slug, Mode, Recipe};
 use aorta_store::LocalStore;
 use std::collections::BTreeMap;
@@ -171,8 +171,7 @@ pub fn materialize(
     let mut unreadable = Vec::new();
     for r in results {
         let rel = trial_rel(recipe, &recipe.cells[r.cell].name, r.index);
-        if r.placed {
-            // Executed in this build and placed as it finished (`Schedule`).
+        if r.dir == TrialDir::Placed {
             index.set(rel, r.key.to_string());
             continue;
         }
@@ -180,10 +179,10 @@ pub fn materialize(
         if index.holds(&rel, r.key.as_str(), &dest.join("result.json")) {
             continue;
         }
-        let staged = match r.staged.as_ref().filter(|d| d.is_dir()) {
+        let staged = match &r.dir {
             // Executed in this build: the staging dir already holds exactly these outputs.
-            Some(d) => d.clone(),
-            None => {
+            TrialDir::Staged(d) if d.is_dir() => d.clone(),
+            _ => {
                 let staged = paths.staging.join(format!("m-{}-{}", r.cell, r.index));
                 let _ = std::fs::remove_dir_all(&staged);
                 let manifest = match store.lookup_as::<serde::de::IgnoredAny>(&r.key) {

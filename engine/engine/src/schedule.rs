@@ -33,12 +33,20 @@ pub struct TrialResult {
     pub exec_seconds: f64,
     pub record: Arc<TrialRecord>,
     pub source: Source,
-    /// The staging directory of a trial executed in this build: moved into place instead of
-    /// being copied back out of the store.
-    pub staged: Option<PathBuf>,
-    /// Executed in this build and already in its place in the run directory (moved there as
-    /// it finished, while later trials ran).
-    pub placed: bool,
+    /// Where this cell's directory for the trial comes from.
+    pub dir: TrialDir,
+}
+
+/// Where a trial's directory in the run directory comes from in this build.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TrialDir {
+    /// Executed here and moved into the run directory as it finished, while later trials ran.
+    Placed,
+    /// Executed here and still in this staging directory (placing it failed, or the schedule
+    /// places nothing): moved into place when the build materialises.
+    Staged(PathBuf),
+    /// Copied out of the store when the build materialises.
+    Stored,
 }
 
 /// A store entry reduced to what the build needs, its record parsed once.
@@ -46,8 +54,7 @@ struct Resolved {
     key: Key,
     exec_seconds: f64,
     record: Arc<TrialRecord>,
-    staged: Option<PathBuf>,
-    placed: bool,
+    dir: TrialDir,
 }
 
 pub enum Event<'a> {
@@ -71,18 +78,8 @@ pub struct ArrayProgress {
     pub done: usize,
 }
 
-/// Where an executed trial's directory is once its job is done.
-enum Outputs {
-    /// Moved into the run directory.
-    Placed,
-    /// Still in staging (placing it failed: materialising tries again and says why).
-    Staged(PathBuf),
-    /// Not this job's (a result another process stored meanwhile).
-    None,
-}
-
 enum JobOut {
-    Done(Box<Manifest<TrialRecord>>, Source, Outputs),
+    Done(Box<Manifest<TrialRecord>>, Source, TrialDir),
     Cancelled,
     Failed(String),
 }
@@ -117,18 +114,12 @@ pub struct Executed {
     pub detached: usize,
 }
 
-fn resolve(m: Manifest<TrialRecord>, outputs: Outputs) -> Arc<Resolved> {
-    let (staged, placed) = match outputs {
-        Outputs::Placed => (None, true),
-        Outputs::Staged(dir) => (Some(dir), false),
-        Outputs::None => (None, false),
-    };
+fn resolve(m: Manifest<TrialRecord>, dir: TrialDir) -> Arc<Resolved> {
     Arc::new(Resolved {
         key: m.key,
         exec_seconds: m.exec_seconds,
         record: Arc::new(m.trial),
-        staged,
-        placed,
+        dir,
     })
 }
 
@@ -178,6 +169,7 @@ impl Schedule<'_> {
         let mut cancelled = false;
         let mut pending = 0usize;
         let mut prefetched = self.prefetch();
+        let retain = crate::placement::retain(self.recipe);
 
         loop {
             // Advance every cell as far as it can go without waiting.
@@ -249,7 +241,7 @@ impl Schedule<'_> {
                                     &self.recipe.cells[c].name,
                                     p.index,
                                 )),
-                                retain: crate::placement::retain(self.recipe).cloned(),
+                                retain: retain.cloned(),
                             });
                             let submitted = pool.submit_staged(
                                 (c, p.index),
@@ -299,8 +291,8 @@ impl Schedule<'_> {
             };
             let waiters = waiting_on.remove(&key).unwrap_or_default();
             match out {
-                JobOut::Done(m, source, outputs) => {
-                    let r = resolve(*m, outputs);
+                JobOut::Done(m, source, dir) => {
+                    let r = resolve(*m, dir);
                     if shared(&key) {
                         known.insert(key, r.clone());
                     }
@@ -376,8 +368,7 @@ impl Schedule<'_> {
                 key: m.key,
                 exec_seconds: m.exec_seconds,
                 record: Arc::new(m.trial),
-                staged: None,
-                placed: false,
+                dir: TrialDir::Stored,
             }))),
             Ok(Lookup::Miss) => Ok(None),
             Ok(Lookup::Corrupt { reason }) => {
@@ -417,12 +408,11 @@ impl Schedule<'_> {
                 }
             }
         }
-        // Only the first user of a fresh staging dir may move it into place (and only its
-        // directory was placed as it finished).
-        let (staged, placed) = if source == Source::Executed {
-            (r.staged.clone(), r.placed)
-        } else {
-            (None, false)
+        // Only the first user of an executed trial's directory has it (placed or staged); the
+        // others copy theirs out of the store.
+        let dir = match source {
+            Source::Executed => r.dir.clone(),
+            Source::Reused => TrialDir::Stored,
         };
         let t = TrialResult {
             cell: c,
@@ -431,8 +421,7 @@ impl Schedule<'_> {
             exec_seconds: r.exec_seconds,
             record,
             source,
-            staged,
-            placed,
+            dir,
         };
         match source {
             Source::Executed => on_event(Event::Executed(&t)),
@@ -500,7 +489,7 @@ fn stage_one(store: &LocalStore, staging: &Path, spec: TrialSpec) -> Result<Stag
         Err(e) => return Err(JobOut::Failed(format!("cannot claim trial {key}: {e}"))),
     };
     if let Ok(Lookup::Hit(m)) = claim.lookup_as::<TrialRecord>() {
-        return Err(JobOut::Done(Box::new(m), Source::Reused, Outputs::None));
+        return Err(JobOut::Done(Box::new(m), Source::Reused, TrialDir::Stored));
     }
     let dir = staging.join(format!("{}-{}", &key.as_str()[..16], std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -590,11 +579,11 @@ fn finish_running(
                         crate::placement::place_trial(&staged, &p.dest, p.retain.as_ref(), &m.trial)
                             .is_ok()
                     });
-                    let outputs = match placed {
-                        true => Outputs::Placed,
-                        false => Outputs::Staged(staged),
+                    let dir = match placed {
+                        true => TrialDir::Placed,
+                        false => TrialDir::Staged(staged),
                     };
-                    JobOut::Done(Box::new(m), Source::Executed, outputs)
+                    JobOut::Done(Box::new(m), Source::Executed, dir)
                 }
                 Err(e) => JobOut::Failed(e),
             },

@@ -12,7 +12,7 @@
 
 use crate::compile::{Compiled, RecipeOrigin};
 use crate::error::{EngineError, Result};
-use crate::schedule::{ArrayProgress, Event, Executed, Source, TrialResult};
+use crate::schedule::{ArrayProgress, Event, Executed, Source, TrialDir, TrialResult};
 use crate::session::Session;
 use crate::trial::SchedulerKill;
 use aorta_recipe::Resources;
@@ -367,8 +367,7 @@ impl Run<'_> {
                 exec_seconds: m.exec_seconds,
                 record: own,
                 source: if i == 0 { source } else { Source::Reused },
-                staged: None,
-                placed: false,
+                dir: TrialDir::Stored,
             };
             match t.source {
                 Source::Executed => on_event(Event::Executed(&t)),
