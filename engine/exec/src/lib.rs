@@ -21,11 +21,15 @@
 //!   process ([`Pool::submit_staged`], [`SlotRelease`]). [`start`] and [`Started::wait`] are
 //!   [`run`] in two halves for it.
 //!
+//! - [`pidfd_open`] and [`wait_readable`]: the one way the project opens and waits on process
+//!   descriptors (the runner, the tree's signals, the probe's helper tools).
+//!
 //! `docs/exec.md` describes the protocol and how it differs from AORTA 0.2.1.
 
 mod cancel;
 mod contain;
 mod hang;
+mod pidfd;
 mod pool;
 mod procfs;
 mod run;
@@ -39,6 +43,7 @@ pub use contain::{containment, shutdown as shutdown_containment, Containment, CO
 pub use hang::{
     hang_predicate, GpuIdleFn, HangConfig, HangDetector, HangReport, HangSample, HangSignals,
 };
+pub use pidfd::{pidfd_open, wait_readable};
 pub use pool::{Pool, SlotRelease};
 pub use run::{
     is_posix_name, prepare, run, start, validate_env, Prepared, ProcessOutcome, ProcessSpec,

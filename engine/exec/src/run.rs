@@ -15,21 +15,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// Waits until `fd` is readable or `timeout` passes (EINTR just ends the wait early).
-fn wait_readable(fd: &std::os::fd::OwnedFd, timeout: Duration) {
-    use std::os::fd::AsRawFd;
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
-    // SAFETY: one valid pollfd for the duration of the call.
-    unsafe {
-        libc::poll(&mut pfd, 1, ms);
-    }
-}
-
 /// Default wait between SIGTERM and SIGKILL.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(10);
 
@@ -397,14 +382,8 @@ impl Prepared {
             cgroup.as_ref().map(|c| c.dir.clone()),
         ));
         let registration = tree::register(&tree);
-        let root_fd = {
-            // SAFETY: pidfd_open on the child we just spawned; a negative result means unsupported.
-            let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-            // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
-            (fd >= 0).then(|| unsafe {
-                <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32)
-            })
-        };
+        // None on a kernel without pidfds: the wait then ticks.
+        let root_fd = crate::pidfd::pidfd_open(pid).ok();
         Started {
             running: Some(Box::new(Running {
                 spec,
@@ -532,7 +511,7 @@ impl Running {
             // Sleep until the root exits (its pidfd turns readable) or the tick ends, so a short
             // trial is noticed at once instead of at the next 20 ms tick.
             match &root_fd {
-                Some(fd) => wait_readable(fd, tick),
+                Some(fd) => crate::pidfd::wait_readable(fd, tick),
                 None => {
                     cancel.wait_cancelled(tick);
                 }

@@ -19,7 +19,6 @@ use crate::procfs::{self, Snapshot};
 use nix::sys::signal::{self, Signal};
 use nix::unistd::{self, Pid};
 use std::collections::{BTreeMap, HashSet};
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -439,11 +438,8 @@ fn send_signal(pid: i32, start: u64, sig: Signal) -> bool {
     if pid <= 1 || pid == std::process::id() as i32 {
         return false;
     }
-    // SAFETY: plain syscall with integer arguments.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd >= 0 {
-        // SAFETY: the kernel just returned this descriptor to us.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let opened = crate::pidfd::pidfd_open(pid);
+    if let Ok(fd) = &opened {
         if !same_process(pid, start) {
             return false;
         }
@@ -460,7 +456,7 @@ fn send_signal(pid: i32, start: u64, sig: Signal) -> bool {
         };
         return r == 0;
     }
-    if nix::errno::Errno::last() == nix::errno::Errno::ESRCH {
+    if opened.is_err_and(|e| e.raw_os_error() == Some(libc::ESRCH)) {
         return false;
     }
     if !same_process(pid, start) {

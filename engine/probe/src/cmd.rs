@@ -10,7 +10,6 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -18,45 +17,25 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Waits for the child to exit until `deadline`; `None` when it is still running then. A
-/// pidfd wakes the thread the moment the child exits; a sleep-and-poll loop (sleeps doubling
-/// from 0.5 ms to 10 ms) notices an exit up to a sleep late. Where pidfds are missing
-/// (Linux < 5.3) it polls that way.
+/// Waits for the child to exit until `deadline`; `None` when it is still running then. Its
+/// pidfd wakes the thread the moment it exits; a sleep-and-poll loop (sleeps doubling from
+/// 0.5 ms to 10 ms) notices an exit up to a sleep late, and is the way only where pidfds are
+/// missing (Linux < 5.3).
 fn wait_until(child: &mut Child, deadline: Instant) -> std::io::Result<Option<ExitStatus>> {
-    // SAFETY: pidfd_open(2) on our own child, not yet reaped (so its pid is not reused); it
-    // only returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0) };
-    if fd >= 0 {
-        // SAFETY: `fd` was just returned by pidfd_open and nothing else owns it.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
-            let mut p = libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd that lives across the call.
-            let r = unsafe { libc::poll(&mut p, 1, ms) };
-            if r > 0 {
-                return child.wait().map(Some);
-            }
-            if r < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-                break;
-            }
-            if r == 0 && Instant::now() >= deadline {
-                return child.try_wait();
-            }
-        }
-    }
+    let pidfd = aorta_exec::pidfd_open(child.id() as i32).ok();
     let mut poll = Duration::from_micros(500);
     loop {
-        match child.try_wait()? {
-            Some(s) => return Ok(Some(s)),
-            None if Instant::now() >= deadline => return Ok(None),
+        if let Some(s) = child.try_wait()? {
+            return Ok(Some(s));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        match &pidfd {
+            Some(fd) => aorta_exec::wait_readable(fd, left),
             None => {
-                thread::sleep(poll);
+                thread::sleep(poll.min(left));
                 poll = (poll * 2).min(Duration::from_millis(10));
             }
         }
