@@ -33,8 +33,7 @@ mod util;
 
 pub use cache::ProbeCache;
 pub use diff::{
-    diff, diff_env_vars_sides, diff_prepared, Change, Diff, DiffEntry, DiffSection, EnvVarsSide,
-    Prepared,
+    diff, diff_env_vars_sides, Change, Diff, DiffEntry, DiffSection, EnvVarsSide, Prepared,
 };
 pub use envvars::{canonical_names, AORTA_ENV_VARS, NVIDIA_ENV_VARS, TRACKED_PREFIXES};
 pub use field::{lookup, FieldError};
