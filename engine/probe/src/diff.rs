@@ -146,7 +146,7 @@ pub struct EnvVarsSide {
     key: String,
 }
 
-/// [`diff_prepared`] of the snapshot with one cell's vars set against it with another's,
+/// [`diff`] of the snapshot with one cell's vars set against it with another's,
 /// walking only `env_vars`, the one section that can differ. A report diffs every cell against
 /// the baseline this way, each side made once ([`Prepared::env_vars_side`]): cloning and
 /// comparing the whole snapshot per cell cost a 20-cell report.html 4–8 ms on a 2-core VM.
