@@ -129,9 +129,10 @@ impl Prepared {
         let mut fields = self.fields.clone();
         // An empty env_vars object is a leaf of its own; with vars set it is not.
         fields.remove("env_vars");
+        let matcher = rules.matcher();
         for (k, v) in vars {
             let path = format!("env_vars.{k}");
-            if rules.is_keyed(&path) {
+            if matcher.is_keyed(&path) {
                 fields.insert(path, Value::String(v.clone()));
             }
         }
@@ -306,8 +307,9 @@ fn brief(v: &Value) -> Value {
 /// Whether any leaf of `v`, placed at `path`, feeds the key.
 fn keyed_under(path: &str, v: Option<&Value>, rules: &KeyRules) -> bool {
     let Some(v) = v else { return false };
+    let matcher = rules.matcher();
     flatten(v).keys().any(|sub| {
-        rules.is_keyed(&if sub.is_empty() {
+        matcher.is_keyed(&if sub.is_empty() {
             path.to_string()
         } else {
             format!("{path}.{sub}")

@@ -117,17 +117,61 @@ impl KeyRules {
 
     /// Whether the leaf at `path` feeds the key.
     pub fn is_keyed(&self, path: &str) -> bool {
+        self.matcher().is_keyed(path)
+    }
+
+    /// The rules with every pattern split into segments once, for matching many leaves: a
+    /// snapshot's ~300 leaves each meet ~50 patterns (0.6 ms per key, split per match).
+    pub(crate) fn matcher(&self) -> KeyMatcher<'_> {
+        fn split(pats: &[String]) -> Vec<Segments<'_>> {
+            pats.iter().map(|p| p.split('.').collect()).collect()
+        }
+        KeyMatcher {
+            include: split(&self.include),
+            exclude: split(&self.exclude),
+        }
+    }
+}
+
+/// A pattern's dotted segments.
+type Segments<'a> = Vec<&'a str>;
+
+/// The default patterns, split once per process.
+struct Defaults {
+    include: Vec<Segments<'static>>,
+    exclude: Vec<Segments<'static>>,
+    import_only: Vec<Segments<'static>>,
+}
+
+fn defaults() -> &'static Defaults {
+    static DEFAULTS: std::sync::OnceLock<Defaults> = std::sync::OnceLock::new();
+    DEFAULTS.get_or_init(|| {
+        let split = |pats: &[&'static str]| pats.iter().map(|p| p.split('.').collect()).collect();
+        Defaults {
+            include: split(DEFAULT_INCLUDE),
+            exclude: split(DEFAULT_EXCLUDE),
+            import_only: split(&crate::schema::IMPORT_ONLY_FIELDS),
+        }
+    })
+}
+
+/// [`KeyRules`] ready to match ([`KeyRules::matcher`]).
+pub(crate) struct KeyMatcher<'r> {
+    include: Vec<Segments<'r>>,
+    exclude: Vec<Segments<'r>>,
+}
+
+impl KeyMatcher<'_> {
+    /// [`KeyRules::is_keyed`].
+    pub(crate) fn is_keyed(&self, path: &str) -> bool {
         with_segs(path, |segs| {
-            let any = |pats: &[&str]| pats.iter().any(|p| matches(p, segs));
-            let user = |pats: &[String]| pats.iter().any(|p| matches(p, segs));
-            if user(&self.exclude) {
+            let any = |pats: &[Segments<'_>]| pats.iter().any(|p| match_segs(p, segs));
+            if any(&self.exclude) {
                 return false;
             }
+            let d = defaults();
             // Import-only (`--deep`) fields are never keyed by default either.
-            user(&self.include)
-                || (any(DEFAULT_INCLUDE)
-                    && !any(DEFAULT_EXCLUDE)
-                    && !any(&crate::schema::IMPORT_ONLY_FIELDS))
+            any(&self.include) || (any(&d.include) && !any(&d.exclude) && !any(&d.import_only))
         })
     }
 }
@@ -204,21 +248,22 @@ fn reach_segs(pat: &[&str], field: &[&str]) -> bool {
     }
 }
 
-/// `*` within one segment.
+/// `*` within one segment (matched against every leaf: nothing is allocated).
 fn glob(pat: &str, s: &str) -> bool {
-    if !pat.contains('*') {
+    let Some((first, after)) = pat.split_once('*') else {
         return pat == s;
-    }
-    let parts: Vec<&str> = pat.split('*').collect();
-    if parts.len() == 1 {
-        return pat == s;
-    }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !s.starts_with(first) || s.len() < first.len() + last.len() || !s.ends_with(last) {
+    };
+    let (mids, last) = match after.rsplit_once('*') {
+        Some((mids, last)) => (Some(mids), last),
+        None => (None, after),
+    };
+    let Some(rest) = s.strip_prefix(first) else {
         return false;
-    }
-    let mut rest = &s[first.len()..s.len() - last.len()];
-    for mid in &parts[1..parts.len() - 1] {
+    };
+    let Some(mut rest) = rest.strip_suffix(last) else {
+        return false;
+    };
+    for mid in mids.into_iter().flat_map(|m| m.split('*')) {
         match rest.find(mid) {
             Some(i) => rest = &rest[i + mid.len()..],
             None => return false,
@@ -251,9 +296,10 @@ impl Snapshot {
 }
 
 pub(crate) fn key_of_value(value: &Value, rules: &KeyRules) -> EnvKey {
+    let matcher = rules.matcher();
     let fields: BTreeMap<String, Value> = flatten(value)
         .into_iter()
-        .filter(|(p, _)| rules.is_keyed(p))
+        .filter(|(p, _)| matcher.is_keyed(p))
         .collect();
     EnvKey {
         hash: hash_fields(&fields),
@@ -309,6 +355,23 @@ fn walk(v: &Value, prefix: String, out: &mut BTreeMap<String, Value>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The textbook wildcard match, byte by byte: the oracle for [`glob`].
+    fn wildcard(p: &[u8], s: &[u8]) -> bool {
+        match p.split_first() {
+            None => s.is_empty(),
+            Some((b'*', rest)) => (0..=s.len()).any(|i| wildcard(rest, &s[i..])),
+            Some((c, rest)) => s.first() == Some(c) && wildcard(rest, &s[1..]),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn glob_is_the_textbook_wildcard_match(pat in "[ab*]{0,7}", s in "[ab]{0,9}") {
+            prop_assert_eq!(glob(&pat, &s), wildcard(pat.as_bytes(), s.as_bytes()));
+        }
+    }
 
     #[test]
     fn globs_and_subtrees() {
