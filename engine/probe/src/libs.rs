@@ -409,6 +409,10 @@ impl FileHasher {
             }
             tasks.extend(leaves.into_iter().map(|(o, l)| (i, o, l)));
         }
+        if jobs.is_empty() {
+            // All cached (a warm probe): no thread to start.
+            return out;
+        }
         // Largest files first, so the long one does not start last.
         tasks.sort_by_key(|&(i, o, _)| (std::cmp::Reverse(jobs[i].size), i, o));
         let next = std::sync::atomic::AtomicUsize::new(0);
