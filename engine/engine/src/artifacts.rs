@@ -9,6 +9,7 @@ use crate::compile::Compiled;
 use crate::error::{EngineError, Result};
 use crate::outcome::{BuildOutcome, CellOutcome};
 use crate::outputs::{RunIndex, RunPaths};
+use crate::report_html::PendingEnvSection;
 use crate::schedule::{Executed, TrialResult};
 use aorta_graph::{hash_json, Artifact, HashError, Key};
 use aorta_report::{CellStats, Matrix, RunInfo, SummaryOptions};
@@ -187,6 +188,7 @@ fn render(
     run_dir: &std::path::Path,
     matrix: &Matrix,
     trial_keys: &[Vec<(u32, String)>],
+    report_env: &mut PendingEnvSection,
 ) -> Result<Vec<u8>> {
     let bytes = match artifact {
         Artifact::MatrixJson => {
@@ -199,7 +201,8 @@ fn render(
         }
         Artifact::MatrixMd => matrix.to_markdown().into_bytes(),
         Artifact::ReportHtml => {
-            crate::report_html::render(c, run_dir, matrix, trial_keys).into_bytes()
+            let env = std::mem::take(report_env).wait(c);
+            crate::report_html::render(c, run_dir, matrix, trial_keys, env).into_bytes()
         }
         Artifact::ResolvedRecipe => aorta_report::resolved_recipe_yaml(&c.recipe).into_bytes(),
         Artifact::EnvJson(_) => {
@@ -267,6 +270,7 @@ pub(crate) fn finish(
     ex: &Executed,
     index: &mut RunIndex,
     outcome: &mut BuildOutcome,
+    mut report_env: PendingEnvSection,
 ) -> Result<()> {
     let recipe = &c.recipe;
     let mut by_cell: Vec<Vec<&TrialResult>> = vec![Vec::new(); recipe.cells.len()];
@@ -331,7 +335,14 @@ pub(crate) fn finish(
         let key = basis.key(artifact).map_err(hashing)?;
         let facts = (*artifact == Artifact::MatrixJson).then(|| rerun.clone());
         match place(store, &paths.run_dir, index, artifact, &key, facts, || {
-            render(artifact, c, &paths.run_dir, &matrix, &trial_keys)
+            render(
+                artifact,
+                c,
+                &paths.run_dir,
+                &matrix,
+                &trial_keys,
+                &mut report_env,
+            )
         })? {
             Placed::Unchanged => outcome.unchanged += 1,
             Placed::Restored => outcome.restored += 1,

@@ -5,6 +5,7 @@ use crate::bodies::bodies;
 use crate::compile::Compiled;
 use crate::error::{EngineError, Result};
 use crate::outcome::BuildOutcome;
+use crate::report_html::PendingEnvSection;
 use crate::schedule::{Event, Schedule, Source, TrialResult};
 use crate::session::Session;
 use aorta_exec::Slots;
@@ -88,6 +89,14 @@ impl Session {
         if let Some(remote) = &self.remote {
             crate::remote::pull(&store, remote, c.dag.trial_nodes.keys());
         }
+        // report.html's environment half needs no trial: it is made on a thread while they
+        // run, from the first trial's event on (sooner, it slows the first trial's start,
+        // which sets up containment on a 2-core machine's other core).
+        let mut report_env = PendingEnvSection::default();
+        let mut on_trial_event = |e: Event| {
+            report_env.start(c);
+            on_event(e)
+        };
         let t_run = std::time::Instant::now();
         let executed = if self.slurm.executor == aorta_slurm::Executor::Slurm {
             let cell_errors = bodies
@@ -95,7 +104,7 @@ impl Session {
                 .enumerate()
                 .filter_map(|(i, b)| b.as_ref().err().map(|e| (i, e.clone())))
                 .collect();
-            self.run_on_slurm(c, &store, cell_errors, on_event)?
+            self.run_on_slurm(c, &store, cell_errors, &mut on_trial_event)?
         } else {
             let schedule = Schedule {
                 recipe: &c.recipe,
@@ -109,7 +118,7 @@ impl Session {
                 gpus_per_cell: self.gpus_per_cell(&c.recipe),
                 cancel,
             };
-            schedule.run(on_event)
+            schedule.run(&mut on_trial_event)
         };
         crate::timing("schedule (lookups + execution)", t_run);
         // A trial the first pass of this invocation executed counts as executed here too.
@@ -192,7 +201,15 @@ impl Session {
             }
         }
         let t_rep = std::time::Instant::now();
-        crate::artifacts::finish(&store, c, &paths, &executed, &mut index, &mut outcome)?;
+        crate::artifacts::finish(
+            &store,
+            c,
+            &paths,
+            &executed,
+            &mut index,
+            &mut outcome,
+            report_env,
+        )?;
         crate::timing("cells and artifacts", t_rep);
         // Durable directory entries for the store and the run directory, once for the whole build.
         let t_sync = std::time::Instant::now();

@@ -3,9 +3,12 @@
 //! (recipe, cells — hence trial keys and the wrapped command —, environment record).
 
 use crate::compile::Compiled;
+use crate::environment::{key_rules, EnvRecord};
 use aorta_classify::{classify_logs, LogInput, LogKind, Severity};
-use aorta_probe::Snapshot;
+use aorta_probe::{EnvKey, KeyRules, Prepared, Snapshot};
+use aorta_recipe::Recipe;
 use aorta_report::{DetectorLine, EnvDiff, HtmlContext, Matrix};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// A shell word, quoted when it needs to be.
@@ -21,25 +24,97 @@ fn sh(word: &str) -> String {
     }
 }
 
+/// report.html's environment half: the brief and each cell's env diff against the baseline.
+/// It needs only the recipe and the snapshot, not one trial, so a build makes it on a thread
+/// while the trials run ([`PendingEnvSection`]); the build's tail then only renders the page.
+pub(crate) struct EnvSection {
+    summary: String,
+    /// The baseline the diffs are against: the recipe's. A run whose baseline moved (a
+    /// triage baseline that did not run) is diffed again against its own at render time.
+    baseline: String,
+    diffs: Vec<EnvDiff>,
+}
+
+/// An [`EnvSection`] made on its own thread once [`PendingEnvSection::start`]ed.
+#[derive(Default)]
+pub(crate) struct PendingEnvSection {
+    started: bool,
+    thread: Option<std::thread::JoinHandle<EnvSection>>,
+}
+
+impl EnvSection {
+    fn new(recipe: &Recipe, env: &EnvRecord) -> EnvSection {
+        let summary = env.snapshot.summary_with_key(&env_key(env));
+        let baseline = recipe.confound.resolved_baseline.clone();
+        let cells = recipe
+            .cells
+            .iter()
+            .map(|c| (c.name.as_str(), &c.resolved_env));
+        let diffs = cell_env_diffs(cells, &baseline, &machine(env), &key_rules(recipe));
+        EnvSection {
+            summary,
+            baseline,
+            diffs,
+        }
+    }
+}
+
+impl PendingEnvSection {
+    /// Starts making `c`'s section on a thread, the first time it is called.
+    pub(crate) fn start(&mut self, c: &Compiled) {
+        if std::mem::replace(&mut self.started, true) {
+            return;
+        }
+        let (recipe, env) = (c.recipe.clone(), c.env.clone());
+        self.thread = std::thread::Builder::new()
+            .name("aorta-report-env".into())
+            .spawn(move || EnvSection::new(&recipe, &env))
+            .ok();
+    }
+
+    /// The section: the thread's, or made here if none was started or it failed.
+    pub(crate) fn wait(self, c: &Compiled) -> EnvSection {
+        self.thread
+            .and_then(|h| h.join().ok())
+            .unwrap_or_else(|| EnvSection::new(&c.recipe, &c.env))
+    }
+}
+
+/// The key the build's trials were keyed by.
+fn env_key(env: &EnvRecord) -> EnvKey {
+    EnvKey {
+        hash: env.key.clone(),
+        fields: env.keyed_fields.clone(),
+    }
+}
+
+/// The build's snapshot, ready to diff (one per invocation: its environments never differ).
+fn machine(env: &EnvRecord) -> Prepared {
+    Prepared::keyed(&env.snapshot, env_key(env))
+}
+
 pub(crate) fn render(
     c: &Compiled,
     run_dir: &Path,
     matrix: &Matrix,
     trial_keys: &[Vec<(u32, String)>],
+    env: EnvSection,
 ) -> String {
-    let env = c.env.snapshot.summary();
     let lines = detector_lines(run_dir, matrix);
-    // One snapshot per invocation: this build's environments never differ from each other.
-    let key = aorta_probe::EnvKey {
-        hash: c.env.key.clone(),
-        fields: c.env.keyed_fields.clone(),
+    let diffs = if env.baseline == matrix.baseline.name {
+        env.diffs
+    } else {
+        cell_env_diffs(
+            matrix_cells(matrix),
+            &matrix.baseline.name,
+            &machine(&c.env),
+            &key_rules(matrix.recipe),
+        )
     };
-    let machine = aorta_probe::Prepared::keyed(&c.env.snapshot, key);
-    let diffs = env_diffs(matrix, Some(&machine), &[]);
     page(
         matrix,
         c.argv.as_deref(),
-        Some(&env),
+        Some(&env.summary),
         trial_keys,
         &lines,
         &diffs,
@@ -55,40 +130,55 @@ fn env_diff(between: String, d: &aorta_probe::Diff, a: &str, b: &str) -> EnvDiff
     }
 }
 
-/// Where cells or environments differ, `aorta env diff` (the probe's own differ, under the
-/// recipe's `env_key` rules) between them: each cell whose trials got env vars the
-/// baseline's did not, as the snapshot with each cell's vars set; and each recorded
-/// environment snapshot (`environments/<name>/env.json`) that differs from the first.
+/// Each cell with its trials' env vars, as the matrix lists them.
+fn matrix_cells<'m>(
+    matrix: &'m Matrix,
+) -> impl Iterator<Item = (&'m str, &'m BTreeMap<String, String>)> + Clone {
+    matrix
+        .rows
+        .iter()
+        .map(|r| (r.stats.name.as_str(), &r.stats.resolved_env_vars))
+}
+
+/// Where cells differ, `aorta env diff` (the probe's own differ, under the recipe's `env_key`
+/// rules) between them: each cell whose trials got env vars the baseline's did not, as the
+/// snapshot with each cell's vars set. Only `env_vars` differs between cells, so only it is
+/// walked: cheap enough per cell that a thread pool would cost more than it saves.
+fn cell_env_diffs<'a>(
+    cells: impl Iterator<Item = (&'a str, &'a BTreeMap<String, String>)> + Clone,
+    baseline: &str,
+    machine: &Prepared,
+    rules: &KeyRules,
+) -> Vec<EnvDiff> {
+    let Some((_, vars)) = cells.clone().find(|(name, _)| *name == baseline) else {
+        return Vec::new();
+    };
+    let label_a = format!("baseline cell {baseline}");
+    let base_side = machine.env_vars_side(vars, rules);
+    cells
+        .filter(|(name, v)| *name != baseline && *v != vars)
+        .filter_map(|(name, v)| {
+            let side = machine.env_vars_side(v, rules);
+            let d = aorta_probe::diff_env_vars_sides(&base_side, &side, rules);
+            let label_b = format!("cell {name}");
+            (!d.is_empty())
+                .then(|| env_diff(format!("{label_a} → {label_b}"), &d, &label_a, &label_b))
+        })
+        .collect()
+}
+
+/// [`cell_env_diffs`], then each recorded environment snapshot
+/// (`environments/<name>/env.json`) that differs from the first.
 fn env_diffs(
     matrix: &Matrix,
-    machine: Option<&aorta_probe::Prepared>,
+    machine: Option<&Prepared>,
     environments: &[(String, Snapshot)],
 ) -> Vec<EnvDiff> {
-    let rules = crate::environment::key_rules(matrix.recipe);
-    let mut out = Vec::new();
-    if let (Some(machine), Some(base)) = (machine, matrix.baseline_row()) {
-        let vars = &base.stats.resolved_env_vars;
-        // The snapshot as each cell's trials saw it: the machine's, with the cell's vars set.
-        // Only `env_vars` differs between cells, so only it is walked: cheap enough per cell
-        // that a thread pool would cost more than it saves.
-        let (bn, label_a) = (
-            &base.stats.name,
-            format!("baseline cell {}", base.stats.name),
-        );
-        let base_side = machine.env_vars_side(vars, &rules);
-        let cells = matrix
-            .rows
-            .iter()
-            .filter(|r| r.stats.name != *bn && r.stats.resolved_env_vars != *vars)
-            .filter_map(|r| {
-                let side = machine.env_vars_side(&r.stats.resolved_env_vars, &rules);
-                let d = aorta_probe::diff_env_vars_sides(&base_side, &side, &rules);
-                let label_b = format!("cell {}", r.stats.name);
-                (!d.is_empty())
-                    .then(|| env_diff(format!("{label_a} → {label_b}"), &d, &label_a, &label_b))
-            });
-        out.extend(cells);
-    }
+    let rules = key_rules(matrix.recipe);
+    let mut out = match machine {
+        Some(m) => cell_env_diffs(matrix_cells(matrix), &matrix.baseline.name, m, &rules),
+        None => Vec::new(),
+    };
     if let Some(((first, a), rest)) = environments.split_first() {
         for (name, b) in rest {
             let d = aorta_probe::diff(a, b, &rules);
@@ -289,12 +379,12 @@ pub fn render_run_dir(
         })
         .collect();
     environments.sort_by(|a, b| a.0.cmp(&b.0));
-    let env = environments.first().map(|(_, s)| s.summary());
-    let lines = detector_lines(run_dir, &matrix);
-    let rules = crate::environment::key_rules(&recipe);
-    let machine = environments
+    let rules = key_rules(&recipe);
+    let env = environments
         .first()
-        .map(|(_, s)| aorta_probe::Prepared::new(s, &rules));
+        .map(|(_, s)| s.summary_with_key(&s.key(&rules)));
+    let lines = detector_lines(run_dir, &matrix);
+    let machine = environments.first().map(|(_, s)| Prepared::new(s, &rules));
     let diffs = env_diffs(&matrix, machine.as_ref(), &environments);
     let html = page(
         &matrix,

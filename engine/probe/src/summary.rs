@@ -1,7 +1,7 @@
 //! The brief (`aorta env probe --summary`): one fixed-label line per fact, the same labels on
 //! every machine so two briefs line up, `-` for what is unknown, partial reasons at the end.
 
-use crate::key::KeyRules;
+use crate::key::{EnvKey, KeyRules};
 use crate::schema::{Library, Snapshot};
 use std::collections::BTreeMap;
 
@@ -59,8 +59,15 @@ fn libs(m: &BTreeMap<String, Library>, order: &[&str]) -> String {
 }
 
 impl Snapshot {
-    /// The multi-line brief, ending with `[OK]` or `[PARTIAL, n reason(s)]` and the reasons.
+    /// The multi-line brief, ending with `[OK]` or `[PARTIAL, n reason(s)]` and the reasons;
+    /// its `key` line is the key under the default rules.
     pub fn summary(&self) -> String {
+        self.summary_with_key(&self.key(&KeyRules::default()))
+    }
+
+    /// [`Snapshot::summary`] with `key` on its `key` line: the key a build keyed its trials by
+    /// (under the recipe's rules), known already, so not derived again from every field.
+    pub fn summary_with_key(&self, key: &EnvKey) -> String {
         let h = &self.host;
         let g = &self.gpu;
         let t = &self.pytorch;
@@ -288,7 +295,6 @@ impl Snapshot {
             if set.is_empty() { "" } else { ": " },
             set.join(" ")
         ));
-        let key = self.key(&KeyRules::default());
         lines.push(format!("{} ({} fields)", key.short(), key.fields.len()));
         let mut out: String = LABELS
             .iter()
