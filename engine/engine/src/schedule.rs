@@ -131,6 +131,9 @@ struct CellState {
     in_flight: usize,
 }
 
+/// Keys a prefetch thread is worth starting for.
+const PREFETCH_PER_THREAD: usize = 32;
+
 impl Schedule<'_> {
     pub fn run(self, on_event: &mut dyn FnMut(Event)) -> Executed {
         let by_cell: Vec<Vec<&PlannedTrial>> = (0..self.recipe.cells.len())
@@ -335,29 +338,44 @@ impl Schedule<'_> {
     }
 
     /// Looks every key up once, on all cores: a cached rerun of 10,000 trials is mostly
-    /// this. Misses are re-checked under the claim before executing, so racing is harmless.
+    /// this. Keys whose shard is absent are misses without a look (a cold store's build
+    /// starts its first trial at once). Misses are re-checked under the claim before
+    /// executing, so racing is harmless.
     fn prefetch(&self) -> HashMap<Key, Result<Option<Arc<Resolved>>, String>> {
-        let keys: Vec<&Key> = self.dag.trial_nodes.keys().collect();
+        let shards = self.store.ac_shards().ok();
+        let (keys, absent): (Vec<&Key>, Vec<&Key>) = self
+            .dag
+            .trial_nodes
+            .keys()
+            .partition(|k| shards.as_ref().is_none_or(|s| s.contains(k.shard())));
+        let mut found: HashMap<Key, Result<Option<Arc<Resolved>>, String>> =
+            absent.into_iter().map(|k| (k.clone(), Ok(None))).collect();
+        let look = |part: &[&Key]| {
+            part.iter()
+                .map(|&k| (k.clone(), self.lookup(k)))
+                .collect::<Vec<_>>()
+        };
+        // Threads pay off only for many reads (a few store entries take microseconds).
+        if keys.len() < PREFETCH_PER_THREAD {
+            found.extend(look(&keys));
+            return found;
+        }
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .clamp(1, 16);
-        let chunk = keys.len().div_ceil(threads).max(1);
+        let chunk = keys.len().div_ceil(threads).max(PREFETCH_PER_THREAD);
         std::thread::scope(|s| {
             let handles: Vec<_> = keys
                 .chunks(chunk)
-                .map(|part| {
-                    s.spawn(move || {
-                        part.iter()
-                            .map(|&k| (k.clone(), self.lookup(k)))
-                            .collect::<Vec<_>>()
-                    })
-                })
+                .map(|part| s.spawn(move || look(part)))
                 .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().unwrap_or_default())
-                .collect()
-        })
+            found.extend(
+                handles
+                    .into_iter()
+                    .flat_map(|h| h.join().unwrap_or_default()),
+            );
+        });
+        found
     }
 
     /// The store entry for `key` with its record read straight into a [`TrialRecord`] (no JSON

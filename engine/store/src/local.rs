@@ -206,6 +206,27 @@ impl LocalStore {
         }
     }
 
+    /// The action cache's shards that exist now (a key's shard is [`Key::shard`]): a key in
+    /// an absent shard has no entry as of this call. One directory listing, where looking up
+    /// every key of a cold store costs a `stat` each. As with any lookup, an entry may appear
+    /// right after; callers that act on a miss look up again under the key's claim.
+    pub fn ac_shards(&self) -> Result<std::collections::HashSet<String>> {
+        let dir = self.ac_dir();
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Default::default()),
+            Err(e) => return Err(StoreError::io("list", &dir)(e)),
+        };
+        let mut shards = std::collections::HashSet::new();
+        for e in entries {
+            let e = e.map_err(StoreError::io("list", &dir))?;
+            if let Some(name) = e.file_name().to_str() {
+                shards.insert(name.to_string());
+            }
+        }
+        Ok(shards)
+    }
+
     /// Forgets what [`LocalStore::known`] remembers (after anything is deleted).
     pub(crate) fn forget_known(&self) {
         *self.known.lock().unwrap_or_else(|e| e.into_inner()) = Known::default();
