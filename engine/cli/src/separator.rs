@@ -2,18 +2,18 @@
 //! `--`. A bare word in the option zone is almost always a forgotten separator, and letting it
 //! through would silently run a different command.
 
-use crate::args::Cli;
 use aorta_source::{Diag, DiagKind};
-use clap::CommandFactory;
+use std::borrow::Cow;
+use std::ffi::OsString;
 
-/// Checks raw argv before clap sees it.
-pub fn check(raw: &[String]) -> miette::Result<()> {
-    let cli = Cli::command();
-    let mut rest = raw.iter().skip(1).map(String::as_str).peekable();
+/// Checks raw argv (`cli`: the command tree clap then parses it with) before clap sees it.
+pub fn check(raw: &[OsString], cli: &clap::Command) -> miette::Result<()> {
+    let words: Vec<Cow<'_, str>> = raw.iter().map(|w| w.to_string_lossy()).collect();
+    let mut rest = words.iter().skip(1).map(|w| w.as_ref()).peekable();
     // Walk to the subcommand that takes a trailing command.
     let (name, sub) = match rest.next() {
-        Some("probe") => ("aorta probe", cli.find_subcommand("probe").cloned()),
-        Some("agent") => ("aorta agent", cli.find_subcommand("agent").cloned()),
+        Some("probe") => ("aorta probe", cli.find_subcommand("probe")),
+        Some("agent") => ("aorta agent", cli.find_subcommand("agent")),
         Some(s @ ("sweep" | "triage")) if rest.peek() == Some(&"run") => {
             rest.next();
             let label = if s == "sweep" {
@@ -24,8 +24,7 @@ pub fn check(raw: &[String]) -> miette::Result<()> {
             (
                 label,
                 cli.find_subcommand(s)
-                    .and_then(|c| c.find_subcommand("run"))
-                    .cloned(),
+                    .and_then(|c| c.find_subcommand("run")),
             )
         }
         _ => return Ok(()),

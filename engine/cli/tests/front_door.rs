@@ -361,3 +361,60 @@ fn env_key_and_diff_of_snapshots() {
         transcript(&out)
     );
 }
+
+#[test]
+fn an_argument_that_is_not_utf8_is_an_input_error_not_a_panic() {
+    use std::os::unix::ffi::OsStrExt;
+    let bad = std::ffi::OsStr::from_bytes(b"\xff.yaml");
+    let run = |args: &[&std::ffi::OsStr]| {
+        assert_cmd::Command::cargo_bin("aorta")
+            .unwrap()
+            .current_dir(repo_root())
+            .env("NO_COLOR", "1")
+            .env_remove("RUST_BACKTRACE")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    // A path may be any bytes: the recipe is looked for, and is missing.
+    let out = run(&[
+        "sweep".as_ref(),
+        "run".as_ref(),
+        "--recipe".as_ref(),
+        bad,
+        "--".as_ref(),
+        "true".as_ref(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", transcript(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot read"),
+        "{}",
+        transcript(&out)
+    );
+    // A bare word before `--` is still a forgotten separator; a command word must be UTF-8.
+    for args in [
+        vec![
+            "sweep".as_ref(),
+            "run".as_ref(),
+            "--recipe".as_ref(),
+            "r.yaml".as_ref(),
+            bad,
+        ],
+        vec![
+            "sweep".as_ref(),
+            "run".as_ref(),
+            "--recipe".as_ref(),
+            "r.yaml".as_ref(),
+            "--".as_ref(),
+            bad,
+        ],
+    ] {
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{}", transcript(&out));
+        assert!(
+            !String::from_utf8_lossy(&out.stderr).contains("panicked"),
+            "{}",
+            transcript(&out)
+        );
+    }
+}
