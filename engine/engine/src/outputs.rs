@@ -1,7 +1,7 @@
 //! The run directory (AORTA's layouts, §3.3): materialised trial outputs and the report files.
 
 use crate::fsutil::write_atomic;
-use crate::placement::{place_trial, retain, trial_rel};
+use crate::placement::{place_trial, retain, trial_rel, StagedDir};
 use crate::schedule::{TrialDir, TrialResult};
 use aorta_recipe::{safe_slug, Mode, Recipe};
 use aorta_store::LocalStore;
@@ -179,9 +179,9 @@ pub fn materialize(
         if index.holds(&rel, r.key.as_str(), &dest.join("result.json")) {
             continue;
         }
-        let staged = match &r.dir {
+        let mut staged = match &r.dir {
             // Executed in this build: the staging dir already holds exactly these outputs.
-            TrialDir::Staged(d) if d.is_dir() => d.clone(),
+            TrialDir::Staged(d) if d.dir.is_dir() => d.clone(),
             _ => {
                 let staged = paths.staging.join(format!("m-{}-{}", r.cell, r.index));
                 let _ = std::fs::remove_dir_all(&staged);
@@ -211,10 +211,10 @@ pub fn materialize(
                 std::fs::write(staged.join("result.json"), &json).map_err(|e| {
                     PlaceError::Other(format!("cannot write {rel}/result.json: {e}"))
                 })?;
-                staged
+                StagedDir::new(staged)
             }
         };
-        place_trial(&staged, &dest, retain(recipe), &r.record)
+        place_trial(&mut staged, &dest, retain(recipe), &r.record)
             .map_err(|e| PlaceError::Other(format!("cannot place {rel}: {e}")))?;
         index.set(rel, r.key.to_string());
     }

@@ -4,7 +4,7 @@
 
 use crate::fsutil::replace_dir;
 use aorta_recipe::Recipe;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Where trial `index` of `cell` goes, relative to the run directory.
 pub(crate) fn trial_rel(recipe: &Recipe, cell: &str, index: u32) -> String {
@@ -16,23 +16,113 @@ pub(crate) fn retain(recipe: &Recipe) -> Option<&aorta_recipe::Retain> {
     recipe.probe.as_ref().and_then(|p| p.retain.as_ref())
 }
 
-/// Puts a trial directory written in staging at `dest`: `retain` applied first, its outcome
-/// stamped into the directory's result.json (deletions or not, as AORTA does), then one rename
-/// over whatever `dest` held ([`replace_dir`]).
+/// A trial directory written in staging, and whether the recipe's retention was applied to it
+/// already (a placement that failed after trimming it: applied again, it would find nothing
+/// to delete and stamp an outcome that lists no deletions).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StagedDir {
+    pub dir: PathBuf,
+    pub trimmed: bool,
+}
+
+impl StagedDir {
+    pub(crate) fn new(dir: PathBuf) -> Self {
+        StagedDir {
+            dir,
+            trimmed: false,
+        }
+    }
+}
+
+/// Puts a trial directory written in staging at `dest`: `retain` applied first (once), its
+/// outcome stamped into the directory's result.json (deletions or not, as AORTA does), then
+/// one rename over whatever `dest` held ([`replace_dir`]).
 pub(crate) fn place_trial(
-    staged: &Path,
+    staged: &mut StagedDir,
     dest: &Path,
     retain: Option<&aorta_recipe::Retain>,
     record: &aorta_trial::TrialRecord,
 ) -> Result<(), String> {
-    if let Some(retain) = retain {
-        let outcome = crate::retention::apply(staged, retain, record.verdict);
+    if let Some(retain) = retain.filter(|_| !staged.trimmed) {
+        let outcome = crate::retention::apply(&staged.dir, retain, record.verdict);
         let mut record = record.clone();
         record.capture.retention = Some(outcome);
         let json = serde_json::to_vec_pretty(&record)
             .map_err(|e| format!("cannot encode result.json: {e}"))?;
-        std::fs::write(staged.join("result.json"), &json)
+        std::fs::write(staged.dir.join("result.json"), &json)
             .map_err(|e| format!("cannot write result.json: {e}"))?;
+        staged.trimmed = true;
     }
-    replace_dir(staged, dest).map_err(|e| e.to_string())
+    replace_dir(&staged.dir, dest).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aorta_recipe::{Retain, RetainLevel};
+
+    #[test]
+    fn a_trial_placed_again_after_a_failed_rename_keeps_its_retention_outcome() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("staged");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("stdout.log"), "out\n").unwrap();
+        let record = aorta_trial::TrialRecord {
+            schema_version: aorta_trial::TRIAL_RECORD_SCHEMA.into(),
+            key: "k".into(),
+            cell_name: "none-none".into(),
+            trial_index: 0,
+            workload: "_subprocess".into(),
+            argv: None,
+            env_passthrough_mode: None,
+            failure_type: None,
+            error_message: None,
+            verdict: aorta_trial::Verdict::Pass,
+            exit_status: aorta_trial::ExitStatus::Ok,
+            exit_code: 0,
+            timed_out: false,
+            walltime_sec: 0.0,
+            peak_vram_mib: None,
+            failure_detectors_fired: Vec::new(),
+            error_detectors_fired: Vec::new(),
+            warn_detectors_fired: Vec::new(),
+            capture: Default::default(),
+            tier_durations_ms: Default::default(),
+            env: Default::default(),
+            result: Default::default(),
+            outputs: Vec::new(),
+        };
+        std::fs::write(
+            dir.join("result.json"),
+            serde_json::to_vec(&record).unwrap(),
+        )
+        .unwrap();
+        let retain = Retain {
+            on_pass: RetainLevel::None,
+            on_fail: RetainLevel::None,
+            on_error: RetainLevel::None,
+        };
+        // The destination's parent is a file: the rename fails after the trim.
+        std::fs::write(tmp.path().join("blocked"), "").unwrap();
+        let mut staged = StagedDir::new(dir);
+        let failed = place_trial(
+            &mut staged,
+            &tmp.path().join("blocked/trial_0"),
+            Some(&retain),
+            &record,
+        );
+        assert!(failed.is_err());
+        assert!(staged.trimmed);
+        let dest = tmp.path().join("run/trial_0");
+        place_trial(&mut staged, &dest, Some(&retain), &record).unwrap();
+        let placed: aorta_trial::TrialRecord =
+            serde_json::from_slice(&std::fs::read(dest.join("result.json")).unwrap()).unwrap();
+        let outcome = placed.capture.retention.expect("stamped");
+        assert_eq!(
+            outcome.deleted,
+            ["stdout.log"],
+            "the first trim's deletions, not an empty list"
+        );
+        assert!(!dest.join("stdout.log").exists());
+    }
 }

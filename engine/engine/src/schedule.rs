@@ -33,18 +33,18 @@ pub struct TrialResult {
     pub exec_seconds: f64,
     pub record: Arc<TrialRecord>,
     pub source: Source,
-    /// Where this cell's directory for the trial comes from.
-    pub dir: TrialDir,
+    /// Where this cell's directory for the trial comes from (the build's own business).
+    pub(crate) dir: TrialDir,
 }
 
 /// Where a trial's directory in the run directory comes from in this build.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TrialDir {
+pub(crate) enum TrialDir {
     /// Executed here and moved into the run directory as it finished, while later trials ran.
     Placed,
     /// Executed here and still in this staging directory (placing it failed, or the schedule
     /// places nothing): moved into place when the build materialises.
-    Staged(PathBuf),
+    Staged(crate::placement::StagedDir),
     /// Copied out of the store when the build materialises.
     Stored,
 }
@@ -592,10 +592,15 @@ fn finish_running(
                 started.elapsed().as_secs_f64(),
             ) {
                 Ok(m) => {
-                    let staged = dir.keep();
+                    let mut staged = crate::placement::StagedDir::new(dir.keep());
                     let placed = place.is_some_and(|p| {
-                        crate::placement::place_trial(&staged, &p.dest, p.retain.as_ref(), &m.trial)
-                            .is_ok()
+                        crate::placement::place_trial(
+                            &mut staged,
+                            &p.dest,
+                            p.retain.as_ref(),
+                            &m.trial,
+                        )
+                        .is_ok()
                     });
                     let dir = match placed {
                         true => TrialDir::Placed,
