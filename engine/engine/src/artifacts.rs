@@ -14,6 +14,7 @@ use crate::schedule::{Executed, TrialResult};
 use aorta_graph::{hash_json, Artifact, HashError, Key};
 use aorta_report::{CellStats, Matrix, RunInfo, SummaryOptions};
 use aorta_store::{LocalStore, Lookup, Manifest};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// Bump when any renderer's output changes for the same inputs: every cached artifact is
@@ -188,7 +189,7 @@ fn render(
     run_dir: &std::path::Path,
     matrix: &Matrix,
     trial_keys: &[Vec<(u32, String)>],
-    report_env: &mut PendingEnvSection,
+    report_env: &std::sync::Mutex<PendingEnvSection>,
 ) -> Result<Vec<u8>> {
     let bytes = match artifact {
         Artifact::MatrixJson => {
@@ -201,7 +202,9 @@ fn render(
         }
         Artifact::MatrixMd => matrix.to_markdown().into_bytes(),
         Artifact::ReportHtml => {
-            let env = std::mem::take(report_env).wait(c);
+            let pending =
+                std::mem::take(&mut *report_env.lock().unwrap_or_else(|e| e.into_inner()));
+            let env = pending.wait(c);
             crate::report_html::render(c, run_dir, matrix, trial_keys, env).into_bytes()
         }
         Artifact::ResolvedRecipe => aorta_report::resolved_recipe_yaml(&c.recipe).into_bytes(),
@@ -215,17 +218,19 @@ fn render(
     Ok(bytes)
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Placed {
     Unchanged,
     Restored,
     Rendered,
 }
 
-/// Puts one artifact in place: left alone, restored from the store, or rendered and stored.
+/// Puts one artifact in place: left alone, restored from the store, or rendered and stored
+/// (the caller records the last two in the run directory's index).
 fn place(
     store: &LocalStore,
     run_dir: &std::path::Path,
-    index: &mut RunIndex,
+    index: &RunIndex,
     artifact: &Artifact,
     key: &Key,
     rerun: Option<RerunFacts>,
@@ -241,7 +246,6 @@ fn place(
     };
     if let Ok(Lookup::Hit(m)) = store.lookup_as::<ArtifactRecord>(key) {
         if store.materialize(&m, run_dir).is_ok() {
-            index.set(rel, key.to_string());
             return Ok(Placed::Restored);
         }
     }
@@ -258,7 +262,6 @@ fn place(
     m.outputs.insert(rel.clone(), blob);
     store.put_manifest(&m).map_err(|e| io("store", &e))?;
     crate::fsutil::write_atomic(&dest, &bytes).map_err(|e| io("write", &e))?;
-    index.set(rel, key.to_string());
     Ok(Placed::Rendered)
 }
 
@@ -270,7 +273,7 @@ pub(crate) fn finish(
     ex: &Executed,
     index: &mut RunIndex,
     outcome: &mut BuildOutcome,
-    mut report_env: PendingEnvSection,
+    report_env: PendingEnvSection,
 ) -> Result<()> {
     let recipe = &c.recipe;
     let mut by_cell: Vec<Vec<&TrialResult>> = vec![Vec::new(); recipe.cells.len()];
@@ -331,22 +334,37 @@ pub(crate) fn finish(
         incomplete: matrix.incomplete_reason().map(str::to_string),
         cells: outcome.cells.clone(),
     };
-    for artifact in c.dag.artifacts() {
-        let key = basis.key(artifact).map_err(hashing)?;
-        let facts = (*artifact == Artifact::MatrixJson).then(|| rerun.clone());
-        match place(store, &paths.run_dir, index, artifact, &key, facts, || {
-            render(
-                artifact,
-                c,
-                &paths.run_dir,
-                &matrix,
-                &trial_keys,
-                &mut report_env,
-            )
-        })? {
+    // Each artifact on its own rayon task: rendering is most of a build's tail.
+    let report_env = std::sync::Mutex::new(report_env);
+    let keyed = c
+        .dag
+        .artifacts()
+        .map(|a| Ok((a, basis.key(a).map_err(hashing)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let placed = keyed
+        .par_iter()
+        .map(|(artifact, key)| {
+            let facts = (**artifact == Artifact::MatrixJson).then(|| rerun.clone());
+            place(store, &paths.run_dir, index, artifact, key, facts, || {
+                render(
+                    artifact,
+                    c,
+                    &paths.run_dir,
+                    &matrix,
+                    &trial_keys,
+                    &report_env,
+                )
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    for ((artifact, key), how) in keyed.iter().zip(placed) {
+        match how {
             Placed::Unchanged => outcome.unchanged += 1,
             Placed::Restored => outcome.restored += 1,
             Placed::Rendered => outcome.rendered += 1,
+        }
+        if how != Placed::Unchanged {
+            index.set(artifact.path(), key.to_string());
         }
     }
     index
