@@ -18,8 +18,9 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// Bump when any renderer's output changes for the same inputs: every cached artifact is
-/// rendered again (trials are not re-run).
-pub const RENDERER_VERSION: u32 = 3;
+/// rendered again (trials are not re-run). 4: report.html's environment brief names the key
+/// the trials were keyed by (under the recipe's `env_key` rules), not the default-rules key.
+pub const RENDERER_VERSION: u32 = 4;
 
 const CELL_DOMAIN: &[u8] = b"aorta.cell\0";
 const ARTIFACT_DOMAIN: &[u8] = b"aorta.artifact\0";
