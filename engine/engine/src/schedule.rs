@@ -10,6 +10,7 @@ use aorta_graph::{Dag, PlannedTrial};
 use aorta_recipe::Recipe;
 use aorta_store::{Key, LocalStore, Lookup, Manifest};
 use aorta_trial::TrialRecord;
+use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -131,8 +132,8 @@ struct CellState {
     in_flight: usize,
 }
 
-/// Keys a prefetch thread is worth starting for.
-const PREFETCH_PER_THREAD: usize = 32;
+/// Stored entries to read before the prefetch is worth spreading over cores.
+const PREFETCH_PARALLEL: usize = 32;
 
 impl Schedule<'_> {
     pub fn run(self, on_event: &mut dyn FnMut(Event)) -> Executed {
@@ -337,7 +338,7 @@ impl Schedule<'_> {
         }
     }
 
-    /// Looks every key up once, on all cores: a cached rerun of 10,000 trials is mostly
+    /// Looks every key up once, on all cores (rayon): a cached rerun of 10,000 trials is mostly
     /// this. Keys whose shard is absent are misses without a look (a cold store's build
     /// starts its first trial at once). Misses are re-checked under the claim before
     /// executing, so racing is harmless.
@@ -350,31 +351,16 @@ impl Schedule<'_> {
             .partition(|k| shards.as_ref().is_none_or(|s| s.contains(k.shard())));
         let mut found: HashMap<Key, Result<Option<Arc<Resolved>>, String>> =
             absent.into_iter().map(|k| (k.clone(), Ok(None))).collect();
-        let look = |part: &[&Key]| {
-            part.iter()
-                .map(|&k| (k.clone(), self.lookup(k)))
-                .collect::<Vec<_>>()
-        };
         // Threads pay off only for many reads (a few store entries take microseconds).
-        if keys.len() < PREFETCH_PER_THREAD {
-            found.extend(look(&keys));
-            return found;
-        }
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .clamp(1, 16);
-        let chunk = keys.len().div_ceil(threads).max(PREFETCH_PER_THREAD);
-        std::thread::scope(|s| {
-            let handles: Vec<_> = keys
-                .chunks(chunk)
-                .map(|part| s.spawn(move || look(part)))
+        if keys.len() < PREFETCH_PARALLEL {
+            found.extend(keys.iter().map(|&k| (k.clone(), self.lookup(k))));
+        } else {
+            let looked: Vec<_> = keys
+                .par_iter()
+                .map(|&k| (k.clone(), self.lookup(k)))
                 .collect();
-            found.extend(
-                handles
-                    .into_iter()
-                    .flat_map(|h| h.join().unwrap_or_default()),
-            );
-        });
+            found.extend(looked);
+        }
         found
     }
 
