@@ -67,31 +67,16 @@ mod tests {
         let dir = tmp.path().join("staged");
         std::fs::create_dir(&dir).unwrap();
         std::fs::write(dir.join("stdout.log"), "out\n").unwrap();
-        let record = aorta_trial::TrialRecord {
-            schema_version: aorta_trial::TRIAL_RECORD_SCHEMA.into(),
-            key: "k".into(),
-            cell_name: "none-none".into(),
-            trial_index: 0,
-            workload: "_subprocess".into(),
-            argv: None,
-            env_passthrough_mode: None,
-            failure_type: None,
-            error_message: None,
-            verdict: aorta_trial::Verdict::Pass,
-            exit_status: aorta_trial::ExitStatus::Ok,
-            exit_code: 0,
-            timed_out: false,
-            walltime_sec: 0.0,
-            peak_vram_mib: None,
-            failure_detectors_fired: Vec::new(),
-            error_detectors_fired: Vec::new(),
-            warn_detectors_fired: Vec::new(),
-            capture: Default::default(),
-            tier_durations_ms: Default::default(),
-            env: Default::default(),
-            result: Default::default(),
-            outputs: Vec::new(),
-        };
+        let mut record = aorta_trial::TrialRecord::unjudged(
+            "k".into(),
+            "none-none".into(),
+            0,
+            "_subprocess".into(),
+            None,
+            Default::default(),
+        );
+        record.verdict = aorta_trial::Verdict::Pass;
+        record.exit_status = aorta_trial::ExitStatus::Ok;
         std::fs::write(
             dir.join("result.json"),
             serde_json::to_vec(&record).unwrap(),

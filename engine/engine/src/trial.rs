@@ -8,7 +8,6 @@ use aorta_exec::{CancelToken, HangConfig, Lease, ProcessOutcome, ProcessSpec, Sl
 use aorta_recipe::PassthroughMode;
 use aorta_trial::{
     ExitStatus, FailureDetail, Metric, SmallMap, TrialRecord, Verdict, WorkloadResult,
-    TRIAL_RECORD_SCHEMA,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -89,31 +88,14 @@ pub enum TrialRun {
 }
 
 fn base_record(spec: &TrialSpec, workload: &str, argv: Option<Vec<String>>) -> TrialRecord {
-    TrialRecord {
-        schema_version: TRIAL_RECORD_SCHEMA.into(),
-        key: spec.key.to_string(),
-        cell_name: spec.cell.clone(),
-        trial_index: spec.index,
-        workload: workload.into(),
+    TrialRecord::unjudged(
+        spec.key.to_string(),
+        spec.cell.clone(),
+        spec.index,
+        workload.into(),
         argv,
-        env_passthrough_mode: None,
-        failure_type: None,
-        error_message: None,
-        verdict: Verdict::Error,
-        exit_status: ExitStatus::InfrastructureFailed,
-        exit_code: 0,
-        timed_out: false,
-        walltime_sec: 0.0,
-        peak_vram_mib: None,
-        failure_detectors_fired: Vec::new(),
-        error_detectors_fired: Vec::new(),
-        warn_detectors_fired: Vec::new(),
-        capture: Default::default(),
-        tier_durations_ms: Default::default(),
-        env: spec.env.clone().into(),
-        result: WorkloadResult::default(),
-        outputs: Vec::new(),
-    }
+        spec.env.clone().into(),
+    )
 }
 
 /// A trial whose process [`PreparedTrial::start`] started (or that ended before it could start): what

@@ -297,6 +297,43 @@ pub struct TrialRecord {
 }
 
 impl TrialRecord {
+    /// The record of a trial before it is judged: an error with an infrastructure failure
+    /// until whoever runs it fills in the outcome.
+    pub fn unjudged(
+        key: String,
+        cell_name: String,
+        trial_index: u32,
+        workload: String,
+        argv: Option<Vec<String>>,
+        env: SmallMap<String>,
+    ) -> TrialRecord {
+        TrialRecord {
+            schema_version: TRIAL_RECORD_SCHEMA.into(),
+            key,
+            cell_name,
+            trial_index,
+            workload,
+            argv,
+            env_passthrough_mode: None,
+            failure_type: None,
+            error_message: None,
+            verdict: Verdict::Error,
+            exit_status: ExitStatus::InfrastructureFailed,
+            exit_code: 0,
+            timed_out: false,
+            walltime_sec: 0.0,
+            peak_vram_mib: None,
+            failure_detectors_fired: Vec::new(),
+            error_detectors_fired: Vec::new(),
+            warn_detectors_fired: Vec::new(),
+            capture: Default::default(),
+            tier_durations_ms: Default::default(),
+            env,
+            result: WorkloadResult::default(),
+            outputs: Vec::new(),
+        }
+    }
+
     /// AORTA's `trial_verdict` (§3.5) is already resolved into `verdict` by whoever built the
     /// record; this checks the invariant that error statuses are never a pass.
     pub fn is_consistent(&self) -> bool {
