@@ -44,13 +44,15 @@ pub(crate) struct PendingEnvSection {
 
 impl EnvSection {
     fn new(recipe: &Recipe, env: &EnvRecord) -> EnvSection {
-        let summary = env.snapshot.summary_with_key(&env_key(env));
+        let key = env_key(env);
+        let summary = env.snapshot.summary_with_key(&key);
+        let machine = Prepared::keyed(&env.snapshot, key);
         let baseline = recipe.confound.resolved_baseline.clone();
         let cells = recipe
             .cells
             .iter()
             .map(|c| (c.name.as_str(), &c.resolved_env));
-        let diffs = cell_env_diffs(cells, &baseline, &machine(env), &key_rules(recipe));
+        let diffs = cell_env_diffs(cells, &baseline, &machine, &key_rules(recipe));
         EnvSection {
             summary,
             baseline,

@@ -208,8 +208,9 @@ impl LocalStore {
 
     /// The action cache's shards that exist now (a key's shard is [`Key::shard`]): a key in
     /// an absent shard has no entry as of this call. One directory listing, where looking up
-    /// every key of a cold store costs a `stat` each. As with any lookup, an entry may appear
-    /// right after; callers that act on a miss look up again under the key's claim.
+    /// every key of a cold store costs a `stat` each; the shard directories it finds are
+    /// remembered as [`Self::shard_known`] remembers them. As with any lookup, an entry may
+    /// appear right after; callers that act on a miss look up again under the key's claim.
     pub fn ac_shards(&self) -> Result<std::collections::HashSet<String>> {
         let dir = self.ac_dir();
         let entries = match fs::read_dir(&dir) {
@@ -218,12 +219,21 @@ impl LocalStore {
             Err(e) => return Err(StoreError::io("list", &dir)(e)),
         };
         let mut shards = std::collections::HashSet::new();
+        let mut dirs = Vec::new();
         for e in entries {
             let e = e.map_err(StoreError::io("list", &dir))?;
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(e.path());
+            }
             if let Some(name) = e.file_name().to_str() {
                 shards.insert(name.to_string());
             }
         }
+        self.known
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .shards
+            .extend(dirs);
         Ok(shards)
     }
 
