@@ -256,8 +256,24 @@ fn start_child(plan: &Plan<'_>, cgroup: Option<RawFd>) -> Result<i32, Failure> {
         sh_argv: sh_p.as_ptr(),
     };
 
-    // The child runs on this buffer while the parent waits (CLONE_VFORK).
-    let mut stack = vec![0u8; 64 * 1024];
+    CHILD_STACK.with_borrow_mut(|stack| clone_child(plan, cgroup, child, stack))
+}
+
+thread_local! {
+    /// The stack a vfork'd child runs on while this thread waits (CLONE_VFORK), so two children
+    /// never share it. Kept, not made per spawn: a fresh 64 KiB buffer cost a memset, and its
+    /// free made glibc consolidate the heap, on every trial.
+    static CHILD_STACK: std::cell::RefCell<Box<[u8]>> =
+        std::cell::RefCell::new(vec![0u8; 64 * 1024].into_boxed_slice());
+}
+
+/// [`start_child`] on the stack `stack`.
+fn clone_child(
+    plan: &Plan<'_>,
+    cgroup: Option<RawFd>,
+    child: Child<'_>,
+    stack: &mut [u8],
+) -> Result<i32, Failure> {
     // SAFETY: the stack grows down on every Linux architecture Rust supports; 16-byte aligned.
     let top = unsafe { stack.as_mut_ptr().add(stack.len()) };
     let top = (top as usize & !15) as *mut libc::c_void;
@@ -279,8 +295,8 @@ fn start_child(plan: &Plan<'_>, cgroup: Option<RawFd>) -> Result<i32, Failure> {
     };
     let arg = &child as *const ChildWithMask as *mut libc::c_void;
     let pid = match cgroup {
-        // SAFETY: as for clone below; `stack` is this spawn's own and outlives the child's
-        // use of it (CLONE_VFORK).
+        // SAFETY: as for clone below; `stack` is this thread's, which waits while the child
+        // uses it (CLONE_VFORK), and no other child runs on it meanwhile.
         Some(fd) => unsafe { clone3::clone_vfork_into(fd, stack.as_mut_ptr(), top, arg) },
         // SAFETY: `child_main` only reads `child` (alive until clone returns, as CLONE_VFORK
         // suspends us until the child has exec'd or exited) and makes async-signal-safe calls.
@@ -299,7 +315,6 @@ fn start_child(plan: &Plan<'_>, cgroup: Option<RawFd>) -> Result<i32, Failure> {
     unsafe {
         libc::pthread_sigmask(libc::SIG_SETMASK, &child.old_mask, std::ptr::null_mut());
     }
-    drop(stack);
     if pid < 0 {
         return Err(Failure::Clone(clone_error));
     }

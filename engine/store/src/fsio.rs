@@ -161,10 +161,22 @@ pub(crate) fn copy_hashing(
     mut writer: Option<&mut dyn Write>,
 ) -> io::Result<(blake3::Hash, u64)> {
     let mut hasher = blake3::Hasher::new();
-    let mut buf = vec![0u8; CHUNK];
+    // Most files a trial leaves are short: a stack buffer reads them, and the heap's is made
+    // only for a long one (a 64 KiB buffer a file cost a memset, and its free made glibc
+    // consolidate the heap).
+    let mut small = [0u8; 4096];
+    let mut large = Vec::new();
     let mut total = 0u64;
     loop {
-        let n = match reader.read(&mut buf) {
+        let buf: &mut [u8] = if total < small.len() as u64 {
+            &mut small
+        } else {
+            if large.is_empty() {
+                large = vec![0u8; CHUNK];
+            }
+            &mut large
+        };
+        let n = match reader.read(buf) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
