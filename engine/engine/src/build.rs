@@ -66,7 +66,7 @@ impl Session {
         let store = self.writable_store()?;
         let cancel = self.cancel_token()?;
         // Shared lock for the whole build: gc waits until no build holds it.
-        let _build_lock = store
+        let build_lock = store
             .build_lock()
             .map_err(|e| EngineError::infra(format!("cannot lock the store: {e}")))?;
         let output = self
@@ -112,6 +112,7 @@ impl Session {
                 dag: &c.dag,
                 bodies,
                 store: store.clone(),
+                build_lock: build_lock.clone(),
                 staging: paths.staging.clone(),
                 run_dir: Some(paths.run_dir.clone()),
                 slots: self.slots(None),
@@ -181,7 +182,7 @@ impl Session {
                         .invalidate(key)
                         .map_err(|e| EngineError::infra(e.to_string()))?;
                 }
-                drop(_build_lock);
+                drop(build_lock);
                 let first: HashSet<Key> = executed
                     .results
                     .iter()

@@ -43,6 +43,19 @@ pub fn replace_dir(staged: &Path, dest: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Makes `dir` empty and new: one `mkdir` when it is absent, as it is unless an earlier
+/// aorta of this pid left it behind.
+pub fn fresh_dir(dir: &Path) -> std::io::Result<()> {
+    match std::fs::create_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::remove_dir_all(dir)?;
+            std::fs::create_dir(dir)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir_all(dir),
+        done => done,
+    }
+}
+
 /// Every regular file under `dir`, as sorted relative paths with `/` separators.
 pub fn list_files(dir: &Path) -> std::io::Result<Vec<String>> {
     let mut out = Vec::new();
@@ -72,8 +85,25 @@ pub fn list_files(dir: &Path) -> std::io::Result<Vec<String>> {
 
 #[cfg(test)]
 mod tests {
-    use super::replace_dir;
+    use super::{fresh_dir, replace_dir};
     use std::fs;
+
+    /// A staging directory left behind (by an earlier aorta that had this pid) is emptied, and
+    /// a missing staging root is made.
+    #[test]
+    fn a_fresh_staging_dir_is_empty_whatever_was_there() {
+        let tmp = tempfile::tempdir().unwrap();
+        let left = tmp.path().join("left");
+        fs::create_dir_all(left.join("sub")).unwrap();
+        fs::write(left.join("stdout.log"), "old").unwrap();
+        fresh_dir(&left).unwrap();
+        assert_eq!(fs::read_dir(&left).unwrap().count(), 0);
+        let deep = tmp.path().join("no").join("such").join("root");
+        fresh_dir(&deep).unwrap();
+        assert!(deep.is_dir());
+        fresh_dir(&deep).unwrap();
+        assert!(deep.is_dir());
+    }
 
     fn staged_with(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
         let staged = dir.join(".staging").join("t");

@@ -43,7 +43,7 @@ impl Session {
         let bodies = crate::bodies::bodies(self, c)?;
         let store = self.writable_store()?;
         let cancel = self.cancel_token()?;
-        let _build_lock = store
+        let build_lock = store
             .build_lock()
             .map_err(|e| EngineError::infra(format!("cannot lock the store: {e}")))?;
         if let Some(remote) = &self.remote {
@@ -59,6 +59,7 @@ impl Session {
             dag: &dag,
             bodies,
             store: store.clone(),
+            build_lock: build_lock.clone(),
             staging: staging.clone(),
             run_dir: None,
             slots: self.slots(Some(1)),

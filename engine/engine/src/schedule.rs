@@ -96,6 +96,8 @@ pub struct Schedule<'a> {
     /// Body settings per cell (`None`: the cell cannot run, e.g. unknown workload; its error).
     pub bodies: Vec<Result<MakeSpec, String>>,
     pub store: Arc<LocalStore>,
+    /// The build's shared lock on `store`, which every claim shares instead of taking its own.
+    pub build_lock: aorta_store::BuildLock,
     pub staging: PathBuf,
     /// Where executed trials are placed as they finish (`placement::place_trial`); `None`
     /// leaves them in staging (`aorta trial exec` places its one trial itself).
@@ -238,6 +240,7 @@ impl Schedule<'_> {
                                 _ => SlotRequest::cpu(),
                             };
                             let stage_store = Arc::clone(&store);
+                            let build_lock = self.build_lock.clone();
                             let start_cancel = cancel.clone();
                             let place = self.run_dir.as_ref().map(|run_dir| Place {
                                 dest: run_dir.join(crate::placement::trial_rel(
@@ -250,7 +253,7 @@ impl Schedule<'_> {
                             let submitted = pool.submit_staged(
                                 (c, p.index),
                                 request,
-                                move || stage_one(&stage_store, &staging, spec),
+                                move || stage_one(&stage_store, &build_lock, &staging, spec),
                                 move |staged, lease| start_staged(staged, lease, &start_cancel),
                                 move |running, mut release| {
                                     finish_running(&store, running, &mut release, &cancel, place)
@@ -484,9 +487,15 @@ impl Drop for StagingDir {
 /// Claims the key (waiting for another aorta running it), re-checks the store (another
 /// process may have finished the trial meanwhile: `Err` is then the result), makes the
 /// staging directory and prepares the process in it.
-fn stage_one(store: &LocalStore, staging: &Path, spec: TrialSpec) -> Result<Staged, JobOut> {
+fn stage_one(
+    store: &LocalStore,
+    build_lock: &aorta_store::BuildLock,
+    staging: &Path,
+    spec: TrialSpec,
+) -> Result<Staged, JobOut> {
     let key = &spec.key;
-    let claim = match store.claim_reporting(key, std::time::Duration::from_secs(5), |w, _| {
+    let every = std::time::Duration::from_secs(5);
+    let claim = match store.claim_reporting_under(build_lock, key, every, |w, _| {
         eprintln!("aorta: {}", w.message(key))
     }) {
         Ok(c) => c,
@@ -496,8 +505,7 @@ fn stage_one(store: &LocalStore, staging: &Path, spec: TrialSpec) -> Result<Stag
         return Err(JobOut::Done(Box::new(m), Source::Reused, TrialDir::Stored));
     }
     let dir = staging.join(format!("{}-{}", &key.as_str()[..16], std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    if let Err(e) = std::fs::create_dir_all(&dir) {
+    if let Err(e) = crate::fsutil::fresh_dir(&dir) {
         return Err(JobOut::Failed(format!(
             "cannot create {}: {e}",
             dir.display()
@@ -571,7 +579,6 @@ fn finish_running(
                 changed.display()
             )),
             None => match commit(
-                store,
                 claim,
                 dir.path(),
                 &mut record,
@@ -622,8 +629,7 @@ fn interrupted(record: &TrialRecord, cancel: &CancelToken) -> bool {
 }
 
 pub(crate) fn commit(
-    store: &LocalStore,
-    claim: aorta_store::Claim<'_>,
+    mut claim: aorta_store::Claim<'_>,
     dir: &Path,
     record: &mut TrialRecord,
     secs: f64,
@@ -643,7 +649,7 @@ pub(crate) fn commit(
     // result.json is the record itself, which the entry holds already: materialising writes it
     // from there, so it costs no blob.
     for f in files.iter().filter(|f| *f != "result.json") {
-        let blob = store
+        let blob = claim
             .put_blob_file(&dir.join(f))
             .map_err(|e| format!("cannot store {f}: {e}"))?;
         m.outputs.insert(f.clone(), blob);

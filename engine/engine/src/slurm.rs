@@ -690,8 +690,7 @@ impl Run<'_> {
         };
         let mut record =
             crate::trial::killed_by_scheduler(&spec, &dir, kill, walltime, log.as_deref(), state);
-        let m =
-            crate::schedule::commit(self.store, claim, &dir, &mut record, walltime.as_secs_f64());
+        let m = crate::schedule::commit(claim, &dir, &mut record, walltime.as_secs_f64());
         let _ = std::fs::remove_dir_all(&dir);
         m
     }

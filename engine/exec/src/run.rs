@@ -718,15 +718,18 @@ fn open_logs(stdout: &Path, stderr: &Path) -> Result<(File, File), SpawnError> {
             path: path.to_path_buf(),
             source,
         };
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            fs::create_dir_all(parent).map_err(wrap)?;
+        let mut options = OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        // The directory is there for a trial (its staging directory): made only when missing.
+        match options.open(path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    fs::create_dir_all(parent).map_err(wrap)?;
+                }
+                options.open(path).map_err(wrap)
+            }
+            opened => opened.map_err(wrap),
         }
-        OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .map_err(wrap)
     };
     let out = open(stdout)?;
     let err = if stdout == stderr {

@@ -300,13 +300,20 @@ impl LocalStore {
     /// Stores a file. Hashes it first so an already-present blob costs one read and no write;
     /// otherwise copies it while re-hashing and fails if the file changed in between.
     pub fn put_blob_file(&self, src: &Path) -> Result<BlobRef> {
+        self.put_blob_file_unless(src, &[])
+    }
+
+    /// [`Self::put_blob_file`], taking the blobs in `present` as there without a look: blobs
+    /// this caller put while holding the store lock it still holds ([`crate::Claim`]).
+    pub(crate) fn put_blob_file_unless(&self, src: &Path, present: &[BlobRef]) -> Result<BlobRef> {
         let mut f = File::open(src).map_err(StoreError::io("open", src))?;
         let (hash, size) = copy_hashing(&mut f, None).map_err(StoreError::io("read", src))?;
         let blob = BlobRef {
             digest: Digest::from_hash(hash),
             size,
         };
-        if regular_file_len(&self.blob_path(&blob.digest)) == Some(size) {
+        if present.contains(&blob) || regular_file_len(&self.blob_path(&blob.digest)) == Some(size)
+        {
             return Ok(blob);
         }
         f.rewind().map_err(StoreError::io("seek", src))?;
@@ -544,14 +551,22 @@ impl LocalStore {
 
     /// Validates `m`, checks its blobs are present, and writes the entry atomically. The caller
     /// holds the shared store lock (a [`Claim`](crate::Claim) or [`BuildLock`](crate::BuildLock)),
-    /// so gc cannot delete those blobs between the check and the rename.
-    pub(crate) fn write_manifest_locked<T: serde::Serialize>(&self, m: &Manifest<T>) -> Result<()> {
+    /// so gc cannot delete those blobs between the check and the rename; blobs in `put` the
+    /// caller stored under that same lock, so they are not looked at again.
+    pub(crate) fn write_manifest_locked<T: serde::Serialize>(
+        &self,
+        m: &Manifest<T>,
+        put: &[BlobRef],
+    ) -> Result<()> {
         let invalid = |reason: String| StoreError::InvalidManifest {
             key: m.key.to_string(),
             reason,
         };
         m.validate().map_err(invalid)?;
         for blob in m.outputs.values() {
+            if put.contains(blob) {
+                continue;
+            }
             if regular_file_len(&self.blob_path(&blob.digest)) != Some(blob.size) {
                 return Err(StoreError::MissingBlob {
                     digest: blob.digest.clone(),
@@ -572,7 +587,7 @@ impl LocalStore {
     /// Writes an AC entry (taking the shared store lock for the duration).
     pub fn put_manifest<T: serde::Serialize>(&self, m: &Manifest<T>) -> Result<()> {
         let _build = self.build_lock()?;
-        self.write_manifest_locked(m)
+        self.write_manifest_locked(m, &[])
     }
 
     /// Removes the AC entry for `key` (forcing a re-run). Returns whether there was one.

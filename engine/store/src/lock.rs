@@ -19,17 +19,20 @@
 use crate::digest::Key;
 use crate::error::{Result, StoreError};
 use crate::local::LocalStore;
-use crate::manifest::Manifest;
+use crate::manifest::{BlobRef, Manifest};
 use crate::Lookup;
 use fs4::TryLockError;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::Path;
 
-/// Holding this (a shared lock on the store) keeps gc out. Dropping it releases the lock.
-#[derive(Debug)]
+/// Holding this (a shared lock on the store) keeps gc out. A clone shares the one lock, which
+/// is released when the last clone is dropped: a build's claims share the build's lock
+/// ([`LocalStore::claim_reporting_under`]) instead of each taking it again.
+#[derive(Debug, Clone)]
 pub struct BuildLock {
-    _file: File,
+    _file: std::sync::Arc<File>,
+    root: std::path::PathBuf,
 }
 
 /// The exclusive store lock gc and repair run under.
@@ -50,6 +53,9 @@ pub struct Claim<'s> {
     key: Key,
     _key_lock: File,
     _build: BuildLock,
+    /// Blobs stored through this claim ([`Claim::put_blob_file`]): there since, as the claim
+    /// has held the store lock throughout, so neither a second put nor the commit looks again.
+    put: Vec<BlobRef>,
 }
 
 /// Why [`LocalStore::claim_reporting`] is waiting.
@@ -86,6 +92,7 @@ impl<'s> Claim<'s> {
             key: self.key,
             key_lock: self._key_lock,
             build: self._build,
+            put: self.put,
         }
     }
 
@@ -100,6 +107,15 @@ impl<'s> Claim<'s> {
         self.store.lookup_claimed(&self.key)
     }
 
+    /// [`LocalStore::put_blob_file`] for an output of this claim's trial.
+    pub fn put_blob_file(&mut self, src: &Path) -> Result<BlobRef> {
+        let blob = self.store.put_blob_file_unless(src, &self.put)?;
+        if !self.put.contains(&blob) {
+            self.put.push(blob.clone());
+        }
+        Ok(blob)
+    }
+
     /// Writes the manifest atomically (verifying its blobs exist) and releases the claim.
     pub fn commit<T: serde::Serialize>(self, manifest: &Manifest<T>) -> Result<()> {
         if manifest.key != self.key {
@@ -108,7 +124,7 @@ impl<'s> Claim<'s> {
                 reason: format!("committed under a claim for a different key {}", self.key),
             });
         }
-        self.store.write_manifest_locked(manifest)
+        self.store.write_manifest_locked(manifest, &self.put)
     }
 }
 
@@ -119,6 +135,7 @@ pub struct DetachedClaim {
     key: Key,
     key_lock: File,
     build: BuildLock,
+    put: Vec<BlobRef>,
 }
 
 impl DetachedClaim {
@@ -134,6 +151,7 @@ impl DetachedClaim {
             key: self.key,
             _key_lock: self.key_lock,
             _build: self.build,
+            put: self.put,
         })
     }
 }
@@ -241,14 +259,21 @@ impl LocalStore {
     /// Takes the shared build lock, waiting while a gc runs.
     pub fn build_lock(&self) -> Result<BuildLock> {
         let file = self.store_lock(Mode::Shared, true)?.expect("blocking lock");
-        Ok(BuildLock { _file: file })
+        Ok(self.build_lock_of(file))
+    }
+
+    fn build_lock_of(&self, file: File) -> BuildLock {
+        BuildLock {
+            _file: std::sync::Arc::new(file),
+            root: self.root().to_path_buf(),
+        }
     }
 
     /// Takes the shared build lock if no gc is running.
     pub fn try_build_lock(&self) -> Result<Option<BuildLock>> {
         Ok(self
             .store_lock(Mode::Shared, false)?
-            .map(|file| BuildLock { _file: file }))
+            .map(|file| self.build_lock_of(file)))
     }
 
     pub(crate) fn exclusive_lock(&self, block: bool) -> Result<Option<ExclusiveLock>> {
@@ -257,9 +282,20 @@ impl LocalStore {
             .map(|file| ExclusiveLock { _file: file }))
     }
 
-    pub(crate) fn attempt_claim(&self, key: &Key, block: bool) -> Result<Attempt<Claim<'_>>> {
-        let Some(build) = self.store_lock(Mode::Shared, block)? else {
-            return Ok(Attempt::StoreBusy);
+    /// Takes the shared store lock (or shares `held`, a build lock of this store), then the
+    /// key's.
+    pub(crate) fn attempt_claim(
+        &self,
+        key: &Key,
+        block: bool,
+        held: Option<&BuildLock>,
+    ) -> Result<Attempt<Claim<'_>>> {
+        let build = match held.filter(|b| b.root == self.root()) {
+            Some(b) => b.clone(),
+            None => match self.store_lock(Mode::Shared, block)? {
+                Some(file) => self.build_lock_of(file),
+                None => return Ok(Attempt::StoreBusy),
+            },
         };
         let Some(file) = self.lock_key(key, block)? else {
             return Ok(Attempt::KeyHeld);
@@ -268,7 +304,8 @@ impl LocalStore {
             store: self,
             key: key.clone(),
             _key_lock: file,
-            _build: BuildLock { _file: build },
+            _build: build,
+            put: Vec::new(),
         }))
     }
 
@@ -292,7 +329,7 @@ impl LocalStore {
 
     /// Claims `key`, blocking while another process holds it (or a gc runs).
     pub fn claim(&self, key: &Key) -> Result<Claim<'_>> {
-        match self.attempt_claim(key, true)? {
+        match self.attempt_claim(key, true, None)? {
             Attempt::Got(c) => Ok(c),
             Attempt::KeyHeld | Attempt::StoreBusy => unreachable!("blocking lock returned early"),
         }
@@ -301,7 +338,7 @@ impl LocalStore {
     /// Claims `key` if it is free: `Ok(None)` when another process holds it, a
     /// [`StoreError::Busy`] when a gc holds the whole store.
     pub fn try_claim(&self, key: &Key) -> Result<Option<Claim<'_>>> {
-        match self.attempt_claim(key, false)? {
+        match self.attempt_claim(key, false, None)? {
             Attempt::Got(c) => Ok(Some(c)),
             Attempt::KeyHeld => Ok(None),
             Attempt::StoreBusy => Err(StoreError::Busy {
@@ -318,12 +355,35 @@ impl LocalStore {
         &self,
         key: &Key,
         report_every: std::time::Duration,
+        on_wait: impl FnMut(Waiting, std::time::Duration),
+    ) -> Result<Claim<'_>> {
+        self.claim_polling(None, key, report_every, on_wait)
+    }
+
+    /// [`Self::claim_reporting`] for a caller that holds `build`, a build lock of this store:
+    /// the claim shares it instead of taking the store lock again (an `open`, a `flock` and a
+    /// `close` a trial). A lock of another store is not shared: the claim then takes its own.
+    pub fn claim_reporting_under(
+        &self,
+        build: &BuildLock,
+        key: &Key,
+        report_every: std::time::Duration,
+        on_wait: impl FnMut(Waiting, std::time::Duration),
+    ) -> Result<Claim<'_>> {
+        self.claim_polling(Some(build), key, report_every, on_wait)
+    }
+
+    fn claim_polling(
+        &self,
+        held: Option<&BuildLock>,
+        key: &Key,
+        report_every: std::time::Duration,
         mut on_wait: impl FnMut(Waiting, std::time::Duration),
     ) -> Result<Claim<'_>> {
         let start = std::time::Instant::now();
         let mut last_report: Option<std::time::Instant> = None;
         loop {
-            let why = match self.attempt_claim(key, false)? {
+            let why = match self.attempt_claim(key, false, held)? {
                 Attempt::Got(c) => return Ok(c),
                 Attempt::KeyHeld => Waiting::Trial,
                 Attempt::StoreBusy => Waiting::StoreMaintenance,

@@ -492,6 +492,81 @@ fn claims_exclude_each_other_and_report_waiting() {
     assert!(notes[0].contains("waiting for another aorta process running trial"));
 }
 
+/// A claim taken under a build's lock shares that lock: gc stays out while the claim lives,
+/// even once the build has dropped its own handle of it, and gets in after both are gone. A
+/// build lock of another store is not shared: the claim takes this store's lock itself.
+#[test]
+fn a_claim_under_a_build_lock_keeps_gc_out_until_both_are_dropped() {
+    let (_d, store) = open();
+    let build = store.build_lock().unwrap();
+    let k = key("under");
+    let claim = store
+        .claim_reporting_under(&build, &k, Duration::from_secs(60), |_, _| {
+            panic!("nothing holds the key")
+        })
+        .unwrap();
+    assert!(store.try_claim(&k).unwrap().is_none(), "the key is held");
+    drop(build);
+    let err = store.gc(&GcPolicy::default()).unwrap_err();
+    assert!(matches!(err, StoreError::Busy { .. }), "{err}");
+    let m = manifest(&store, "under", &[("stdout.log", b"done")]);
+    claim.commit(&m).unwrap();
+    store.gc(&GcPolicy::default()).unwrap();
+    assert!(store.get_manifest(&k).unwrap().is_hit());
+
+    let (_d2, other) = open();
+    let foreign = other.build_lock().unwrap();
+    let claim = store
+        .claim_reporting_under(&foreign, &key("own"), Duration::from_secs(60), |_, _| {
+            panic!("nothing holds the key")
+        })
+        .unwrap();
+    drop(foreign);
+    let err = store.gc(&GcPolicy::default()).unwrap_err();
+    assert!(
+        matches!(err, StoreError::Busy { .. }),
+        "the claim holds this store's lock: {err}"
+    );
+    assert!(
+        other.gc(&GcPolicy::default()).is_ok(),
+        "the other store is free"
+    );
+    drop(claim);
+}
+
+/// Outputs stored through a claim commit with it; a second output of the same content is the
+/// same blob. A blob the claim did not store is still checked: a missing one fails the commit.
+#[test]
+fn outputs_put_through_a_claim_commit_and_others_are_still_checked() {
+    let (d, store) = open();
+    let out = d.path().join("out");
+    fs::create_dir_all(&out).unwrap();
+    fs::write(out.join("stdout.log"), b"").unwrap();
+    fs::write(out.join("stderr.log"), b"").unwrap();
+    let mut claim = store.claim(&key("outs")).unwrap();
+    let a = claim.put_blob_file(&out.join("stdout.log")).unwrap();
+    let b = claim.put_blob_file(&out.join("stderr.log")).unwrap();
+    assert_eq!(a, b);
+    assert!(store.has_blob(&a.digest).unwrap());
+    let mut m = manifest(&store, "outs", &[]);
+    m.outputs.insert("stdout.log".into(), a.clone());
+    m.outputs.insert("stderr.log".into(), b);
+    claim.commit(&m).unwrap();
+    assert!(store.get_manifest(&key("outs")).unwrap().is_hit());
+
+    let mut claim = store.claim(&key("missing")).unwrap();
+    let c = claim.put_blob_file(&out.join("stdout.log")).unwrap();
+    let mut m = manifest(&store, "missing", &[]);
+    m.outputs.insert("stdout.log".into(), c);
+    let absent = aorta_store::BlobRef {
+        digest: aorta_store::Digest::of_bytes(b"never stored"),
+        size: 12,
+    };
+    m.outputs.insert("stderr.log".into(), absent);
+    let err = claim.commit(&m).unwrap_err();
+    assert!(matches!(err, StoreError::MissingBlob { .. }), "{err}");
+}
+
 #[test]
 fn claim_commit_checks_key() {
     let (_d, store) = open();
