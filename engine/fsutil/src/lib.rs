@@ -35,12 +35,19 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    fs::create_dir_all(dir)?;
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut tmp = TempFile::new_in(dir, &format!(".{name}."))?;
+    let prefix = format!(".{name}.");
+    // The directory is usually there: made only when the temp file cannot be created without.
+    let mut tmp = match TempFile::new_in(dir, &prefix) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::create_dir_all(dir)?;
+            TempFile::new_in(dir, &prefix)?
+        }
+        made => made?,
+    };
     tmp.file().write_all(bytes)?;
     tmp.persist(path)
 }
