@@ -80,6 +80,9 @@ pub(crate) fn wheel_lib_dirs(site_dirs: &[PathBuf]) -> Vec<PathBuf> {
 pub(crate) struct Search<'a> {
     /// The interpreter's `sys.path` directories (site-packages among them).
     pub site_dirs: &'a [PathBuf],
+    /// The distributions in `site_dirs` when the python step has read them already (every
+    /// `nvidia-*` one among them), so they are not scanned for again.
+    pub dists: Option<&'a [crate::installed::Dist]>,
     pub ld_library_path: Vec<PathBuf>,
     pub ldconfig: &'a [PathBuf],
     pub toolkit: Option<&'a Path>,
@@ -101,7 +104,10 @@ pub(crate) fn libraries(s: &Search) -> (BTreeMap<String, Library>, Vec<PathBuf>)
         ),
     ];
     let hints = VersionHints {
-        dists: libs::dist_infos(s.site_dirs),
+        dists: match s.dists {
+            Some(known) => libs::nvidia_dists(known.iter().cloned()),
+            None => libs::dist_infos(s.site_dirs),
+        },
     };
     let mut include = Vec::new();
     if let Some(tk) = s.toolkit {

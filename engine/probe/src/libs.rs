@@ -277,8 +277,18 @@ fn version_of(
 /// Every `nvidia-*` distribution in the given directories (all copies, in order): (normalised
 /// name, version, directory), for [`version_of`]'s `dist-info:` source.
 pub(crate) fn dist_infos(site_dirs: &[PathBuf]) -> Vec<(String, String, PathBuf)> {
-    crate::installed::scan(site_dirs, &|n: &str| n.starts_with("nvidia-"))
+    nvidia_dists(crate::installed::scan(site_dirs, &|n: &str| {
+        n.starts_with("nvidia-")
+    }))
+}
+
+/// [`dist_infos`]' answer from distributions scanned already (with a wider filter).
+pub(crate) fn nvidia_dists(
+    dists: impl IntoIterator<Item = crate::installed::Dist>,
+) -> Vec<(String, String, PathBuf)> {
+    dists
         .into_iter()
+        .filter(|d| d.name.starts_with("nvidia-"))
         .map(|d| (d.name, d.version, d.site))
         .collect()
 }

@@ -180,6 +180,7 @@ pub(crate) fn collect(
             let guessed = python::guess_site_packages(i);
             let search = cuda::Search {
                 site_dirs: &guessed,
+                dists: None,
                 ld_library_path: Vec::new(),
                 ldconfig: &[],
                 toolkit: None,
@@ -295,6 +296,8 @@ pub(crate) fn collect(
         .unwrap_or_default();
     let search = cuda::Search {
         site_dirs: &site_dirs,
+        // `files` holds what the python step scanned in the report's directories, site_dirs.
+        dists: report.as_ref().map(|_| files.dists.as_slice()),
         ld_library_path: ld_path,
         ldconfig: &g.ldconfig,
         toolkit: toolkit.as_deref(),
