@@ -474,6 +474,47 @@ fn unknown_workload_is_a_cell_error_not_a_crash() {
     );
 }
 
+/// report.html's environment half is made while trials run, against the recipe's baseline.
+/// When the automatic baseline did not run (its workload's setup failed) the run moves to
+/// another cell; the page then diffs against that one, as `aorta report` does from the run
+/// directory.
+#[test]
+fn report_html_diffs_against_the_baseline_the_run_moved_to() {
+    let recipe = "schema_version: 1\nticket: MOVED\nworkload: pyecho\ntrials: 1\nsteps: 1\ncells:\n  - {name: baseline-broken, mitigations: [none], environment: local, workload_config: {setup_fails: true}}\n  - {name: plain, mitigations: [none], environment: local}\n  - {name: fixed, mitigations: [none], environment: local, extra_env: {PYECHO_FIX: \"1\"}}\n";
+    let ws = Ws::new(recipe);
+    let out = ws
+        .cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out"])
+        .env("AORTA_WORKLOAD_PATH", pyecho_dir())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::transcript(&out));
+    let runs: Vec<_> = std::fs::read_dir(ws.path().join("out/MOVED/pyecho"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let [run] = runs.as_slice() else {
+        panic!("one run directory: {runs:?}")
+    };
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("matrix.json")).unwrap()).unwrap();
+    assert_eq!(m["baseline_cell"], "plain", "{m}");
+    let built = std::fs::read_to_string(run.join("report.html")).unwrap();
+    assert!(
+        built.contains("baseline cell plain → cell fixed: 1 difference(s)"),
+        "{built}"
+    );
+    assert!(!built.contains("baseline cell baseline-broken"), "{built}");
+
+    let again = ws.cmd(&["report", run.to_str().unwrap()]).output().unwrap();
+    assert!(again.status.success(), "{}", common::transcript(&again));
+    let rendered = std::fs::read_to_string(run.join("report.html")).unwrap();
+    let no_time = |s: &str| {
+        let i = s.find("<td>Rendered</td><td>").unwrap() + 21;
+        format!("{}{}", &s[..i], &s[i + 19..])
+    };
+    assert_eq!(no_time(&built), no_time(&rendered));
+}
+
 /// An executed trial's directory is in the run directory as soon as the trial is done, not
 /// only when the build ends: the last trial (after a pause) lists the ones before it.
 #[test]
