@@ -42,6 +42,25 @@ impl Ws {
         )
         .unwrap()
     }
+    /// Runs the workload recipe over the pyecho fixture; its one run directory under
+    /// `out/<ticket>/pyecho/`.
+    fn run_pyecho(&self, ticket: &str) -> PathBuf {
+        let out = self
+            .cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out"])
+            .env("AORTA_WORKLOAD_PATH", pyecho_dir())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", common::transcript(&out));
+        let runs: Vec<PathBuf> =
+            std::fs::read_dir(self.path().join("out").join(ticket).join("pyecho"))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+        let [run] = runs.as_slice() else {
+            panic!("one run directory: {runs:?}")
+        };
+        run.clone()
+    }
 }
 
 /// (executed, reused) from the summary line.
@@ -438,17 +457,7 @@ fn a_python_plugin_speaks_the_workload_protocol() {
 fn workload_recipes_run_through_the_protocol() {
     let recipe = "schema_version: 1\nticket: T\nworkload: pyecho\ntrials: 2\nsteps: 4\nworkload_config: {fail_without_fix: true, step_ms: 2}\ncells:\n  - {name: baseline, mitigations: [none], environment: local}\n  - {name: fixed, mitigations: [none], environment: local, extra_env: {PYECHO_FIX: '1'}}\n";
     let ws = Ws::new(recipe);
-    let out = ws
-        .cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out"])
-        .env("AORTA_WORKLOAD_PATH", pyecho_dir())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", common::transcript(&out));
-    let runs: Vec<_> = std::fs::read_dir(ws.path().join("out/T/pyecho"))
-        .unwrap()
-        .collect();
-    assert_eq!(runs.len(), 1);
-    let dir = runs[0].as_ref().unwrap().path();
+    let dir = ws.run_pyecho("T");
     let m: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("matrix.json")).unwrap()).unwrap();
     assert_eq!(m["cells"][0]["failed_count"], 2);
@@ -482,19 +491,7 @@ fn unknown_workload_is_a_cell_error_not_a_crash() {
 fn report_html_diffs_against_the_baseline_the_run_moved_to() {
     let recipe = "schema_version: 1\nticket: MOVED\nworkload: pyecho\ntrials: 1\nsteps: 1\ncells:\n  - {name: baseline-broken, mitigations: [none], environment: local, workload_config: {setup_fails: true}}\n  - {name: plain, mitigations: [none], environment: local}\n  - {name: fixed, mitigations: [none], environment: local, extra_env: {PYECHO_FIX: \"1\"}}\n";
     let ws = Ws::new(recipe);
-    let out = ws
-        .cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out"])
-        .env("AORTA_WORKLOAD_PATH", pyecho_dir())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", common::transcript(&out));
-    let runs: Vec<_> = std::fs::read_dir(ws.path().join("out/MOVED/pyecho"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    let [run] = runs.as_slice() else {
-        panic!("one run directory: {runs:?}")
-    };
+    let run = &ws.run_pyecho("MOVED");
     let m: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("matrix.json")).unwrap()).unwrap();
     assert_eq!(m["baseline_cell"], "plain", "{m}");
