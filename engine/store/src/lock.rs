@@ -3,10 +3,11 @@
 //! Advisory locks rather than "lock file exists" markers because the kernel drops them when the
 //! holder dies, even on `kill -9`: a crashed build can never wedge the store. Two levels:
 //!
-//! * `locks/store.lock`: builds hold it **shared** ([`BuildLock`]; every [`Claim`] and every
-//!   `put_manifest` takes one), gc and `verify --repair` hold it **exclusive**. So gc never runs
-//!   while a build might be between uploading a blob and committing the manifest that references
-//!   it, and gc may delete per-key lock files (no claim can exist while it holds the lock).
+//! * `locks/store.lock`: builds hold it **shared** ([`BuildLock`]; every [`Claim`] holds one,
+//!   its own or a share of its build's, and every `put_manifest` takes one), gc and
+//!   `verify --repair` hold it **exclusive**. So gc never runs while a build might be between
+//!   uploading a blob and committing the manifest that references it, and gc may delete per-key
+//!   lock files (no claim can exist while it holds the lock).
 //! * a key lock, held **exclusive** by a [`Claim`] while one process executes a trial, so two
 //!   concurrent builds never execute the same key; the loser blocks (or polls), then re-checks
 //!   the action cache and finds the winner's entry. On Linux it is a one-byte open-file-description
