@@ -10,6 +10,10 @@
 2. cached-10k: 1,000 cells × 10 trials of `true`: build once, then time the fully cached
    rerun (artifacts included: it renders nothing) and its peak RSS.
 
+Beside the wall times, the CPU (user + system) each tool and its 200 trials used, against the
+spawn floor's (its 200 children and Python's loop): a busy host takes CPU away, so a tool that
+uses more of it per trial loses more wall time than the floor when the machine is loaded.
+
 Usage: bench_engine.py AORTA_RS_BIN AORTA_PY_BIN [--runs N] [--work DIR]
 `--work` picks the filesystem (e.g. /dev/shm for tmpfs). Prints a markdown table of medians
 (and min/max) and the machine it ran on.
@@ -55,16 +59,21 @@ def write_cached_10k(d: Path) -> tuple[Path, Path]:
     return r, side
 
 
+def cpu_of(usage):
+    return usage.ru_utime + usage.ru_stime
+
+
 def timed(cmd, env=None, cwd=None):
-    """Wall time and the child's peak RSS (KiB) of one command."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    """Wall time, the child's peak RSS (KiB) and the CPU seconds of the command and every
+    process it waited for."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
         raise SystemExit(f"{cmd} failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
-    return wall, max(after, before)
+    return wall, max(after.ru_maxrss, before.ru_maxrss), cpu_of(after) - cpu_of(before)
 
 
 def rss_of(cmd, env=None, cwd=None):
@@ -76,9 +85,11 @@ def rss_of(cmd, env=None, cwd=None):
     return None
 
 
-def spawn_floor(n: int, files_dir: Path | None = None) -> float:
-    """n bare spawns of `true` (and, with `files_dir`, five small files created per spawn)."""
+def spawn_floor(n: int, files_dir: Path | None = None, cpu: list | None = None) -> float:
+    """n bare spawns of `true` (and, with `files_dir`, five small files created per spawn).
+    With `cpu`, appends the CPU seconds the loop and its children used."""
     true = shutil.which("true")
+    before = cpu_of(resource.getrusage(resource.RUSAGE_SELF)) + cpu_of(resource.getrusage(resource.RUSAGE_CHILDREN))
     t0 = time.perf_counter()
     for i in range(n):
         pid = os.posix_spawn(true, [true], os.environ)
@@ -90,7 +101,11 @@ def spawn_floor(n: int, files_dir: Path | None = None) -> float:
                 with open(d / name, "wb") as f:
                     f.write(b"x")
                     os.fdatasync(f.fileno())
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    if cpu is not None:
+        after = cpu_of(resource.getrusage(resource.RUSAGE_SELF)) + cpu_of(resource.getrusage(resource.RUSAGE_CHILDREN))
+        cpu.append(after - before)
+    return wall
 
 
 def summary(xs):
@@ -113,21 +128,27 @@ def main():
         "tier 3 off": write_probe_200(work, "disable_detector_tiers: [tier3]\n", "probe-200-no-tier3.yaml"),
     }
     times = {v: ([], []) for v in variants}
+    cpus = {v: ([], []) for v in variants}
     floors = ([], [])
+    floor_cpu = []
     for i in range(a.runs):
-        floors[0].append(spawn_floor(200))
+        floors[0].append(spawn_floor(200, cpu=floor_cpu))
         floors[1].append(spawn_floor(200, work / f"floor-{i}"))
         for v, probe in variants.items():
             # Alternate the tools so machine noise hits both alike.
             store = work / f"store-{v}-{i}"
             e = dict(env, AORTA_STORE=str(store))
             out = v.replace(" ", "-")
-            times[v][0].append(timed([rs, "sweep", "run", "--recipe", str(probe), "--output", str(work / f"rs-{out}-{i}"), "--", "true"], env=e)[0])
-            times[v][1].append(timed([py, "sweep", "run", "--recipe", str(probe), "--output", str(work / f"py-{out}-{i}"), "--", "true"], env=env)[0])
+            wall, _, cpu = timed([rs, "sweep", "run", "--recipe", str(probe), "--output", str(work / f"rs-{out}-{i}"), "--", "true"], env=e)
+            times[v][0].append(wall)
+            cpus[v][0].append(cpu)
+            wall, _, cpu = timed([py, "sweep", "run", "--recipe", str(probe), "--output", str(work / f"py-{out}-{i}"), "--", "true"], env=env)
+            times[v][1].append(wall)
+            cpus[v][1].append(cpu)
     big, side = write_cached_10k(work)
     e = dict(env, AORTA_STORE=str(work / "store-10k"))
     cmd = [rs, "sweep", "run", "--recipe", str(big), "--mitigations-file", str(side), "--output", str(work / "rs-10k"), "--jobs", str(os.cpu_count() or 1), "--", "true"]
-    first, _ = timed(cmd, env=e)
+    first = timed(cmd, env=e)[0]
     cached = [timed(cmd, env=e)[0] for _ in range(a.runs)]
     rss = rss_of(cmd, env=e)
     print(f"machine: {platform.machine()} {os.cpu_count()} cores, {platform.platform()}, python {platform.python_version()}")
@@ -138,7 +159,9 @@ def main():
         rs_med, py_med = statistics.median(rs_times), statistics.median(py_times)
         print(f"| probe 20 cells × 10 trials of `true`, first run, {v} | {summary(rs_times)} | {summary(py_times)} | {py_med / rs_med:.2f}× (AORTA time / aorta time) |")
         print(f"| … aorta against the spawn floor / the file floor | {rs_med / statistics.median(floors[0]):.2f}× / {rs_med / statistics.median(floors[1]):.2f}× | — | — |")
-    print(f"| spawn floor: 200 `posix_spawn`s of `true` from Python | {summary(floors[0])} | — | — |")
+        rs_cpu, py_cpu = statistics.median(cpus[v][0]), statistics.median(cpus[v][1])
+        print(f"| … CPU (user + system, the tool and its 200 trials) | {rs_cpu * 1e3:.0f} ms ({rs_cpu / statistics.median(floor_cpu):.2f}× the floor's) | {py_cpu * 1e3:.0f} ms | — |")
+    print(f"| spawn floor: 200 `posix_spawn`s of `true` from Python | {summary(floors[0])}; CPU {statistics.median(floor_cpu) * 1e3:.0f} ms | — | — |")
     print(f"| file floor: the same plus 5 file creations (fdatasync) each | {summary(floors[1])} | — | — |")
     print(f"| 1,000 cells × 10 trials, first run (`--jobs {os.cpu_count()}`) | {first:.3f} s | — | — |")
     print(f"| 1,000 cells × 10 trials, fully cached rerun | {summary(cached)} | — | — |")
