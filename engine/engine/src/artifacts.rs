@@ -83,7 +83,7 @@ fn env_key(c: &Compiled) -> std::result::Result<Key, HashError> {
     hash_json(
         ENV_DOMAIN,
         "the environment record",
-        &(&c.env.key, &c.env.keyed_fields),
+        &(&c.env.key.hash, &c.env.key.fields),
     )
 }
 

@@ -40,18 +40,32 @@ impl EnvSource {
 pub struct EnvRecord {
     #[serde(flatten)]
     pub snapshot: Arc<Snapshot>,
-    pub key: String,
-    pub keyed_fields: BTreeMap<String, serde_json::Value>,
+    /// Written as env.json's `key` (the hash) and `keyed_fields`.
+    #[serde(flatten, serialize_with = "key_as_recorded")]
+    pub key: EnvKey,
 }
 
 impl EnvRecord {
     pub fn new(snapshot: Arc<Snapshot>, key: EnvKey) -> Self {
-        EnvRecord {
-            snapshot,
-            key: key.hash,
-            keyed_fields: key.fields,
-        }
+        EnvRecord { snapshot, key }
     }
+}
+
+/// env.json's names for the key's two parts.
+fn key_as_recorded<S: serde::Serializer>(
+    key: &EnvKey,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Recorded<'a> {
+        key: &'a str,
+        keyed_fields: &'a BTreeMap<String, serde_json::Value>,
+    }
+    Recorded {
+        key: &key.hash,
+        keyed_fields: &key.fields,
+    }
+    .serialize(s)
 }
 
 /// The recipe's `env_key` rules in the probe's terms.

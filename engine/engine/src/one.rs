@@ -52,7 +52,7 @@ impl Session {
         let staging = tempfile_dir(store.root())?;
         // A one-node graph: this trial, for this cell only.
         let planned = std::slice::from_ref(&trial);
-        let dag = Dag::build(c.recipe.cells.len(), planned, &c.env.key, &[]);
+        let dag = Dag::build(c.recipe.cells.len(), planned, &c.env.key.hash, &[]);
         let schedule = Schedule {
             recipe: &c.recipe,
             planned,

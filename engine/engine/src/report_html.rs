@@ -5,7 +5,7 @@
 use crate::compile::Compiled;
 use crate::environment::{key_rules, EnvRecord};
 use aorta_classify::{classify_logs, LogInput, LogKind, Severity};
-use aorta_probe::{EnvKey, KeyRules, Prepared, Snapshot};
+use aorta_probe::{KeyRules, Prepared, Snapshot};
 use aorta_recipe::Recipe;
 use aorta_report::{DetectorLine, EnvDiff, HtmlContext, Matrix};
 use std::collections::BTreeMap;
@@ -44,7 +44,7 @@ pub(crate) struct PendingEnvSection {
 
 impl EnvSection {
     fn new(recipe: &Recipe, env: &EnvRecord) -> EnvSection {
-        let key = env_key(env);
+        let key = env.key.clone();
         let summary = env.snapshot.summary_with_key(&key);
         let machine = Prepared::keyed(&env.snapshot, key);
         let baseline = recipe.confound.resolved_baseline.clone();
@@ -82,17 +82,9 @@ impl PendingEnvSection {
     }
 }
 
-/// The key the build's trials were keyed by.
-fn env_key(env: &EnvRecord) -> EnvKey {
-    EnvKey {
-        hash: env.key.clone(),
-        fields: env.keyed_fields.clone(),
-    }
-}
-
 /// The build's snapshot, ready to diff (one per invocation: its environments never differ).
 fn machine(env: &EnvRecord) -> Prepared {
-    Prepared::keyed(&env.snapshot, env_key(env))
+    Prepared::keyed(&env.snapshot, env.key.clone())
 }
 
 pub(crate) fn render(

@@ -312,7 +312,7 @@ fn compile(session: &Session, id: TargetId) -> Result<Compiled> {
         workloads.insert(w.name.clone(), (w.version.clone(), Some(w.blake3.clone())));
     }
     let ctx = KeyContext {
-        env_snapshot: env.key.clone(),
+        env_snapshot: env.key.hash.clone(),
         argv: argv.clone(),
         input_hashes,
         workloads,

@@ -195,7 +195,9 @@ impl Session {
         std::fs::create_dir_all(root.join("submitted"))
             .and_then(|_| std::fs::create_dir_all(root.join("arrays")))
             .map_err(|e| EngineError::infra(format!("cannot create {}: {e}", root.display())))?;
-        let snapshot = root.join("arrays").join(format!("env-{}.json", c.env.key));
+        let snapshot = root
+            .join("arrays")
+            .join(format!("env-{}.json", c.env.key.hash));
         if !snapshot.exists() {
             crate::fsutil::write_atomic(&snapshot, c.env.snapshot.to_json_pretty().as_bytes())
                 .map_err(|e| {
