@@ -71,7 +71,8 @@ impl ProbeCache {
         let mut h = blake3::Hasher::new();
         h.update(interp.as_os_str().as_encoded_bytes());
         h.update(b"\0");
-        h.update(serde_json::to_string(env).unwrap_or_default().as_bytes());
+        let env = serde_json::to_string(env).expect("a string map serializes");
+        h.update(env.as_bytes());
         let kind = if deep { "python-deep" } else { "python" };
         self.dir
             .join(format!("{kind}-{}.json", &h.finalize().to_hex()[..24]))

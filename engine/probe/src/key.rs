@@ -325,7 +325,9 @@ impl EnvKey {
 impl Snapshot {
     /// The environment key under `rules` (`KeyRules::default()` for the documented defaults).
     pub fn key(&self, rules: &KeyRules) -> EnvKey {
-        let value = serde_json::to_value(self).unwrap_or(Value::Null);
+        // Derived Serialize impls and string-keyed maps only: to_value cannot fail, and a key
+        // must never be the hash of something else than the snapshot.
+        let value = serde_json::to_value(self).expect("a Snapshot is plain JSON data");
         key_of_value(&value, rules)
     }
 }
@@ -344,7 +346,9 @@ pub(crate) fn key_of_value(value: &Value, rules: &KeyRules) -> EnvKey {
 
 /// The key of exactly these keyed fields.
 pub(crate) fn hash_fields(fields: &BTreeMap<String, Value>) -> String {
-    let canonical = serde_json::to_string(fields).unwrap_or_default();
+    // String keys and JSON values: serializing cannot fail, and an empty string must never be
+    // hashed in its place.
+    let canonical = serde_json::to_string(fields).expect("keyed fields are plain JSON data");
     let mut h = blake3::Hasher::new();
     h.update(KEY_DOMAIN.as_bytes());
     h.update(canonical.as_bytes());
