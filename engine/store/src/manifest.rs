@@ -114,8 +114,9 @@ struct EnvelopeIn {
 
 /// Serialises `m` into the checksummed envelope.
 pub(crate) fn encode_entry<T: Serialize>(m: &Manifest<T>) -> serde_json::Result<Vec<u8>> {
-    let body = serde_json::to_string(m)?;
-    let raw = RawValue::from_string(body)?;
+    // Serialised once: `to_raw_value` wraps serde_json's own output without parsing it again
+    // (`RawValue::from_string` validated it, a second pass over every entry written).
+    let raw = serde_json::value::to_raw_value(m)?;
     let env = EnvelopeOut {
         format: AC_FORMAT,
         key: &m.key,
