@@ -30,6 +30,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    aorta_engine::timing_start();
     restore_sigpipe();
     one_malloc_arena();
     install_report_handler();
@@ -45,9 +46,11 @@ fn main() -> ExitCode {
         .try_get_matches_from(raw)
         .and_then(|mut m| Cli::from_arg_matches_mut(&mut m))
         .unwrap_or_else(|e| e.format(&mut Cli::command()).exit());
+    aorta_engine::timing_mark("arguments parsed");
     let result = run(cli);
     // Trials have ended: no keeper process may linger (docs/exec.md, "Containment").
     aorta_engine::shutdown_containment();
+    aorta_engine::timing_mark("containment shut down, exiting");
     match result {
         Ok(code) => code,
         Err(e) => {

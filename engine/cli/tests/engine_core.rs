@@ -393,6 +393,60 @@ fn a_rebuild_on_a_freshly_probed_machine_renders_nothing() {
 }
 
 #[test]
+fn timing_marks_a_builds_head_and_tail_in_order() {
+    // AORTA_TIMING is how a build's head and tail are profiled (docs/benchmarks.md): each line
+    // ends with the milliseconds since main, and the points come in the order they happen.
+    let env = Env::new();
+    let r = write(env.dir.path(), "r.yaml", PROBE);
+    let store = env.store();
+    let out = env.dir.path().join("out");
+    let o = env.aorta(&[
+        "build",
+        r.to_str().unwrap(),
+        "--store",
+        store.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let points: Vec<(&str, f64)> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("aorta timing: "))
+        .filter_map(|l| {
+            let (what, at) = l.rsplit_once(" (at ")?;
+            Some((what, at.strip_suffix(" ms)")?.parse().ok()?))
+        })
+        .collect();
+    let names: Vec<&str> = points
+        .iter()
+        .map(|(w, _)| w.split(':').next().unwrap())
+        .collect();
+    let expected = [
+        "arguments parsed",
+        "session open",
+        "env snapshot",
+        "compile (recipe, environment, keys, DAG)",
+        "store open, writable and locked",
+        "run directory made",
+        "trial lookups prefetched",
+        "the first trial starting",
+        "schedule (lookups + execution)",
+        "materialise",
+        "cells and artifacts",
+        "sync",
+        "containment shut down, exiting",
+    ];
+    assert_eq!(names, expected, "{stderr}");
+    assert!(
+        points.windows(2).all(|w| w[0].1 <= w[1].1),
+        "offsets go back in time: {stderr}"
+    );
+}
+
+#[test]
 fn exit_codes_follow_the_error_category() {
     let env = Env::new();
     let d = env.dir.path();

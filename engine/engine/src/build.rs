@@ -69,6 +69,7 @@ impl Session {
         let build_lock = store
             .build_lock()
             .map_err(|e| EngineError::infra(format!("cannot lock the store: {e}")))?;
+        crate::timing_mark("store open, writable and locked");
         let output = self
             .opts
             .output
@@ -80,6 +81,7 @@ impl Session {
                 output.display()
             ))
         })?;
+        crate::timing_mark("run directory made");
         let t_fast = std::time::Instant::now();
         if let Some(done) = crate::artifacts::cached_rebuild(&store, c, &paths) {
             let _ = std::fs::remove_dir_all(&paths.staging);

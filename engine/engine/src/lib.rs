@@ -58,12 +58,43 @@ pub use aorta_slurm::Settings as SlurmSettings;
 pub use aorta_store::{GcPolicy, GcReport, StoreStats, VerifyReport};
 pub use aorta_trial::TrialRecord;
 
-/// `AORTA_TIMING=1` prints how long each phase took, for profiling big matrices.
+/// When the process started, for [`timing`]'s offsets ([`timing_start`] sets it).
+static TIMING_START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// Whether `AORTA_TIMING` is set (read once).
+fn timing_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("AORTA_TIMING").is_some())
+}
+
+/// Marks the start of the process for [`timing`]'s offsets: the first thing `main` does.
+pub fn timing_start() {
+    TIMING_START.get_or_init(std::time::Instant::now);
+}
+
+/// `AORTA_TIMING=1` prints how long each phase took and when it ended (milliseconds since
+/// [`timing_start`]), for profiling big matrices and a build's head and tail.
 pub fn timing(phase: &str, since: std::time::Instant) {
-    if std::env::var_os("AORTA_TIMING").is_some() {
+    if timing_on() {
         eprintln!(
-            "aorta timing: {phase}: {:.3} s",
-            since.elapsed().as_secs_f64()
+            "aorta timing: {phase}: {:.2} ms{}",
+            since.elapsed().as_secs_f64() * 1e3,
+            timing_offset()
         );
     }
+}
+
+/// `AORTA_TIMING=1` prints when a point of the run was reached (milliseconds since
+/// [`timing_start`]).
+pub fn timing_mark(point: &str) {
+    if timing_on() {
+        eprintln!("aorta timing: {point}{}", timing_offset());
+    }
+}
+
+fn timing_offset() -> String {
+    TIMING_START
+        .get()
+        .map(|t| format!(" (at {:.2} ms)", t.elapsed().as_secs_f64() * 1e3))
+        .unwrap_or_default()
 }

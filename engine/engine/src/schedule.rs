@@ -175,6 +175,7 @@ impl Schedule<'_> {
         let mut cancelled = false;
         let mut pending = 0usize;
         let mut prefetched = self.prefetch();
+        crate::timing_mark("trial lookups prefetched");
         let retain = crate::placement::retain(self.recipe);
 
         loop {
@@ -532,6 +533,8 @@ struct Running {
 /// Starts a staged trial's process on its slot: only that, since it may run on the thread of
 /// the trial that gave the slot back ([`Pool::submit_staged`]).
 fn start_staged(staged: Staged, lease: aorta_exec::Lease, cancel: &CancelToken) -> Running {
+    static FIRST: std::sync::Once = std::sync::Once::new();
+    FIRST.call_once(|| crate::timing_mark("the first trial starting"));
     let started = Instant::now();
     let Staged { claimed, prepared } = staged;
     let trial = prepared.start(&claimed.spec, lease, cancel);

@@ -97,6 +97,7 @@ impl Session {
             ));
         }
         let env_source = EnvSource::resolve(opts.env_snapshot.clone(), opts.python.clone());
+        crate::timing_mark("session open");
         Ok(Session {
             opts,
             cwd,
