@@ -8,6 +8,7 @@ use crate::spawn;
 use crate::tree::{self, ProcId, Reap, Tree, TOKEN_VAR};
 use nix::sys::signal::Signal;
 use std::collections::{BTreeMap, HashMap};
+use std::ffi::{CString, OsStr, OsString};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -280,17 +281,50 @@ pub fn prepare(spec: ProcessSpec) -> Result<Prepared, SpawnError> {
     })
 }
 
-/// The child's command: aorta's environment less `env_remove`, plus the spec's and the token.
+/// The child's command: aorta's environment less `env_remove`, plus the spec's and the token
+/// (which replace inherited entries of the same name), sorted by name.
 fn command_of(spec: &ProcessSpec, token: &str) -> io::Result<spawn::Command> {
     let program = resolve_program(spec)?;
-    let mut env: BTreeMap<std::ffi::OsString, std::ffi::OsString> = std::env::vars_os().collect();
-    for k in &spec.env_remove {
-        env.remove(std::ffi::OsStr::new(k));
+    let mut own: Vec<(&OsStr, CString)> = Vec::with_capacity(spec.env.len() + 1);
+    for (k, v) in spec.env.iter().filter(|(k, _)| k.as_str() != TOKEN_VAR) {
+        own.push((OsStr::new(k), spawn::env_entry(k.as_ref(), v.as_ref())?));
     }
-    env.extend(spec.env.iter().map(|(k, v)| (k.into(), v.into())));
-    env.insert(TOKEN_VAR.into(), token.into());
-    let env: Vec<_> = env.into_iter().collect();
-    spawn::Command::new(&program, &spec.argv, &env, spec.cwd.as_deref())
+    own.push((
+        OsStr::new(TOKEN_VAR),
+        spawn::env_entry(TOKEN_VAR.as_ref(), token.as_ref())?,
+    ));
+    let mut entries: Vec<(&OsStr, CString)> = inherited_env()
+        .iter()
+        .filter(|(k, _)| {
+            !spec
+                .env_remove
+                .iter()
+                .any(|r| OsStr::new(r) == k.as_os_str())
+                && !own.iter().any(|(o, _)| *o == k.as_os_str())
+        })
+        .map(|(k, entry)| (k.as_os_str(), entry.clone()))
+        .collect();
+    entries.extend(own);
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let envp = entries.into_iter().map(|(_, entry)| entry).collect();
+    spawn::Command::with_envp(&program, &spec.argv, envp, spec.cwd.as_deref())
+}
+
+/// aorta's own environment as `KEY=VALUE` entries, one per name (the last wins, as a map
+/// would keep it), read once: aorta does not change its environment once started, and reading
+/// and converting it again for every trial cost some 150 allocations a trial.
+fn inherited_env() -> &'static [(OsString, CString)] {
+    static ENV: OnceLock<Vec<(OsString, CString)>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        std::env::vars_os()
+            .collect::<BTreeMap<OsString, OsString>>()
+            .into_iter()
+            .filter_map(|(k, v)| {
+                let entry = spawn::env_entry(&k, &v).ok()?;
+                Some((k, entry))
+            })
+            .collect()
+    })
 }
 
 /// `/dev/null`, opened once: every child's stdin.
@@ -746,6 +780,49 @@ fn open_logs(stdout: &Path, stderr: &Path) -> Result<(File, File), SpawnError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_childs_environment_is_aortas_less_removals_plus_the_specs_and_the_token() {
+        let mut s = ProcessSpec::new(["/bin/true"], "/dev/null", "/dev/null");
+        s.env_remove.push("PATH".into());
+        s.env.insert("HOME".into(), "/elsewhere".into());
+        s.env.insert("AORTA_ENV_TEST".into(), "1".into());
+        s.env.insert(TOKEN_VAR.into(), "forged".into());
+        // Twice: the inherited entries are read once and must not be changed by a command.
+        for token in ["7.1", "7.2"] {
+            let c = command_of(&s, token).unwrap();
+            let entries: Vec<String> = c
+                .envp()
+                .iter()
+                .map(|e| e.to_string_lossy().into_owned())
+                .collect();
+            let names: Vec<&str> = entries
+                .iter()
+                .map(|e| e.split('=').next().unwrap())
+                .collect();
+            let mut sorted = names.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(names, sorted, "sorted by name, each name once");
+            assert!(
+                entries.contains(&"HOME=/elsewhere".to_string()),
+                "{entries:?}"
+            );
+            assert!(entries.contains(&"AORTA_ENV_TEST=1".to_string()));
+            assert!(
+                entries.contains(&format!("{TOKEN_VAR}={token}")),
+                "the token wins"
+            );
+            assert!(!names.contains(&"PATH"), "removed");
+            let inherited = std::env::vars_os()
+                .filter(|(k, _)| {
+                    !["PATH", "HOME", "AORTA_ENV_TEST", TOKEN_VAR]
+                        .contains(&k.to_str().unwrap_or(""))
+                })
+                .count();
+            assert_eq!(entries.len(), inherited + 3);
+        }
+    }
 
     #[test]
     fn posix_names() {

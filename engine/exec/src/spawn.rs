@@ -8,7 +8,7 @@
 //! with every signal blocked around it, and a child that only makes async-signal-safe system
 //! calls before `execve`. Everything the child needs (paths, argv, envp) is prepared first.
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -30,10 +30,26 @@ pub(crate) struct Command {
 impl Command {
     /// `program` is a path (callers resolve `PATH` first); `argv` includes `argv[0]`; `env` is
     /// the child's whole environment.
+    #[cfg(test)]
     pub(crate) fn new(
         program: &Path,
         argv: &[String],
-        env: &[(OsString, OsString)],
+        env: &[(std::ffi::OsString, std::ffi::OsString)],
+        cwd: Option<&Path>,
+    ) -> io::Result<Command> {
+        let envp = env
+            .iter()
+            .map(|(k, v)| env_entry(k, v))
+            .collect::<io::Result<Vec<_>>>()?;
+        Command::with_envp(program, argv, envp, cwd)
+    }
+
+    /// The command with its environment already as `KEY=VALUE` entries ([`env_entry`]):
+    /// `program` is a path (callers resolve `PATH` first), `argv` includes `argv[0]`.
+    pub(crate) fn with_envp(
+        program: &Path,
+        argv: &[String],
+        envp: Vec<CString>,
         cwd: Option<&Path>,
     ) -> io::Result<Command> {
         let program = cstring(program.as_os_str())?;
@@ -43,15 +59,6 @@ impl Command {
             .collect::<io::Result<Vec<_>>>()?;
         let mut sh_argv = vec![CString::from(c"sh"), program.clone()];
         sh_argv.extend(argv.iter().skip(1).cloned());
-        let envp = env
-            .iter()
-            .map(|(k, v)| {
-                let mut kv = k.clone();
-                kv.push("=");
-                kv.push(v);
-                cstring(&kv)
-            })
-            .collect::<io::Result<Vec<_>>>()?;
         Ok(Command {
             program,
             argv,
@@ -59,6 +66,12 @@ impl Command {
             sh_argv,
             cwd: cwd.map(|d| cstring(d.as_os_str())).transpose()?,
         })
+    }
+
+    /// The child's environment, as it will get it.
+    #[cfg(test)]
+    pub(crate) fn envp(&self) -> &[CString] {
+        &self.envp
     }
 
     /// Sets `key=value` in the child's environment, replacing `key`'s entry if it has one.
@@ -132,6 +145,16 @@ fn read_signals_to_reset() -> u64 {
         }
         _ => u64::MAX,
     }
+}
+
+/// One environment entry, `KEY=VALUE`, as the child's `envp` holds it.
+pub(crate) fn env_entry(key: &OsStr, value: &OsStr) -> io::Result<CString> {
+    let mut kv = Vec::with_capacity(key.len() + 1 + value.len());
+    kv.extend_from_slice(key.as_bytes());
+    kv.push(b'=');
+    kv.extend_from_slice(value.as_bytes());
+    CString::new(kv)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in an argument"))
 }
 
 fn cstring(s: &OsStr) -> io::Result<CString> {
@@ -558,6 +581,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::OsString;
     use std::fs::File;
 
     fn env() -> Vec<(OsString, OsString)> {
