@@ -59,23 +59,22 @@ pub fn fresh_dir(dir: &Path) -> std::io::Result<()> {
 /// Every regular file under `dir`, as sorted relative paths with `/` separators.
 pub fn list_files(dir: &Path) -> std::io::Result<Vec<String>> {
     let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
+    // Each directory with its path relative to `dir` ("" for `dir` itself).
+    let mut stack = vec![(dir.to_path_buf(), String::new())];
+    while let Some((d, rel)) = stack.pop() {
         for entry in std::fs::read_dir(&d)? {
             let entry = entry?;
             let ft = entry.file_type()?;
-            let path = entry.path();
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let path = match rel.is_empty() {
+                true => name.into_owned(),
+                false => format!("{rel}/{name}"),
+            };
             if ft.is_dir() {
-                stack.push(path);
+                stack.push((entry.path(), path));
             } else if ft.is_file() {
-                if let Ok(rel) = path.strip_prefix(dir) {
-                    out.push(
-                        rel.components()
-                            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                            .collect::<Vec<_>>()
-                            .join("/"),
-                    );
-                }
+                out.push(path);
             }
         }
     }
@@ -85,8 +84,27 @@ pub fn list_files(dir: &Path) -> std::io::Result<Vec<String>> {
 
 #[cfg(test)]
 mod tests {
-    use super::{fresh_dir, replace_dir};
+    use super::{fresh_dir, list_files, replace_dir};
     use std::fs;
+
+    /// A trial's outputs as result.json lists them: regular files at any depth, relative, with
+    /// `/` separators, sorted; directories and symlinks are not files.
+    #[test]
+    fn list_files_gives_sorted_relative_paths() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        fs::create_dir_all(d.join("traces").join("rank0")).unwrap();
+        fs::create_dir(d.join("empty")).unwrap();
+        for f in ["stdout.log", "b.txt", "traces/t.json", "traces/rank0/p.bin"] {
+            fs::write(d.join(f), "x").unwrap();
+        }
+        std::os::unix::fs::symlink(d.join("b.txt"), d.join("link")).unwrap();
+        assert_eq!(
+            list_files(d).unwrap(),
+            ["b.txt", "stdout.log", "traces/rank0/p.bin", "traces/t.json"]
+        );
+        assert!(list_files(&d.join("missing")).is_err());
+    }
 
     /// A staging directory left behind (by an earlier aorta that had this pid) is emptied, and
     /// a missing staging root is made.

@@ -575,18 +575,13 @@ fn finish_running(
     match run {
         TrialRun::Cancelled => JobOut::Cancelled,
         TrialRun::Done(record) if interrupted(&record, cancel) => JobOut::Cancelled,
-        TrialRun::Done(mut record) => match changed_input(&spec) {
+        TrialRun::Done(record) => match changed_input(&spec) {
             // Hashed once: the inputs are re-read only here.
             Some(changed) => JobOut::Failed(format!(
                 "{} changed while trial {key} ran: its result is not stored (the key hashed the old content); run the build again",
                 changed.display()
             )),
-            None => match commit(
-                claim,
-                dir.path(),
-                &mut record,
-                started.elapsed().as_secs_f64(),
-            ) {
+            None => match commit(claim, dir.path(), *record, started.elapsed().as_secs_f64()) {
                 Ok(m) => {
                     let mut staged = crate::placement::StagedDir::new(dir.keep());
                     let placed = place.is_some_and(|p| {
@@ -631,27 +626,29 @@ fn interrupted(record: &TrialRecord, cancel: &CancelToken) -> bool {
     false
 }
 
+/// Writes the trial's result.json, stores its other files and commits the manifest, which
+/// holds the record (moved in, not copied).
 pub(crate) fn commit(
     mut claim: aorta_store::Claim<'_>,
     dir: &Path,
-    record: &mut TrialRecord,
+    mut record: TrialRecord,
     secs: f64,
 ) -> Result<Manifest<TrialRecord>, String> {
     let mut files = list_files(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
     files.retain(|f| f != "result.json");
     files.push("result.json".into());
     files.sort();
-    record.outputs = files.clone();
-    let json = serde_json::to_vec_pretty(&*record)
+    record.outputs = files;
+    let json = serde_json::to_vec_pretty(&record)
         .map_err(|e| format!("cannot encode result.json: {e}"))?;
     // A plain write: the staging directory is private until it is renamed into place, and the
     // build syncs the run directory before its index names the trial (artifacts::finish).
     std::fs::write(dir.join("result.json"), &json)
         .map_err(|e| format!("cannot write result.json: {e}"))?;
-    let mut m = Manifest::new(claim.key().clone(), record.clone());
+    let mut m = Manifest::new(claim.key().clone(), record);
     // result.json is the record itself, which the entry holds already: materialising writes it
     // from there, so it costs no blob.
-    for f in files.iter().filter(|f| *f != "result.json") {
+    for f in m.trial.outputs.iter().filter(|f| *f != "result.json") {
         let blob = claim
             .put_blob_file(&dir.join(f))
             .map_err(|e| format!("cannot store {f}: {e}"))?;

@@ -690,9 +690,9 @@ impl Run<'_> {
                 .map_or(Duration::ZERO, |t| Duration::from_secs(t.div_ceil(60) * 60)),
             SchedulerKill::MemoryLimit => Duration::ZERO,
         };
-        let mut record =
+        let record =
             crate::trial::killed_by_scheduler(&spec, &dir, kill, walltime, log.as_deref(), state);
-        let m = crate::schedule::commit(claim, &dir, &mut record, walltime.as_secs_f64());
+        let m = crate::schedule::commit(claim, &dir, record, walltime.as_secs_f64());
         let _ = std::fs::remove_dir_all(&dir);
         m
     }

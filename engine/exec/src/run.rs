@@ -285,15 +285,14 @@ pub fn prepare(spec: ProcessSpec) -> Result<Prepared, SpawnError> {
 /// (which replace inherited entries of the same name), sorted by name.
 fn command_of(spec: &ProcessSpec, token: &str) -> io::Result<spawn::Command> {
     let program = resolve_program(spec)?;
-    let mut own: Vec<(&OsStr, CString)> = Vec::with_capacity(spec.env.len() + 1);
+    let mut own: Vec<(&OsStr, spawn::EnvEntry)> = Vec::with_capacity(spec.env.len() + 1);
     for (k, v) in spec.env.iter().filter(|(k, _)| k.as_str() != TOKEN_VAR) {
-        own.push((OsStr::new(k), spawn::env_entry(k.as_ref(), v.as_ref())?));
+        let entry = spawn::env_entry(k.as_ref(), v.as_ref())?;
+        own.push((OsStr::new(k), spawn::EnvEntry::Owned(entry)));
     }
-    own.push((
-        OsStr::new(TOKEN_VAR),
-        spawn::env_entry(TOKEN_VAR.as_ref(), token.as_ref())?,
-    ));
-    let mut entries: Vec<(&OsStr, CString)> = inherited_env()
+    let token = spawn::env_entry(TOKEN_VAR.as_ref(), token.as_ref())?;
+    own.push((OsStr::new(TOKEN_VAR), spawn::EnvEntry::Owned(token)));
+    let mut entries: Vec<(&OsStr, spawn::EnvEntry)> = inherited_env()
         .iter()
         .filter(|(k, _)| {
             !spec
@@ -302,7 +301,7 @@ fn command_of(spec: &ProcessSpec, token: &str) -> io::Result<spawn::Command> {
                 .any(|r| OsStr::new(r) == k.as_os_str())
                 && !own.iter().any(|(o, _)| *o == k.as_os_str())
         })
-        .map(|(k, entry)| (k.as_os_str(), entry.clone()))
+        .map(|(k, entry)| (k.as_os_str(), spawn::EnvEntry::Borrowed(entry.as_c_str())))
         .collect();
     entries.extend(own);
     entries.sort_unstable_by(|a, b| a.0.cmp(b.0));

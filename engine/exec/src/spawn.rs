@@ -8,7 +8,7 @@
 //! with every signal blocked around it, and a child that only makes async-signal-safe system
 //! calls before `execve`. Everything the child needs (paths, argv, envp) is prepared first.
 
-use std::ffi::{CString, OsStr};
+use std::ffi::{CStr, CString, OsStr};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -17,10 +17,14 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 /// The program, arguments, environment and directory of a child, as C strings: built ahead
 /// of the spawn ([`crate::prepare`]) so the thread that starts it only clones.
+/// One `KEY=VALUE` entry of a child's environment.
+pub(crate) type EnvEntry = std::borrow::Cow<'static, CStr>;
+
 pub(crate) struct Command {
     program: CString,
     argv: Vec<CString>,
-    envp: Vec<CString>,
+    /// Borrowed where the entry is aorta's own environment, read once ([`crate::run`]).
+    envp: Vec<EnvEntry>,
     /// `sh PROGRAM ARGS…`, for a program the kernel cannot execute itself (ENOEXEC: a script
     /// without `#!`), as `execvp` does.
     sh_argv: Vec<CString>,
@@ -39,7 +43,7 @@ impl Command {
     ) -> io::Result<Command> {
         let envp = env
             .iter()
-            .map(|(k, v)| env_entry(k, v))
+            .map(|(k, v)| env_entry(k, v).map(EnvEntry::Owned))
             .collect::<io::Result<Vec<_>>>()?;
         Command::with_envp(program, argv, envp, cwd)
     }
@@ -49,7 +53,7 @@ impl Command {
     pub(crate) fn with_envp(
         program: &Path,
         argv: &[String],
-        envp: Vec<CString>,
+        envp: Vec<EnvEntry>,
         cwd: Option<&Path>,
     ) -> io::Result<Command> {
         let program = cstring(program.as_os_str())?;
@@ -70,7 +74,7 @@ impl Command {
 
     /// The child's environment, as it will get it.
     #[cfg(test)]
-    pub(crate) fn envp(&self) -> &[CString] {
+    pub(crate) fn envp(&self) -> &[EnvEntry] {
         &self.envp
     }
 
@@ -81,10 +85,10 @@ impl Command {
         match self
             .envp
             .iter_mut()
-            .find(|e| e.as_bytes().starts_with(&prefix))
+            .find(|e| e.to_bytes().starts_with(&prefix))
         {
-            Some(e) => *e = entry,
-            None => self.envp.push(entry),
+            Some(e) => *e = EnvEntry::Owned(entry),
+            None => self.envp.push(EnvEntry::Owned(entry)),
         }
         Ok(())
     }
@@ -270,7 +274,12 @@ impl Failure {
 fn start_child(plan: &Plan<'_>, cgroup: Option<RawFd>) -> Result<i32, Failure> {
     let command = plan.command;
     let argv_p = null_terminated(&command.argv);
-    let envp_p = null_terminated(&command.envp);
+    let envp_p: Vec<*const libc::c_char> = command
+        .envp
+        .iter()
+        .map(|c| c.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
     let sh_p = null_terminated(&command.sh_argv);
     let child = Child {
         plan,
