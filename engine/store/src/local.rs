@@ -176,12 +176,28 @@ impl LocalStore {
 
     /// Where blob `d` lives (whether or not it exists).
     pub fn blob_path(&self, d: &Digest) -> PathBuf {
-        self.cas_dir().join(d.shard()).join(d.as_str())
+        self.entry_path("cas", d.shard(), d.as_str(), "")
     }
 
     /// Where the AC entry for `key` lives (whether or not it exists).
     pub fn ac_path(&self, key: &Key) -> PathBuf {
-        self.ac_dir().join(key.shard()).join(format!("{key}.json"))
+        self.entry_path("ac", key.shard(), key.as_str(), ".json")
+    }
+
+    /// `<root>/<half>/<shard>/<name><suffix>`, made with one allocation: a trial looks its
+    /// entry and blobs up several times.
+    fn entry_path(&self, half: &str, shard: &str, name: &str, suffix: &str) -> PathBuf {
+        let root = self.root.as_os_str();
+        let mut p = std::ffi::OsString::with_capacity(
+            root.len() + half.len() + shard.len() + name.len() + suffix.len() + 3,
+        );
+        p.push(root);
+        let mut p = PathBuf::from(p);
+        p.push(half);
+        p.push(shard);
+        p.push(name);
+        p.as_mut_os_string().push(suffix);
+        p
     }
 
     /// Moves a bad entry into `quarantine/` (deleting it if even that fails) so the next run

@@ -25,6 +25,34 @@ fn set_mtime(path: &Path, ago: Duration) {
 }
 
 #[test]
+fn entry_and_blob_paths_follow_the_documented_layout() {
+    // docs/store.md: ac/<first two hex>/<key>.json and cas/<first two hex>/<digest>, also for a
+    // root given with a trailing slash.
+    let (d, store) = open();
+    let k = key("layout");
+    let blob = Digest::of_bytes(b"layout");
+    for s in [
+        &store,
+        &LocalStore::open(format!("{}/", store.root().display())).unwrap(),
+    ] {
+        assert_eq!(
+            s.ac_path(&k),
+            d.path()
+                .join("store/ac")
+                .join(&k.as_str()[..2])
+                .join(format!("{}.json", k.as_str()))
+        );
+        assert_eq!(
+            s.blob_path(&blob),
+            d.path()
+                .join("store/cas")
+                .join(&blob.as_str()[..2])
+                .join(blob.as_str())
+        );
+    }
+}
+
+#[test]
 fn layout_and_version() {
     let (_d, store) = open();
     for sub in ["cas", "ac", "tmp", "locks", "quarantine"] {
