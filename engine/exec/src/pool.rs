@@ -20,7 +20,11 @@
 //!   Waking a worker to spawn it instead cost a thread wake-up (70 µs on a 2-core VM) before
 //!   the process started. The releasing thread does so only while a worker is idle to take
 //!   the wait over, so a started process is never left without a thread enforcing its
-//!   timeout.
+//!   timeout. It then yields its core once, so that the woken waiter runs first and blocks on
+//!   the process: queued behind the releasing thread's own finishing work (the new process
+//!   holding the other core of a 2-core machine), the waiter saw the exit late, and the gap
+//!   from one trial's exit to the next one's spawn had a 90th percentile of 349 µs against
+//!   the spawn floor's 249 µs (267 µs with the yield; docs/benchmarks.md).
 //!
 //! So the pool has more workers than slots: `jobs` that wait for processes and two per slot
 //! (at most one per core) that finish and prepare.
@@ -270,6 +274,8 @@ impl<I: Send + 'static, R: Send + 'static> Shared<I, R> {
             Ok(finish) => {
                 self.lock().started.push_back((id, finish, release));
                 self.cv.notify_one();
+                // The waiter first (module doc, "in between").
+                std::thread::yield_now();
             }
             Err(p) => {
                 self.publish(id, Err(p));
