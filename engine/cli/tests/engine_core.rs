@@ -369,16 +369,7 @@ fn a_rebuild_on_a_freshly_probed_machine_renders_nothing() {
             .env("AORTA_TIMING", "1")
             .env_remove("AORTA_ENV_SNAPSHOT")
             .env("AORTA_PROBE_CACHE", env.dir.path().join("probe-cache"))
-            .args([
-                "build",
-                r.to_str().unwrap(),
-                "--store",
-                store.to_str().unwrap(),
-                "--output",
-                out.to_str().unwrap(),
-                "--",
-                "true",
-            ])
+            .args(build_true(&r, &store, &out))
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -392,6 +383,19 @@ fn a_rebuild_on_a_freshly_probed_machine_renders_nothing() {
     );
 }
 
+/// `aorta build RECIPE --store STORE --output OUT -- true`.
+fn build_true(recipe: &Path, store: &Path, out: &Path) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = vec!["build".into(), recipe.into()];
+    args.extend([
+        "--store".into(),
+        store.into(),
+        "--output".into(),
+        out.into(),
+    ]);
+    args.extend(["--".into(), "true".into()]);
+    args
+}
+
 #[test]
 fn timing_marks_a_builds_head_and_tail_in_order() {
     // AORTA_TIMING is how a build's head and tail are profiled (docs/benchmarks.md): each line
@@ -400,16 +404,7 @@ fn timing_marks_a_builds_head_and_tail_in_order() {
     let r = write(env.dir.path(), "r.yaml", PROBE);
     let store = env.store();
     let out = env.dir.path().join("out");
-    let o = env.aorta(&[
-        "build",
-        r.to_str().unwrap(),
-        "--store",
-        store.to_str().unwrap(),
-        "--output",
-        out.to_str().unwrap(),
-        "--",
-        "true",
-    ]);
+    let o = env.aorta(&build_true(&r, &store, &out));
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let stderr = String::from_utf8_lossy(&o.stderr);
     let points: Vec<(&str, f64)> = stderr
