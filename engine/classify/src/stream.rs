@@ -137,32 +137,23 @@ pub(crate) fn scan_numbered<R: Read>(
     let chunk = params.chunk.max(1);
     let overlap = params.overlap;
     // Read in small pieces and gather them into the window: a chunk-sized (1 MiB) read buffer
-    // costs more to zero than reading a short trial's whole log. A short log is read on the
-    // stack; the heap's buffer is made for a long one only (a 64 KiB buffer a log cost a
-    // memset, and its free made glibc consolidate the heap).
-    let mut small = [0u8; 4096];
-    let mut large = Vec::new();
-    let mut total = 0usize;
+    // costs more to zero than reading a short trial's whole log, and a short log is read
+    // without a heap buffer at all (`ReadBuf`).
+    let mut bufs = aorta_fsutil::ReadBuf::new(chunk.min(64 << 10));
+    let mut total = 0u64;
     let mut decoder = Utf8Decoder::default();
     let mut buf = String::new();
     let mut from = 0usize; // where the next window's search starts
     let mut scanned_to = 0usize; // end of the last window; new text lies after it
     let mut first_line = 0u64; // newlines drained before buf[0]
     loop {
-        let raw: &mut [u8] = if total < small.len() {
-            &mut small[..chunk.min(4096)]
-        } else {
-            if large.is_empty() {
-                large = vec![0u8; chunk.min(64 << 10)];
-            }
-            &mut large
-        };
+        let raw = bufs.next(total);
         let n = match reader.read(raw) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        total += n;
+        total += n as u64;
         let eof = n == 0;
         if eof {
             decoder.finish(&mut buf);

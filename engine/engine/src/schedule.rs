@@ -177,6 +177,8 @@ impl Schedule<'_> {
         let mut prefetched = self.prefetch();
         crate::timing_mark("trial lookups prefetched");
         let retain = crate::placement::retain(self.recipe);
+        // AORTA_TIMING's mark, once per build (watch mode builds again in one process).
+        let first_start = Arc::new(std::sync::Once::new());
 
         loop {
             // Advance every cell as far as it can go without waiting.
@@ -243,6 +245,7 @@ impl Schedule<'_> {
                             let stage_store = Arc::clone(&store);
                             let build_lock = self.build_lock.clone();
                             let start_cancel = cancel.clone();
+                            let first_start = Arc::clone(&first_start);
                             let place = self.run_dir.as_ref().map(|run_dir| Place {
                                 dest: run_dir.join(crate::placement::trial_rel(
                                     self.recipe,
@@ -255,7 +258,12 @@ impl Schedule<'_> {
                                 (c, p.index),
                                 request,
                                 move || stage_one(&stage_store, &build_lock, &staging, spec),
-                                move |staged, lease| start_staged(staged, lease, &start_cancel),
+                                move |staged, lease| {
+                                    first_start.call_once(|| {
+                                        crate::timing_mark("the first trial starting")
+                                    });
+                                    start_staged(staged, lease, &start_cancel)
+                                },
                                 move |running, mut release| {
                                     finish_running(&store, running, &mut release, &cancel, place)
                                 },
@@ -533,8 +541,6 @@ struct Running {
 /// Starts a staged trial's process on its slot: only that, since it may run on the thread of
 /// the trial that gave the slot back ([`Pool::submit_staged`]).
 fn start_staged(staged: Staged, lease: aorta_exec::Lease, cancel: &CancelToken) -> Running {
-    static FIRST: std::sync::Once = std::sync::Once::new();
-    FIRST.call_once(|| crate::timing_mark("the first trial starting"));
     let started = Instant::now();
     let Staged { claimed, prepared } = staged;
     let trial = prepared.start(&claimed.spec, lease, cancel);
@@ -635,9 +641,10 @@ pub(crate) fn commit(
     secs: f64,
 ) -> Result<Manifest<TrialRecord>, String> {
     let mut files = list_files(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
-    files.retain(|f| f != "result.json");
-    files.push("result.json".into());
-    files.sort();
+    // Sorted already; result.json is written below if it is not there yet.
+    if let Err(at) = files.binary_search_by(|f| f.as_str().cmp("result.json")) {
+        files.insert(at, "result.json".into());
+    }
     record.outputs = files;
     let json = serde_json::to_vec_pretty(&record)
         .map_err(|e| format!("cannot encode result.json: {e}"))?;

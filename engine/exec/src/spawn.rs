@@ -15,11 +15,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
-/// The program, arguments, environment and directory of a child, as C strings: built ahead
-/// of the spawn ([`crate::prepare`]) so the thread that starts it only clones.
 /// One `KEY=VALUE` entry of a child's environment.
 pub(crate) type EnvEntry = std::borrow::Cow<'static, CStr>;
 
+/// The program, arguments, environment and directory of a child, as C strings: built ahead
+/// of the spawn ([`crate::prepare`]) so the thread that starts it only clones.
 pub(crate) struct Command {
     program: CString,
     argv: Vec<CString>,
@@ -80,7 +80,7 @@ impl Command {
 
     /// Sets `key=value` in the child's environment, replacing `key`'s entry if it has one.
     pub(crate) fn set_env(&mut self, key: &str, value: &str) -> io::Result<()> {
-        let entry = cstring(OsStr::new(&format!("{key}={value}")))?;
+        let entry = env_entry(key.as_ref(), value.as_ref())?;
         let prefix = entry.as_bytes()[..=key.len()].to_vec();
         match self
             .envp
@@ -157,18 +157,21 @@ pub(crate) fn env_entry(key: &OsStr, value: &OsStr) -> io::Result<CString> {
     kv.extend_from_slice(key.as_bytes());
     kv.push(b'=');
     kv.extend_from_slice(value.as_bytes());
-    CString::new(kv)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in an argument"))
+    c_string(kv)
 }
 
 fn cstring(s: &OsStr) -> io::Result<CString> {
-    CString::new(s.as_bytes())
+    c_string(s.as_bytes().to_vec())
+}
+
+fn c_string(bytes: Vec<u8>) -> io::Result<CString> {
+    CString::new(bytes)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in an argument"))
 }
 
-fn null_terminated(v: &[CString]) -> Vec<*const libc::c_char> {
+fn null_terminated<S: AsRef<CStr>>(v: &[S]) -> Vec<*const libc::c_char> {
     v.iter()
-        .map(|c| c.as_ptr())
+        .map(|c| c.as_ref().as_ptr())
         .chain(std::iter::once(std::ptr::null()))
         .collect()
 }
@@ -274,12 +277,7 @@ impl Failure {
 fn start_child(plan: &Plan<'_>, cgroup: Option<RawFd>) -> Result<i32, Failure> {
     let command = plan.command;
     let argv_p = null_terminated(&command.argv);
-    let envp_p: Vec<*const libc::c_char> = command
-        .envp
-        .iter()
-        .map(|c| c.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect();
+    let envp_p = null_terminated(&command.envp);
     let sh_p = null_terminated(&command.sh_argv);
     let child = Child {
         plan,

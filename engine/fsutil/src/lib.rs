@@ -8,6 +8,9 @@
 //! leaves at most a stray hidden temp file, and an error removes it. The rename itself becomes
 //! durable when the directory is synced; callers that need that sync the filesystem once at the
 //! end (`aorta_store::sync_filesystem`) rather than the directory after every file.
+//!
+//! Beside them, [`ReadBuf`]: the read buffer of the readers that go through every file a trial
+//! leaves (the store's hashing, the classifier's log scan), most of them short.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -16,6 +19,39 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A read buffer for files that are mostly short: reads go to a 4 KiB buffer held inline (on
+/// the stack of the reader's frame) until that much has been read, and only then to a heap
+/// buffer of the full size, made once. A heap buffer for every short file cost a memset, and
+/// its free made glibc consolidate the heap, on every trial.
+pub struct ReadBuf {
+    small: [u8; 4096],
+    large: Vec<u8>,
+    large_len: usize,
+}
+
+impl ReadBuf {
+    /// Reads of a long file go `large_len` bytes at a time (short ones at most 4 KiB).
+    pub fn new(large_len: usize) -> Self {
+        ReadBuf {
+            small: [0; 4096],
+            large: Vec::new(),
+            large_len: large_len.max(1),
+        }
+    }
+
+    /// The buffer for the next read, once `read_so_far` bytes of the file have been read.
+    pub fn next(&mut self, read_so_far: u64) -> &mut [u8] {
+        if read_so_far < self.small.len() as u64 {
+            let n = self.large_len.min(self.small.len());
+            return &mut self.small[..n];
+        }
+        if self.large.is_empty() {
+            self.large = vec![0; self.large_len];
+        }
+        &mut self.large
+    }
+}
 
 /// A name no other process or thread will pick: `<prefix><pid>-<nanos>-<counter><suffix>`.
 pub fn unique_name(prefix: &str, suffix: &str) -> String {
@@ -117,6 +153,18 @@ mod tests {
             .collect();
         v.sort();
         v
+    }
+
+    #[test]
+    fn a_read_buffer_is_small_for_the_first_4_kib_and_large_after() {
+        let mut b = ReadBuf::new(64 << 10);
+        assert_eq!(b.next(0).len(), 4096);
+        assert_eq!(b.next(4095).len(), 4096);
+        assert!(b.large.is_empty(), "a short file makes no heap buffer");
+        assert_eq!(b.next(4096).len(), 64 << 10);
+        // A large size smaller than the inline buffer caps both.
+        let mut b = ReadBuf::new(100);
+        assert_eq!((b.next(0).len(), b.next(5000).len()), (100, 100));
     }
 
     #[test]

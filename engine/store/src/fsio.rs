@@ -161,21 +161,10 @@ pub(crate) fn copy_hashing(
     mut writer: Option<&mut dyn Write>,
 ) -> io::Result<(blake3::Hash, u64)> {
     let mut hasher = blake3::Hasher::new();
-    // Most files a trial leaves are short: a stack buffer reads them, and the heap's is made
-    // only for a long one (a 64 KiB buffer a file cost a memset, and its free made glibc
-    // consolidate the heap).
-    let mut small = [0u8; 4096];
-    let mut large = Vec::new();
+    let mut bufs = aorta_fsutil::ReadBuf::new(CHUNK);
     let mut total = 0u64;
     loop {
-        let buf: &mut [u8] = if total < small.len() as u64 {
-            &mut small
-        } else {
-            if large.is_empty() {
-                large = vec![0u8; CHUNK];
-            }
-            &mut large
-        };
+        let buf = bufs.next(total);
         let n = match reader.read(buf) {
             Ok(0) => break,
             Ok(n) => n,
