@@ -224,6 +224,14 @@ pub struct ExecArgs {
     /// --strict); without it failing cells are results and the exit code is 0.
     #[arg(long)]
     pub strict: bool,
+    /// Execute stored results again instead of reusing them: `all` of them, or only the
+    /// `failed` ones (errored trials always run again); the new results replace the old.
+    #[arg(long, value_name = "WHAT", value_parser = ["all", "failed"])]
+    pub rerun: Option<String>,
+    /// Execute this cell's stored trials again (repeatable); with `--rerun failed`, only its
+    /// failed ones.
+    #[arg(long, value_name = "CELL")]
+    pub rerun_cell: Vec<String>,
     #[command(flatten)]
     pub remote: RemoteArgs,
     #[command(flatten)]
@@ -282,6 +290,13 @@ impl ExecArgs {
                 ..Default::default()
             },
             detach: self.slurm.detach,
+            rerun: aorta_engine::Rerun {
+                what: self.rerun.as_deref().map(|w| match w {
+                    "failed" => aorta_engine::RerunWhat::Failed,
+                    _ => aorta_engine::RerunWhat::All,
+                }),
+                cells: self.rerun_cell.clone(),
+            },
         };
         Ok(aorta_engine::Session::open(opts)?)
     }
@@ -675,6 +690,121 @@ mod tests {
     #[test]
     fn clap_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// Every flag of the executing commands and what it does to a trial's key: a new field of
+    /// these structs does not compile until it is classified here (the destructuring is
+    /// exhaustive), and one missing from docs/cache-keys.md's flag table fails the test.
+    fn build_flags(v: Option<&BuildArgs>) -> Vec<(&'static str, &'static str)> {
+        if let Some(BuildArgs {
+            targets: _,
+            dry_run: _,
+            json: _,
+            mitigations_files: _,
+            exec: _,
+            watch: _,
+            watch_max_rebuilds: _,
+            verbose: _,
+            command: _,
+        }) = v
+        {}
+        vec![
+            ("targets", "keyed: the recipe they name"),
+            ("dry-run", "not keyed: prints the plan"),
+            ("json", "not keyed: output format"),
+            (
+                "mitigations-file",
+                "keyed through env: the values it resolves",
+            ),
+            ("watch", "not keyed: when builds happen"),
+            ("verbose", "not keyed: output"),
+            (
+                "-- COMMAND",
+                "keyed: workload (argv, input files, traced inputs)",
+            ),
+        ]
+    }
+
+    fn exec_flags(v: Option<&ExecArgs>) -> Vec<(&'static str, &'static str)> {
+        if let Some(ExecArgs {
+            jobs: _,
+            gpus: _,
+            store: _,
+            kill_on_hang: _,
+            trial_timeout: _,
+            output: _,
+            env_snapshot: _,
+            python: _,
+            strict: _,
+            rerun: _,
+            rerun_cell: _,
+            remote:
+                RemoteArgs {
+                    remote_cache: _,
+                    remote_cache_mode: _,
+                    remote_cache_namespace: _,
+                    remote_cache_timeout: _,
+                },
+            slurm:
+                SlurmArgs {
+                    executor: _,
+                    detach: _,
+                    slurm_partition: _,
+                    slurm_account: _,
+                    slurm_max_parallel: _,
+                },
+        }) = v
+        {}
+        vec![
+            ("--jobs", "not keyed: how many run at once"),
+            (
+                "--gpus",
+                "not keyed: which device ids (the model is in env_snapshot)",
+            ),
+            ("--store", "not keyed: where results are kept"),
+            ("--kill-on-hang", "keyed: execution.kill_on_hang"),
+            ("--trial-timeout", "keyed: execution.workload_timeout_ms"),
+            ("--output", "not keyed: where the run directory goes"),
+            ("--env-snapshot", "keyed: env_snapshot"),
+            ("--python", "keyed: env_snapshot (the PyTorch it describes)"),
+            ("--strict", "not keyed: the exit code"),
+            ("--rerun", "not keyed: forces execution"),
+            ("--rerun-cell", "not keyed: forces execution"),
+            ("--remote-cache", "not keyed: where results are shared"),
+            ("--remote-cache-mode", "not keyed"),
+            (
+                "--remote-cache-namespace",
+                "not keyed: a salt of the remote's paths",
+            ),
+            ("--remote-cache-timeout", "not keyed"),
+            (
+                "--executor",
+                "not keyed: the result records the machine it ran on",
+            ),
+            ("--detach", "not keyed"),
+            (
+                "--slurm-partition",
+                "not keyed yet: the default partition (a recipe's `partition` is keyed)",
+            ),
+            ("--slurm-account", "not keyed: who pays"),
+            ("--slurm-max-parallel", "not keyed: how many run at once"),
+        ]
+    }
+
+    #[test]
+    fn every_build_flag_is_classified_in_docs_cache_keys() {
+        let doc = include_str!("../../../docs/cache-keys.md");
+        let missing: Vec<String> = build_flags(None)
+            .into_iter()
+            .chain(exec_flags(None))
+            .filter(|(flag, _)| !doc.contains(&format!("`{flag}`")))
+            .map(|(flag, class)| format!("{flag} ({class})"))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "docs/cache-keys.md's flag table lacks: {}",
+            missing.join(", ")
+        );
     }
 }
 

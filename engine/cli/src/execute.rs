@@ -13,7 +13,16 @@ pub fn build(session: &Session, c: &Compiled, verbose: u8) -> Result<BuildOutcom
     let bar = progress_bar(c.planned().len() as u64, verbose);
     let (mut executed, mut reused, mut failed) = (0u64, 0u64, 0u64);
     let mut cluster = String::new();
+    // Why stored results were not reused, with how many trials each: said once the build ends.
+    let mut stale: std::collections::BTreeMap<String, u64> = Default::default();
     let mut on_event = |e: Event| {
+        if let Event::Stale { cell, index, why } = &e {
+            if verbose > 0 {
+                bar.suspend(|| eprintln!("[stale]  {cell} trial {index}: {why}"));
+            }
+            *stale.entry(why.to_string()).or_default() += 1;
+            return;
+        }
         if let Event::Cluster(arrays) = &e {
             // Per Slurm array: queued / running / done; the bar counts trials as they land.
             cluster = arrays
@@ -44,7 +53,7 @@ pub fn build(session: &Session, c: &Compiled, verbose: u8) -> Result<BuildOutcom
                 failed += u64::from(r.record.verdict != aorta_trial::Verdict::Pass);
             }
             Event::Failed { .. } => failed += 1,
-            Event::Cluster(_) => {}
+            Event::Cluster(_) | Event::Stale { .. } => {}
         }
         if verbose > 0 {
             let line = match &e {
@@ -64,7 +73,7 @@ pub fn build(session: &Session, c: &Compiled, verbose: u8) -> Result<BuildOutcom
                 Event::Failed { cell, index, error } => {
                     format!("[error]  {cell} trial {index}: {error}")
                 }
-                Event::Cluster(_) => String::new(),
+                Event::Cluster(_) | Event::Stale { .. } => String::new(),
             };
             bar.suspend(|| eprintln!("{line}"));
         }
@@ -80,6 +89,9 @@ pub fn build(session: &Session, c: &Compiled, verbose: u8) -> Result<BuildOutcom
     };
     let out = session.build(c, &mut on_event);
     bar.finish_and_clear();
+    for (why, n) in &stale {
+        eprintln!("aorta: re-ran {n} trial(s): {why}");
+    }
     if let Some(line) = session.remote_report() {
         eprintln!("{line}");
     }

@@ -434,6 +434,10 @@ pub(crate) fn cached_rebuild(
         }
     }
     let facts = facts.filter(|f| f.run_dir == paths.run_dir)?;
+    // An errored trial runs again (errors are never reused): the full path executes it.
+    if facts.cells.iter().any(|c| c.errored > 0) {
+        return None;
+    }
     let artifacts = c.dag.artifacts().count();
     Some(BuildOutcome {
         detached: 0,

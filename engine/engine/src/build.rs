@@ -82,14 +82,31 @@ impl Session {
             ))
         })?;
         crate::timing_mark("run directory made");
+        let forced = match self.take_rerun() {
+            Some(rerun) => {
+                let forced = rerun.apply(&store, c)?;
+                eprintln!(
+                    "aorta: --rerun: {} stored trial(s) will run again",
+                    forced.len()
+                );
+                forced
+            }
+            None => HashSet::new(),
+        };
         let t_fast = std::time::Instant::now();
-        if let Some(done) = crate::artifacts::cached_rebuild(&store, c, &paths) {
+        let fast = match forced.is_empty() {
+            true => crate::artifacts::cached_rebuild(&store, c, &paths),
+            false => None,
+        };
+        if let Some(done) = fast {
             let _ = std::fs::remove_dir_all(&paths.staging);
             crate::timing("cached rebuild (every trial and artifact in place)", t_fast);
             return Ok(done);
         }
         if let Some(remote) = &self.remote {
-            crate::remote::pull(&store, remote, c.dag.trial_nodes.keys());
+            // A forced key is not fetched back from the remote tier either.
+            let keys = c.dag.trial_nodes.keys().filter(|k| !forced.contains(*k));
+            crate::remote::pull(&store, remote, keys);
         }
         // report.html's environment half needs no trial: it is made on a thread while they
         // run, from the first trial's event on (sooner, it slows the first trial's start,

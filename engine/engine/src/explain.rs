@@ -87,7 +87,15 @@ fn trial_status(store: Option<&LocalStore>, key: &Key) -> (Option<TrialRecord>, 
                 m.exec_seconds,
                 m.trial.verdict.as_str()
             );
-            (Some(m.trial), Status::Cached(why))
+            match crate::reuse::reusable(&m.trial) {
+                Ok(()) => (Some(m.trial), Status::Cached(why)),
+                Err(not) => (
+                    None,
+                    Status::WillRun(format!(
+                        "stored ({why}), but {not}: the next build executes it"
+                    )),
+                ),
+            }
         }
         Ok(Lookup::Miss) => (None, Status::WillRun("the next build executes it".into())),
         Ok(Lookup::Corrupt { reason }) => (

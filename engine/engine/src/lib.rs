@@ -27,6 +27,7 @@ mod records;
 mod remote;
 mod report_html;
 mod retention;
+mod reuse;
 mod schedule;
 mod session;
 pub mod slurm;
@@ -46,6 +47,7 @@ pub use one::OneOutcome;
 pub use outcome::{BuildOutcome, CellOutcome};
 pub use outputs::{run_dir_for, RunPaths};
 pub use report_html::render_run_dir;
+pub use reuse::{NotReused, Rerun, RerunWhat};
 pub use schedule::{Event, Source, TrialResult};
 pub use session::{Session, SessionOptions};
 

@@ -46,7 +46,11 @@ impl Session {
         let build_lock = store
             .build_lock()
             .map_err(|e| EngineError::infra(format!("cannot lock the store: {e}")))?;
-        if let Some(remote) = &self.remote {
+        let forced = match self.take_rerun() {
+            Some(rerun) => rerun.apply_to(&store, c, std::slice::from_ref(&trial))?,
+            None => Default::default(),
+        };
+        if let Some(remote) = self.remote.as_ref().filter(|_| forced.is_empty()) {
             crate::remote::pull(&store, remote, std::iter::once(&trial.key));
         }
         let staging = tempfile_dir(store.root())?;

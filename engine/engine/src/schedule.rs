@@ -51,7 +51,7 @@ pub(crate) enum TrialDir {
 }
 
 /// A store entry reduced to what the build needs, its record parsed once.
-struct Resolved {
+pub(crate) struct Resolved {
     key: Key,
     exec_seconds: f64,
     record: Arc<TrialRecord>,
@@ -68,6 +68,20 @@ pub enum Event<'a> {
     },
     /// The Slurm executor's arrays: queued, running and done tasks of each.
     Cluster(&'a [ArrayProgress]),
+    /// A stored result this build does not reuse (and executes instead), and why.
+    Stale {
+        cell: &'a str,
+        index: u32,
+        why: &'a crate::reuse::NotReused,
+    },
+}
+
+/// What a store lookup found for a key.
+pub(crate) enum Found {
+    Hit(Arc<Resolved>),
+    Miss,
+    /// A stored result that may not be reused ([`crate::reuse::reusable`]).
+    Stale(crate::reuse::NotReused),
 }
 
 /// One Slurm array's counts, for progress ([`Event::Cluster`]).
@@ -215,6 +229,19 @@ impl Schedule<'_> {
                         Some(r) => r,
                         None => self.lookup(&key),
                     };
+                    let looked = match looked {
+                        Ok(Found::Stale(why)) => {
+                            on_event(Event::Stale {
+                                cell: &self.recipe.cells[c].name,
+                                index: p.index,
+                                why: &why,
+                            });
+                            Ok(None)
+                        }
+                        Ok(Found::Hit(r)) => Ok(Some(r)),
+                        Ok(Found::Miss) => Ok(None),
+                        Err(e) => Err(e),
+                    };
                     match looked {
                         Ok(Some(r)) => {
                             if shared(&key) {
@@ -354,15 +381,17 @@ impl Schedule<'_> {
     /// this. Keys whose shard is absent are misses without a look (a cold store's build
     /// starts its first trial at once). Misses are re-checked under the claim before
     /// executing, so racing is harmless.
-    fn prefetch(&self) -> HashMap<Key, Result<Option<Arc<Resolved>>, String>> {
+    fn prefetch(&self) -> HashMap<Key, Result<Found, String>> {
         let shards = self.store.ac_shards().ok();
         let (keys, absent): (Vec<&Key>, Vec<&Key>) = self
             .dag
             .trial_nodes
             .keys()
             .partition(|k| shards.as_ref().is_none_or(|s| s.contains(k.shard())));
-        let mut found: HashMap<Key, Result<Option<Arc<Resolved>>, String>> =
-            absent.into_iter().map(|k| (k.clone(), Ok(None))).collect();
+        let mut found: HashMap<Key, Result<Found, String>> = absent
+            .into_iter()
+            .map(|k| (k.clone(), Ok(Found::Miss)))
+            .collect();
         // Threads pay off only for many reads (a few store entries take microseconds).
         if keys.len() < PREFETCH_PARALLEL {
             found.extend(keys.iter().map(|&k| (k.clone(), self.lookup(k))));
@@ -378,18 +407,21 @@ impl Schedule<'_> {
 
     /// The store entry for `key` with its record read straight into a [`TrialRecord`] (no JSON
     /// tree: this is most of a cached rerun).
-    fn lookup(&self, key: &Key) -> Result<Option<Arc<Resolved>>, String> {
+    fn lookup(&self, key: &Key) -> Result<Found, String> {
         match self.store.lookup_as::<TrialRecord>(key) {
-            Ok(Lookup::Hit(m)) => Ok(Some(Arc::new(Resolved {
-                key: m.key,
-                exec_seconds: m.exec_seconds,
-                record: Arc::new(m.trial),
-                dir: TrialDir::Stored,
-            }))),
-            Ok(Lookup::Miss) => Ok(None),
+            Ok(Lookup::Hit(m)) => match crate::reuse::reusable(&m.trial) {
+                Ok(()) => Ok(Found::Hit(Arc::new(Resolved {
+                    key: m.key,
+                    exec_seconds: m.exec_seconds,
+                    record: Arc::new(m.trial),
+                    dir: TrialDir::Stored,
+                }))),
+                Err(why) => Ok(Found::Stale(why)),
+            },
+            Ok(Lookup::Miss) => Ok(Found::Miss),
             Ok(Lookup::Corrupt { reason }) => {
                 eprintln!("aorta: cached trial {key} is corrupt ({reason}); re-executing it");
-                Ok(None)
+                Ok(Found::Miss)
             }
             Err(e) => Err(format!("store lookup of {key} failed: {e}")),
         }
@@ -511,7 +543,9 @@ fn stage_one(
         Err(e) => return Err(JobOut::Failed(format!("cannot claim trial {key}: {e}"))),
     };
     if let Ok(Lookup::Hit(m)) = claim.lookup_as::<TrialRecord>() {
-        return Err(JobOut::Done(Box::new(m), Source::Reused, TrialDir::Stored));
+        if crate::reuse::reusable(&m.trial).is_ok() {
+            return Err(JobOut::Done(Box::new(m), Source::Reused, TrialDir::Stored));
+        }
     }
     let dir = staging.join(format!("{}-{}", &key.as_str()[..16], std::process::id()));
     if let Err(e) = crate::fsutil::fresh_dir(&dir) {

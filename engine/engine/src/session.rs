@@ -43,6 +43,9 @@ pub struct SessionOptions {
     pub slurm: aorta_slurm::Settings,
     /// `--detach`: submit to the cluster and return; a later build collects.
     pub detach: bool,
+    /// `--rerun` / `--rerun-cell`: stored results the first build of this session executes
+    /// again (watch mode's later rounds do not).
+    pub rerun: crate::reuse::Rerun,
 }
 
 pub struct Session {
@@ -59,6 +62,8 @@ pub struct Session {
     workloads: Mutex<HashMap<String, std::result::Result<Workload, String>>>,
     cancel: OnceLock<CancelToken>,
     pub(crate) compiler: Mutex<Compiler>,
+    /// Set once `opts.rerun` has been applied (by the session's first build).
+    rerun_applied: std::sync::atomic::AtomicBool,
 }
 
 impl Session {
@@ -112,6 +117,7 @@ impl Session {
             workloads: Mutex::default(),
             cancel: OnceLock::new(),
             compiler: Mutex::new(Compiler::new()),
+            rerun_applied: Default::default(),
         })
     }
 
@@ -264,6 +270,26 @@ impl Session {
         Some(line)
     }
 
+    /// The invocation's settings that can change a verdict, for the trial keys (each cell's
+    /// keyed resources are added by the plan).
+    fn execution_key(&self) -> aorta_graph::ExecutionKey {
+        aorta_graph::ExecutionKey {
+            resources: Default::default(),
+            kill_on_hang: self.opts.kill_on_hang,
+            workload_timeout_ms: self.opts.trial_timeout.map(|s| (s * 1000.0).round() as u64),
+            containment_off: std::env::var(aorta_exec::CONTAINMENT_VAR).is_ok_and(|v| v == "off"),
+        }
+    }
+
+    /// The `--rerun` request, the first time a build asks (None after, or when there is none).
+    pub(crate) fn take_rerun(&self) -> Option<&crate::reuse::Rerun> {
+        use std::sync::atomic::Ordering;
+        if self.opts.rerun.is_empty() || self.rerun_applied.swap(true, Ordering::SeqCst) {
+            return None;
+        }
+        Some(&self.opts.rerun)
+    }
+
     pub(crate) fn workload_timeout(&self) -> Option<Duration> {
         self.opts.trial_timeout.map(Duration::from_secs_f64)
     }
@@ -317,6 +343,7 @@ fn compile(session: &Session, id: TargetId) -> Result<Compiled> {
         argv: argv.clone(),
         input_hashes,
         workloads,
+        execution: session.execution_key(),
     };
     let mut c = session.compiler.lock().unwrap_or_else(|e| e.into_inner());
     if *build.context(&c.db) != ctx {

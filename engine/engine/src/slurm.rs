@@ -249,7 +249,19 @@ impl Session {
         let mut fresh = Vec::new();
         let keys: Vec<Key> = run.users.keys().cloned().collect();
         for key in keys {
-            match run.lookup(&key)? {
+            let stored = run.lookup(&key)?;
+            let stale = stored
+                .as_ref()
+                .and_then(|m| crate::reuse::reusable(&m.trial).err());
+            if let Some(why) = &stale {
+                let (cell, index) = run.users[&key][0];
+                on_event(Event::Stale {
+                    cell: &run.c.recipe.cells[cell].name,
+                    index,
+                    why,
+                });
+            }
+            match stored.filter(|_| stale.is_none()) {
                 Some(m) => run.accept(&key, m, Source::Reused, on_event),
                 None => match run.read_record(&key) {
                     Some(s) => {

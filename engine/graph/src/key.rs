@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Bump when the meaning of any key input changes: every cached result becomes a miss.
-pub const KEY_SCHEMA_VERSION: u32 = 1;
+pub const KEY_SCHEMA_VERSION: u32 = 2;
 
 const DOMAIN: &[u8] = b"aorta.trial-key\0";
 
@@ -62,6 +62,34 @@ pub struct EnvironmentDescriptor {
     pub buck_target: Option<String>,
 }
 
+/// How a trial is run, beyond what it runs: the limits and policies that can change its
+/// verdict (docs/cache-keys.md has the table of every recipe field and flag, keyed or not).
+/// Placement that cannot change a verdict (account, `--jobs`, `--gpus` ids) is not here.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Default)]
+pub struct ExecutionKey {
+    /// The cell's resources: a GPU count, CPU count, memory or time limit can turn a pass into
+    /// an OOM kill or a TIMEOUT; partition, constraint and extra sbatch flags pick the hardware.
+    pub resources: KeyedResources,
+    /// `--kill-on-hang` (command trials): a hang becomes a kill instead of a timeout.
+    pub kill_on_hang: bool,
+    /// `--trial-timeout` (workload trials), in milliseconds.
+    pub workload_timeout_ms: Option<u64>,
+    /// `AORTA_CONTAINMENT=off`: teardown by process-tree rules only, no cgroup.
+    pub containment_off: bool,
+}
+
+/// The resource keys of a cell that can change a trial's verdict ([`ExecutionKey`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Default)]
+pub struct KeyedResources {
+    pub gpus_per_trial: Option<u32>,
+    pub cpus_per_trial: Option<u32>,
+    pub mem_per_trial: Option<String>,
+    pub time_limit_secs: Option<u64>,
+    pub partition: Option<String>,
+    pub constraint: Option<String>,
+    pub sbatch_args: Option<Vec<String>>,
+}
+
 /// Everything a trial key is made of. Serialised in field order with sorted maps (an `Arc`
 /// serialises as what it points to). Everything but the trial index is shared by a cell's
 /// trials, so a 10,000-trial plan holds one copy per cell, not per trial.
@@ -77,6 +105,8 @@ pub struct KeyInputs {
     pub environment: Arc<EnvironmentDescriptor>,
     /// The environment snapshot's key (aorta-probe's `EnvKey` under the recipe's rules).
     pub env_snapshot: Arc<str>,
+    pub execution: Arc<ExecutionKey>,
+    /// Last: [`KeyInputs::keyer`] hashes everything before it once per cell.
     pub trial_index: u32,
 }
 
@@ -171,6 +201,7 @@ mod tests {
                 buck_target: None,
             }),
             env_snapshot: "host".into(),
+            execution: Arc::new(ExecutionKey::default()),
             trial_index: 0,
         }
     }
@@ -215,7 +246,13 @@ mod tests {
         .into();
         assert_ne!(i.key().unwrap(), base);
         let mut i = inputs();
-        i.key_schema = 2;
+        i.key_schema = KEY_SCHEMA_VERSION + 1;
+        assert_ne!(i.key().unwrap(), base);
+        let mut i = inputs();
+        Arc::make_mut(&mut i.execution).kill_on_hang = true;
+        assert_ne!(i.key().unwrap(), base);
+        let mut i = inputs();
+        Arc::make_mut(&mut i.execution).resources.time_limit_secs = Some(60);
         assert_ne!(i.key().unwrap(), base);
     }
 

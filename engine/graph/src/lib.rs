@@ -14,7 +14,7 @@ pub use dag::{Artifact, Dag, Node, PlanIndex};
 pub use db::{BuildInputs, CompileDb, GivenRecipe, SourceText};
 pub use inputs::{hash_file, hash_inputs};
 pub use key::{
-    canonical_json, hash_json, CellKeyer, EnvironmentDescriptor, HashError, KeyInputs,
-    WorkloadIdentity, KEY_SCHEMA_VERSION,
+    canonical_json, hash_json, CellKeyer, EnvironmentDescriptor, ExecutionKey, HashError,
+    KeyInputs, KeyedResources, WorkloadIdentity, KEY_SCHEMA_VERSION,
 };
 pub use plan_keys::{trial_count, trial_inputs, KeyContext, PlannedTrial};

@@ -1,8 +1,8 @@
 //! From a resolved recipe to every trial's key inputs.
 
 use crate::key::{
-    canonical_json, EnvironmentDescriptor, HashError, KeyInputs, WorkloadIdentity,
-    KEY_SCHEMA_VERSION,
+    canonical_json, EnvironmentDescriptor, ExecutionKey, HashError, KeyInputs, KeyedResources,
+    WorkloadIdentity, KEY_SCHEMA_VERSION,
 };
 use aorta_recipe::{Cell, Mode, Recipe};
 use std::collections::BTreeMap;
@@ -28,6 +28,9 @@ pub struct KeyContext {
     pub input_hashes: BTreeMap<String, String>,
     /// Resolved workload executables by name (workload flow).
     pub workloads: BTreeMap<String, (String, Option<String>)>,
+    /// The invocation's settings that can change a verdict (`--kill-on-hang`, …); each cell's
+    /// keyed resources are filled in from the recipe.
+    pub execution: ExecutionKey,
 }
 
 /// What the subprocess flow's verdict depends on besides the command and env: timeouts and
@@ -110,6 +113,29 @@ fn cell_config(recipe: &Recipe, cell: &Cell) -> Result<String, HashError> {
     }
 }
 
+/// What of the invocation's settings and the cell's resources can change this cell's verdicts:
+/// a setting that does not apply to the recipe's flow is left out, so it re-runs nothing.
+fn execution_key(recipe: &Recipe, cell: &Cell, invocation: &ExecutionKey) -> ExecutionKey {
+    let r = cell.effective_resources(recipe);
+    ExecutionKey {
+        resources: KeyedResources {
+            gpus_per_trial: r.gpus_per_trial,
+            cpus_per_trial: r.cpus_per_trial,
+            mem_per_trial: r.mem_per_trial,
+            time_limit_secs: r.time_limit_secs,
+            partition: r.partition,
+            constraint: r.constraint,
+            sbatch_args: r.sbatch_args,
+        },
+        kill_on_hang: recipe.mode == Mode::Probe && invocation.kill_on_hang,
+        workload_timeout_ms: match recipe.mode {
+            Mode::Triage => invocation.workload_timeout_ms,
+            Mode::Probe => None,
+        },
+        containment_off: invocation.containment_off,
+    }
+}
+
 /// The number of trials a cell may run: its own count, or the stop_after cap.
 pub fn trial_count(recipe: &Recipe, cell: &Cell) -> u32 {
     recipe
@@ -129,6 +155,7 @@ pub fn trial_inputs(recipe: &Recipe, ctx: &KeyContext) -> Result<Vec<PlannedTria
             venv: cell.environment.venv.clone(),
             buck_target: cell.environment.buck_target.clone(),
         });
+        let execution = Arc::new(execution_key(recipe, cell, &ctx.execution));
         let shared = KeyInputs {
             key_schema: KEY_SCHEMA_VERSION,
             workload: workload.clone(),
@@ -136,6 +163,7 @@ pub fn trial_inputs(recipe: &Recipe, ctx: &KeyContext) -> Result<Vec<PlannedTria
             env: env.clone(),
             environment: environment.clone(),
             env_snapshot: env_snapshot.clone(),
+            execution,
             trial_index: 0,
         };
         let keyer = shared.keyer()?;
@@ -153,4 +181,103 @@ pub fn trial_inputs(recipe: &Recipe, ctx: &KeyContext) -> Result<Vec<PlannedTria
         }
     }
     Ok(out)
+}
+
+/// Every recipe field and what it does to a trial's key, checked against the structs: a new
+/// field that is not classified here does not compile (the destructuring is exhaustive), and
+/// one missing from docs/cache-keys.md's table fails the test.
+#[cfg(test)]
+mod classification {
+    use aorta_recipe::{Cell, ProbeSettings, Recipe, Resources};
+
+    macro_rules! classified {
+        ($fname:ident: $ty:ident { $($field:ident => $class:literal),* $(,)? }) => {
+            fn $fname(v: Option<&$ty>) -> Vec<(&'static str, &'static str)> {
+                if let Some($ty { $($field: _),* }) = v {}
+                vec![$((stringify!($field), $class)),*]
+            }
+        };
+    }
+
+    classified!(recipe_fields: Recipe {
+        source => "not keyed: where the recipe was read from",
+        mode => "keyed: decides the workload identity (command or workload)",
+        ticket => "not keyed: a label",
+        workload => "keyed: workload",
+        trials => "keyed as trial_index: raising it runs only the new trials",
+        steps => "keyed: config (workload flow)",
+        save_logs => "not keyed: what is kept",
+        workload_config => "keyed: config (workload flow)",
+        collect => "keyed: config (workload flow's collectors)",
+        confound => "not keyed: how cells are summarised",
+        stop_after => "not keyed: how many trials run",
+        env_key => "keyed: the rules that make env_snapshot",
+        cells => "keyed per cell: env, environment, execution",
+        resources => "keyed: execution.resources (all but account)",
+        inline_environments => "keyed: environment (the docker reference)",
+        probe => "keyed: config (subprocess flow), see ProbeSettings",
+        registry_files => "keyed through env: the values they resolve to",
+    });
+    classified!(cell_fields: Cell {
+        name => "not keyed: a label",
+        mitigations => "keyed through env: their resolved values, not their names",
+        environment => "keyed: environment (docker, venv, buck_target; not the name)",
+        extra_env => "keyed through env",
+        trials => "keyed as trial_index",
+        steps => "keyed: config (workload flow)",
+        workload_config => "keyed: config (workload flow)",
+        collect => "keyed: config (workload flow)",
+        resolved_env => "keyed: env",
+        env_origin => "not keyed: which mitigation set a variable",
+        resources => "keyed: execution.resources",
+    });
+    classified!(probe_fields: ProbeSettings {
+        mitigation_axis => "keyed through env",
+        diagnostic_axis => "keyed through env",
+        step_time_regex => "keyed: config",
+        collect_paths => "keyed: config",
+        timeout_per_trial => "keyed: config",
+        env_passthrough_mode => "keyed: config",
+        custom_patterns => "keyed: config",
+        hang_window_sec => "keyed: config",
+        hang_grace_period_at_start => "keyed: config",
+        tier3_vram_growth => "keyed: config",
+        disables => "keyed: config",
+        retain => "not keyed: what is kept",
+        redaction => "not keyed: what is kept",
+    });
+    classified!(resource_fields: Resources {
+        gpus_per_trial => "keyed: execution.resources",
+        cpus_per_trial => "keyed: execution.resources",
+        mem_per_trial => "keyed: execution.resources",
+        time_limit_secs => "keyed: execution.resources",
+        partition => "keyed: execution.resources (picks the hardware)",
+        account => "not keyed: who pays",
+        constraint => "keyed: execution.resources (picks the hardware)",
+        sbatch_args => "keyed: execution.resources",
+    });
+
+    #[test]
+    fn every_recipe_field_is_classified_in_docs_cache_keys() {
+        let doc = include_str!("../../../docs/cache-keys.md");
+        let mut missing = Vec::new();
+        for (ty, fields) in [
+            ("Recipe", recipe_fields(None)),
+            ("Cell", cell_fields(None)),
+            ("ProbeSettings", probe_fields(None)),
+            ("Resources", resource_fields(None)),
+        ] {
+            for (field, class) in fields {
+                assert!(class.starts_with("keyed") || class.starts_with("not keyed"));
+                if !doc.contains(&format!("`{ty}.{field}`")) {
+                    missing.push(format!("{ty}.{field} ({class})"));
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "docs/cache-keys.md's field table lacks: {}",
+            missing.join(", ")
+        );
+    }
 }

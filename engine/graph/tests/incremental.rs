@@ -148,7 +148,7 @@ fn a_probe_key_is_pinned_across_releases() {
     let k = keys(&db, build);
     assert_eq!(
         k[&("none-none".to_string(), 0)],
-        "44696e7122c1757e44b2619204c3f7f2e19ca77ad1c9b16096c0f8f21771201b"
+        "386a4c1d1f749d342f2220da28e359e30e4885f2aac147f086fbde90c2704abe"
     );
 }
 

@@ -116,7 +116,8 @@ pub struct Cell {
 }
 
 /// What one trial takes of a machine: placement for the executors (Slurm's sbatch flags, the
-/// local executor's GPU slots), never part of a trial key. Each field unset inherits.
+/// local executor's GPU slots). Each field unset inherits. All but `account` are part of a
+/// trial's key (aorta-graph's `KeyedResources`): a limit can turn a pass into a TIMEOUT.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct Resources {
     #[serde(skip_serializing_if = "Option::is_none")]
