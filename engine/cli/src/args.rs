@@ -297,9 +297,15 @@ impl ExecArgs {
                 }),
                 cells: self.rerun_cell.clone(),
             },
+            tracer: tracer(),
         };
         Ok(aorta_engine::Session::open(opts)?)
     }
+}
+
+/// This executable, whose `aorta __trace` records a command trial's inputs (main.rs).
+pub fn tracer() -> Option<PathBuf> {
+    std::env::current_exe().ok()
 }
 
 /// `--remote-cache URL` and friends: which remote tier a build reads (and writes); the
@@ -710,14 +716,14 @@ mod tests {
         {}
         vec![
             ("targets", "keyed: the recipe they name"),
-            ("dry-run", "not keyed: prints the plan"),
-            ("json", "not keyed: output format"),
+            ("--dry-run", "not keyed: prints the plan"),
+            ("--json", "not keyed: output format"),
             (
-                "mitigations-file",
+                "--mitigations-file",
                 "keyed through env: the values it resolves",
             ),
-            ("watch", "not keyed: when builds happen"),
-            ("verbose", "not keyed: output"),
+            ("--watch", "not keyed: when builds happen"),
+            ("--verbose", "not keyed: output"),
             (
                 "-- COMMAND",
                 "keyed: workload (argv, input files, traced inputs)",

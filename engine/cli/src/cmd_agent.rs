@@ -171,6 +171,7 @@ pub fn agent(a: &AgentArgs) -> CliResult {
         },
         jobs: a.jobs,
         output: Some(a.output.clone()),
+        tracer: crate::args::tracer(),
         ..Default::default()
     })?;
     if a.dry_run {

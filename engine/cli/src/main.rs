@@ -30,6 +30,11 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // `aorta __trace --out FILE -- COMMAND…`: the input tracer the engine wraps command trials
+    // in (engine/trace), before anything else of aorta runs.
+    if std::env::args_os().nth(1).is_some_and(|a| a == "__trace") {
+        aorta_trace::main_with(std::env::args_os().skip(2).collect());
+    }
     aorta_engine::timing_start();
     restore_sigpipe();
     one_malloc_arena();

@@ -4,89 +4,9 @@
 
 mod common;
 
-use common::repo_root;
-use std::path::{Path, PathBuf};
-use std::process::Output;
+use common::{counts, text, Ws};
 
 const TWO_CELLS: &str = "schema_version: 1\nmode: probe\nticket: truth\ntrials: 2\nmitigation_axis: [none, cuda_launch_blocking]\ndiagnostic_axis: [none]\n";
-
-struct Ws {
-    dir: tempfile::TempDir,
-}
-
-impl Ws {
-    fn new() -> Ws {
-        Ws {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn write(&self, name: &str, body: &str) -> PathBuf {
-        let p = self.path().join(name);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, body).unwrap();
-        p
-    }
-
-    /// `aorta ARGS` in the workspace, with `bin/` first on PATH.
-    fn aorta(&self, args: &[&str]) -> Output {
-        let path = format!(
-            "{}:{}",
-            self.path().join("bin").display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        assert_cmd::Command::cargo_bin("aorta")
-            .unwrap()
-            .current_dir(self.path())
-            .env("NO_COLOR", "1")
-            .env("PATH", path)
-            .env(
-                "AORTA_ENV_SNAPSHOT",
-                repo_root().join("docs/examples/h200-env.json"),
-            )
-            .env_remove("AORTA_STORE")
-            .env_remove("AORTA_REMOTE_CACHE")
-            .args(args)
-            .output()
-            .unwrap()
-    }
-
-    /// `aorta build r.yaml --store s --output o EXTRA… -- COMMAND…`.
-    fn build(&self, extra: &[&str], command: &[&str]) -> Output {
-        let mut args = vec!["build", "r.yaml", "--store", "s", "--output", "o"];
-        args.extend(extra);
-        args.push("--");
-        args.extend(command);
-        self.aorta(&args)
-    }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// The summary's "Trials: N executed, M reused" as (N, M).
-fn counts(o: &Output) -> (u32, u32) {
-    let out = String::from_utf8_lossy(&o.stdout);
-    let line = out
-        .lines()
-        .find(|l| l.starts_with("Trials: "))
-        .unwrap_or_else(|| panic!("no Trials line:\n{}", text(o)));
-    let nums: Vec<u32> = line
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|w| w.parse().ok())
-        .collect();
-    (nums[0], nums[1])
-}
 
 #[test]
 fn an_errored_trial_is_never_reused() {

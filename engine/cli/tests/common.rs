@@ -1,5 +1,5 @@
 #![allow(dead_code)]
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 pub fn repo_root() -> PathBuf {
@@ -48,4 +48,90 @@ pub fn transcript(out: &Output) -> String {
         s.push_str(&format!("--- stderr\n{stderr}"));
     }
     s
+}
+
+/// A temporary workspace the real `aorta` builds in (docs/cache-keys.md's cases).
+pub struct Ws {
+    dir: tempfile::TempDir,
+}
+
+impl Ws {
+    #[allow(clippy::new_without_default)] // a new temporary directory each time
+    pub fn new() -> Ws {
+        Ws {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn write(&self, name: &str, body: &str) -> PathBuf {
+        let p = self.path().join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, body).unwrap();
+        p
+    }
+
+    /// `aorta ARGS` in the workspace, with `bin/` first on PATH.
+    pub fn aorta(&self, args: &[&str]) -> Output {
+        self.aorta_env(args, &[])
+    }
+
+    /// [`Ws::aorta`] with more environment variables.
+    pub fn aorta_env(&self, args: &[&str], envs: &[(&str, &str)]) -> Output {
+        let path = format!(
+            "{}:{}",
+            self.path().join("bin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        assert_cmd::Command::cargo_bin("aorta")
+            .unwrap()
+            .current_dir(self.path())
+            .env("NO_COLOR", "1")
+            .env("PATH", path)
+            .env(
+                "AORTA_ENV_SNAPSHOT",
+                repo_root().join("docs/examples/h200-env.json"),
+            )
+            .env_remove("AORTA_STORE")
+            .env_remove("AORTA_REMOTE_CACHE")
+            .envs(envs.iter().copied())
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// `aorta build r.yaml --store s --output o EXTRA… -- COMMAND…`.
+    pub fn build(&self, extra: &[&str], command: &[&str]) -> Output {
+        let mut args = vec!["build", "r.yaml", "--store", "s", "--output", "o"];
+        args.extend(extra);
+        args.push("--");
+        args.extend(command);
+        self.aorta(&args)
+    }
+}
+
+pub fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The summary's "Trials: N executed, M reused" as (N, M).
+pub fn counts(o: &Output) -> (u32, u32) {
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("Trials: "))
+        .unwrap_or_else(|| panic!("no Trials line:\n{}", text(o)));
+    let nums: Vec<u32> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    (nums[0], nums[1])
 }

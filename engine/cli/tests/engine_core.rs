@@ -429,6 +429,7 @@ fn timing_marks_a_builds_head_and_tail_in_order() {
         "trial lookups prefetched",
         "the first trial starting",
         "schedule (lookups + execution)",
+        "traced inputs",
         "materialise",
         "cells and artifacts",
         "sync",

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 /// Bump when any renderer's output changes for the same inputs: every cached artifact is
 /// rendered again (trials are not re-run). 4: report.html's environment brief names the key
 /// the trials were keyed by (under the recipe's `env_key` rules), not the default-rules key.
-pub const RENDERER_VERSION: u32 = 4;
+pub const RENDERER_VERSION: u32 = 5;
 
 const CELL_DOMAIN: &[u8] = b"aorta.cell\0";
 const ARTIFACT_DOMAIN: &[u8] = b"aorta.artifact\0";
@@ -45,6 +45,10 @@ pub struct RerunFacts {
     pub summary: String,
     pub incomplete: Option<String>,
     pub cells: Vec<CellOutcome>,
+    /// The distinct traced-input lists (`inputs.json` digests) of the run's trials: a fully
+    /// cached rebuild verifies them before it reports nothing to do.
+    #[serde(default)]
+    pub input_lists: Vec<String>,
 }
 
 /// What a cell's key is made of: the results it folds, in trial order.
@@ -52,7 +56,7 @@ pub struct RerunFacts {
 struct CellKeyInputs<'a> {
     cell: usize,
     name: &'a str,
-    trials: &'a [(u32, &'a str)],
+    trials: &'a [(u32, String)],
     error: Option<&'a str>,
 }
 
@@ -87,11 +91,11 @@ fn env_key(c: &Compiled) -> std::result::Result<Key, HashError> {
     )
 }
 
-/// A cell's key from the results it folds: `(trial index, trial key)` in index order.
+/// A cell's key from the results it folds: `(trial index, result id)` in index order.
 pub(crate) fn cell_key(
     cell: usize,
     name: &str,
-    trials: &[(u32, &str)],
+    trials: &[(u32, String)],
     error: Option<&str>,
 ) -> std::result::Result<Key, HashError> {
     hash_json(
@@ -135,8 +139,9 @@ fn artifact_key(
     hash_json(ARTIFACT_DOMAIN, "an artifact's inputs", &inputs)
 }
 
-/// What a cell folds: its `(trial index, trial key)` in index order, and its cell error.
-pub(crate) type CellFold<'a> = (Vec<(u32, &'a str)>, Option<&'a str>);
+/// What a cell folds: its `(trial index, result id)` in index order
+/// ([`crate::schedule::TrialResult::result_id`]), and its cell error.
+pub(crate) type CellFold<'a> = (Vec<(u32, String)>, Option<&'a str>);
 
 /// Everything artifact keys are made of, hashed once: the recipe's and the environment
 /// record's keys, every cell's key, the run's warnings. The one place a build, the cached-
@@ -189,7 +194,7 @@ fn render(
     c: &Compiled,
     run_dir: &std::path::Path,
     matrix: &Matrix,
-    trial_keys: &[Vec<(u32, String)>],
+    trial_keys: &[Vec<aorta_report::TrialRow>],
     report_env: &std::sync::Mutex<PendingEnvSection>,
 ) -> Result<Vec<u8>> {
     let bytes = match artifact {
@@ -287,7 +292,7 @@ pub(crate) fn finish(
         let error = ex.cell_errors.get(&i).cloned();
         let trials = by_cell[i]
             .iter()
-            .map(|r| (r.index, r.key.as_str()))
+            .map(|r| (r.index, r.result_id()))
             .collect();
         folds.push((trials, ex.cell_errors.get(&i).map(String::as_str)));
         let stats = CellStats::aggregate(
@@ -319,9 +324,17 @@ pub(crate) fn finish(
         },
     );
     let basis = KeyBasis::new(c, &folds, &warnings).map_err(hashing)?;
-    let trial_keys: Vec<Vec<(u32, String)>> = folds
+    let trial_keys: Vec<Vec<aorta_report::TrialRow>> = by_cell
         .iter()
-        .map(|(t, _)| t.iter().map(|(i, k)| (*i, k.to_string())).collect())
+        .map(|t| {
+            t.iter()
+                .map(|r| aorta_report::TrialRow {
+                    index: r.index,
+                    key: r.key.to_string(),
+                    ..aorta_report::TrialRow::of(&r.record)
+                })
+                .collect()
+        })
         .collect();
     let trials = outcome.executed + outcome.reused;
     let rerun = RerunFacts {
@@ -334,6 +347,13 @@ pub(crate) fn finish(
         }),
         incomplete: matrix.incomplete_reason().map(str::to_string),
         cells: outcome.cells.clone(),
+        input_lists: ex
+            .results
+            .iter()
+            .filter_map(|r| r.record.inputs.as_ref()?.digest.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect(),
     };
     // Each artifact on its own rayon task: rendering is most of a build's tail.
     let report_env = std::sync::Mutex::new(report_env);
@@ -395,6 +415,7 @@ pub(crate) fn cached_rebuild(
     store: &LocalStore,
     c: &Compiled,
     paths: &RunPaths,
+    inputs: &crate::traced::Inputs,
 ) -> Option<BuildOutcome> {
     if c.recipe.stop_after.is_some() || matches!(c.workload, Some(Err(_))) {
         return None;
@@ -407,14 +428,15 @@ pub(crate) fn cached_rebuild(
         for i in c.dag.cell_trials(ci) {
             let p = &c.planned()[i];
             let rel = format!("{dir}trial_{}", p.index);
-            if !index.holds(
-                &rel,
-                p.key.as_str(),
-                &paths.run_dir.join(&rel).join("result.json"),
-            ) {
+            // The result in place, if it is one of this key's.
+            let id = index.get(&rel).filter(|id| {
+                id.strip_prefix(p.key.as_str())
+                    .is_some_and(|s| s.starts_with('@'))
+            })?;
+            if !paths.run_dir.join(&rel).join("result.json").is_file() {
                 return None;
             }
-            trials.push((p.index, p.key.as_str()));
+            trials.push((p.index, id.to_owned()));
         }
         folds.push((trials, None));
     }
@@ -437,6 +459,16 @@ pub(crate) fn cached_rebuild(
     // An errored trial runs again (errors are never reused): the full path executes it.
     if facts.cells.iter().any(|c| c.errored > 0) {
         return None;
+    }
+    // A traced input that changed sends the build down the full path, which re-runs its trials.
+    for digest in &facts.input_lists {
+        let summary = aorta_trial::InputsSummary {
+            traced: true,
+            reason: None,
+            count: 0,
+            digest: Some(digest.clone()),
+        };
+        inputs.verify(store, Some(&summary)).ok()?;
     }
     let artifacts = c.dag.artifacts().count();
     Some(BuildOutcome {

@@ -47,6 +47,7 @@ fn command_settings(
     argv: &[String],
     inputs: &[(std::path::PathBuf, String)],
     kill_on_hang: bool,
+    tracing: crate::trial::Tracing,
 ) -> std::result::Result<CommandSettings, String> {
     let p = recipe.probe.as_ref().ok_or("not a probe recipe")?;
     let classifier = classifier_config(recipe)?;
@@ -79,6 +80,7 @@ fn command_settings(
             .map_err(|e| format!("step_time_regex: {e}"))?,
         inputs: inputs.to_vec(),
         work_dir: std::env::current_dir().ok(),
+        tracing,
     })
 }
 
@@ -111,13 +113,19 @@ pub(crate) fn bodies(
                 EngineError::usage(format!("{}: a probe recipe needs a command: give it after -- or as the target's `command` in BUCK", c.label), format!("aorta build {} -- bash launch.sh", c.label))
             })?;
             let settings = Arc::new(
-                command_settings(recipe, argv, &c.input_digests, session.opts.kill_on_hang)
-                    .map_err(|e| {
-                        EngineError::usage(
-                            format!("{}: {e}", c.label),
-                            "see docs/recipes.md for custom patterns and step_time_regex",
-                        )
-                    })?,
+                command_settings(
+                    recipe,
+                    argv,
+                    &c.input_digests,
+                    session.opts.kill_on_hang,
+                    session.tracing(),
+                )
+                .map_err(|e| {
+                    EngineError::usage(
+                        format!("{}: {e}", c.label),
+                        "see docs/recipes.md for custom patterns and step_time_regex",
+                    )
+                })?,
             );
             for cell in &recipe.cells {
                 let settings = settings.clone();

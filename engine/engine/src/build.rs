@@ -94,11 +94,13 @@ impl Session {
             None => HashSet::new(),
         };
         let t_fast = std::time::Instant::now();
+        let inputs = self.inputs(c)?;
         let fast = match forced.is_empty() {
-            true => crate::artifacts::cached_rebuild(&store, c, &paths),
+            true => crate::artifacts::cached_rebuild(&store, c, &paths, &inputs),
             false => None,
         };
         if let Some(done) = fast {
+            self.inputs_checked(&inputs);
             let _ = std::fs::remove_dir_all(&paths.staging);
             crate::timing("cached rebuild (every trial and artifact in place)", t_fast);
             return Ok(done);
@@ -137,10 +139,12 @@ impl Session {
                 slots: self.slots(None),
                 gpus_per_cell: self.gpus_per_cell(&c.recipe),
                 cancel,
+                inputs: inputs.clone(),
             };
             schedule.run(&mut on_trial_event)
         };
         crate::timing("schedule (lookups + execution)", t_run);
+        self.inputs_checked(&inputs);
         // A trial the first pass of this invocation executed counts as executed here too.
         let ran_here = |r: &&TrialResult| {
             r.source == Source::Executed || executed_earlier.is_some_and(|k| k.contains(&r.key))
@@ -241,6 +245,24 @@ impl Session {
         })?;
         crate::timing("sync", t_sync);
         Ok(outcome)
+    }
+
+    /// After the trials: saves what the digest cache learned, and says what reuse could not
+    /// check (results reused from untraced trials).
+    fn inputs_checked(&self, inputs: &crate::traced::Inputs) {
+        self.save_digests();
+        crate::timing_mark(&format!(
+            "traced inputs: {} file(s) hashed this session",
+            inputs
+                .digests
+                .hashed
+                .load(std::sync::atomic::Ordering::Relaxed)
+        ));
+        for (why, n) in inputs.take_untraced() {
+            eprintln!(
+                "aorta: reused {n} trial(s) that ran untraced ({why}): only the files their command names were checked; --rerun all traces them"
+            );
+        }
     }
 
     /// The plan a dry run prints: the compiled keys, nothing executed, no store opened.

@@ -72,7 +72,12 @@ impl std::fmt::Display for Explanation {
 }
 
 /// A trial's record in the store, or why there is none.
-fn trial_status(store: Option<&LocalStore>, key: &Key) -> (Option<TrialRecord>, Status) {
+/// A reusable record comes with its result id (what a cell folds).
+fn trial_status(
+    store: Option<&LocalStore>,
+    inputs: &crate::traced::Inputs,
+    key: &Key,
+) -> (Option<(TrialRecord, String)>, Status) {
     let Some(store) = store else {
         return (
             None,
@@ -87,8 +92,11 @@ fn trial_status(store: Option<&LocalStore>, key: &Key) -> (Option<TrialRecord>, 
                 m.exec_seconds,
                 m.trial.verdict.as_str()
             );
-            match crate::reuse::reusable(&m.trial) {
-                Ok(()) => (Some(m.trial), Status::Cached(why)),
+            match crate::reuse::reusable(&m.trial, store, inputs) {
+                Ok(()) => {
+                    let id = crate::schedule::result_id(key, m.exec_seconds, &m.trial);
+                    (Some((m.trial, id)), Status::Cached(why))
+                }
                 Err(not) => (
                     None,
                     Status::WillRun(format!(
@@ -116,29 +124,34 @@ fn trial_status(store: Option<&LocalStore>, key: &Key) -> (Option<TrialRecord>, 
 /// scheduler applies it (none when the cell cannot run), or the first trial that must run first.
 struct CellView<'a> {
     trials: Vec<(u32, &'a Key, Status)>,
-    fold: std::result::Result<Vec<(u32, &'a str)>, String>,
+    fold: std::result::Result<Vec<(u32, String)>, String>,
 }
 
-fn cell_view<'a>(c: &'a Compiled, store: Option<&LocalStore>, ci: usize) -> CellView<'a> {
+fn cell_view<'a>(
+    c: &'a Compiled,
+    store: Option<&LocalStore>,
+    inputs: &crate::traced::Inputs,
+    ci: usize,
+) -> CellView<'a> {
     let mut trials = Vec::new();
     let mut fold = Ok(Vec::new());
     let (mut events, mut stopped) = (0, cell_error(c).is_some());
     for i in c.dag.cell_trials(ci) {
         let p = &c.planned()[i];
-        let (record, status) = trial_status(store, &p.key);
+        let (record, status) = trial_status(store, inputs, &p.key);
         trials.push((p.index, &p.key, status));
         let Ok(folded) = fold.as_mut() else { continue };
         if stopped {
             continue;
         }
-        let Some(record) = record else {
+        let Some((record, id)) = record else {
             fold = Err(format!(
                 "trial {} of cell {} must run first",
                 p.index, c.recipe.cells[ci].name
             ));
             continue;
         };
-        folded.push((p.index, p.key.as_str()));
+        folded.push((p.index, id));
         if let Some(s) = c.recipe.stop_after {
             if record.verdict == s.event_verdict {
                 events += 1;
@@ -160,17 +173,29 @@ impl Session {
     pub fn explain(&self, c: &Compiled, query: &NodeQuery) -> Result<Explanation> {
         let store = self.existing_store()?;
         let store = store.as_deref();
+        let inputs = self.inputs(c)?;
         let hashing = |e: aorta_graph::HashError| EngineError::infra(e.to_string());
         match query {
             NodeQuery::Trial { cell, index } => {
                 let ci = c.cell_index(cell)?;
                 let p = c.trial(ci, *index)?;
-                let (_, status) = trial_status(store, &p.key);
+                let (record, status) = trial_status(store, &inputs, &p.key);
                 let json = p.inputs.canonical_json().map_err(hashing)?;
                 let pretty = serde_json::from_str::<serde_json::Value>(&json)
                     .and_then(|v| serde_json::to_string_pretty(&v))
                     .unwrap_or(json);
                 let mut details = Vec::new();
+                let stored = match (&record, store) {
+                    (Some((r, _)), _) => Some(r.clone()),
+                    (None, Some(s)) => match s.lookup_as::<TrialRecord>(&p.key) {
+                        Ok(Lookup::Hit(m)) => Some(m.trial),
+                        _ => None,
+                    },
+                    (None, None) => None,
+                };
+                if let (Some(r), Some(s)) = (&stored, store) {
+                    details.extend(inputs.describe(s, r.inputs.as_ref()));
+                }
                 if c.dag.users(&p.key) > 1 {
                     details.push(format!("shared by {} cells with the same resolved env: it runs once for all of them", c.dag.users(&p.key)));
                 }
@@ -185,7 +210,7 @@ impl Session {
             }
             NodeQuery::Cell { cell } => {
                 let ci = c.cell_index(cell)?;
-                let view = cell_view(c, store, ci);
+                let view = cell_view(c, store, &inputs, ci);
                 let missing = view
                     .trials
                     .iter()
@@ -239,7 +264,7 @@ impl Session {
                 let mut blocked = None;
                 // Only artifacts rendered from cells need the cells' folds.
                 for ci in (0..c.recipe.cells.len()).filter(|_| deps > 0) {
-                    match cell_view(c, store, ci).fold {
+                    match cell_view(c, store, &inputs, ci).fold {
                         Ok(folded) => folds.push((folded, error.as_deref())),
                         Err(first) => {
                             blocked = Some(first);

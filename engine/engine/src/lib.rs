@@ -32,6 +32,7 @@ mod schedule;
 mod session;
 pub mod slurm;
 mod step_times;
+mod traced;
 pub mod trial;
 pub mod watch;
 pub mod workloads;

@@ -69,8 +69,10 @@ impl Session {
             slots: self.slots(Some(1)),
             gpus_per_cell: vec![self.opts.gpus.len(); c.recipe.cells.len()],
             cancel,
+            inputs: self.inputs(c)?,
         };
         let executed = schedule.run(&mut |_| {});
+        self.save_digests();
         let placed = match out {
             Some(out) => place(&store, &executed, ci, out),
             None => first_result(&executed, ci),

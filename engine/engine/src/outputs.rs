@@ -130,6 +130,11 @@ impl RunIndex {
         self.entries.get(rel).is_some_and(|k| k == key) && file.is_file()
     }
 
+    /// What `rel` holds, if anything.
+    pub(crate) fn get(&self, rel: &str) -> Option<&str> {
+        self.entries.get(rel).map(String::as_str)
+    }
+
     pub(crate) fn set(&mut self, rel: String, key: String) {
         self.entries.insert(rel, key);
         self.changed = true;
@@ -171,12 +176,13 @@ pub fn materialize(
     let mut unreadable = Vec::new();
     for r in results {
         let rel = trial_rel(recipe, &recipe.cells[r.cell].name, r.index);
+        let id = r.result_id();
         if r.dir == TrialDir::Placed {
-            index.set(rel, r.key.to_string());
+            index.set(rel, id);
             continue;
         }
         let dest = paths.run_dir.join(&rel);
-        if index.holds(&rel, r.key.as_str(), &dest.join("result.json")) {
+        if index.holds(&rel, &id, &dest.join("result.json")) {
             continue;
         }
         let mut staged = match &r.dir {
@@ -216,7 +222,7 @@ pub fn materialize(
         };
         place_trial(&mut staged, &dest, retain(recipe), &r.record)
             .map_err(|e| PlaceError::Other(format!("cannot place {rel}: {e}")))?;
-        index.set(rel, r.key.to_string());
+        index.set(rel, id);
     }
     if unreadable.is_empty() {
         Ok(())

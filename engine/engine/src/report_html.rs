@@ -91,7 +91,7 @@ pub(crate) fn render(
     c: &Compiled,
     run_dir: &Path,
     matrix: &Matrix,
-    trial_keys: &[Vec<(u32, String)>],
+    trial_keys: &[Vec<aorta_report::TrialRow>],
     env: EnvSection,
 ) -> String {
     let lines = detector_lines(run_dir, matrix);
@@ -253,7 +253,7 @@ fn page(
     matrix: &Matrix,
     argv: Option<&[String]>,
     env: Option<&str>,
-    trial_keys: &[Vec<(u32, String)>],
+    trial_keys: &[Vec<aorta_report::TrialRow>],
     detector_lines: &[Vec<DetectorLine>],
     env_diffs: &[EnvDiff],
 ) -> String {
@@ -342,12 +342,7 @@ pub fn render_run_dir(
         if argv.is_none() {
             argv = records.iter().find_map(|r| r.argv.clone());
         }
-        keys.push(
-            records
-                .iter()
-                .map(|r| (r.trial_index, r.key.clone()))
-                .collect(),
-        );
+        keys.push(records.iter().map(aorta_report::TrialRow::of).collect());
         stats.push(aorta_report::CellStats::aggregate(
             cell,
             &recipe,

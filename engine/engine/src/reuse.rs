@@ -1,7 +1,8 @@
 //! Whether a stored trial may stand in for running it again, and the re-executions a user
 //! forces (`--rerun`, `--rerun-cell`).
 //!
-//! A store hit is reused only if its verdict is a result (`pass`, `fail`, a timeout): an `error`
+//! A store hit is reused only if its verdict is a result (`pass`, `fail`, a timeout, which
+//! reads `error` but is what the trial did under a limit its key holds): any other `error`
 //! says the trial could not run (a missing program, an env file rejected, an infrastructure
 //! fault), which an install or a retry may fix, so it is kept for the report but executed
 //! again by the next build (Bazel does not cache a failed action either).
@@ -17,6 +18,8 @@ use std::collections::HashSet;
 pub enum NotReused {
     /// Its verdict is `error`: errors are never reused.
     Errored,
+    /// A traced input changed or was removed since the trial read it (which, how).
+    InputChanged(String),
 }
 
 impl std::fmt::Display for NotReused {
@@ -25,17 +28,27 @@ impl std::fmt::Display for NotReused {
             NotReused::Errored => {
                 f.write_str("its stored verdict is error (errors are never reused)")
             }
+            NotReused::InputChanged(what) => f.write_str(what),
         }
     }
 }
 
 /// The one rule every lookup that decides between reusing and executing applies (the local
-/// scheduler, the Slurm executor's first lookup, a Slurm task's re-check, `explain`).
-pub(crate) fn reusable(record: &TrialRecord) -> std::result::Result<(), NotReused> {
-    match record.verdict {
-        Verdict::Error => Err(NotReused::Errored),
-        Verdict::Pass | Verdict::Fail => Ok(()),
+/// scheduler, the Slurm executor's first lookup, a Slurm task's re-check, `explain`): a result,
+/// not an error, whose traced inputs still hold.
+pub(crate) fn reusable(
+    record: &TrialRecord,
+    store: &LocalStore,
+    inputs: &crate::traced::Inputs,
+) -> std::result::Result<(), NotReused> {
+    // A timeout's verdict is `error` (AORTA's tier1:timeout), but it is what the trial did
+    // under its limit, and the limit is in the key: a result.
+    if record.verdict == Verdict::Error && !record.timed_out {
+        return Err(NotReused::Errored);
     }
+    inputs
+        .verify(store, record.inputs.as_ref())
+        .map_err(NotReused::InputChanged)
 }
 
 /// Which stored results a build executes again although they are reusable.

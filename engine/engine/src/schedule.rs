@@ -38,6 +38,28 @@ pub struct TrialResult {
     pub(crate) dir: TrialDir,
 }
 
+impl TrialResult {
+    /// Which result this is: the key and a stamp of its execution. One key can hold
+    /// different results over time (an error run again, a traced input edited, `--rerun`), so
+    /// cells fold results, not keys, and the run directory's index says which one is in place.
+    pub fn result_id(&self) -> String {
+        result_id(&self.key, self.exec_seconds, &self.record)
+    }
+}
+
+/// [`TrialResult::result_id`]: the measured durations differ between any two executions.
+pub(crate) fn result_id(key: &Key, exec_seconds: f64, record: &TrialRecord) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(&exec_seconds.to_bits().to_le_bytes());
+    h.update(&record.walltime_sec.to_bits().to_le_bytes());
+    h.update(record.verdict.as_str().as_bytes());
+    h.update(&record.exit_code.to_le_bytes());
+    if let Some(d) = record.inputs.as_ref().and_then(|i| i.digest.as_deref()) {
+        h.update(d.as_bytes());
+    }
+    format!("{key}@{}", &h.finalize().to_hex()[..16])
+}
+
 /// Where a trial's directory in the run directory comes from in this build.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum TrialDir {
@@ -120,6 +142,8 @@ pub struct Schedule<'a> {
     /// GPUs each trial of a cell is granted, by cell (0: a CPU trial, which inherits visibility).
     pub gpus_per_cell: Vec<usize>,
     pub cancel: CancelToken,
+    /// Traced inputs: verified before a stored result is reused, recorded after a trial runs.
+    pub inputs: Arc<crate::traced::Inputs>,
 }
 
 pub struct Executed {
@@ -270,6 +294,8 @@ impl Schedule<'_> {
                                 _ => SlotRequest::cpu(),
                             };
                             let stage_store = Arc::clone(&store);
+                            let stage_inputs = Arc::clone(&self.inputs);
+                            let inputs = Arc::clone(&self.inputs);
                             let build_lock = self.build_lock.clone();
                             let start_cancel = cancel.clone();
                             let first_start = Arc::clone(&first_start);
@@ -284,7 +310,15 @@ impl Schedule<'_> {
                             let submitted = pool.submit_staged(
                                 (c, p.index),
                                 request,
-                                move || stage_one(&stage_store, &build_lock, &staging, spec),
+                                move || {
+                                    stage_one(
+                                        &stage_store,
+                                        &build_lock,
+                                        &staging,
+                                        spec,
+                                        &stage_inputs,
+                                    )
+                                },
                                 move |staged, lease| {
                                     first_start.call_once(|| {
                                         crate::timing_mark("the first trial starting")
@@ -292,7 +326,14 @@ impl Schedule<'_> {
                                     start_staged(staged, lease, &start_cancel)
                                 },
                                 move |running, mut release| {
-                                    finish_running(&store, running, &mut release, &cancel, place)
+                                    finish_running(
+                                        &store,
+                                        &inputs,
+                                        running,
+                                        &mut release,
+                                        &cancel,
+                                        place,
+                                    )
                                 },
                             );
                             match submitted {
@@ -409,7 +450,8 @@ impl Schedule<'_> {
     /// tree: this is most of a cached rerun).
     fn lookup(&self, key: &Key) -> Result<Found, String> {
         match self.store.lookup_as::<TrialRecord>(key) {
-            Ok(Lookup::Hit(m)) => match crate::reuse::reusable(&m.trial) {
+            Ok(Lookup::Hit(m)) => match crate::reuse::reusable(&m.trial, &self.store, &self.inputs)
+            {
                 Ok(()) => Ok(Found::Hit(Arc::new(Resolved {
                     key: m.key,
                     exec_seconds: m.exec_seconds,
@@ -533,6 +575,7 @@ fn stage_one(
     build_lock: &aorta_store::BuildLock,
     staging: &Path,
     spec: TrialSpec,
+    inputs: &crate::traced::Inputs,
 ) -> Result<Staged, JobOut> {
     let key = &spec.key;
     let every = std::time::Duration::from_secs(5);
@@ -543,7 +586,7 @@ fn stage_one(
         Err(e) => return Err(JobOut::Failed(format!("cannot claim trial {key}: {e}"))),
     };
     if let Ok(Lookup::Hit(m)) = claim.lookup_as::<TrialRecord>() {
-        if crate::reuse::reusable(&m.trial).is_ok() {
+        if crate::reuse::reusable(&m.trial, store, inputs).is_ok() {
             return Err(JobOut::Done(Box::new(m), Source::Reused, TrialDir::Stored));
         }
     }
@@ -597,6 +640,7 @@ struct Place {
 /// ([`StartedTrial::finish`]).
 fn finish_running(
     store: &LocalStore,
+    inputs: &crate::traced::Inputs,
     running: Running,
     release: &mut aorta_exec::SlotRelease,
     cancel: &CancelToken,
@@ -608,6 +652,7 @@ fn finish_running(
         started,
     } = running;
     let key = &spec.key;
+    let started_wall = std::time::SystemTime::now() - started.elapsed();
     let run = trial.finish(&spec, dir.path(), release, cancel);
     let Some(claim) = claim.attach(store) else {
         return JobOut::Failed(format!("trial {key} was claimed in another store"));
@@ -615,7 +660,10 @@ fn finish_running(
     match run {
         TrialRun::Cancelled => JobOut::Cancelled,
         TrialRun::Done(record) if interrupted(&record, cancel) => JobOut::Cancelled,
-        TrialRun::Done(record) => match changed_input(&spec) {
+        TrialRun::Done(mut record) => match changed_input(&spec)
+            .map(Path::to_path_buf)
+            .or_else(|| traced_change(&spec, inputs, dir.path(), started_wall, &mut record))
+        {
             // Hashed once: the inputs are re-read only here.
             Some(changed) => JobOut::Failed(format!(
                 "{} changed while trial {key} ran: its result is not stored (the key hashed the old content); run the build again",
@@ -643,6 +691,36 @@ fn finish_running(
             },
         },
     }
+}
+
+/// Settles a traced trial's inputs into its record (and `inputs.json`); an input known before
+/// the trial that changed while it ran is returned instead, as the named inputs' check does.
+fn traced_change(
+    spec: &TrialSpec,
+    inputs: &crate::traced::Inputs,
+    dir: &Path,
+    started: std::time::SystemTime,
+    record: &mut TrialRecord,
+) -> Option<PathBuf> {
+    let crate::trial::Body::Command(c) = &spec.body else {
+        return None;
+    };
+    let summary = match &c.tracing {
+        crate::trial::Tracing::Off(reason) => crate::traced::untraced(reason.clone()),
+        crate::trial::Tracing::On(_) if !dir.join(crate::traced::TRACE_FILE).exists() => {
+            match &record.inputs {
+                // Set when the trial was prepared: why it ran untraced.
+                Some(s) => s.clone(),
+                None => crate::traced::untraced("the tracer left no trace".into()),
+            }
+        }
+        crate::trial::Tracing::On(_) => match inputs.settle(dir, started) {
+            crate::traced::Settled::Ok(s) => s,
+            crate::traced::Settled::ChangedDuring(p) => return Some(p),
+        },
+    };
+    record.inputs = Some(summary);
+    None
 }
 
 /// A trial whose process died of SIGTERM or SIGKILL just as aorta itself was told to stop was

@@ -46,6 +46,9 @@ pub struct SessionOptions {
     /// `--rerun` / `--rerun-cell`: stored results the first build of this session executes
     /// again (watch mode's later rounds do not).
     pub rerun: crate::reuse::Rerun,
+    /// The executable whose `__trace` subcommand records a command trial's inputs (the CLI
+    /// passes the aorta binary itself); None runs command trials untraced, and says so.
+    pub tracer: Option<PathBuf>,
 }
 
 pub struct Session {
@@ -64,6 +67,8 @@ pub struct Session {
     pub(crate) compiler: Mutex<Compiler>,
     /// Set once `opts.rerun` has been applied (by the session's first build).
     rerun_applied: std::sync::atomic::AtomicBool,
+    /// The traced inputs' digest cache, loaded from the store once.
+    digests: OnceLock<Arc<crate::traced::DigestCache>>,
 }
 
 impl Session {
@@ -118,6 +123,7 @@ impl Session {
             cancel: OnceLock::new(),
             compiler: Mutex::new(Compiler::new()),
             rerun_applied: Default::default(),
+            digests: OnceLock::new(),
         })
     }
 
@@ -281,6 +287,46 @@ impl Session {
         }
     }
 
+    /// What a build of `c` verifies and records traced inputs with: the recipe's scope over the
+    /// session's digest cache, with a fresh per-build memo.
+    pub(crate) fn inputs(&self, c: &crate::Compiled) -> Result<Arc<crate::traced::Inputs>> {
+        let digests = self
+            .digests
+            .get_or_init(|| Arc::new(crate::traced::DigestCache::open(&self.store_root)))
+            .clone();
+        let scope = crate::traced::Scope::new(
+            &self.workspace_root,
+            &self.store_root,
+            &c.recipe.ignore_inputs,
+        )
+        .map_err(|e| {
+            EngineError::usage(
+                format!("ignore_inputs: {e}"),
+                "a glob such as data/scratch/**",
+            )
+        })?;
+        Ok(Arc::new(crate::traced::Inputs::new(scope, digests)))
+    }
+
+    /// How command trials are traced in this session.
+    pub(crate) fn tracing(&self) -> crate::trial::Tracing {
+        use crate::trial::Tracing;
+        if std::env::var("AORTA_TRACE").is_ok_and(|v| v == "off") {
+            return Tracing::Off("AORTA_TRACE=off".into());
+        }
+        match &self.opts.tracer {
+            Some(t) => Tracing::On(t.clone()),
+            None => Tracing::Off("this aorta runs without an input tracer".into()),
+        }
+    }
+
+    /// Saves what the digest cache learned (after a build).
+    pub(crate) fn save_digests(&self) {
+        if let Some(d) = self.digests.get() {
+            d.save();
+        }
+    }
+
     /// The `--rerun` request, the first time a build asks (None after, or when there is none).
     pub(crate) fn take_rerun(&self) -> Option<&crate::reuse::Rerun> {
         use std::sync::atomic::Ordering;
@@ -319,8 +365,17 @@ fn compile(session: &Session, id: TargetId) -> Result<Compiled> {
     };
     let env = session.environment(&recipe)?;
     let input_hashes = match &argv {
-        Some(a) => hash_inputs(&session.cwd, a, &[])
-            .map_err(|e| EngineError::usage(e, "check the command's input paths"))?,
+        Some(a) => {
+            let declared =
+                aorta_graph::expand_globs(&session.cwd, &recipe.inputs).map_err(|e| {
+                    EngineError::usage(
+                        e,
+                        "inputs: globs relative to where aorta runs, e.g. [data/**]",
+                    )
+                })?;
+            hash_inputs(&session.cwd, a, &declared)
+                .map_err(|e| EngineError::usage(e, "check the command's input paths"))?
+        }
         None => BTreeMap::new(),
     };
     let input_digests: Vec<(PathBuf, String)> = input_hashes

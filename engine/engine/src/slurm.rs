@@ -248,11 +248,12 @@ impl Session {
         // Hits first; then the misses some earlier build submitted; the rest are submitted now.
         let mut fresh = Vec::new();
         let keys: Vec<Key> = run.users.keys().cloned().collect();
+        let inputs = self.inputs(c)?;
         for key in keys {
             let stored = run.lookup(&key)?;
             let stale = stored
                 .as_ref()
-                .and_then(|m| crate::reuse::reusable(&m.trial).err());
+                .and_then(|m| crate::reuse::reusable(&m.trial, store, &inputs).err());
             if let Some(why) = &stale {
                 let (cell, index) = run.users[&key][0];
                 on_event(Event::Stale {

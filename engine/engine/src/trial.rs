@@ -47,6 +47,17 @@ pub struct CommandSettings {
     /// The directory the command runs in (aorta's own, read once per build): where a relative
     /// `core_pattern` leaves a core file.
     pub work_dir: Option<std::path::PathBuf>,
+    /// Whether the command runs under the input tracer (docs/cache-keys.md, "Traced inputs").
+    pub tracing: Tracing,
+}
+
+/// How a command trial's inputs are recorded.
+#[derive(Debug, Clone)]
+pub enum Tracing {
+    /// Under `TRACER __trace --out FILE -- COMMAND` (the aorta binary itself).
+    On(std::path::PathBuf),
+    /// Untraced, and why (said in the record, and when such a result is reused).
+    Off(String),
 }
 
 impl CommandSettings {
@@ -232,11 +243,31 @@ fn prepare_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path) -> Prepare
             path.with_extension("env.sh").display().to_string(),
         );
     }
-    let mut p = ProcessSpec::new(
-        c.argv.clone(),
-        dir.join("stdout.log"),
-        dir.join("stderr.log"),
-    );
+    let argv = match &c.tracing {
+        Tracing::On(tracer) => match resolve_program(&c.argv[0], &env) {
+            Some(program) => {
+                let mut wrapped = vec![
+                    tracer.display().to_string(),
+                    "__trace".into(),
+                    "--out".into(),
+                    dir.join(crate::traced::TRACE_FILE).display().to_string(),
+                    "--".into(),
+                    program.display().to_string(),
+                ];
+                wrapped.extend(c.argv[1..].iter().cloned());
+                wrapped
+            }
+            None => {
+                // The spawn reports the missing program as it always has (an error verdict).
+                record.inputs = Some(crate::traced::untraced(
+                    "the program was not found, so nothing ran to trace".into(),
+                ));
+                c.argv.clone()
+            }
+        },
+        Tracing::Off(_) => c.argv.clone(),
+    };
+    let mut p = ProcessSpec::new(argv, dir.join("stdout.log"), dir.join("stderr.log"));
     p.env = env;
     p.timeout = c.timeout;
     p.hang = c.hang.clone();
@@ -248,6 +279,31 @@ fn prepare_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path) -> Prepare
         e.to_string()
     });
     PreparedTrial::Command(Box::new(CommandPrepared { record, process }))
+}
+
+/// The executable `program` names, as `execvp` finds it: itself when it has a slash, else the
+/// first executable regular file of that name on the child's `PATH` (aorta's when the cell
+/// sets none). None when there is none, so the spawn reports it as it does untraced.
+fn resolve_program(program: &str, env: &BTreeMap<String, String>) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let p = std::path::PathBuf::from(program);
+        return executable(&p).then_some(p);
+    }
+    if program.is_empty() {
+        return None;
+    }
+    let path = env
+        .get("PATH")
+        .cloned()
+        .or_else(|| std::env::var("PATH").ok())
+        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    path.split(':')
+        .map(|d| Path::new(if d.is_empty() { "." } else { d }).join(program))
+        .find(|p| executable(p))
 }
 
 /// A command trial prepared and waiting for its slot.

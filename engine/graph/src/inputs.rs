@@ -30,6 +30,50 @@ pub fn hash_inputs(
     Ok(out)
 }
 
+/// The regular files the recipe's `inputs:` globs match under `cwd`, as `cwd`-relative paths,
+/// sorted: each glob's directory before its first wildcard is walked (symlinked directories
+/// are not followed, so a link loop cannot hang the compile). A glob that matches nothing is
+/// an error: a declared input that is absent is a typo, not an empty set.
+pub fn expand_globs(cwd: &Path, globs: &[String]) -> Result<Vec<String>, String> {
+    let mut out = std::collections::BTreeSet::new();
+    for g in globs {
+        let matcher = globset::Glob::new(g)
+            .map_err(|e| format!("inputs: {g}: {e}"))?
+            .compile_matcher();
+        let base: std::path::PathBuf = Path::new(g)
+            .components()
+            .take_while(|c| {
+                !c.as_os_str()
+                    .to_string_lossy()
+                    .contains(['*', '?', '[', '{'])
+            })
+            .collect();
+        let before = out.len();
+        let mut stack = vec![cwd.join(&base)];
+        while let Some(p) = stack.pop() {
+            let Ok(meta) = std::fs::symlink_metadata(&p) else {
+                continue;
+            };
+            if meta.is_dir() {
+                let entries =
+                    std::fs::read_dir(&p).map_err(|e| format!("inputs: {}: {e}", p.display()))?;
+                stack.extend(entries.flatten().map(|e| e.path()));
+            } else if let Ok(rel) = p.strip_prefix(cwd) {
+                if matcher.is_match(rel) && p.is_file() {
+                    out.insert(rel.to_string_lossy().into_owned());
+                }
+            }
+        }
+        if out.len() == before {
+            return Err(format!(
+                "inputs: {g} matches no file under {}",
+                cwd.display()
+            ));
+        }
+    }
+    Ok(out.into_iter().collect())
+}
+
 pub fn hash_file(path: &Path) -> std::io::Result<String> {
     let mut hasher = blake3::Hasher::new();
     let mut f = std::fs::File::open(path)?;

@@ -12,7 +12,7 @@ mod plan_keys;
 pub use aorta_store::Key;
 pub use dag::{Artifact, Dag, Node, PlanIndex};
 pub use db::{BuildInputs, CompileDb, GivenRecipe, SourceText};
-pub use inputs::{hash_file, hash_inputs};
+pub use inputs::{expand_globs, hash_file, hash_inputs};
 pub use key::{
     canonical_json, hash_json, CellKeyer, EnvironmentDescriptor, ExecutionKey, HashError,
     KeyInputs, KeyedResources, WorkloadIdentity, KEY_SCHEMA_VERSION,

@@ -212,6 +212,8 @@ mod classification {
         confound => "not keyed: how cells are summarised",
         stop_after => "not keyed: how many trials run",
         env_key => "keyed: the rules that make env_snapshot",
+        inputs => "keyed: workload.inputs (the files its globs match)",
+        ignore_inputs => "not keyed: which traced paths reuse verifies",
         cells => "keyed per cell: env, environment, execution",
         resources => "keyed: execution.resources (all but account)",
         inline_environments => "keyed: environment (the docker reference)",

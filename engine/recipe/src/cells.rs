@@ -138,6 +138,8 @@ pub(crate) fn triage(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> 
         },
         stop_after: common.stop_after,
         env_key: common.env_key,
+        inputs: common.inputs,
+        ignore_inputs: common.ignore_inputs,
         resources: common.resources,
         cells,
         inline_environments: inline,

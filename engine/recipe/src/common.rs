@@ -15,6 +15,8 @@ pub(crate) struct Common {
     pub stop_after: Option<StopAfter>,
     pub env_key: EnvKeyRules,
     pub resources: Resources,
+    pub inputs: Vec<String>,
+    pub ignore_inputs: Vec<String>,
 }
 
 pub(crate) fn common(cx: &Ctx, root: &Node) -> Res<Common> {
@@ -58,7 +60,26 @@ pub(crate) fn common(cx: &Ctx, root: &Node) -> Res<Common> {
         Some(n) => blocks::env_key(cx, n, &top.key("env_key"))?,
     };
     let resources = crate::resources::resources(cx, root, &top)?;
+    let globs = |name: &str| -> Res<Vec<String>> {
+        let Some(n) = root.get(name) else {
+            return Ok(Vec::new());
+        };
+        let p = top.key(name);
+        let help = "workspace-relative globs, e.g. [data/**, configs/*.yaml]";
+        let list = cx.string_list(n, &p, help)?;
+        for (i, g) in list.iter().enumerate() {
+            if let Err(e) = globset::Glob::new(g) {
+                let item = n.as_seq().and_then(|s| s.get(i)).unwrap_or(n);
+                return Err(cx.schema(item, &p.index(i), format!("not a glob: {e}"), help));
+            }
+        }
+        Ok(list)
+    };
+    let inputs = globs("inputs")?;
+    let ignore_inputs = globs("ignore_inputs")?;
     Ok(Common {
+        inputs,
+        ignore_inputs,
         resources,
         ticket,
         trials,

@@ -275,6 +275,8 @@ impl FlagRecipe {
             },
             stop_after: None,
             env_key: EnvKeyRules::default(),
+            inputs: Vec::new(),
+            ignore_inputs: Vec::new(),
             resources: Resources::default(),
             cells,
             inline_environments: inline,

@@ -50,6 +50,8 @@ pub const PROBE_KEYS: &[&str] = crate::resources::with_resource_keys![
     "retain",
     "redaction",
     "env_key",
+    "inputs",
+    "ignore_inputs",
 ];
 const TRIAGE_REQUIRED: &[&str] = &["schema_version", "workload", "trials", "steps", "cells"];
 const PROBE_REQUIRED: &[&str] = &[

@@ -62,6 +62,11 @@ pub struct Recipe {
     /// `env_key: {include, exclude}`: which environment-snapshot fields feed trial keys, on top
     /// of the defaults (docs/env-snapshot.md). An aorta extension; AORTA 0.2.1 has no such key.
     pub env_key: EnvKeyRules,
+    /// `inputs:` (an aorta extension): workspace-relative globs of files hashed into every
+    /// trial's key, for what tracing cannot see (docs/cache-keys.md, "Traced inputs").
+    pub inputs: Vec<String>,
+    /// `ignore_inputs:`: globs of traced paths that are not inputs (a scratch directory).
+    pub ignore_inputs: Vec<String>,
     pub cells: Vec<Cell>,
     /// `gpus_per_trial` and the other resource keys at the recipe's top level.
     pub resources: Resources,

@@ -206,6 +206,8 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
         },
         stop_after: common.stop_after,
         env_key: common.env_key,
+        inputs: common.inputs,
+        ignore_inputs: common.ignore_inputs,
         resources: common.resources,
         cells,
         inline_environments: Vec::new(),

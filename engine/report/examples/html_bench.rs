@@ -55,6 +55,7 @@ fn record(cell: usize, i: u32) -> TrialRecord {
             ..Default::default()
         },
         outputs: Vec::new(),
+        inputs: None,
     }
 }
 
@@ -89,9 +90,17 @@ fn main() {
     let records: Vec<Vec<TrialRecord>> = (0..cells)
         .map(|c| (0..trials).map(|i| record(c, i)).collect())
         .collect();
-    let keys: Vec<Vec<(u32, String)>> = records
+    let keys: Vec<Vec<aorta_report::TrialRow>> = records
         .iter()
-        .map(|r| r.iter().map(|t| (t.trial_index, t.key.clone())).collect())
+        .map(|r| {
+            r.iter()
+                .map(|t| aorta_report::TrialRow {
+                    index: t.trial_index,
+                    key: t.key.clone(),
+                    inputs: String::new(),
+                })
+                .collect()
+        })
         .collect();
     let (mut fold, mut html_t, mut bytes) = (Vec::new(), Vec::new(), 0);
     for _ in 0..runs {

@@ -15,13 +15,38 @@ pub struct HtmlContext<'a> {
     pub environment: Option<&'a str>,
     /// Commands that reproduce the run.
     pub reproduce: &'a [String],
-    /// Each cell's `(trial index, trial key)`, in cell order.
-    pub trial_keys: &'a [Vec<(u32, String)>],
+    /// Each cell's trials, in cell order.
+    pub trial_keys: &'a [Vec<TrialRow>],
     /// Per cell (in cell order, or empty), the first matching line of each detector that
     /// fired in its first failing trial's logs.
     pub detector_lines: &'a [Vec<DetectorLine>],
     /// Where cells or environments differ, `aorta env diff` between them.
     pub env_diffs: &'a [EnvDiff],
+}
+
+/// One trial in "How to reproduce": its key and what its inputs are.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrialRow {
+    pub index: u32,
+    pub key: String,
+    /// How many inputs were traced (`23 traced`), or why none were (`untraced: …`); empty
+    /// for a workload trial.
+    pub inputs: String,
+}
+
+impl TrialRow {
+    /// The row of a trial's record (its own key and traced inputs).
+    pub fn of(r: &aorta_trial::TrialRecord) -> TrialRow {
+        TrialRow {
+            index: r.trial_index,
+            key: r.key.clone(),
+            inputs: match &r.inputs {
+                Some(i) if i.traced => format!("{} traced", i.count),
+                Some(i) => format!("untraced: {}", i.reason.as_deref().unwrap_or("no reason")),
+                None => String::new(),
+            },
+        }
+    }
 }
 
 /// One `aorta env diff`, rendered by the probe's differ (`Diff::render`).
@@ -387,14 +412,16 @@ impl Matrix<'_> {
             let _ = write!(out, "<pre>{}</pre>", esc(&cx.reproduce.join("\n")));
         }
         if cx.trial_keys.iter().any(|k| !k.is_empty()) {
-            out.push_str("<details><summary>Trial keys (<code>aorta explain</code> shows what each hashes)</summary><table><thead><tr><th>Cell</th><th>Trial</th><th>Key</th></tr></thead><tbody>");
-            for (row, keys) in self.rows.iter().zip(cx.trial_keys) {
-                for (i, key) in keys {
+            out.push_str("<details><summary>Trial keys (<code>aorta explain</code> shows what each hashes)</summary><table><thead><tr><th>Cell</th><th>Trial</th><th>Key</th><th>Inputs</th></tr></thead><tbody>");
+            for (row, trials) in self.rows.iter().zip(cx.trial_keys) {
+                for t in trials {
                     let _ = write!(
                         out,
-                        "<tr><td>{}</td><td>{i}</td><td><code>{}</code></td></tr>",
+                        "<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
                         esc(&row.stats.name),
-                        esc(key)
+                        t.index,
+                        esc(&t.key),
+                        esc(&t.inputs)
                     );
                 }
             }

@@ -299,7 +299,14 @@ fn a_fully_cached_rerun_renders_the_same_matrix() {
 fn report_html_is_self_contained_and_complete() {
     let r = probe_recipe();
     let m = probe_matrix(&r, false);
-    let keys = vec![vec![(0, "k0".to_string())]; m.rows.len()];
+    let keys = vec![
+        vec![aorta_report::TrialRow {
+            index: 0,
+            key: "k0".into(),
+            inputs: "23 traced".into(),
+        }];
+        m.rows.len()
+    ];
     let lines = vec![vec![aorta_report::DetectorLine {
         detector: "tier4:hip_error".into(),
         log: "none-none/trial_1/stderr.log".into(),
@@ -328,7 +335,7 @@ fn report_html_is_self_contained_and_complete() {
         "GPU: &lt;none&gt;",
         "aorta build r.yaml -- bash &#39;a b.sh&#39;",
         "href=\"none-none/trial_1/stdout.log\"",
-        "<td><code>k0</code></td>",
+        "<td><code>k0</code></td><td>23 traced</td>",
         "<summary>baseline none-none → cell tf32_off-none: 1 difference(s), 1 key-relevant</summary><pre>  + env_vars.NVIDIA_TF32_OVERRIDE  → &quot;0&quot;  [key]</pre>",
         "none-none/trial_1/stderr.log</a>:7: <b>tier4:hip_error</b>  HIP error: &lt;illegal address&gt;",
     ] {

@@ -294,6 +294,26 @@ pub struct TrialRecord {
     /// Output files of the trial, relative to its directory (logs, artifacts).
     #[serde(default)]
     pub outputs: Vec<String>,
+    /// What the command's process tree read (traced inputs, docs/cache-keys.md): absent for
+    /// workload trials and records written before inputs were traced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<InputsSummary>,
+}
+
+/// A command trial's traced inputs, summarised: the list itself is the trial's `inputs.json`
+/// (a blob of its store entry, whose blake3 is `digest`), verified before the result is reused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputsSummary {
+    /// Whether the process tree was traced; when not, `reason` says why and reuse checks only
+    /// the files the command names (the rule before tracing), and says so.
+    pub traced: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Input files recorded (after the scope rules).
+    pub count: usize,
+    /// blake3 (hex) of `inputs.json`; absent when nothing was traced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 impl TrialRecord {
@@ -331,6 +351,7 @@ impl TrialRecord {
             env,
             result: WorkloadResult::default(),
             outputs: Vec::new(),
+            inputs: None,
         }
     }
 

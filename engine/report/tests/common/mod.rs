@@ -65,6 +65,7 @@ pub fn rec(idx: u32, verdict: Verdict) -> TrialRecord {
             ..Default::default()
         },
         outputs: Vec::new(),
+        inputs: None,
     }
 }
 
