@@ -303,9 +303,16 @@ impl ExecArgs {
     }
 }
 
-/// This executable, whose `aorta __trace` records a command trial's inputs (main.rs).
-pub fn tracer() -> Option<PathBuf> {
-    std::env::current_exe().ok()
+/// What records a command trial's inputs: the small `aorta-trace` beside this executable when
+/// it was installed with it (a fifth of aorta's size: a trial's start execs it), else this
+/// executable's own `aorta __trace` (main.rs), which is wherever aorta is.
+pub fn tracer() -> Option<Vec<String>> {
+    let me = std::env::current_exe().ok()?;
+    let small = me.with_file_name("aorta-trace");
+    if small.is_file() {
+        return Some(vec![small.display().to_string()]);
+    }
+    Some(vec![me.display().to_string(), "__trace".into()])
 }
 
 /// `--remote-cache URL` and friends: which remote tier a build reads (and writes); the

@@ -45,18 +45,7 @@ fn an_errored_trial_is_never_reused() {
     std::fs::remove_file(ws.path().join("bin/mytool")).unwrap();
     let again = ws.build(&["--rerun", "all"], &["mytool"]);
     assert_eq!(counts(&again), (4, 0), "{}", text(&again));
-    let explain = ws.aorta(&[
-        "explain",
-        "r.yaml",
-        "--store",
-        "s",
-        "--cell",
-        "none-none",
-        "--trial",
-        "0",
-        "--",
-        "mytool",
-    ]);
+    let explain = ws.explain("none-none", "0", &["mytool"]);
     let said = String::from_utf8_lossy(&explain.stdout);
     assert!(
         said.contains("errors are never reused") && said.contains("the next build executes it"),

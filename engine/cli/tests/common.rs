@@ -103,6 +103,15 @@ impl Ws {
             .unwrap()
     }
 
+    /// `aorta explain r.yaml --store s --cell CELL --trial N -- COMMAND…`.
+    pub fn explain(&self, cell: &str, trial: &str, command: &[&str]) -> Output {
+        let mut args = vec![
+            "explain", "r.yaml", "--store", "s", "--cell", cell, "--trial", trial, "--",
+        ];
+        args.extend(command);
+        self.aorta(&args)
+    }
+
     /// `aorta build r.yaml --store s --output o EXTRA… -- COMMAND…`.
     pub fn build(&self, extra: &[&str], command: &[&str]) -> Output {
         let mut args = vec!["build", "r.yaml", "--store", "s", "--output", "o"];

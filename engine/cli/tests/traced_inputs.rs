@@ -81,19 +81,7 @@ fn an_edit_two_imports_deep_reruns_only_that_commands_trials() {
     assert_eq!(counts(&ws.build(&[], &launch)), (0, 2));
     // explain names the inputs and the one that changed.
     ws.write("pkg/sub/mod.py", "X = 2\n");
-    let explain = ws.aorta(&[
-        "explain",
-        "r.yaml",
-        "--store",
-        "s",
-        "--cell",
-        "none-none",
-        "--trial",
-        "0",
-        "--",
-        "bash",
-        "launch.sh",
-    ]);
+    let explain = ws.explain("none-none", "0", &["bash", "launch.sh"]);
     let said = String::from_utf8_lossy(&explain.stdout);
     assert!(said.contains("traced inputs:"), "{}", text(&explain));
     assert!(

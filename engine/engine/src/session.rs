@@ -46,9 +46,10 @@ pub struct SessionOptions {
     /// `--rerun` / `--rerun-cell`: stored results the first build of this session executes
     /// again (watch mode's later rounds do not).
     pub rerun: crate::reuse::Rerun,
-    /// The executable whose `__trace` subcommand records a command trial's inputs (the CLI
-    /// passes the aorta binary itself); None runs command trials untraced, and says so.
-    pub tracer: Option<PathBuf>,
+    /// The command that records a command trial's inputs, before its `--out FILE -- COMMAND`
+    /// (the CLI passes `aorta-trace` beside the aorta binary, else `aorta __trace`); None
+    /// runs command trials untraced, and says so.
+    pub tracer: Option<Vec<String>>,
 }
 
 pub struct Session {

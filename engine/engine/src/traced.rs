@@ -357,7 +357,7 @@ impl Inputs {
         if let Some(c) = self
             .current
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(path)
         {
             return c.clone();
@@ -365,7 +365,7 @@ impl Inputs {
         let c = self.digests.current(path);
         self.current
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(path.to_path_buf(), c.clone());
         c
     }
@@ -392,7 +392,7 @@ impl Inputs {
         if let Some(r) = self
             .verified
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(digest)
         {
             return r.clone();
@@ -400,17 +400,13 @@ impl Inputs {
         let r = self.verify_list(store, digest);
         self.verified
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(digest.to_owned(), r.clone());
         r
     }
 
     fn verify_list(&self, store: &LocalStore, digest: &str) -> Result<(), String> {
-        let list = Digest::parse(digest)
-            .ok()
-            .and_then(|d| store.read_blob(&d).ok())
-            .and_then(|b| serde_json::from_slice::<InputList>(&b).ok());
-        let Some(list) = list else {
+        let Some(list) = read_list(store, digest) else {
             return Err(format!("its {INPUTS_FILE} cannot be read"));
         };
         let changed = |f: &InputFile| match self.current(&self.scope.resolve(&f.path)) {
@@ -523,11 +519,7 @@ impl Inputs {
                 s.reason.as_deref().unwrap_or("no reason recorded")
             )];
         };
-        let list = Digest::parse(digest)
-            .ok()
-            .and_then(|d| store.read_blob(&d).ok())
-            .and_then(|b| serde_json::from_slice::<InputList>(&b).ok());
-        let Some(list) = list else {
+        let Some(list) = read_list(store, digest) else {
             return vec![format!(
                 "traced inputs: {} (its {INPUTS_FILE} cannot be read)",
                 s.count
@@ -552,6 +544,12 @@ impl Inputs {
         v.sort();
         v
     }
+}
+
+/// The `inputs.json` a record names, from the store.
+fn read_list(store: &LocalStore, digest: &str) -> Option<InputList> {
+    let blob = store.read_blob(&Digest::parse(digest).ok()?).ok()?;
+    serde_json::from_slice(&blob).ok()
 }
 
 /// The summary of a trial that ran untraced.

@@ -54,8 +54,8 @@ pub struct CommandSettings {
 /// How a command trial's inputs are recorded.
 #[derive(Debug, Clone)]
 pub enum Tracing {
-    /// Under `TRACER __trace --out FILE -- COMMAND` (the aorta binary itself).
-    On(std::path::PathBuf),
+    /// Under `TRACER… --out FILE -- COMMAND` (`aorta-trace`, or `aorta __trace`).
+    On(Vec<String>),
     /// Untraced, and why (said in the record, and when such a result is reused).
     Off(String),
 }
@@ -246,14 +246,13 @@ fn prepare_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path) -> Prepare
     let argv = match &c.tracing {
         Tracing::On(tracer) => match resolve_program(&c.argv[0], &env) {
             Some(program) => {
-                let mut wrapped = vec![
-                    tracer.display().to_string(),
-                    "__trace".into(),
+                let mut wrapped = tracer.clone();
+                wrapped.extend([
                     "--out".into(),
                     dir.join(crate::traced::TRACE_FILE).display().to_string(),
                     "--".into(),
                     program.display().to_string(),
-                ];
+                ]);
                 wrapped.extend(c.argv[1..].iter().cloned());
                 wrapped
             }
