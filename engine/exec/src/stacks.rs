@@ -93,7 +93,10 @@ pub fn sample(samplers: &[Sampler], proc: ProcId) -> Option<ProcessStacks> {
     samplers.iter().find_map(|s| {
         let pid = proc.pid.to_string();
         let args: Vec<&str> = match s.kind {
-            SamplerKind::PySpy => vec!["dump", "--pid", &pid],
+            // --nonblocking reads the process's memory without attaching (no ptrace stop): it
+            // works on a command trial, whose processes aorta's input tracer already traces,
+            // and a hung process is not moving anyway.
+            SamplerKind::PySpy => vec!["dump", "--nonblocking", "--pid", &pid],
             SamplerKind::EuStack => vec!["-p", &pid],
             SamplerKind::Gdb => vec!["-batch", "-nx", "-p", &pid, "-ex", "thread apply all bt"],
         };
