@@ -55,19 +55,30 @@ KNOWN = {
         "cell.top_warn_detector_id", "trial.warn_detectors_fired", "trial.capture.rank"))],
     "whole-log": [("differences", "case_late_traceback-none", VERDICT)],
     "hang-cpu-veto": [("differences", "case_spin-none", VERDICT)],
-    # Only where aorta's value is AORTA's plus probe.env.sh (see without_env_sh).
+    # Only where aorta's value is AORTA's plus its own files (see without_extras).
     "probe-env-sh": [("*", "*", ("trial.files", "trial.capture.retention"))],
+    "traced-inputs": [("*", "*", ("trial.files", "trial.capture.retention"))],
 }
 
+# The files aorta writes into a trial directory that AORTA did not, by parity id.
+EXTRAS = {"probe-env-sh": "probe.env.sh", "traced-inputs": "inputs.json"}
 
-def without_env_sh(value):
-    """aorta's value with probe.env.sh taken out: its files list, or its retention stamp's
-    deleted list (freed_bytes then differs by that file's size, so it is left out)."""
+
+def without_extras(value):
+    """aorta's value with its own files taken out: its files list, or its retention stamp's
+    deleted list (freed_bytes then differs by those files' sizes, so it is left out)."""
     if isinstance(value, list):
-        return [f for f in value if f != "probe.env.sh"]
+        return [f for f in value if f not in EXTRAS.values()]
     if isinstance(value, dict) and "deleted" in value:
-        return {**value, "deleted": without_env_sh(value["deleted"]), "freed_bytes": None}
+        return {**value, "deleted": without_extras(value["deleted"]), "freed_bytes": None}
     return value
+
+
+def names(value):
+    """The file names in a files list or a retention stamp's deleted list."""
+    if isinstance(value, dict):
+        value = value.get("deleted") or []
+    return value if isinstance(value, list) else []
 
 
 def drop_bytes(value):
@@ -76,7 +87,8 @@ def drop_bytes(value):
 
 # A KNOWN id whose difference must also pass a check on the two values.
 KNOWN_CHECK = {
-    "probe-env-sh": lambda aorta, AORTA: without_env_sh(aorta) == drop_bytes(AORTA),
+    kid: (lambda f: lambda aorta, AORTA: f in names(aorta) and without_extras(aorta) == drop_bytes(AORTA))(f)
+    for kid, f in EXTRAS.items()
 }
 
 

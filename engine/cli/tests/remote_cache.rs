@@ -239,9 +239,9 @@ fn two_stores_share_results_through_nginx_webdav() {
     let stderr = String::from_utf8_lossy(&a.stderr);
     assert!(stderr.contains("0 downloaded, 6 uploaded"), "{stderr}");
     assert_eq!(nginx.objects("ac"), 6, "one AC object per trial");
-    // Blobs are deduplicated by content: two stdout.log texts (blocking=unset, blocking=1) and
-    // one extra/trace.txt for all six trials.
-    assert_eq!(nginx.objects("cas"), 3, "blobs uploaded once each");
+    // Blobs are deduplicated by content: two stdout.log texts (blocking=unset, blocking=1),
+    // one extra/trace.txt and one inputs.json (the same traced inputs) for all six trials.
+    assert_eq!(nginx.objects("cas"), 4, "blobs uploaded once each");
 
     // An empty store B, same environment key: nothing executes, the matrix is identical.
     let b = sweep(ws, "store-b", "out-b", &["--remote-cache", &url]);
