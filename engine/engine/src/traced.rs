@@ -285,10 +285,7 @@ fn python_installed(path: &Path) -> bool {
 /// `p` made absolute against the current directory (traced paths are absolute; `--store
 /// store` is not), lexically normalised.
 fn absolute(p: &Path) -> PathBuf {
-    match p.is_absolute() {
-        true => lexical(p),
-        false => lexical(&std::env::current_dir().unwrap_or_default().join(p)),
-    }
+    lexical(&std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()))
 }
 
 /// `pkg/__pycache__/mod.cpython-311.pyc` → `pkg/mod.py`.

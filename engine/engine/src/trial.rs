@@ -243,9 +243,19 @@ fn prepare_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path) -> Prepare
             path.with_extension("env.sh").display().to_string(),
         );
     }
-    let argv = match &c.tracing {
-        Tracing::On(tracer) => match resolve_program(&c.argv[0], &env) {
-            Some(program) => {
+    let mut p = ProcessSpec::new(
+        c.argv.clone(),
+        dir.join("stdout.log"),
+        dir.join("stderr.log"),
+    );
+    p.env = env;
+    p.timeout = c.timeout;
+    p.hang = c.hang.clone();
+    if let Tracing::On(tracer) = &c.tracing {
+        // The program as the spawn would find it; when it is found nowhere, the spawn reports
+        // that as it always has (an error verdict), untraced.
+        match aorta_exec::resolve_program(&p) {
+            Ok(program) => {
                 let mut wrapped = tracer.clone();
                 wrapped.extend([
                     "--out".into(),
@@ -254,22 +264,15 @@ fn prepare_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path) -> Prepare
                     program.display().to_string(),
                 ]);
                 wrapped.extend(c.argv[1..].iter().cloned());
-                wrapped
+                p.argv = wrapped;
             }
-            None => {
-                // The spawn reports the missing program as it always has (an error verdict).
+            Err(_) => {
                 record.inputs = Some(crate::traced::untraced(
                     "the program was not found, so nothing ran to trace".into(),
-                ));
-                c.argv.clone()
+                ))
             }
-        },
-        Tracing::Off(_) => c.argv.clone(),
-    };
-    let mut p = ProcessSpec::new(argv, dir.join("stdout.log"), dir.join("stderr.log"));
-    p.env = env;
-    p.timeout = c.timeout;
-    p.hang = c.hang.clone();
+        }
+    }
     let process = aorta_exec::prepare(p).map_err(|e| {
         let _ = std::fs::write(
             dir.join("stderr.log"),
@@ -278,31 +281,6 @@ fn prepare_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path) -> Prepare
         e.to_string()
     });
     PreparedTrial::Command(Box::new(CommandPrepared { record, process }))
-}
-
-/// The executable `program` names, as `execvp` finds it: itself when it has a slash, else the
-/// first executable regular file of that name on the child's `PATH` (aorta's when the cell
-/// sets none). None when there is none, so the spawn reports it as it does untraced.
-fn resolve_program(program: &str, env: &BTreeMap<String, String>) -> Option<std::path::PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let executable = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if program.contains('/') {
-        let p = std::path::PathBuf::from(program);
-        return executable(&p).then_some(p);
-    }
-    if program.is_empty() {
-        return None;
-    }
-    let path = env
-        .get("PATH")
-        .cloned()
-        .or_else(|| std::env::var("PATH").ok())
-        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    path.split(':')
-        .map(|d| Path::new(if d.is_empty() { "." } else { d }).join(program))
-        .find(|p| executable(p))
 }
 
 /// A command trial prepared and waiting for its slot.

@@ -46,9 +46,9 @@ pub use hang::{
 pub use pidfd::{pidfd_open, wait_readable};
 pub use pool::{Pool, SlotRelease};
 pub use run::{
-    is_posix_name, prepare, run, start, validate_env, Prepared, ProcessOutcome, ProcessSpec,
-    SpawnError, Started, DEFAULT_KILL_GRACE, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_TIMEOUT,
-    HANG_STACKS_FILE,
+    is_posix_name, prepare, resolve_program, run, start, validate_env, Prepared, ProcessOutcome,
+    ProcessSpec, SpawnError, Started, DEFAULT_KILL_GRACE, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND,
+    EXIT_TIMEOUT, HANG_STACKS_FILE,
 };
 pub use slots::{Lease, SlotError, SlotRequest, Slots};
 pub use spawn::spawns_into_cgroup;

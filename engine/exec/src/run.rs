@@ -698,7 +698,7 @@ fn child_path(spec: &ProcessSpec) -> Option<std::ffi::OsString> {
 /// otherwise every trial's child tries each `PATH` entry in turn with a failing `execve`. A
 /// remembered path that is no longer an executable file is looked up afresh. Names with a `/`
 /// are used as they are. ENOENT when found nowhere, EACCES when found but not executable.
-fn resolve_program(spec: &ProcessSpec) -> io::Result<PathBuf> {
+pub fn resolve_program(spec: &ProcessSpec) -> io::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     type Cache = Mutex<HashMap<(String, std::ffi::OsString), PathBuf>>;
     static FOUND: OnceLock<Cache> = OnceLock::new();
