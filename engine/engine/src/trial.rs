@@ -254,8 +254,17 @@ fn prepare_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path) -> Prepare
     if let Tracing::On(tracer) = &c.tracing {
         // The program as the spawn would find it; when it is found nowhere, the spawn reports
         // that as it always has (an error verdict), untraced.
-        match aorta_exec::resolve_program(&p) {
-            Ok(program) => {
+        // A path with a `/` comes back unchecked: one that cannot be executed is left to the
+        // spawn too, so it stays an exec failure (error) rather than the tracer's exit 127.
+        let executable = |p: &Path| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        };
+        match aorta_exec::resolve_program(&p)
+            .ok()
+            .filter(|p| executable(p))
+        {
+            Some(program) => {
                 let mut wrapped = tracer.clone();
                 wrapped.extend([
                     "--out".into(),
@@ -266,7 +275,7 @@ fn prepare_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path) -> Prepare
                 wrapped.extend(c.argv[1..].iter().cloned());
                 p.argv = wrapped;
             }
-            Err(_) => {
+            None => {
                 record.inputs = Some(crate::traced::untraced(
                     "the program was not found, so nothing ran to trace".into(),
                 ))
