@@ -6,7 +6,7 @@
 
 use crate::args::{TrialCommand, TrialExecArgs};
 use crate::exit::{usage, CliResult};
-use aorta_engine::slurm::TaskManifest;
+use aorta_engine::TaskManifest;
 use aorta_engine::{RecipeOrigin, Source, TargetSpec};
 use aorta_recipe::Mode;
 use std::path::PathBuf;

@@ -679,3 +679,188 @@ fn stop_after_cancels_the_tasks_past_the_stop_point_and_the_rebuild_reuses_the_c
     );
     assert_eq!(cluster.jobs().len(), 4, "the rebuild submitted nothing");
 }
+
+/// The scheduling policy exists once (engine/engine/src/schedule.rs) and the local and Slurm
+/// executors sit behind one trait: the same scenarios — a cache hit, an error run again, a
+/// stop_after cell, a corrupt stored output healed, a trial killed at its time limit — give
+/// the same answers (counts, verdicts, the cells' trials) on both.
+#[test]
+fn the_same_scheduling_scenarios_give_the_same_answers_on_both_executors() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = Cluster::up() else { return };
+    let answers: Vec<Vec<String>> = ["local", "slurm"]
+        .iter()
+        .map(|executor| {
+            let work = cluster.work().join(executor);
+            std::fs::create_dir_all(&work).unwrap();
+            std::fs::write(work.join(".aorta-root"), "").unwrap();
+            scenarios(&cluster, &work, executor)
+        })
+        .collect();
+    assert_eq!(answers[0], answers[1], "local vs slurm");
+    // And the answers are the policy's, not just equal.
+    let expected = [
+        "hit 1: Trials: 4 executed, 0 reused from cache. (exit 0)",
+        "hit 2: Trials: 0 executed, 4 reused from cache. (exit 0)",
+        "hit: none-none/trial_0 pass, none-none/trial_1 pass, tf32_off-none/trial_0 pass, tf32_off-none/trial_1 pass",
+        "error 1: Trials: 2 executed, 0 reused from cache. (exit 1)",
+        "error 2: Trials: 2 executed, 0 reused from cache. (exit 1); re-ran 2",
+        "error: none-none/trial_0 error, none-none/trial_1 error",
+        "stop 1: Trials: 1 executed, 0 reused from cache. (exit 0)",
+        "stop 2: Trials: 0 executed, 1 reused from cache. (exit 0)",
+        "stop: none-none/trial_0 fail",
+        "heal: Trials: 1 executed, 3 reused from cache. (exit 0); healed",
+        "heal: none-none/trial_0 pass, none-none/trial_1 pass, tf32_off-none/trial_0 pass, tf32_off-none/trial_1 pass",
+        "kill 1: Trials: 1 executed, 0 reused from cache. (exit 0)",
+        "kill 2: Trials: 0 executed, 1 reused from cache. (exit 0)",
+        "kill: none-none/trial_0 error timed out",
+    ];
+    assert_eq!(answers[0], expected);
+}
+
+/// Runs the scenarios in `work` with `--executor EXECUTOR`; one line per answer.
+fn scenarios(cluster: &Cluster, work: &Path, executor: &str) -> Vec<String> {
+    let recipe = |name: &str, trials: u32, mitigations: &str, extra: &str| {
+        std::fs::write(
+            work.join(name),
+            format!(
+                "schema_version: 1\nmode: probe\nticket: {}\ntrials: {trials}\n\
+                 mitigation_axis: [{mitigations}]\ndiagnostic_axis: [none]\ngpus_per_trial: 0\n{extra}",
+                name.trim_end_matches(".yaml")
+            ),
+        )
+        .unwrap();
+    };
+    let build = |name: &str, out: &str, extra: &[&str], cmd: &[&str]| -> (String, String) {
+        let mut args = vec![
+            "build",
+            name,
+            "--executor",
+            executor,
+            "--store",
+            "store",
+            "--output",
+            out,
+        ];
+        args.extend_from_slice(extra);
+        args.push("--");
+        args.extend_from_slice(cmd);
+        let o = cluster.aorta(&args).current_dir(work).output().unwrap();
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        let counts = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with("Trials:"))
+            .unwrap_or_else(|| panic!("{executor} {name}: no counts: {}", text(&o)))
+            .trim()
+            .to_owned();
+        let counts = format!("{counts} (exit {})", o.status.code().unwrap_or(-1));
+        (counts, String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    // The cells' trials in the run directory, with their verdicts.
+    let trials = |run: PathBuf| -> String {
+        let mut found = Vec::new();
+        for cell in std::fs::read_dir(&run).unwrap().flatten() {
+            for t in std::fs::read_dir(cell.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let Ok(r) = std::fs::read(t.path().join("result.json")) else {
+                    continue;
+                };
+                let r: serde_json::Value = serde_json::from_slice(&r).unwrap();
+                let timed = if r["timed_out"] == true {
+                    " timed out"
+                } else {
+                    ""
+                };
+                found.push(format!(
+                    "{}/{} {}{timed}",
+                    cell.file_name().to_string_lossy(),
+                    t.file_name().to_string_lossy(),
+                    r["verdict"].as_str().unwrap()
+                ));
+            }
+        }
+        found.sort();
+        found.join(", ")
+    };
+    let mut answers = Vec::new();
+
+    // A cache hit: two cells of two trials, built twice.
+    recipe("hit.yaml", 2, "none, tf32_off", "");
+    let stamp = ["sh", "-c", "echo stamp-$$-; od -An -tx1 -N8 /dev/urandom"];
+    let (first, _) = build("hit.yaml", "out", &[], &stamp);
+    answers.push(format!("hit 1: {first}"));
+    let (again, _) = build("hit.yaml", "out", &[], &stamp);
+    answers.push(format!("hit 2: {again}"));
+    answers.push(format!("hit: {}", trials(work.join("out/hit"))));
+
+    // An error (a program that is not there) is stored for the report and run again.
+    recipe("error.yaml", 2, "none", "");
+    let missing = ["/nonexistent/aorta-tool"];
+    let (first, _) = build("error.yaml", "out", &[], &missing);
+    answers.push(format!("error 1: {first}"));
+    let (again, err) = build("error.yaml", "out", &[], &missing);
+    let reran = if err.contains("re-ran 2 trial(s)") {
+        "; re-ran 2"
+    } else {
+        ""
+    };
+    answers.push(format!("error 2: {again}{reran}"));
+    answers.push(format!("error: {}", trials(work.join("out/error"))));
+
+    // stop_after: every trial fails, the first failure decides the cell.
+    recipe(
+        "stop.yaml",
+        3,
+        "none",
+        "stop_after: {events: 1, max_trials: 3, event_verdict: fail}\n",
+    );
+    let fail = ["sh", "-c", "exit 1"];
+    let (first, _) = build("stop.yaml", "out", &[], &fail);
+    answers.push(format!("stop 1: {first}"));
+    let (again, _) = build("stop.yaml", "out", &[], &fail);
+    answers.push(format!("stop 2: {again}"));
+    answers.push(format!("stop: {}", trials(work.join("out/stop"))));
+
+    // Heal: one stored stdout flipped as a bad disk would; a build into a new directory reads
+    // it back, quarantines it and runs that one trial again.
+    let blob = find_blob(&work.join("store/cas"), b"stamp-").expect("a stored stdout");
+    let mut bytes = std::fs::read(&blob).unwrap();
+    bytes[1] ^= 0x20;
+    std::fs::write(&blob, bytes).unwrap();
+    let (healed, err) = build("hit.yaml", "out2", &[], &stamp);
+    let said = if err.contains("re-running the trial to heal the store") {
+        "; healed"
+    } else {
+        ""
+    };
+    answers.push(format!("heal: {healed}{said}"));
+    answers.push(format!("heal: {}", trials(work.join("out2/hit"))));
+
+    // A kill at the trial's time limit is its result (a timeout), reused by the next build.
+    recipe("kill.yaml", 1, "none", "timeout_per_trial: 1\n");
+    let sleep = ["sleep", "30"];
+    let (first, _) = build("kill.yaml", "out", &[], &sleep);
+    answers.push(format!("kill 1: {first}"));
+    let (again, _) = build("kill.yaml", "out", &[], &sleep);
+    answers.push(format!("kill 2: {again}"));
+    answers.push(format!("kill: {}", trials(work.join("out/kill"))));
+    answers
+}
+
+/// The first file under `dir` whose content starts with `prefix`.
+fn find_blob(dir: &Path, prefix: &[u8]) -> Option<PathBuf> {
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if let Some(f) = find_blob(&p, prefix) {
+                return Some(f);
+            }
+        } else if std::fs::read(&p).is_ok_and(|b| b.starts_with(prefix)) {
+            return Some(p);
+        }
+    }
+    None
+}

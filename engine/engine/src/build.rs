@@ -4,6 +4,7 @@
 use crate::bodies::bodies;
 use crate::compile::Compiled;
 use crate::error::{EngineError, Result};
+use crate::execute::local::{LocalExecutor, LocalSettings};
 use crate::outcome::BuildOutcome;
 use crate::report_html::PendingEnvSection;
 use crate::schedule::{Event, Schedule, Source, TrialResult};
@@ -119,29 +120,33 @@ impl Session {
             on_event(e)
         };
         let t_run = std::time::Instant::now();
+        let schedule = Schedule {
+            recipe: &c.recipe,
+            planned: c.planned(),
+            dag: &c.dag,
+            bodies,
+            store: store.clone(),
+            inputs: inputs.clone(),
+            cancel: cancel.clone(),
+        };
         let executed = if self.slurm.executor == aorta_slurm::Executor::Slurm {
-            let cell_errors = bodies
-                .iter()
-                .enumerate()
-                .filter_map(|(i, b)| b.as_ref().err().map(|e| (i, e.clone())))
-                .collect();
-            self.run_on_slurm(c, &store, cell_errors, &mut on_trial_event)?
+            let mut slurm = self.slurm_executor(c, &store)?;
+            schedule.run(&mut slurm, &mut on_trial_event)?
         } else {
-            let schedule = Schedule {
-                recipe: &c.recipe,
-                planned: c.planned(),
-                dag: &c.dag,
-                bodies,
-                store: store.clone(),
-                build_lock: build_lock.clone(),
-                staging: paths.staging.clone(),
-                run_dir: Some(paths.run_dir.clone()),
-                slots: self.slots(None),
-                gpus_per_cell: self.gpus_per_cell(&c.recipe),
-                cancel,
-                inputs: inputs.clone(),
-            };
-            schedule.run(&mut on_trial_event)
+            let mut local = LocalExecutor::new(
+                &c.recipe,
+                LocalSettings {
+                    store: store.clone(),
+                    build_lock: build_lock.clone(),
+                    staging: paths.staging.clone(),
+                    run_dir: Some(paths.run_dir.clone()),
+                    slots: self.slots(None),
+                    gpus_per_cell: self.gpus_per_cell(&c.recipe),
+                    cancel,
+                    inputs: inputs.clone(),
+                },
+            );
+            schedule.run(&mut local, &mut on_trial_event)?
         };
         crate::timing("schedule (lookups + execution)", t_run);
         self.inputs_checked(&inputs);

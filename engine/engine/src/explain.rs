@@ -94,7 +94,7 @@ fn trial_status(
             );
             match crate::reuse::reusable(&m.trial, store, inputs) {
                 Ok(()) => {
-                    let id = crate::schedule::result_id(key, m.exec_seconds, &m.trial);
+                    let id = crate::execute::result_id(key, m.exec_seconds, &m.trial);
                     (Some((m.trial, id)), Status::Cached(why))
                 }
                 Err(not) => (

@@ -5,6 +5,7 @@
 
 use crate::compile::Compiled;
 use crate::error::{EngineError, Result};
+use crate::execute::local::{LocalExecutor, LocalSettings};
 use crate::schedule::{Executed, Schedule, Source, TrialResult};
 use crate::session::Session;
 use aorta_graph::{Dag, Key};
@@ -57,21 +58,30 @@ impl Session {
         // A one-node graph: this trial, for this cell only.
         let planned = std::slice::from_ref(&trial);
         let dag = Dag::build(c.recipe.cells.len(), planned, &c.env.key.hash, &[]);
+        let inputs = self.inputs(c)?;
         let schedule = Schedule {
             recipe: &c.recipe,
             planned,
             dag: &dag,
             bodies,
             store: store.clone(),
-            build_lock: build_lock.clone(),
-            staging: staging.clone(),
-            run_dir: None,
-            slots: self.slots(Some(1)),
-            gpus_per_cell: vec![self.opts.gpus.len(); c.recipe.cells.len()],
-            cancel,
-            inputs: self.inputs(c)?,
+            inputs: inputs.clone(),
+            cancel: cancel.clone(),
         };
-        let executed = schedule.run(&mut |_| {});
+        let mut local = LocalExecutor::new(
+            &c.recipe,
+            LocalSettings {
+                store: store.clone(),
+                build_lock: build_lock.clone(),
+                staging: staging.clone(),
+                run_dir: None,
+                slots: self.slots(Some(1)),
+                gpus_per_cell: vec![self.opts.gpus.len(); c.recipe.cells.len()],
+                cancel,
+                inputs,
+            },
+        );
+        let executed = schedule.run(&mut local, &mut |_| {})?;
         self.save_digests();
         let placed = match out {
             Some(out) => place(&store, &executed, ci, out),

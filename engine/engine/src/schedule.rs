@@ -1,27 +1,23 @@
-//! Walking the DAG's trial nodes: look every trial key up in the store, execute the misses in
-//! parallel child processes under the slots (one claim per key, so concurrent builds never run
-//! a key twice; a key shared by several cells runs once for all of them), honour stop_after
-//! per cell. Cells and artifacts follow in `build` once their trials are done.
+//! The one scheduling policy for the DAG's trial nodes, whichever executor runs them: look
+//! every trial key up in the store (all at once, on all cores), reuse what the reuse rule
+//! allows ([`crate::reuse::reusable`], saying why a stored result is not reused), hand every
+//! other trial to the [`Executor`] (a key shared by several cells runs once for all of them),
+//! relabel a shared result for each cell, apply `stop_after` (forgetting trials no cell needs
+//! any more), and report it all as [`Event`]s. Cells and artifacts follow in `build` once the
+//! trials are done.
 
-use crate::fsutil::list_files;
-use crate::trial::{prepare_trial, PreparedTrial, StartedTrial, TrialRun, TrialSpec};
-use aorta_exec::{CancelToken, Pool, SlotRequest, Slots};
+pub(crate) use crate::execute::{result_id, TrialDir};
+pub use crate::execute::{ArrayProgress, Source};
+use crate::execute::{Executor, Job, Outcome, Waited};
+use crate::trial::TrialSpec;
+use aorta_exec::CancelToken;
 use aorta_graph::{Dag, PlannedTrial};
 use aorta_recipe::Recipe;
 use aorta_store::{Key, LocalStore, Lookup, Manifest};
-use aorta_trial::TrialRecord;
+use aorta_trial::{TrialRecord, Verdict};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
-
-/// How a trial's result was obtained in this build.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
-    Executed,
-    Reused,
-}
 
 #[derive(Debug, Clone)]
 pub struct TrialResult {
@@ -45,31 +41,6 @@ impl TrialResult {
     pub fn result_id(&self) -> String {
         result_id(&self.key, self.exec_seconds, &self.record)
     }
-}
-
-/// [`TrialResult::result_id`]: the measured durations differ between any two executions.
-pub(crate) fn result_id(key: &Key, exec_seconds: f64, record: &TrialRecord) -> String {
-    let mut h = blake3::Hasher::new();
-    h.update(&exec_seconds.to_bits().to_le_bytes());
-    h.update(&record.walltime_sec.to_bits().to_le_bytes());
-    h.update(record.verdict.as_str().as_bytes());
-    h.update(&record.exit_code.to_le_bytes());
-    if let Some(d) = record.inputs.as_ref().and_then(|i| i.digest.as_deref()) {
-        h.update(d.as_bytes());
-    }
-    format!("{key}@{}", &h.finalize().to_hex()[..16])
-}
-
-/// Where a trial's directory in the run directory comes from in this build.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum TrialDir {
-    /// Executed here and moved into the run directory as it finished, while later trials ran.
-    Placed,
-    /// Executed here and still in this staging directory (placing it failed, or the schedule
-    /// places nothing): moved into place when the build materialises.
-    Staged(crate::placement::StagedDir),
-    /// Copied out of the store when the build materialises.
-    Stored,
 }
 
 /// A store entry reduced to what the build needs, its record parsed once.
@@ -102,48 +73,28 @@ pub enum Event<'a> {
 pub(crate) enum Found {
     Hit(Arc<Resolved>),
     Miss,
-    /// A stored result that may not be reused ([`crate::reuse::reusable`]).
-    Stale(crate::reuse::NotReused),
-}
-
-/// One Slurm array's counts, for progress ([`Event::Cluster`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ArrayProgress {
-    pub job: String,
-    pub queued: usize,
-    pub running: usize,
-    pub done: usize,
-}
-
-enum JobOut {
-    Done(Box<Manifest<TrialRecord>>, Source, TrialDir),
-    Cancelled,
-    Failed(String),
+    /// A stored result that may not be reused ([`crate::reuse::reusable`]), and which.
+    Stale {
+        why: crate::reuse::NotReused,
+        result_id: String,
+    },
 }
 
 /// Builds a trial's spec from its plan entry (per cell: the body and env are fixed).
 pub type MakeSpec = Arc<dyn Fn(&PlannedTrial) -> TrialSpec + Send + Sync>;
 
-pub struct Schedule<'a> {
+/// The one scheduling policy, whichever executor runs the trials (see the module's doc).
+pub(crate) struct Schedule<'a> {
     pub recipe: &'a Recipe,
     pub planned: &'a [PlannedTrial],
     /// The compiled graph: which planned trials each cell has, which keys cells share.
     pub dag: &'a Dag,
-    /// Body settings per cell (`None`: the cell cannot run, e.g. unknown workload; its error).
+    /// Body settings per cell (`Err`: the cell cannot run, e.g. unknown workload; its error).
     pub bodies: Vec<Result<MakeSpec, String>>,
     pub store: Arc<LocalStore>,
-    /// The build's shared lock on `store`, which every claim shares instead of taking its own.
-    pub build_lock: aorta_store::BuildLock,
-    pub staging: PathBuf,
-    /// Where executed trials are placed as they finish (`placement::place_trial`); `None`
-    /// leaves them in staging (`aorta trial exec` places its one trial itself).
-    pub run_dir: Option<PathBuf>,
-    pub slots: Slots,
-    /// GPUs each trial of a cell is granted, by cell (0: a CPU trial, which inherits visibility).
-    pub gpus_per_cell: Vec<usize>,
-    pub cancel: CancelToken,
-    /// Traced inputs: verified before a stored result is reused, recorded after a trial runs.
+    /// Traced inputs: verified before a stored result is reused.
     pub inputs: Arc<crate::traced::Inputs>,
+    pub cancel: CancelToken,
 }
 
 pub struct Executed {
@@ -165,18 +116,56 @@ fn resolve(m: Manifest<TrialRecord>, dir: TrialDir) -> Arc<Resolved> {
 }
 
 /// Per-cell progress through its trial list.
+#[derive(Default)]
 struct CellState {
+    /// The position in the cell's trial list to look at next.
     next: usize,
-    events: u32,
-    done: bool,
     in_flight: usize,
+    /// Nothing more to start: every trial looked at, or the cell decided (`stop_after`).
+    done: bool,
+    /// `stop_after`: how each trial ended, by position (`Some(None)`: it failed to run, which
+    /// is no event), for as long as the cell is undecided.
+    ended: Vec<Option<Option<Verdict>>>,
+    /// `stop_after`: the positions before this one ended, in order, with `events` events.
+    decided: usize,
+    events: u32,
+    /// `stop_after`: the index of the trial that decided the cell; the cell is its trials up
+    /// to that one (the trials a local build, in order, would have run).
+    cutoff: Option<u32>,
+}
+
+/// The scheduler's state during one run.
+struct Walk<'s> {
+    by_cell: Vec<Vec<&'s PlannedTrial>>,
+    /// Position of each trial index in its cell's list (for `stop_after`).
+    position: Vec<HashMap<u32, usize>>,
+    states: Vec<CellState>,
+    results: Vec<TrialResult>,
+    /// Errors, with the trials they stopped.
+    failures: Vec<(Vec<(usize, u32)>, String)>,
+    /// The trials waiting on each started key, the one that started it first.
+    waiting_on: HashMap<Key, Vec<(usize, u32)>>,
+    /// Results by key, kept only for keys planned more than once (cells sharing a trial).
+    known: HashMap<Key, Arc<Resolved>>,
+}
+
+impl Walk<'_> {
+    /// Whether trial `index` of `cell` is in the cell (before or at its stop point).
+    fn in_cell(&self, cell: usize, index: u32) -> bool {
+        self.states[cell].cutoff.is_none_or(|cut| index <= cut)
+    }
 }
 
 /// Stored entries to read before the prefetch is worth spreading over cores.
 const PREFETCH_PARALLEL: usize = 32;
 
 impl Schedule<'_> {
-    pub fn run(self, on_event: &mut dyn FnMut(Event)) -> Executed {
+    /// Looks every trial up, has `executor` run the misses, and gathers every cell's results.
+    pub(crate) fn run(
+        self,
+        executor: &mut dyn Executor,
+        on_event: &mut dyn FnMut(Event),
+    ) -> crate::error::Result<Executed> {
         let by_cell: Vec<Vec<&PlannedTrial>> = (0..self.recipe.cells.len())
             .map(|c| {
                 self.dag
@@ -186,235 +175,276 @@ impl Schedule<'_> {
                     .collect()
             })
             .collect();
-        let stop = self.recipe.stop_after;
-        let mut states: Vec<CellState> = by_cell
-            .iter()
-            .map(|_| CellState {
-                next: 0,
-                events: 0,
-                done: false,
-                in_flight: 0,
-            })
-            .collect();
+        let stop = self.recipe.stop_after.is_some();
+        let mut w = Walk {
+            position: by_cell
+                .iter()
+                .map(|ts| match stop {
+                    true => ts.iter().enumerate().map(|(i, p)| (p.index, i)).collect(),
+                    false => HashMap::new(),
+                })
+                .collect(),
+            states: by_cell
+                .iter()
+                .map(|ts| CellState {
+                    ended: if stop {
+                        vec![None; ts.len()]
+                    } else {
+                        Vec::new()
+                    },
+                    ..CellState::default()
+                })
+                .collect(),
+            by_cell,
+            results: Vec::new(),
+            failures: Vec::new(),
+            waiting_on: HashMap::new(),
+            known: HashMap::new(),
+        };
         let mut cell_errors = BTreeMap::new();
         for (c, b) in self.bodies.iter().enumerate() {
             if let Err(e) = b {
                 cell_errors.insert(c, e.clone());
-                states[c].done = true;
+                w.states[c].done = true;
             }
         }
-        let pool: Pool<(usize, u32), JobOut> = Pool::new(self.slots.clone());
-        let mut results: Vec<TrialResult> = Vec::new();
-        // Results by key, kept only for keys planned more than once (cells sharing a trial).
-        let mut known: HashMap<Key, Arc<Resolved>> = HashMap::new();
-        let shared = |k: &Key| self.dag.users(k) > 1;
-        let mut waiting_on: HashMap<Key, Vec<(usize, u32)>> = HashMap::new();
-        let mut failures = Vec::new();
-        let mut cancelled = false;
-        let mut pending = 0usize;
         let mut prefetched = self.prefetch();
         crate::timing_mark("trial lookups prefetched");
-        let retain = crate::placement::retain(self.recipe);
-        // AORTA_TIMING's mark, once per build (watch mode builds again in one process).
-        let first_start = Arc::new(std::sync::Once::new());
-
+        let runs_ahead = executor.runs_ahead();
+        let mut cancelled = false;
+        let mut detached = 0;
         loop {
-            // Advance every cell as far as it can go without waiting.
-            for c in 0..by_cell.len() {
-                while !states[c].done && !cancelled {
-                    let st = &states[c];
-                    if st.next >= by_cell[c].len() || (stop.is_some() && st.in_flight > 0) {
-                        if st.next >= by_cell[c].len() && st.in_flight == 0 {
-                            states[c].done = true;
+            if !cancelled {
+                for c in 0..w.by_cell.len() {
+                    self.advance(
+                        c,
+                        &mut w,
+                        &mut prefetched,
+                        executor,
+                        runs_ahead,
+                        &mut cell_errors,
+                        on_event,
+                    );
+                }
+            }
+            if executor.pending() == 0 {
+                break;
+            }
+            let ended = match executor.wait(&mut |arrays| on_event(Event::Cluster(arrays)))? {
+                Waited::Ended(ended) => ended,
+                Waited::Cancelled => {
+                    cancelled = true;
+                    break;
+                }
+                Waited::Detached => {
+                    detached = executor.pending();
+                    break;
+                }
+            };
+            for (key, outcome) in ended {
+                // Not awaited: forgotten (its cells decided without it).
+                let Some(waiters) = w.waiting_on.remove(&key) else {
+                    continue;
+                };
+                for &(c, _) in &waiters {
+                    w.states[c].in_flight -= 1;
+                }
+                match outcome {
+                    Outcome::Done(m, source, dir) => {
+                        let r = resolve(*m, dir);
+                        if self.dag.users(&key) > 1 {
+                            w.known.insert(key, r.clone());
                         }
-                        break;
+                        for (i, (c, index)) in waiters.into_iter().enumerate() {
+                            let src = if i == 0 { source } else { Source::Reused };
+                            self.accept(c, index, &r, src, &mut w, on_event);
+                        }
                     }
-                    let p = by_cell[c][st.next];
-                    states[c].next += 1;
-                    let key = p.key.clone();
-                    if let Some(r) = known.get(&key).cloned() {
-                        self.accept(
-                            c,
-                            p.index,
-                            &r,
-                            Source::Reused,
-                            &mut states,
-                            &mut results,
-                            on_event,
-                        );
-                        continue;
-                    }
-                    if let Some(w) = waiting_on.get_mut(&key) {
-                        w.push((c, p.index));
-                        states[c].in_flight += 1;
-                        continue;
-                    }
-                    let looked = match prefetched.remove(&key) {
-                        Some(r) => r,
-                        None => self.lookup(&key),
-                    };
-                    let looked = match looked {
-                        Ok(Found::Stale(why)) => {
-                            on_event(Event::Stale {
-                                cell: &self.recipe.cells[c].name,
-                                index: p.index,
-                                why: &why,
-                            });
-                            Ok(None)
-                        }
-                        Ok(Found::Hit(r)) => Ok(Some(r)),
-                        Ok(Found::Miss) => Ok(None),
-                        Err(e) => Err(e),
-                    };
-                    match looked {
-                        Ok(Some(r)) => {
-                            if shared(&key) {
-                                known.insert(key, r.clone());
-                            }
-                            self.accept(
-                                c,
-                                p.index,
-                                &r,
-                                Source::Reused,
-                                &mut states,
-                                &mut results,
-                                on_event,
-                            );
-                        }
-                        Ok(None) => {
-                            let spec = match &self.bodies[c] {
-                                Ok(make) => make(p),
-                                Err(_) => break,
-                            };
-                            let store = self.store.clone();
-                            let staging = self.staging.clone();
-                            let cancel = self.cancel.clone();
-                            let request = match self.gpus_per_cell.get(c) {
-                                Some(&n) if n > 0 => SlotRequest::gpus(n),
-                                _ => SlotRequest::cpu(),
-                            };
-                            let stage_store = Arc::clone(&store);
-                            let stage_inputs = Arc::clone(&self.inputs);
-                            let inputs = Arc::clone(&self.inputs);
-                            let build_lock = self.build_lock.clone();
-                            let start_cancel = cancel.clone();
-                            let first_start = Arc::clone(&first_start);
-                            let place = self.run_dir.as_ref().map(|run_dir| Place {
-                                dest: run_dir.join(crate::placement::trial_rel(
-                                    self.recipe,
-                                    &self.recipe.cells[c].name,
-                                    p.index,
-                                )),
-                                retain: retain.cloned(),
-                            });
-                            let submitted = pool.submit_staged(
-                                (c, p.index),
-                                request,
-                                move || {
-                                    stage_one(
-                                        &stage_store,
-                                        &build_lock,
-                                        &staging,
-                                        spec,
-                                        &stage_inputs,
-                                    )
-                                },
-                                move |staged, lease| {
-                                    first_start.call_once(|| {
-                                        crate::timing_mark("the first trial starting")
-                                    });
-                                    start_staged(staged, lease, &start_cancel)
-                                },
-                                move |running, mut release| {
-                                    finish_running(
-                                        &store,
-                                        &inputs,
-                                        running,
-                                        &mut release,
-                                        &cancel,
-                                        place,
-                                    )
-                                },
-                            );
-                            match submitted {
-                                Ok(()) => {
-                                    pending += 1;
-                                    states[c].in_flight += 1;
-                                    waiting_on.insert(key, vec![(c, p.index)]);
-                                }
-                                Err(e) => {
-                                    cell_errors.insert(c, e.to_string());
-                                    states[c].done = true;
-                                }
-                            }
-                        }
-                        Err(e) => {
-                            failures.push(e.clone());
+                    Outcome::Cancelled => cancelled = true,
+                    Outcome::Failed(e) => {
+                        for &(c, index) in &waiters {
                             on_event(Event::Failed {
                                 cell: &self.recipe.cells[c].name,
-                                index: p.index,
+                                index,
                                 error: &e,
                             });
+                            self.ended(c, index, None, &mut w);
                         }
+                        w.failures.push((waiters, e));
                     }
-                }
-            }
-            if pending == 0 {
-                break;
-            }
-            let Some(((c, index), out)) = pool.next_completed() else {
-                break;
-            };
-            pending -= 1;
-            let Some(key) = by_cell[c]
-                .iter()
-                .find(|p| p.index == index)
-                .map(|p| p.key.clone())
-            else {
-                continue;
-            };
-            let waiters = waiting_on.remove(&key).unwrap_or_default();
-            match out {
-                JobOut::Done(m, source, dir) => {
-                    let r = resolve(*m, dir);
-                    if shared(&key) {
-                        known.insert(key, r.clone());
-                    }
-                    for (i, (wc, wi)) in waiters.into_iter().enumerate() {
-                        states[wc].in_flight -= 1;
-                        let src = if i == 0 { source } else { Source::Reused };
-                        self.accept(wc, wi, &r, src, &mut states, &mut results, on_event);
-                    }
-                }
-                JobOut::Cancelled => {
-                    cancelled = true;
-                    for (wc, _) in waiters {
-                        states[wc].in_flight -= 1;
-                    }
-                }
-                JobOut::Failed(e) => {
-                    for (wc, wi) in waiters {
-                        states[wc].in_flight -= 1;
-                        on_event(Event::Failed {
-                            cell: &self.recipe.cells[wc].name,
-                            index: wi,
-                            error: &e,
-                        });
-                    }
-                    failures.push(e);
                 }
             }
             if self.cancel.is_cancelled() {
                 cancelled = true;
             }
+            self.forget_unneeded(&mut w, executor);
         }
+        // Trials past a cell's stop point (run ahead, finished before they were forgotten)
+        // stay in the store for a later build, but are not the cell's: a local build, in
+        // order, would not have run them.
+        let Walk {
+            mut results,
+            failures,
+            ..
+        } = w;
+        let states = std::mem::take(&mut w.states);
+        let in_cell = |c: usize, i: u32| states[c].cutoff.is_none_or(|cut| i <= cut);
+        results.retain(|r| in_cell(r.cell, r.index));
         results.sort_by_key(|r| (r.cell, r.index));
-        Executed {
+        let failures = failures
+            .into_iter()
+            .filter(|(users, _)| users.iter().any(|&(c, i)| in_cell(c, i)))
+            .map(|(_, e)| e)
+            .collect();
+        Ok(Executed {
             results,
             cell_errors,
             failures,
             cancelled,
-            detached: 0,
+            detached,
+        })
+    }
+
+    /// Moves cell `c` through its trials as far as it can go without waiting: a result known
+    /// (stored, or run by another cell sharing the key) is accepted, a key already started is
+    /// waited on, any other is started on the executor. A cell with `stop_after` starts its
+    /// next trial only once the previous one ended, unless the executor runs ahead.
+    #[allow(clippy::too_many_arguments)]
+    fn advance(
+        &self,
+        c: usize,
+        w: &mut Walk<'_>,
+        prefetched: &mut HashMap<Key, Result<Found, String>>,
+        executor: &mut dyn Executor,
+        runs_ahead: bool,
+        cell_errors: &mut BTreeMap<usize, String>,
+        on_event: &mut dyn FnMut(Event),
+    ) {
+        let in_order = self.recipe.stop_after.is_some() && !runs_ahead;
+        while !w.states[c].done {
+            let st = &w.states[c];
+            if st.next >= w.by_cell[c].len() {
+                w.states[c].done = true;
+                break;
+            }
+            if in_order && st.in_flight > 0 {
+                break;
+            }
+            let p = w.by_cell[c][st.next];
+            w.states[c].next += 1;
+            let key = &p.key;
+            if let Some(r) = w.known.get(key).cloned() {
+                self.accept(c, p.index, &r, Source::Reused, w, on_event);
+                continue;
+            }
+            if let Some(waiters) = w.waiting_on.get_mut(key) {
+                waiters.push((c, p.index));
+                w.states[c].in_flight += 1;
+                continue;
+            }
+            let looked = match prefetched.remove(key) {
+                Some(r) => r,
+                None => self.lookup(key),
+            };
+            let refused = match looked {
+                Ok(Found::Hit(r)) => {
+                    if self.dag.users(key) > 1 {
+                        w.known.insert(key.clone(), r.clone());
+                    }
+                    self.accept(c, p.index, &r, Source::Reused, w, on_event);
+                    continue;
+                }
+                Ok(Found::Miss) => None,
+                Ok(Found::Stale { why, result_id }) => {
+                    on_event(Event::Stale {
+                        cell: &self.recipe.cells[c].name,
+                        index: p.index,
+                        why: &why,
+                    });
+                    Some(result_id)
+                }
+                Err(e) => {
+                    on_event(Event::Failed {
+                        cell: &self.recipe.cells[c].name,
+                        index: p.index,
+                        error: &e,
+                    });
+                    self.ended(c, p.index, None, w);
+                    w.failures.push((vec![(c, p.index)], e));
+                    continue;
+                }
+            };
+            let Ok(make) = &self.bodies[c] else {
+                break;
+            };
+            let job = Job {
+                key: key.clone(),
+                cell: c,
+                index: p.index,
+                spec: make(p),
+                refused,
+            };
+            match executor.start(job) {
+                Ok(()) => {
+                    w.states[c].in_flight += 1;
+                    w.waiting_on.insert(key.clone(), vec![(c, p.index)]);
+                }
+                Err(e) => {
+                    cell_errors.insert(c, e);
+                    w.states[c].done = true;
+                }
+            }
+        }
+    }
+
+    /// Pending keys no cell needs any more (every trial waiting on them is past its cell's
+    /// stop point) are forgotten, and the executor told.
+    fn forget_unneeded(&self, w: &mut Walk<'_>, executor: &mut dyn Executor) {
+        if self.recipe.stop_after.is_none() {
+            return;
+        }
+        let unneeded: Vec<Key> = w
+            .waiting_on
+            .iter()
+            .filter(|(_, users)| users.iter().all(|&(c, i)| !w.in_cell(c, i)))
+            .map(|(k, _)| k.clone())
+            .collect();
+        if unneeded.is_empty() {
+            return;
+        }
+        for k in &unneeded {
+            for (c, _) in w.waiting_on.remove(k).unwrap_or_default() {
+                w.states[c].in_flight -= 1;
+            }
+        }
+        executor.forget(&unneeded);
+    }
+
+    /// `stop_after`: trial `index` of cell `c` ended with `verdict` (`None`: it failed to run).
+    /// The cell decides once `events` of its trials, in order, have the event verdict.
+    fn ended(&self, c: usize, index: u32, verdict: Option<Verdict>, w: &mut Walk<'_>) {
+        let Some(stop) = self.recipe.stop_after else {
+            return;
+        };
+        let st = &mut w.states[c];
+        if st.cutoff.is_some() {
+            return;
+        }
+        let Some(&pos) = w.position[c].get(&index) else {
+            return;
+        };
+        st.ended[pos] = Some(verdict);
+        while let Some(Some(v)) = st.ended.get(st.decided) {
+            if *v == Some(stop.event_verdict) {
+                st.events += 1;
+            }
+            st.decided += 1;
+            if st.events >= stop.events {
+                st.cutoff = Some(w.by_cell[c][st.decided - 1].index);
+                st.done = true;
+                st.ended = Vec::new();
+                break;
+            }
         }
     }
 
@@ -458,7 +488,10 @@ impl Schedule<'_> {
                     record: Arc::new(m.trial),
                     dir: TrialDir::Stored,
                 }))),
-                Err(why) => Ok(Found::Stale(why)),
+                Err(why) => Ok(Found::Stale {
+                    result_id: result_id(key, m.exec_seconds, &m.trial),
+                    why,
+                }),
             },
             Ok(Lookup::Miss) => Ok(Found::Miss),
             Ok(Lookup::Corrupt { reason }) => {
@@ -476,8 +509,7 @@ impl Schedule<'_> {
         index: u32,
         r: &Arc<Resolved>,
         source: Source,
-        states: &mut [CellState],
-        results: &mut Vec<TrialResult>,
+        w: &mut Walk<'_>,
         on_event: &mut dyn FnMut(Event),
     ) {
         // A record shared between cells keeps its own numbers but reports under this cell.
@@ -490,14 +522,7 @@ impl Schedule<'_> {
             own.trial_index = index;
             Arc::new(own)
         };
-        if let Some(s) = self.recipe.stop_after {
-            if record.verdict == s.event_verdict {
-                states[c].events += 1;
-                if states[c].events >= s.events {
-                    states[c].done = true;
-                }
-            }
-        }
+        self.ended(c, index, Some(record.verdict), w);
         // Only the first user of an executed trial's directory has it (placed or staged); the
         // others copy theirs out of the store.
         let dir = match source {
@@ -517,265 +542,6 @@ impl Schedule<'_> {
             Source::Executed => on_event(Event::Executed(&t)),
             Source::Reused => on_event(Event::Reused(&t)),
         }
-        results.push(t);
+        w.results.push(t);
     }
-}
-
-/// The command's input file that changed since compile, if any (see
-/// [`crate::trial::CommandSettings::changed_input`]).
-fn changed_input(spec: &TrialSpec) -> Option<&Path> {
-    match &spec.body {
-        crate::trial::Body::Command(c) => c.changed_input(),
-        crate::trial::Body::Workload(_) => None,
-    }
-}
-
-/// A trial claimed, given its staging directory and its process prepared, waiting for a
-/// slot: the work before its process, which the pool does ahead while every slot is busy
-/// ([`Pool::submit_staged`]).
-struct Staged {
-    claimed: Claimed,
-    prepared: PreparedTrial,
-}
-
-/// A trial's claim and staging directory, from its staging to its commit.
-struct Claimed {
-    spec: TrialSpec,
-    claim: aorta_store::DetachedClaim,
-    dir: StagingDir,
-}
-
-/// A trial's staging directory, removed unless the trial's result keeps it (a trial cancelled,
-/// failed, or never run because the build stopped).
-struct StagingDir(Option<PathBuf>);
-
-impl StagingDir {
-    fn path(&self) -> &Path {
-        self.0.as_deref().expect("present until kept")
-    }
-
-    fn keep(mut self) -> PathBuf {
-        self.0.take().expect("present until kept")
-    }
-}
-
-impl Drop for StagingDir {
-    fn drop(&mut self) {
-        if let Some(dir) = self.0.take() {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-}
-
-/// Claims the key (waiting for another aorta running it), re-checks the store (another
-/// process may have finished the trial meanwhile: `Err` is then the result), makes the
-/// staging directory and prepares the process in it.
-fn stage_one(
-    store: &LocalStore,
-    build_lock: &aorta_store::BuildLock,
-    staging: &Path,
-    spec: TrialSpec,
-    inputs: &crate::traced::Inputs,
-) -> Result<Staged, JobOut> {
-    let key = &spec.key;
-    let every = std::time::Duration::from_secs(5);
-    let claim = match store.claim_reporting_under(build_lock, key, every, |w, _| {
-        eprintln!("aorta: {}", w.message(key))
-    }) {
-        Ok(c) => c,
-        Err(e) => return Err(JobOut::Failed(format!("cannot claim trial {key}: {e}"))),
-    };
-    if let Ok(Lookup::Hit(m)) = claim.lookup_as::<TrialRecord>() {
-        if crate::reuse::reusable(&m.trial, store, inputs).is_ok() {
-            return Err(JobOut::Done(Box::new(m), Source::Reused, TrialDir::Stored));
-        }
-    }
-    let dir = staging.join(format!("{}-{}", &key.as_str()[..16], std::process::id()));
-    if let Err(e) = crate::fsutil::fresh_dir(&dir) {
-        return Err(JobOut::Failed(format!(
-            "cannot create {}: {e}",
-            dir.display()
-        )));
-    }
-    let prepared = prepare_trial(&spec, &dir);
-    Ok(Staged {
-        claimed: Claimed {
-            claim: claim.detach(),
-            spec,
-            dir: StagingDir(Some(dir)),
-        },
-        prepared,
-    })
-}
-
-/// A staged trial whose process runs (or that ended before it could start).
-struct Running {
-    claimed: Claimed,
-    trial: StartedTrial,
-    started: Instant,
-}
-
-/// Starts a staged trial's process on its slot: only that, since it may run on the thread of
-/// the trial that gave the slot back ([`Pool::submit_staged`]).
-fn start_staged(staged: Staged, lease: aorta_exec::Lease, cancel: &CancelToken) -> Running {
-    let started = Instant::now();
-    let Staged { claimed, prepared } = staged;
-    let trial = prepared.start(&claimed.spec, lease, cancel);
-    Running {
-        claimed,
-        trial,
-        started,
-    }
-}
-
-/// Where an executed trial's directory goes in the run directory, and what of it to keep.
-struct Place {
-    dest: PathBuf,
-    retain: Option<aorta_recipe::Retain>,
-}
-
-/// Waits for a started trial, judges it, uploads the outputs, commits the manifest and moves
-/// the trial's directory into the run directory (while later trials run: the build's tail
-/// then has only reused trials to place). The slot goes back once the process has exited
-/// ([`StartedTrial::finish`]).
-fn finish_running(
-    store: &LocalStore,
-    inputs: &crate::traced::Inputs,
-    running: Running,
-    release: &mut aorta_exec::SlotRelease,
-    cancel: &CancelToken,
-    place: Option<Place>,
-) -> JobOut {
-    let Running {
-        claimed: Claimed { spec, claim, dir },
-        trial,
-        started,
-    } = running;
-    let key = &spec.key;
-    let started_wall = std::time::SystemTime::now() - started.elapsed();
-    let run = trial.finish(&spec, dir.path(), release, cancel);
-    let Some(claim) = claim.attach(store) else {
-        return JobOut::Failed(format!("trial {key} was claimed in another store"));
-    };
-    match run {
-        TrialRun::Cancelled => JobOut::Cancelled,
-        TrialRun::Done(record) if interrupted(&record, cancel) => JobOut::Cancelled,
-        TrialRun::Done(mut record) => match changed_input(&spec)
-            .map(Path::to_path_buf)
-            .or_else(|| traced_change(&spec, inputs, dir.path(), started_wall, &mut record))
-        {
-            // Hashed once: the inputs are re-read only here.
-            Some(changed) => JobOut::Failed(format!(
-                "{} changed while trial {key} ran: its result is not stored (the key hashed the old content); run the build again",
-                changed.display()
-            )),
-            None => match commit(claim, dir.path(), *record, started.elapsed().as_secs_f64()) {
-                Ok(m) => {
-                    let mut staged = crate::placement::StagedDir::new(dir.keep());
-                    let placed = place.is_some_and(|p| {
-                        crate::placement::place_trial(
-                            &mut staged,
-                            &p.dest,
-                            p.retain.as_ref(),
-                            &m.trial,
-                        )
-                        .is_ok()
-                    });
-                    let dir = match placed {
-                        true => TrialDir::Placed,
-                        false => TrialDir::Staged(staged),
-                    };
-                    JobOut::Done(Box::new(m), Source::Executed, dir)
-                }
-                Err(e) => JobOut::Failed(e),
-            },
-        },
-    }
-}
-
-/// Settles a traced trial's inputs into its record (and `inputs.json`); an input known before
-/// the trial that changed while it ran is returned instead, as the named inputs' check does.
-fn traced_change(
-    spec: &TrialSpec,
-    inputs: &crate::traced::Inputs,
-    dir: &Path,
-    started: std::time::SystemTime,
-    record: &mut TrialRecord,
-) -> Option<PathBuf> {
-    let crate::trial::Body::Command(c) = &spec.body else {
-        return None;
-    };
-    let summary = match &c.tracing {
-        crate::trial::Tracing::Off(reason) => crate::traced::untraced(reason.clone()),
-        crate::trial::Tracing::On(_) if !dir.join(crate::traced::TRACE_FILE).exists() => {
-            match &record.inputs {
-                // Set when the trial was prepared: why it ran untraced.
-                Some(s) => s.clone(),
-                None => crate::traced::untraced("the tracer left no trace".into()),
-            }
-        }
-        crate::trial::Tracing::On(_) => match inputs.settle(dir, started) {
-            crate::traced::Settled::Ok(s) => s,
-            crate::traced::Settled::ChangedDuring(p) => return Some(p),
-        },
-    };
-    record.inputs = Some(summary);
-    None
-}
-
-/// A trial whose process died of SIGTERM or SIGKILL just as aorta itself was told to stop was
-/// interrupted, not failed, and its record must not enter the store: Slurm's scancel and
-/// preemption signal every process of the job at once, so the child can die before aorta's
-/// handler has cancelled the token.
-fn interrupted(record: &TrialRecord, cancel: &CancelToken) -> bool {
-    if cancel.is_cancelled() {
-        return true;
-    }
-    if record.timed_out || !matches!(record.exit_code, -15 | -9) {
-        return false;
-    }
-    let until = Instant::now() + std::time::Duration::from_millis(500);
-    while Instant::now() < until {
-        if cancel.is_cancelled() {
-            return true;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    false
-}
-
-/// Writes the trial's result.json, stores its other files and commits the manifest, which
-/// holds the record (moved in, not copied).
-pub(crate) fn commit(
-    mut claim: aorta_store::Claim<'_>,
-    dir: &Path,
-    mut record: TrialRecord,
-    secs: f64,
-) -> Result<Manifest<TrialRecord>, String> {
-    let mut files = list_files(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
-    // Sorted already; result.json is written below if it is not there yet.
-    if let Err(at) = files.binary_search_by(|f| f.as_str().cmp("result.json")) {
-        files.insert(at, "result.json".into());
-    }
-    record.outputs = files;
-    let json = serde_json::to_vec_pretty(&record)
-        .map_err(|e| format!("cannot encode result.json: {e}"))?;
-    // A plain write: the staging directory is private until it is renamed into place, and the
-    // build syncs the run directory before its index names the trial (artifacts::finish).
-    std::fs::write(dir.join("result.json"), &json)
-        .map_err(|e| format!("cannot write result.json: {e}"))?;
-    let mut m = Manifest::new(claim.key().clone(), record);
-    // result.json is the record itself, which the entry holds already: materialising writes it
-    // from there, so it costs no blob.
-    for f in m.trial.outputs.iter().filter(|f| *f != "result.json") {
-        let blob = claim
-            .put_blob_file(&dir.join(f))
-            .map_err(|e| format!("cannot store {f}: {e}"))?;
-        m.outputs.insert(f.clone(), blob);
-    }
-    m.exec_seconds = secs;
-    claim
-        .commit(&m)
-        .map_err(|e| format!("cannot commit trial {}: {e}", m.key))?;
-    Ok(m)
 }

@@ -1,20 +1,22 @@
-//! The Slurm executor: the same trial nodes as the local scheduler, but every key that misses
-//! the store becomes a task of a job array (one array per resource shape) running
+//! The Slurm executor: every trial the scheduler hands it becomes a task of a job array (one
+//! array per resource shape, submitted at the scheduler's next wait) running
 //! `aorta trial exec --manifest M` on the cluster; the result lands in the shared store, where
 //! this aorta finds it. squeue/sacct say what happened to tasks that left no result: the
 //! cluster taking one away (node failure, preemption, boot failure, a cancel this aorta did not
 //! issue) resubmits it, a bounded number of times; the task's own time or memory limit kill is
 //! the trial's result, recorded here as a local timeout or OOM kill would be; any other failure
-//! of the task is reported, never retried. `stop_after` cancels the tasks past a cell's stop
-//! point. Ctrl-C cancels the arrays. A submitted task is recorded in the store
+//! of the task is reported, never retried. The tasks the scheduler forgets (`stop_after`
+//! decided their cells) are cancelled. Ctrl-C cancels the arrays. A submitted task is recorded in the store
 //! (`slurm/submitted/<key>`), so a later build (after `--detach`, or after a crash) waits for
 //! it instead of submitting it again.
 
+use super::{ArrayProgress, Source, TrialDir};
+use super::{Executor, Job, Outcome, Waited};
 use crate::compile::{Compiled, RecipeOrigin};
 use crate::error::{EngineError, Result};
-use crate::schedule::{ArrayProgress, Event, Executed, Source, TrialDir, TrialResult};
 use crate::session::Session;
 use crate::trial::SchedulerKill;
+use aorta_exec::CancelToken;
 use aorta_recipe::Resources;
 use aorta_slurm::{ArrayJob, Meaning, Slurm, SlurmConfig, TaskId};
 use aorta_store::{Key, LocalStore, Lookup};
@@ -142,42 +144,36 @@ struct ArrayState {
     keep: bool,
 }
 
-struct Run<'a> {
+pub(crate) struct SlurmExecutor<'a> {
     c: &'a Compiled,
-    store: &'a LocalStore,
+    store: Arc<LocalStore>,
     cfg: &'a SlurmConfig,
     slurm: Slurm,
     root: PathBuf,
-    /// Who uses each key: (cell, index), in plan order.
-    users: BTreeMap<Key, Vec<(usize, u32)>>,
+    cancel: CancelToken,
+    /// `--detach`: submit, then leave the tasks to a later build.
+    detach: bool,
+    /// The jobs started and not yet ended.
+    jobs: HashMap<Key, Job>,
+    /// Jobs to submit at the next wait, each with its attempt number.
+    fresh: Vec<(Key, u32)>,
+    /// Submitted tasks (by this build or an earlier one) without a result yet.
     pending: HashMap<Key, Submitted>,
-    results: Vec<TrialResult>,
-    /// Errors, by the key whose trial they stopped.
-    failures: Vec<(Key, String)>,
-    /// `stop_after`: the cells whose rule has decided, by the index of the trial that decided
-    /// it (the cell is its trials up to that one, as the local scheduler would have run).
-    cutoffs: HashMap<usize, u32>,
     /// Per array job: its tasks done so far, for progress and to remove its folder.
     arrays: BTreeMap<String, ArrayState>,
     common: TaskManifest,
     aorta: PathBuf,
     cwd: PathBuf,
-    /// Per cell, how to build a trial's spec: a task Slurm killed for its own time or memory
-    /// limit gets its record written here, as a local timeout or OOM kill would.
-    bodies: Vec<std::result::Result<crate::schedule::MakeSpec, String>>,
 }
 
 impl Session {
-    /// Runs the compiled target's trial nodes on Slurm (see the module's doc). `cell_errors`
-    /// are the cells that cannot run at all; they are skipped.
-    pub(crate) fn run_on_slurm(
-        &self,
-        c: &Compiled,
+    /// The Slurm executor for a compiled target's trials (see the module's doc). Only a
+    /// recipe file can run there: its tasks compile it again on the nodes.
+    pub(crate) fn slurm_executor<'a>(
+        &'a self,
+        c: &'a Compiled,
         store: &Arc<LocalStore>,
-        cell_errors: BTreeMap<usize, String>,
-        on_event: &mut dyn FnMut(Event),
-    ) -> Result<Executed> {
-        let cancel = self.cancel_token()?;
+    ) -> Result<SlurmExecutor<'a>> {
         let cfg = &self.slurm;
         let (recipe_path, sidecars) = match self.origin(c) {
             RecipeOrigin::File { path, sidecars } => (self.cwd.join(path), sidecars),
@@ -210,17 +206,17 @@ impl Session {
                 EngineError::infra(format!("cannot find this aorta's executable: {e}"))
             })?,
         };
-        let mut run = Run {
+        Ok(SlurmExecutor {
             c,
-            store,
+            store: Arc::clone(store),
             cfg,
             slurm: Slurm::new(cfg.bin_dir.clone()),
             root,
-            users: BTreeMap::new(),
+            cancel: self.cancel_token()?,
+            detach: self.opts.detach,
+            jobs: HashMap::new(),
+            fresh: Vec::new(),
             pending: HashMap::new(),
-            results: Vec::new(),
-            failures: Vec::new(),
-            cutoffs: HashMap::new(),
             arrays: BTreeMap::new(),
             common: TaskManifest {
                 format: MANIFEST_FORMAT,
@@ -235,88 +231,6 @@ impl Session {
             },
             aorta,
             cwd: self.cwd.clone(),
-            bodies: crate::bodies::bodies(self, c)?,
-        };
-        for p in c.planned() {
-            if !cell_errors.contains_key(&p.cell) {
-                run.users
-                    .entry(p.key.clone())
-                    .or_default()
-                    .push((p.cell, p.index));
-            }
-        }
-        // Hits first; then the misses some earlier build submitted; the rest are submitted now.
-        let mut fresh = Vec::new();
-        let keys: Vec<Key> = run.users.keys().cloned().collect();
-        let inputs = self.inputs(c)?;
-        for key in keys {
-            let stored = run.lookup(&key)?;
-            let stale = stored
-                .as_ref()
-                .and_then(|m| crate::reuse::reusable(&m.trial, store, &inputs).err());
-            if let Some(why) = &stale {
-                let (cell, index) = run.users[&key][0];
-                on_event(Event::Stale {
-                    cell: &run.c.recipe.cells[cell].name,
-                    index,
-                    why,
-                });
-            }
-            match stored.filter(|_| stale.is_none()) {
-                Some(m) => run.accept(&key, m, Source::Reused, on_event),
-                None => match run.read_record(&key) {
-                    Some(s) => {
-                        run.note_array(&s);
-                        run.pending.insert(key, s);
-                    }
-                    None => fresh.push((key, 1)),
-                },
-            }
-        }
-        // stop_after: cells the store's results already decide need none of their later trials.
-        run.decide();
-        fresh.retain(|(k, _)| run.needed(k));
-        run.submit(fresh)?;
-        let detached = self.opts.detach;
-        let mut cancelled = false;
-        loop {
-            run.collect_from_store(on_event)?;
-            run.decide();
-            run.cancel_unneeded();
-            if run.pending.is_empty() {
-                break;
-            }
-            if cancel.is_cancelled() {
-                run.cancel_all();
-                cancelled = true;
-                break;
-            }
-            if detached {
-                break;
-            }
-            run.poll(on_event)?;
-            let until = Instant::now() + cfg.poll_interval;
-            while Instant::now() < until && !cancel.is_cancelled() {
-                std::thread::sleep(Duration::from_millis(50).min(cfg.poll_interval));
-            }
-        }
-        let detached = if cancelled { 0 } else { run.pending.len() };
-        // Trials past a cell's stop point (finished before their cancel) stay in the store for a
-        // later build, but are not the cell's, as they would not have run locally.
-        let mut results = std::mem::take(&mut run.results);
-        results.retain(|r| run.in_cell(r.cell, r.index));
-        results.sort_by_key(|r| (r.cell, r.index));
-        let failures = std::mem::take(&mut run.failures)
-            .into_iter()
-            .filter(|(k, _)| run.needed(k))
-            .map(|(_, e)| e)
-            .collect();
-        Ok(Executed {
-            results,
-            cell_errors,
-            failures,
-            cancelled,
-            detached,
         })
     }
 
@@ -326,15 +240,127 @@ impl Session {
     }
 }
 
-impl Run<'_> {
-    fn lookup(&self, key: &Key) -> Result<Option<aorta_store::Manifest<TrialRecord>>> {
+impl Executor for SlurmExecutor<'_> {
+    fn runs_ahead(&self) -> bool {
+        true
+    }
+
+    /// A key some earlier build submitted (after `--detach`, or a crash) is waited for, not
+    /// submitted again.
+    fn start(&mut self, job: Job) -> std::result::Result<(), String> {
+        let key = job.key.clone();
+        match self.read_record(&key) {
+            Some(s) => {
+                self.note_array(&s);
+                self.pending.insert(key.clone(), s);
+            }
+            None => self.fresh.push((key.clone(), 1)),
+        }
+        self.jobs.insert(key, job);
+        Ok(())
+    }
+
+    fn wait(&mut self, progress: &mut dyn FnMut(&[ArrayProgress])) -> Result<Waited> {
+        if !self.fresh.is_empty() {
+            let fresh = std::mem::take(&mut self.fresh);
+            self.submit(fresh)?;
+        }
+        loop {
+            let ended = self.collect_from_store()?;
+            if !ended.is_empty() || self.pending.is_empty() {
+                return Ok(Waited::Ended(ended));
+            }
+            if self.cancel.is_cancelled() {
+                self.cancel_all();
+                return Ok(Waited::Cancelled);
+            }
+            if self.detach {
+                return Ok(Waited::Detached);
+            }
+            let (ended, again) = self.poll(progress)?;
+            if !again.is_empty() {
+                self.submit(again)?;
+            }
+            if !ended.is_empty() {
+                return Ok(Waited::Ended(ended));
+            }
+            let until = Instant::now() + self.cfg.poll_interval;
+            while Instant::now() < until && !self.cancel.is_cancelled() {
+                std::thread::sleep(Duration::from_millis(50).min(self.cfg.poll_interval));
+            }
+        }
+    }
+
+    fn pending(&self) -> usize {
+        self.fresh.len() + self.pending.len()
+    }
+
+    /// Cancels the forgotten tasks and forgets their submissions.
+    fn forget(&mut self, keys: &[Key]) {
+        self.fresh.retain(|(k, _)| !keys.contains(k));
+        let drop: Vec<&Key> = keys
+            .iter()
+            .filter(|k| self.pending.contains_key(*k))
+            .collect();
+        if !drop.is_empty() {
+            let tasks: Vec<String> = drop
+                .iter()
+                .map(|k| format!("{}_{}", self.pending[*k].job, self.pending[*k].task))
+                .collect();
+            if let Err(e) = self.slurm.cancel(&tasks) {
+                eprintln!(
+                    "aorta: cannot cancel the Slurm tasks {} (no longer needed: stop_after): {e}",
+                    tasks.join(",")
+                );
+            }
+        }
+        for k in keys {
+            self.jobs.remove(k);
+            if let Some(s) = self.pending.remove(k) {
+                let _ = std::fs::remove_file(self.record_path(k));
+                self.task_done(&s.job, false);
+            }
+        }
+    }
+}
+
+impl SlurmExecutor<'_> {
+    /// The store's result for a started key: not the one the scheduler refused.
+    fn result(&self, key: &Key) -> Result<Option<aorta_store::Manifest<TrialRecord>>> {
         match self.store.lookup_as::<TrialRecord>(key) {
-            Ok(Lookup::Hit(m)) => Ok(Some(m)),
+            Ok(Lookup::Hit(m)) if !self.refused(key, &m) => Ok(Some(m)),
             Ok(_) => Ok(None),
             Err(e) => Err(EngineError::infra(format!(
                 "store lookup of {key} failed: {e}"
             ))),
         }
+    }
+
+    fn refused(&self, key: &Key, m: &aorta_store::Manifest<TrialRecord>) -> bool {
+        let refused = self.jobs.get(key).and_then(|j| j.refused.as_deref());
+        refused.is_some_and(|id| id == super::result_id(key, m.exec_seconds, &m.trial))
+    }
+
+    /// A started key's job ended with `outcome`: its submission is forgotten.
+    fn ended(&mut self, key: &Key, failed: bool) {
+        self.jobs.remove(key);
+        if let Some(s) = self.pending.remove(key) {
+            let _ = std::fs::remove_file(self.record_path(key));
+            self.task_done(&s.job, failed);
+        }
+    }
+
+    /// Pending keys whose result is in the store now.
+    fn collect_from_store(&mut self) -> Result<Vec<(Key, Outcome)>> {
+        let keys: Vec<Key> = self.pending.keys().cloned().collect();
+        let mut ended = Vec::new();
+        for key in keys {
+            if let Some(m) = self.result(&key)? {
+                self.ended(&key, false);
+                ended.push((key, executed(m)));
+            }
+        }
+        Ok(ended)
     }
 
     fn record_path(&self, key: &Key) -> PathBuf {
@@ -357,70 +383,6 @@ impl Run<'_> {
     }
 
     /// Every user of `key` gets the result; the first is `source`, the others reuse it.
-    fn accept(
-        &mut self,
-        key: &Key,
-        m: aorta_store::Manifest<TrialRecord>,
-        source: Source,
-        on_event: &mut dyn FnMut(Event),
-    ) {
-        let record = Arc::new(m.trial);
-        for (i, &(cell, index)) in self.users[key].iter().enumerate() {
-            let name = &self.c.recipe.cells[cell].name;
-            let own = if record.cell_name == *name && record.trial_index == index {
-                record.clone()
-            } else {
-                let mut r = (*record).clone();
-                r.cell_name = name.clone();
-                r.trial_index = index;
-                Arc::new(r)
-            };
-            let t = TrialResult {
-                cell,
-                index,
-                key: key.clone(),
-                exec_seconds: m.exec_seconds,
-                record: own,
-                source: if i == 0 { source } else { Source::Reused },
-                dir: TrialDir::Stored,
-            };
-            match t.source {
-                Source::Executed => on_event(Event::Executed(&t)),
-                Source::Reused => on_event(Event::Reused(&t)),
-            }
-            self.results.push(t);
-        }
-    }
-
-    fn fail(&mut self, key: &Key, error: String, on_event: &mut dyn FnMut(Event)) {
-        for &(cell, index) in &self.users[key] {
-            on_event(Event::Failed {
-                cell: &self.c.recipe.cells[cell].name,
-                index,
-                error: &error,
-            });
-        }
-        self.failures.push((key.clone(), error));
-        let _ = std::fs::remove_file(self.record_path(key));
-    }
-
-    /// Pending keys whose result is in the store now.
-    fn collect_from_store(&mut self, on_event: &mut dyn FnMut(Event)) -> Result<()> {
-        let keys: Vec<Key> = self.pending.keys().cloned().collect();
-        for key in keys {
-            if let Some(m) = self.lookup(&key)? {
-                if let Some(s) = self.pending.remove(&key) {
-                    let _ = std::fs::remove_file(self.record_path(&key));
-                    self.task_done(&s.job, false);
-                }
-                self.accept(&key, m, Source::Executed, on_event);
-            }
-        }
-        Ok(())
-    }
-
-    /// One more task of `job` is done; an array whose every task left a result loses its
-    /// folder (manifest, script, logs: the trials' own logs are in the store).
     fn task_done(&mut self, job: &str, failed: bool) {
         if let Some(e) = self.arrays.get_mut(job) {
             e.done += 1;
@@ -433,7 +395,7 @@ impl Run<'_> {
 
     /// The trial's resources over the configured defaults.
     fn shape(&self, key: &Key) -> Resources {
-        let (cell, _) = self.users[key][0];
+        let cell = self.jobs[key].cell;
         let recipe = &self.c.recipe;
         let defaults = Resources {
             partition: self.cfg.partition.clone(),
@@ -475,13 +437,10 @@ impl Run<'_> {
         let mut manifest = self.common.clone();
         manifest.trials = keys
             .iter()
-            .map(|(k, _)| {
-                let (cell, index) = self.users[k][0];
-                TaskTrial {
-                    cell: self.c.recipe.cells[cell].name.clone(),
-                    index,
-                    key: k.as_str().to_owned(),
-                }
+            .map(|(k, _)| TaskTrial {
+                cell: self.c.recipe.cells[self.jobs[k].cell].name.clone(),
+                index: self.jobs[k].index,
+                key: k.as_str().to_owned(),
             })
             .collect();
         let json = serde_json::to_vec_pretty(&manifest)
@@ -551,9 +510,14 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Asks Slurm about the pending tasks: interrupted ones are submitted again (while retries
-    /// last), failed ones are reported.
-    fn poll(&mut self, on_event: &mut dyn FnMut(Event)) -> Result<()> {
+    /// Asks Slurm about the pending tasks: what ended (a result, a limit kill recorded, a
+    /// failure), and the interrupted ones to submit again (while retries last).
+    #[allow(clippy::type_complexity)]
+    fn poll(
+        &mut self,
+        report: &mut dyn FnMut(&[ArrayProgress]),
+    ) -> Result<(Vec<(Key, Outcome)>, Vec<(Key, u32)>)> {
+        let mut ended = Vec::new();
         let jobs: Vec<String> = {
             let mut j: Vec<String> = self.pending.values().map(|s| s.job.clone()).collect();
             j.sort();
@@ -591,14 +555,13 @@ impl Run<'_> {
                 },
                 Meaning::Finished | Meaning::TrialFailed | Meaning::Interrupted => {
                     // The task may have committed between the store check and squeue.
-                    if let Some(m) = self.lookup(&key)? {
-                        self.pending.remove(&key);
-                        let _ = std::fs::remove_file(self.record_path(&key));
-                        self.task_done(&s.job, false);
-                        self.accept(&key, m, Source::Executed, on_event);
+                    if let Some(m) = self.result(&key)? {
+                        self.ended(&key, false);
+                        ended.push((key, executed(m)));
                         continue;
                     }
                     self.pending.remove(&key);
+                    let _ = std::fs::remove_file(self.record_path(&key));
                     self.task_done(&s.job, true);
                     let kill = state.and_then(|st| scheduler_kill(st, &log));
                     if let Some(kill) = kill {
@@ -608,17 +571,13 @@ impl Run<'_> {
                             }
                             _ => shown.to_owned(),
                         };
-                        match self.record_kill(&key, &s, kill, &said) {
-                            Ok(m) => {
-                                self.accept(&key, m, Source::Executed, on_event);
-                                continue;
-                            }
-                            Err(e) => {
-                                let e = format!("trial {key}: Slurm task {}_{} ended {shown}; cannot record it: {e}", s.job, s.task);
-                                self.fail(&key, e, on_event);
-                                continue;
-                            }
-                        }
+                        let outcome = match self.record_kill(&key, &s, kill, &said) {
+                            Ok(m) => executed(m),
+                            Err(e) => Outcome::Failed(format!("trial {key}: Slurm task {}_{} ended {shown}; cannot record it: {e}", s.job, s.task)),
+                        };
+                        self.jobs.remove(&key);
+                        ended.push((key, outcome));
+                        continue;
                     }
                     match meaning {
                         Meaning::Interrupted if s.attempt <= self.cfg.retries => {
@@ -639,7 +598,8 @@ impl Run<'_> {
                                 s.task,
                                 log.display()
                             );
-                            self.fail(&key, e, on_event);
+                            self.jobs.remove(&key);
+                            ended.push((key, Outcome::Failed(e)));
                         }
                     }
                 }
@@ -649,12 +609,8 @@ impl Run<'_> {
             p.done = self.arrays.get(job).map_or(0, |a| a.done);
         }
         let list: Vec<ArrayProgress> = progress.into_values().collect();
-        on_event(Event::Cluster(&list));
-        again.retain(|(k, _)| self.needed(k));
-        if !again.is_empty() {
-            self.submit(again)?;
-        }
-        Ok(())
+        report(&list);
+        Ok((ended, again))
     }
 
     /// Stores the record of a trial whose task Slurm killed for its own time or memory limit
@@ -668,21 +624,15 @@ impl Run<'_> {
         kill: SchedulerKill,
         state: &str,
     ) -> std::result::Result<aorta_store::Manifest<TrialRecord>, String> {
-        let (cell, index) = self.users[key][0];
-        let make = self.bodies[cell].as_ref().map_err(Clone::clone)?;
-        let planned = self
-            .c
-            .planned()
-            .iter()
-            .find(|p| p.cell == cell && p.index == index)
-            .ok_or_else(|| format!("trial {index} of cell {cell} is not in the plan"))?;
-        let spec = make(planned);
+        let spec = &self.jobs[key].spec;
         let claim = self
             .store
             .claim(key)
             .map_err(|e| format!("cannot claim trial {key}: {e}"))?;
         if let Ok(Lookup::Hit(m)) = claim.lookup_as::<TrialRecord>() {
-            return Ok(m);
+            if !self.refused(key, &m) {
+                return Ok(m);
+            }
         }
         let dir = self.store.root().join("tmp").join(format!(
             "slurm-{}-{}",
@@ -704,95 +654,10 @@ impl Run<'_> {
             SchedulerKill::MemoryLimit => Duration::ZERO,
         };
         let record =
-            crate::trial::killed_by_scheduler(&spec, &dir, kill, walltime, log.as_deref(), state);
-        let m = crate::schedule::commit(claim, &dir, record, walltime.as_secs_f64());
+            crate::trial::killed_by_scheduler(spec, &dir, kill, walltime, log.as_deref(), state);
+        let m = super::local::commit(claim, &dir, record, walltime.as_secs_f64());
         let _ = std::fs::remove_dir_all(&dir);
         m
-    }
-
-    /// Applies `stop_after` as the local scheduler does (a cell runs its trials in order and
-    /// stops once `events` of them have the event verdict; a failed trial is no event), to
-    /// whatever prefix of each cell's trials is in: a cell whose rule fires gets its cutoff.
-    fn decide(&mut self) {
-        let Some(stop) = self.c.recipe.stop_after else {
-            return;
-        };
-        let mut outcome: HashMap<(usize, u32), Option<aorta_trial::Verdict>> = self
-            .results
-            .iter()
-            .map(|r| ((r.cell, r.index), Some(r.record.verdict)))
-            .collect();
-        for (k, _) in &self.failures {
-            for &u in &self.users[k] {
-                outcome.insert(u, None);
-            }
-        }
-        let mut by_cell: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
-        for users in self.users.values() {
-            for &(c, i) in users {
-                by_cell.entry(c).or_default().push(i);
-            }
-        }
-        for (c, mut trials) in by_cell {
-            if self.cutoffs.contains_key(&c) {
-                continue;
-            }
-            trials.sort_unstable();
-            let mut events = 0;
-            for i in trials {
-                match outcome.get(&(c, i)) {
-                    None => break,
-                    Some(v) if *v == Some(stop.event_verdict) => {
-                        events += 1;
-                        if events >= stop.events {
-                            self.cutoffs.insert(c, i);
-                            break;
-                        }
-                    }
-                    Some(_) => {}
-                }
-            }
-        }
-    }
-
-    /// Whether trial `index` of `cell` is in the cell (before or at its stop point).
-    fn in_cell(&self, cell: usize, index: u32) -> bool {
-        self.cutoffs.get(&cell).is_none_or(|&cut| index <= cut)
-    }
-
-    /// Whether some cell still needs `key`'s trial.
-    fn needed(&self, key: &Key) -> bool {
-        self.users[key].iter().any(|&(c, i)| self.in_cell(c, i))
-    }
-
-    /// Cancels the tasks no cell needs any more (their cells' stop rules decided), and forgets
-    /// their submissions.
-    fn cancel_unneeded(&mut self) {
-        let drop: Vec<Key> = self
-            .pending
-            .keys()
-            .filter(|k| !self.needed(k))
-            .cloned()
-            .collect();
-        if drop.is_empty() {
-            return;
-        }
-        let tasks: Vec<String> = drop
-            .iter()
-            .map(|k| format!("{}_{}", self.pending[k].job, self.pending[k].task))
-            .collect();
-        if let Err(e) = self.slurm.cancel(&tasks) {
-            eprintln!(
-                "aorta: cannot cancel the Slurm tasks {} (no longer needed: stop_after): {e}",
-                tasks.join(",")
-            );
-        }
-        for k in drop {
-            if let Some(s) = self.pending.remove(&k) {
-                let _ = std::fs::remove_file(self.record_path(&k));
-                self.task_done(&s.job, false);
-            }
-        }
     }
 
     /// Ctrl-C: cancel every array with a pending task and forget the submissions.
@@ -810,6 +675,11 @@ impl Run<'_> {
             let _ = std::fs::remove_file(self.record_path(key));
         }
     }
+}
+
+/// A result a task committed, as the scheduler takes it.
+fn executed(m: aorta_store::Manifest<TrialRecord>) -> Outcome {
+    Outcome::Done(Box::new(m), Source::Executed, TrialDir::Stored)
 }
 
 #[cfg(test)]
