@@ -109,10 +109,14 @@ MpiDefault=none
 SwitchType=switch/none
 ReturnToService=2
 MinJobAge=86400
+# A site's TaskProlog exporting variables into every task: tests write task-prolog.env.
+TaskProlog=$dir/task-prolog.sh
 SlurmdParameters=config_overrides
 NodeName=aorta0 NodeAddr=127.0.0.1 NodeHostname=$host CPUs=$cpus RealMemory=65536 Gres=gpu:$gpus State=UNKNOWN
 PartitionName=debug Nodes=aorta0 Default=YES MaxTime=INFINITE State=UP
 EOF
+printf '#!/bin/sh\ncat %s/task-prolog.env 2>/dev/null\nexit 0\n' "$dir" > "$dir/task-prolog.sh"
+chmod +x "$dir/task-prolog.sh"
 if [ "$gpus" -gt 0 ]; then
   echo "Name=gpu File=$dir/dev/gpu[0-$((gpus - 1))]" > "$dir/gres.conf"
 else

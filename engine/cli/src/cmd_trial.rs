@@ -21,6 +21,8 @@ struct Selected {
     trial: u32,
     out: Option<PathBuf>,
     expect_key: Option<String>,
+    /// A Slurm array task: its manifest and trial.
+    task: Option<(TaskManifest, aorta_engine::TaskTrial)>,
 }
 
 pub fn trial(c: &TrialCommand) -> CliResult {
@@ -32,13 +34,19 @@ pub fn trial(c: &TrialCommand) -> CliResult {
         ));
     }
     let mut exec = a.exec.clone();
+    // One trial, here: an `AORTA_EXECUTOR=slurm` exported to a Slurm task is not for it.
+    exec.slurm.executor = Some("local".into());
+    exec.slurm.detach = false;
     let sel = match &a.manifest {
         Some(path) => {
             let m = TaskManifest::load(path)?;
-            let t = m.task(None)?;
-            // The submitter's store and snapshot: the key must come out the same here.
+            let t = m.task(None)?.clone();
+            // The submitter's store; its snapshot too, unless the trial is keyed by this
+            // node's own environment (a partition's snapshot planned it).
             exec.store = Some(m.store.clone());
-            exec.env_snapshot = Some(m.env_snapshot.clone());
+            if !m.node_keyed {
+                exec.env_snapshot = Some(m.env_snapshot.clone());
+            }
             exec.trial_timeout = exec.trial_timeout.or(m.trial_timeout);
             exec.kill_on_hang |= m.kill_on_hang;
             Selected {
@@ -49,6 +57,7 @@ pub fn trial(c: &TrialCommand) -> CliResult {
                 trial: t.index,
                 out: None,
                 expect_key: Some(t.key.clone()),
+                task: Some((m, t)),
             }
         }
         None => from_flags(a)?,
@@ -73,13 +82,16 @@ pub fn trial(c: &TrialCommand) -> CliResult {
             "aorta trial exec --recipe r.yaml --cell C --trial 0 --out DIR -- bash launch.sh",
         ));
     }
-    let out = session.build_one(
-        &compiled,
-        &sel.cell,
-        sel.trial,
-        sel.out.as_deref(),
-        sel.expect_key.as_deref(),
-    )?;
+    let out = match &sel.task {
+        Some((m, t)) => session.build_task(&compiled, m, t)?,
+        None => session.build_one(
+            &compiled,
+            &sel.cell,
+            sel.trial,
+            sel.out.as_deref(),
+            sel.expect_key.as_deref(),
+        )?,
+    };
     if let Some(line) = session.remote_report() {
         eprintln!("{line}");
     }
@@ -113,5 +125,6 @@ fn from_flags(a: &TrialExecArgs) -> Result<Selected, crate::exit::CliError> {
         trial: a.trial.ok_or_else(missing)?,
         out: Some(a.out.clone().ok_or_else(missing)?),
         expect_key: a.expect_key.clone(),
+        task: None,
     })
 }

@@ -864,3 +864,127 @@ fn find_blob(dir: &Path, prefix: &[u8]) -> Option<PathBuf> {
     }
     None
 }
+
+/// A Slurm result is keyed by the environment of the node that ran it: the plan by the
+/// partition's (a probe job's snapshot, kept), each task by its own node's. A TaskProlog that
+/// exports `NCCL_ALGO` into every task makes the cluster's results another environment's than
+/// the submitter's, so a local build does not reuse them; once the partition changes under a
+/// kept snapshot, the nodes say so, store under their own key, and the next build re-probes and
+/// reuses exactly those results.
+#[test]
+fn a_slurm_result_is_keyed_by_the_environment_of_the_node_that_ran_it() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = Cluster::up() else { return };
+    let work = cluster.work();
+    write_recipe(&work, 2, "none", 0);
+    let prolog = cluster.conf.parent().unwrap().join("task-prolog.env");
+    std::fs::write(&prolog, "export NCCL_ALGO=Tree\n").unwrap();
+    let cmd = ["--", "sh", "-c", "echo algo=$NCCL_ALGO"];
+    let run = |executor: &str| {
+        let mut a = vec![
+            "build",
+            "probe.yaml",
+            "--executor",
+            executor,
+            "--store",
+            "store",
+        ];
+        a.extend_from_slice(&cmd);
+        let o = cluster
+            .aorta(&a)
+            .env_remove("AORTA_ENV_SNAPSHOT")
+            .env_remove("NCCL_ALGO")
+            .output()
+            .unwrap();
+        let t = text(&o);
+        (o, t)
+    };
+    let counts = |t: &str| {
+        t.lines()
+            .find(|l| l.trim_start().starts_with("Trials:"))
+            .unwrap_or("")
+            .trim()
+            .to_owned()
+    };
+
+    let (o, t) = run("slurm");
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("probing the environment of partition"), "{t}");
+    assert_eq!(
+        counts(&t),
+        "Trials: 2 executed, 0 reused from cache.",
+        "{t}"
+    );
+    let log =
+        std::fs::read_to_string(work.join("probe_results/SLURM-TEST/none-none/trial_0/stdout.log"))
+            .unwrap();
+    assert!(log.contains("algo=Tree"), "{log}");
+    let partitions: Vec<PathBuf> = std::fs::read_dir(work.join("store/slurm/partitions"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    assert_eq!(partitions.len(), 1, "{partitions:?}");
+    let snap: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&partitions[0]).unwrap()).unwrap();
+    assert_eq!(
+        snap["env_vars"]["NCCL_ALGO"], "Tree",
+        "the probe job ran under the prolog"
+    );
+
+    // The cluster's results again: no new probe, no new task.
+    let jobs = cluster.settled().len();
+    let (o, t) = run("slurm");
+    assert!(o.status.success(), "{t}");
+    assert!(!t.contains("probing the environment"), "{t}");
+    assert_eq!(
+        counts(&t),
+        "Trials: 0 executed, 2 reused from cache.",
+        "{t}"
+    );
+    assert_eq!(cluster.jobs().len(), jobs, "{t}");
+
+    // The submitter has no NCCL_ALGO: its own build is another environment's.
+    let (o, t) = run("local");
+    assert!(o.status.success(), "{t}");
+    assert_eq!(
+        counts(&t),
+        "Trials: 2 executed, 0 reused from cache.",
+        "{t}"
+    );
+
+    // The partition changes under the kept snapshot: the trials it keys stay reused until one
+    // runs; the node that runs it finds out (a third trial added).
+    std::fs::write(&prolog, "export NCCL_ALGO=Ring\n").unwrap();
+    write_recipe(&work, 3, "none", 0);
+    let (o, t) = run("slurm");
+    assert!(!o.status.success(), "{t}");
+    assert_eq!(
+        counts(&t),
+        "Trials: 0 executed, 2 reused from cache.",
+        "{t}"
+    );
+    assert!(
+        t.contains("whose environment differs from the partition's snapshot")
+            && t.contains(r#"env_vars.NCCL_ALGO: "Tree" -> "Ring""#),
+        "{t}"
+    );
+    // The next build probes the partition again: the two trials run under the new
+    // environment, the third is the node's own result.
+    let (o, t) = run("slurm");
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("probing the environment of partition"), "{t}");
+    assert_eq!(
+        counts(&t),
+        "Trials: 2 executed, 1 reused from cache.",
+        "{t}"
+    );
+    for trial in 0..3 {
+        let log = std::fs::read_to_string(work.join(format!(
+            "probe_results/SLURM-TEST/none-none/trial_{trial}/stdout.log"
+        )))
+        .unwrap();
+        assert!(log.contains("algo=Ring"), "trial {trial}: {log}");
+    }
+}

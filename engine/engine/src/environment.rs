@@ -177,6 +177,13 @@ pub(crate) fn environment(
     Ok(EnvRecord::new(snap, key))
 }
 
+/// A recorded snapshot (a Slurm partition's) and this recipe's key over it.
+pub(crate) fn recorded(file: &Path, recipe: &Recipe) -> Result<EnvRecord> {
+    let snap = load_snapshot(file).map_err(EngineError::infra)?;
+    let key = snap.key(&key_rules(recipe));
+    Ok(EnvRecord::new(Arc::new(snap), key))
+}
+
 /// [`probe_cache_dir`] for commands without a session (`aorta env probe|key`): the store root
 /// is the default one of the current directory's workspace.
 pub fn default_probe_cache_dir() -> PathBuf {

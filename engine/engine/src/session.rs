@@ -195,10 +195,29 @@ impl Session {
         environment::probe_cache_dir(&self.store_root)
     }
 
+    /// Whether trials are keyed by a Slurm partition's environment (a probe job's snapshot)
+    /// rather than this machine's: `--executor slurm` with no snapshot pinned
+    /// (crate::execute::nodes).
+    pub(crate) fn partition_keyed(&self) -> bool {
+        self.slurm.executor == aorta_slurm::Executor::Slurm
+            && self.env_source.snapshot_file.is_none()
+    }
+
     pub(crate) fn environment(
         &self,
         recipe: &aorta_recipe::Recipe,
     ) -> Result<environment::EnvRecord> {
+        if self.partition_keyed() {
+            let probe = crate::execute::nodes::PartitionProbe {
+                cfg: &self.slurm,
+                root: self.store_root.join("slurm"),
+                cwd: &self.cwd,
+                python: self.env_source.python.as_deref(),
+                cancel: self.cancel_token()?,
+            };
+            let file = probe.snapshot(recipe)?;
+            return environment::recorded(&file, recipe);
+        }
         environment::environment(
             &self.snapshot,
             &self.env_source,

@@ -10,6 +10,7 @@
 //! (`slurm/submitted/<key>`), so a later build (after `--detach`, or after a crash) waits for
 //! it instead of submitting it again.
 
+use super::nodes::{sh_quote, NodeMismatch, PartitionProbe};
 use super::{ArrayProgress, Source, TrialDir};
 use super::{Executor, Job, Outcome, Waited};
 use crate::compile::{Compiled, RecipeOrigin};
@@ -27,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const MANIFEST_FORMAT: u32 = 1;
+const MANIFEST_FORMAT: u32 = 2;
 
 /// What the tasks of one array run: `aorta trial exec --manifest FILE` takes trial
 /// `$SLURM_ARRAY_TASK_ID` of `trials`, with the submitter's recipe, snapshot and store, and
@@ -43,6 +44,11 @@ pub struct TaskManifest {
     pub env_snapshot: PathBuf,
     pub trial_timeout: Option<f64>,
     pub kill_on_hang: bool,
+    /// `env_snapshot` is the partition's (a probe job's), not one the user pinned: each task
+    /// keys its trial by its own node's environment and reports a node that differs
+    /// ([`NodeMismatch`]) instead of storing its result under the plan's key.
+    #[serde(default)]
+    pub node_keyed: bool,
     pub trials: Vec<TaskTrial>,
 }
 
@@ -129,11 +135,6 @@ fn scheduler_kill(state: &aorta_slurm::JobState, log: &Path) -> Option<Scheduler
         }
         _ => None,
     }
-}
-
-/// Single-quoted for sh.
-fn sh_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 struct ArrayState {
@@ -227,11 +228,36 @@ impl Session {
                 env_snapshot: snapshot,
                 trial_timeout: self.opts.trial_timeout,
                 kill_on_hang: self.opts.kill_on_hang,
+                node_keyed: self.partition_keyed(),
                 trials: Vec::new(),
             },
             aorta,
             cwd: self.cwd.clone(),
         })
+    }
+
+    /// One array task (`aorta trial exec --manifest`): with a partition's snapshot as the plan,
+    /// the trial is keyed by this node's environment (`execute::nodes`); else by the
+    /// submitter's snapshot, and its key must be the one the submitter recorded.
+    pub fn build_task(
+        &self,
+        c: &Compiled,
+        m: &TaskManifest,
+        t: &TaskTrial,
+    ) -> Result<crate::one::OneOutcome> {
+        if !m.node_keyed {
+            return self.build_one(c, &t.cell, t.index, None, Some(&t.key));
+        }
+        let plan = crate::environment::load_snapshot(&m.env_snapshot)
+            .map_err(EngineError::infra)?
+            .key(&crate::environment::key_rules(&c.recipe));
+        if plan.hash == c.env.key.hash {
+            return self.build_one(c, &t.cell, t.index, None, Some(&t.key));
+        }
+        // Another environment than the plan's: the result goes under this node's own key.
+        let out = self.build_one(c, &t.cell, t.index, None, None)?;
+        NodeMismatch::leave(&m.store, &t.key, &plan, &c.env, &out.key)?;
+        Ok(out)
     }
 
     fn origin(&self, c: &Compiled) -> RecipeOrigin {
@@ -590,6 +616,11 @@ impl SlurmExecutor<'_> {
                                 self.cfg.retries + 1
                             );
                             again.push((key, s.attempt + 1));
+                        }
+                        _ if let Some(note) = NodeMismatch::take(&self.root, &key) => {
+                            PartitionProbe::forget_all(&self.root);
+                            self.jobs.remove(&key);
+                            ended.push((key.clone(), Outcome::Failed(note.message(&key))));
                         }
                         _ => {
                             let e = format!(

@@ -8,6 +8,7 @@
 
 pub(crate) mod cluster;
 pub(crate) mod local;
+pub(crate) mod nodes;
 
 use crate::error::Result;
 use crate::trial::TrialSpec;
