@@ -80,15 +80,20 @@ def bench_imports(aorta, work: Path, runs: int, env, torch=None):
     python = torch or shutil.which("python3")
     real_python = subprocess.run([python, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True).stdout.strip()
     command = [real_python, "-c", "import torch; print(torch.__version__, torch.cuda.is_available())"] if torch else [real_python, "import_all.py"]
-    variants = {"traced": {}, "untraced (AORTA_TRACE=off)": {"AORTA_TRACE": "off"}}
+    variants = {
+        "traced": {},
+        "traced with ptrace (AORTA_TRACE_MECHANISM=ptrace)": {"AORTA_TRACE_MECHANISM": "ptrace"},
+        "untraced (AORTA_TRACE=off)": {"AORTA_TRACE": "off"},
+    }
     trial = {v: [] for v in variants}
     build = {v: [] for v in variants}
     inputs = {}
     for i in range(runs + 1):
         for v, extra in variants.items():
             e = dict(env, **extra)
-            store = ws / f"store-{'off' if extra else 'on'}"
-            out = ws / f"out-{'off' if extra else 'on'}"
+            tag = "-".join(f"{k}={v}" for k, v in extra.items()) or "on"
+            store = ws / f"store-{tag}"
+            out = ws / f"out-{tag}"
             cmd = [aorta, "build", "r.yaml", "--store", str(store), "--output", str(out), "--rerun", "all", "--", *command]
             wall, p = run(cmd, e, ws)
             rec = json.loads((out / "IMPORTS" / "none-none" / "trial_0" / "result.json").read_text())
@@ -164,11 +169,15 @@ def main():
     ap.add_argument("--inputs", type=int, default=500)
     ap.add_argument("--skip-cached", action="store_true")
     ap.add_argument("--torch", metavar="PYTHON", help="also time `import torch` with this interpreter")
+    ap.add_argument("--bytecode", action="store_true", help="let Python write and read __pycache__ (its default: one open per module); without, PYTHONDONTWRITEBYTECODE=1 (two: the missing .pyc, then the source)")
     a = ap.parse_args()
     aorta = os.path.abspath(a.aorta)
     work = Path(tempfile.mkdtemp(prefix="aorta-traced-", dir=a.work))
     env = {k: v for k, v in os.environ.items() if not k.startswith("AORTA_")}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if a.bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
     python, trial, build, inputs = bench_imports(aorta, work, a.runs, env)
     print(f"machine: {platform.machine()} {os.cpu_count()} cores, {platform.platform()}, python {platform.python_version()} ({python})")
     print()
@@ -181,6 +190,9 @@ def main():
     t_on, t_off = statistics.median(trial["traced"]), statistics.median(trial["untraced (AORTA_TRACE=off)"])
     b_on, b_off = statistics.median(build["traced"]), statistics.median(build["untraced (AORTA_TRACE=off)"])
     print(f"| import-2000: tracing's cost | trial +{(t_on - t_off) * 1e3:.1f} ms ({(t_on / t_off - 1) * 100:.1f}%); build +{(b_on - b_off) * 1e3:.1f} ms ({(b_on / b_off - 1) * 100:.1f}%); {inputs['traced']} traced inputs |")
+    t_pt = statistics.median(trial["traced with ptrace (AORTA_TRACE_MECHANISM=ptrace)"])
+    print(f"| import-2000: tracing's cost with ptrace | trial +{(t_pt - t_off) * 1e3:.1f} ms ({(t_pt / t_off - 1) * 100:.1f}%) |")
+    print(f"| bytecode | {'written and read (__pycache__)' if a.bytecode else 'off (PYTHONDONTWRITEBYTECODE=1)'} |")
     trivial = bench_trivial(aorta, work, a.runs, env)
     for v, xs in trivial.items():
         print(f"| trivial-200 (20 cells × 10 trials of `true`, cold), {v} | {summary(xs)} |")
@@ -193,6 +205,8 @@ def main():
         t_on, t_off = statistics.median(trial["traced"]), statistics.median(trial["untraced (AORTA_TRACE=off)"])
         b_on, b_off = statistics.median(build["traced"]), statistics.median(build["untraced (AORTA_TRACE=off)"])
         print(f"| import-torch: tracing's cost | trial +{(t_on - t_off) * 1e3:.1f} ms ({(t_on / t_off - 1) * 100:.1f}%); build +{(b_on - b_off) * 1e3:.1f} ms ({(b_on / b_off - 1) * 100:.1f}%); {inputs['traced']} traced inputs |")
+        t_pt = statistics.median(trial["traced with ptrace (AORTA_TRACE_MECHANISM=ptrace)"])
+        print(f"| import-torch: tracing's cost with ptrace | trial +{(t_pt - t_off) * 1e3:.1f} ms ({(t_pt / t_off - 1) * 100:.1f}%) |")
     if not a.skip_cached:
         cold, cold_counts, count, cached, touched, touched_counts, hashed, after = bench_cached(aorta, work, a.runs, a.trials, a.inputs, env)
         print(f"| {a.trials:,} trials × {count} traced inputs: cold build (`--jobs {os.cpu_count()}`) | {cold:.1f} s, {cold_counts[0]} executed |")

@@ -259,3 +259,178 @@ fn child_main(plan: &Plan, status: libc::c_int, go: libc::c_int) -> ! {
         libc::_exit(if e == libc::ENOENT { 127 } else { 126 })
     }
 }
+
+/// A command started under the user-notification filter ([`spawn_notify`]).
+pub(crate) struct NotifyChild {
+    pub pid: libc::pid_t,
+    /// Read end of the status pipe (filter or exec failures).
+    pub status: File,
+    /// The filter's listener, or why there is none (the command then runs untraced).
+    pub listener: Result<OwnedFd, String>,
+}
+
+/// Forks and starts `argv` with a `SECCOMP_RET_USER_NOTIF` filter: the child installs it with
+/// `SECCOMP_FILTER_FLAG_NEW_LISTENER`, hands the listener to this process over a socket
+/// (`SCM_RIGHTS`) and execs; its exec is the first call it traps, answered by the supervisor
+/// (`notify.rs`) once this process has the listener. No ptrace, no stop: a failed step only
+/// means the command runs untraced.
+pub(crate) fn spawn_notify(argv: &[OsString]) -> Result<NotifyChild, TraceError> {
+    use std::os::fd::AsRawFd;
+    let argv = argv
+        .iter()
+        .map(|a| CString::new(a.as_bytes()).map_err(|_| TraceError::NulInArgument(a.clone())))
+        .collect::<Result<Vec<_>, _>>()?;
+    if argv.is_empty() {
+        return Err(TraceError::NoCommand);
+    }
+    let mut plan = Plan {
+        argv_ptrs: argv
+            .iter()
+            .map(|a| a.as_ptr())
+            .chain([std::ptr::null()])
+            .collect(),
+        argv,
+        filter: filter::program_for(filter::Action::Notify),
+        // SAFETY: an all-zero sigset_t is a valid (empty) set; overwritten below.
+        old_mask: unsafe { std::mem::zeroed() },
+    };
+    let (status_r, status_w) = pipe()?;
+    let mut socks = [0; 2];
+    // SAFETY: `socks` has room for the two descriptors socketpair writes.
+    let r = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            socks.as_mut_ptr(),
+        )
+    };
+    if r != 0 {
+        return Err(os_err("socketpair"));
+    }
+    // SAFETY: both descriptors were just created and are owned by nothing else.
+    let (mine, theirs) = unsafe {
+        (
+            OwnedFd::from_raw_fd(socks[0]),
+            OwnedFd::from_raw_fd(socks[1]),
+        )
+    };
+    let block = sigset(&FORWARDED);
+    // SAFETY: valid set pointers; only this thread's mask changes.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut plan.old_mask) };
+    // SAFETY: the child runs only async-signal-safe code on memory prepared above.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: closing descriptors of this (child) process that it never uses again.
+        unsafe {
+            libc::close(status_r.as_raw_fd());
+            libc::close(mine.as_raw_fd());
+        }
+        child_main_notify(&plan, status_w.as_raw_fd(), theirs.as_raw_fd());
+    }
+    let fork_err = (pid < 0).then(|| os_err("fork"));
+    for s in FORWARDED {
+        // SAFETY: setting a valid signal's disposition to SIG_IGN.
+        unsafe { libc::signal(s, libc::SIG_IGN) };
+    }
+    // SAFETY: restoring the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &plan.old_mask, std::ptr::null_mut()) };
+    if let Some(e) = fork_err {
+        return Err(e);
+    }
+    drop((status_w, theirs));
+    let listener = receive_fd(mine.as_raw_fd()).ok_or_else(|| {
+        "the command ended or exec'd before handing over the seccomp listener".to_owned()
+    });
+    Ok(NotifyChild {
+        pid,
+        status: File::from(status_r),
+        listener,
+    })
+}
+
+/// Room for one `SCM_RIGHTS` descriptor (`CMSG_SPACE(sizeof(int))` is 24 on 64-bit Linux),
+/// 8-byte aligned as `cmsghdr` needs.
+type CmsgBuf = [u64; 4];
+
+/// The descriptor the child sent, or `None` once the child's end is closed (it exec'd or
+/// died without sending one).
+fn receive_fd(sock: libc::c_int) -> Option<OwnedFd> {
+    let mut byte = 0u8;
+    let mut iov = libc::iovec {
+        iov_base: (&mut byte as *mut u8).cast(),
+        iov_len: 1,
+    };
+    let mut cbuf: CmsgBuf = [0; 4];
+    // SAFETY: an all-zero msghdr is valid; its pointers are set to live buffers below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of::<CmsgBuf>() as _;
+    loop {
+        // SAFETY: `msg` points at `iov` and `cbuf`, both alive for the call.
+        let n = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        }
+        if n <= 0 {
+            return None;
+        }
+        break;
+    }
+    // SAFETY: the kernel filled `msg`'s control buffer; CMSG_* walk it within its length.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        if c.is_null() || (*c).cmsg_level != libc::SOL_SOCKET || (*c).cmsg_type != libc::SCM_RIGHTS
+        {
+            return None;
+        }
+        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+        Some(OwnedFd::from_raw_fd(fd))
+    }
+}
+
+/// The forked child of [`spawn_notify`]. Only async-signal-safe calls; never returns.
+fn child_main_notify(plan: &Plan, status: libc::c_int, sock: libc::c_int) -> ! {
+    // SAFETY: raw system calls on descriptors and memory prepared before the fork; the
+    // message buffers live on this stack frame.
+    unsafe {
+        let prog = libc::sock_fprog {
+            len: plan.filter.len() as u16,
+            filter: plan.filter.as_ptr() as *mut _,
+        };
+        match filter::install_with(&prog, libc::SECCOMP_FILTER_FLAG_NEW_LISTENER) {
+            Err((step, e)) => report(status, step, e),
+            Ok(listener) => {
+                let mut byte = 0u8;
+                let mut iov = libc::iovec {
+                    iov_base: (&mut byte as *mut u8).cast(),
+                    iov_len: 1,
+                };
+                let mut cbuf: CmsgBuf = [0; 4];
+                let mut msg: libc::msghdr = std::mem::zeroed();
+                msg.msg_iov = &mut iov;
+                msg.msg_iovlen = 1;
+                msg.msg_control = cbuf.as_mut_ptr().cast();
+                msg.msg_controllen = libc::CMSG_SPACE(4) as _;
+                let c = libc::CMSG_FIRSTHDR(&msg);
+                (*c).cmsg_level = libc::SOL_SOCKET;
+                (*c).cmsg_type = libc::SCM_RIGHTS;
+                (*c).cmsg_len = libc::CMSG_LEN(4) as _;
+                std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>(), listener);
+                while libc::sendmsg(sock, &msg, 0) < 0 && *libc::__errno_location() == libc::EINTR {
+                }
+                libc::close(listener);
+            }
+        }
+        libc::close(sock);
+        // Rust's runtime ignores SIGPIPE; commands expect the default (as std::process does).
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &plan.old_mask, std::ptr::null_mut());
+        libc::execvp(plan.argv[0].as_ptr(), plan.argv_ptrs.as_ptr());
+        let e = *libc::__errno_location();
+        report(status, STEP_EXEC, e);
+        libc::_exit(if e == libc::ENOENT { 127 } else { 126 })
+    }
+}

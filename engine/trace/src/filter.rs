@@ -105,8 +105,23 @@ fn jeq(k: u32, jt: u8, jf: u8) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
 }
 
-/// The whole program. Built before `fork` (it allocates); the child only installs it.
+/// The whole program for the ptrace mechanism. Built before `fork` (it allocates); the child
+/// only installs it.
 pub(crate) fn program() -> Vec<libc::sock_filter> {
+    program_for(Action::Trace)
+}
+
+/// What the recorded calls return to the kernel.
+#[derive(Clone, Copy)]
+pub(crate) enum Action {
+    /// `SECCOMP_RET_TRACE | call`: a ptrace stop.
+    Trace,
+    /// `SECCOMP_RET_USER_NOTIF`: a notification on the filter's listener (`notify.rs`).
+    Notify,
+}
+
+/// The program with `action` for the recorded calls.
+pub(crate) fn program_for(action: Action) -> Vec<libc::sock_filter> {
     let load = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
     let ret = libc::BPF_RET | libc::BPF_K;
     let mut p = Vec::new();
@@ -118,7 +133,11 @@ pub(crate) fn program() -> Vec<libc::sock_filter> {
         p.push(stmt(load, NR_OFFSET));
         for (nr, call) in *calls {
             p.push(jeq(*nr as u32, 0, 1));
-            p.push(stmt(ret, libc::SECCOMP_RET_TRACE | *call as u32));
+            let k = match action {
+                Action::Trace => libc::SECCOMP_RET_TRACE | *call as u32,
+                Action::Notify => libc::SECCOMP_RET_USER_NOTIF,
+            };
+            p.push(stmt(ret, k));
         }
         p.push(stmt(ret, libc::SECCOMP_RET_ALLOW));
     }
@@ -136,19 +155,26 @@ fn errno() -> i32 {
     io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
-fn seccomp(prog: &libc::sock_fprog) -> i32 {
+fn seccomp(prog: &libc::sock_fprog, flags: libc::c_ulong) -> i32 {
     let op = libc::SECCOMP_SET_MODE_FILTER as libc::c_long;
     // SAFETY: `prog` points at a valid sock_fprog whose filter outlives the call; the kernel
     // copies the program.
-    unsafe { libc::syscall(libc::SYS_seccomp, op, 0 as libc::c_long, prog) as i32 }
+    unsafe { libc::syscall(libc::SYS_seccomp, op, flags as libc::c_long, prog) as i32 }
 }
 
 /// Installs the filter in the calling process (the forked child: no allocation here). Tries
 /// without `PR_SET_NO_NEW_PRIVS` first so setuid programs keep working where the caller may
 /// (root / CAP_SYS_ADMIN); sets it and retries only on `EACCES`.
 pub(crate) fn install(prog: &libc::sock_fprog) -> Result<(), Failure> {
-    if seccomp(prog) == 0 {
-        return Ok(());
+    install_with(prog, 0).map(|_| ())
+}
+
+/// [`install`] with seccomp(2) `flags`; returns what the call returns (the listener's
+/// descriptor with `SECCOMP_FILTER_FLAG_NEW_LISTENER`).
+pub(crate) fn install_with(prog: &libc::sock_fprog, flags: libc::c_ulong) -> Result<i32, Failure> {
+    let r = seccomp(prog, flags);
+    if r >= 0 {
+        return Ok(r);
     }
     let e = errno();
     if e != libc::EACCES {
@@ -158,8 +184,9 @@ pub(crate) fn install(prog: &libc::sock_fprog) -> Result<(), Failure> {
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         return Err((STEP_NO_NEW_PRIVS, errno()));
     }
-    if seccomp(prog) == 0 {
-        Ok(())
+    let r = seccomp(prog, flags);
+    if r >= 0 {
+        Ok(r)
     } else {
         Err((STEP_SECCOMP, errno()))
     }

@@ -72,6 +72,7 @@ mod child;
 mod cli;
 mod filter;
 mod memory;
+mod notify;
 mod schema;
 mod tracer;
 
@@ -135,6 +136,121 @@ pub struct Traced {
 /// Runs `argv` traced (see the crate docs) until its first process ends. Errors only when
 /// the command could not be started at all (bad argument, fork failure).
 pub fn trace_command(argv: &[OsString]) -> Result<Traced, TraceError> {
+    match Mechanism::chosen() {
+        Mechanism::Notify => trace_notified(argv),
+        Mechanism::Ptrace => trace_ptraced(argv),
+    }
+}
+
+/// How the calls are caught: seccomp user notifications where the kernel has them, else
+/// ptrace. `AORTA_TRACE_MECHANISM=ptrace|notify` picks one (benchmarks, tests).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mechanism {
+    Notify,
+    Ptrace,
+}
+
+impl Mechanism {
+    fn chosen() -> Mechanism {
+        match std::env::var("AORTA_TRACE_MECHANISM").as_deref() {
+            Ok("ptrace") => Mechanism::Ptrace,
+            Ok("notify") => Mechanism::Notify,
+            _ if notify::available() => Mechanism::Notify,
+            _ => Mechanism::Ptrace,
+        }
+    }
+}
+
+/// [`trace_command`] with user notifications (`notify.rs`): a supervisor thread answers them
+/// while this thread waits for the main child. A subreaper, so that strays (daemonised
+/// grandchildren) become this process's and are killed when it is done, as ptrace's
+/// `PTRACE_O_EXITKILL` does.
+fn trace_notified(argv: &[OsString]) -> Result<Traced, TraceError> {
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let mut child = child::spawn_notify(argv)?;
+    let rec = std::sync::Arc::new(std::sync::Mutex::new(tracer::Recorder::default()));
+    let mut reason = None;
+    match child.listener {
+        Ok(listener) => {
+            let rec = std::sync::Arc::clone(&rec);
+            let spawned = std::thread::Builder::new()
+                .name("aorta-trace-notify".into())
+                .spawn(move || notify::supervise(listener, rec));
+            if let Err(e) = spawned {
+                // The child is blocked on its exec until someone answers: nobody will.
+                // SAFETY: killing our own child.
+                unsafe { libc::kill(child.pid, libc::SIGKILL) };
+                return Err(TraceError::Os {
+                    what: "spawn the supervisor thread",
+                    source: e,
+                });
+            }
+        }
+        Err(why) => reason = Some(why),
+    }
+    let raw = wait_untraced(child.pid);
+    let mut exec_error = None;
+    while let Some((step, e)) = child::read_record(&mut child.status) {
+        match step {
+            child::STEP_EXEC => exec_error = Some(io::Error::from_raw_os_error(e)),
+            filter::STEP_NO_NEW_PRIVS => {
+                reason = Some(format!(
+                    "prctl(PR_SET_NO_NEW_PRIVS) failed: {}",
+                    child::errno_text(e)
+                ));
+            }
+            filter::STEP_SECCOMP => {
+                reason = Some(format!(
+                    "seccomp filter not installed: {}",
+                    child::errno_text(e)
+                ));
+            }
+            _ => {}
+        }
+    }
+    if !filter::SUPPORTED {
+        reason.get_or_insert_with(|| "unsupported architecture".into());
+    }
+    let mut rec = std::mem::take(&mut *rec.lock().unwrap_or_else(|p| p.into_inner()));
+    if let Some(b) = rec.broken.take() {
+        reason.get_or_insert(b);
+    }
+    kill_strays();
+    Ok(Traced {
+        trace: Trace::from_accesses(reason, rec.files),
+        exit: ExitKind::from_wait_status(raw),
+        exec_error,
+    })
+}
+
+/// SIGKILLs every process left below this one (strays reparented to it as subreaper, and
+/// their children), without waiting for them.
+fn kill_strays() {
+    let mut stack = vec![std::process::id().to_string()];
+    let mut seen = std::collections::HashSet::new();
+    while let Some(pid) = stack.pop() {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten();
+        for task in tasks.flatten() {
+            let children =
+                std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            for c in children.split_whitespace() {
+                if seen.insert(c.to_owned()) {
+                    if let Ok(n) = c.parse::<libc::pid_t>() {
+                        // SAFETY: signalling a process below this one.
+                        unsafe { libc::kill(n, libc::SIGKILL) };
+                    }
+                    stack.push(c.to_owned());
+                }
+            }
+        }
+    }
+}
+
+/// [`trace_command`] with ptrace (the fallback).
+fn trace_ptraced(argv: &[OsString]) -> Result<Traced, TraceError> {
     let mut child = child::spawn(argv)?;
     let mut rec = tracer::Recorder::default();
     let raw = match (&child.traced, child.ended) {

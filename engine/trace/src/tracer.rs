@@ -39,7 +39,7 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    fn add(&mut self, path: PathBuf, kind: u8) {
+    pub(crate) fn add(&mut self, path: PathBuf, kind: u8) {
         *self.files.entry(path).or_insert(0) |= kind;
     }
 }
@@ -176,7 +176,14 @@ fn on_seccomp(pid: libc::pid_t, rec: &mut Recorder) {
     let Some(call) = filter::decode(info.arch, info.nr) else {
         return; // Another filter's RET_TRACE: not a call we record.
     };
-    let a = info.args;
+    if let Some((path, kind)) = accessed(pid, call, &info.args) {
+        rec.add(path, kind);
+    }
+}
+
+/// The path a trapped call of `pid` names (absolute), and how it accesses it; `None` when
+/// the call names no file the kernel could use either.
+pub(crate) fn accessed(pid: libc::pid_t, call: Call, a: &[u64; 6]) -> Option<(PathBuf, u8)> {
     let (dirfd, ptr, kind) = match call {
         Call::Open => (libc::AT_FDCWD, a[0], open_kind(a[1])),
         Call::OpenAt => (a[0] as i32, a[1], open_kind(a[2])),
@@ -190,33 +197,26 @@ fn on_seccomp(pid: libc::pid_t, rec: &mut Recorder) {
         Call::Execve => (libc::AT_FDCWD, a[0], EXEC),
         Call::ExecveAt => (a[0] as i32, a[1], EXEC),
     };
-    let Some(raw) = memory::read_path(pid, ptr) else {
-        return; // Unreadable: the kernel fails the call with EFAULT too.
-    };
+    // Unreadable: the kernel fails the call with EFAULT too.
+    let raw = memory::read_path(pid, ptr)?;
     let empty_path = a[4] as i32 & libc::AT_EMPTY_PATH != 0;
     let path = if raw.first() == Some(&b'/') {
         normalize(Path::new("/"), &raw)
     } else if raw.is_empty() {
         // Only execveat(fd, "", AT_EMPTY_PATH) names a file with an empty path.
         if call != Call::ExecveAt || !empty_path {
-            return;
+            return None;
         }
-        match std::fs::read_link(format!("/proc/{pid}/fd/{dirfd}")) {
-            Ok(p) => p,
-            Err(_) => return,
-        }
+        std::fs::read_link(format!("/proc/{pid}/fd/{dirfd}")).ok()?
     } else {
         let base = if dirfd == libc::AT_FDCWD {
             std::fs::read_link(format!("/proc/{pid}/cwd"))
         } else {
             std::fs::read_link(format!("/proc/{pid}/fd/{dirfd}"))
         };
-        match base {
-            Ok(base) => normalize(&base, &raw),
-            Err(_) => return,
-        }
+        normalize(&base.ok()?, &raw)
     };
-    rec.add(path, kind);
+    Some((path, kind))
 }
 
 /// `base` joined with `rel`, dropping `.` components and repeated slashes. `..` is kept:
