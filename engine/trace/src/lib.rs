@@ -4,17 +4,28 @@
 //! inherited environment, cwd and signal dispositions) and writes a [`Trace`] as JSON.
 //!
 //! # Mechanism
-//! ptrace plus a seccomp-bpf filter, no `LD_PRELOAD` (static binaries, Python and anything
-//! that bypasses libc are covered) and no privileges: the child asks to be traced
-//! (`PTRACE_TRACEME`), stops, and once the tracer has set `PTRACE_O_TRACESECCOMP` and the
-//! fork/vfork/clone/exec options it installs a filter that stops it only at `open`, `openat`,
-//! `openat2`, `creat`, `execve` and `execveat` (`filter.rs`); every other system
-//! call runs at full speed. Children and threads are attached automatically and inherit the
-//! filter. At each stop the tracer reads the path from the tracee's memory
-//! (`process_vm_readv`), resolves a relative one against the cwd or dirfd through
-//! `/proc/PID/{cwd,fd/N}`, and records the access. After every successful exec it also records
-//! `/proc/PID/exe` as executed: for a `#!` script that is its interpreter, which the kernel
-//! opens without a system call the filter could see.
+//! A seccomp-bpf filter that catches only `open`, `openat`, `openat2`, `creat`, `execve` and
+//! `execveat` (`filter.rs`); every other system call runs at full speed, and children and
+//! threads inherit the filter. No `LD_PRELOAD` (static binaries, Python and anything that
+//! bypasses libc are covered) and no privileges. Two ways to answer a caught call:
+//!
+//! - **User notifications** (`notify.rs`; the default on Linux 5.5+): the filter returns
+//!   `SECCOMP_RET_USER_NOTIF`; the child hands the filter's listener to this process over a
+//!   socket before it execs, and a supervisor thread receives each call, records it and lets it
+//!   go on (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`; with `SYNC_WAKE_UP` on 6.6+). No ptrace: forks
+//!   are not stopped, signals and stops are the kernel's own, debuggers attach as usual. About
+//!   7.5 µs a caught call on the H100 host against ptrace's 17 µs (docs/benchmarks.md). An exec's
+//!   image is read from the file: the named path, its resolved path, and a `#!` script's
+//!   interpreter. This process is a subreaper, so strays end up its children and are killed
+//!   when the main child is done.
+//! - **ptrace** (the fallback, or `AORTA_TRACE_MECHANISM=ptrace`): the child asks to be traced
+//!   (`PTRACE_TRACEME`), stops, and once the tracer has set `PTRACE_O_TRACESECCOMP` and the
+//!   fork/vfork/clone/exec options it installs a `SECCOMP_RET_TRACE` filter. Children and
+//!   threads are attached automatically. After every successful exec the tracer records
+//!   `/proc/PID/exe` as executed: for a `#!` script that is its interpreter.
+//!
+//! Either way the path is read from the caller's memory (`process_vm_readv`) and a relative one
+//! resolved against the cwd or dirfd through `/proc/PID/{cwd,fd/N}`.
 //!
 //! # What is recorded
 //! Each path once, absolute, lexically cleaned of `.` and `//` (`..` and symlinks are kept as
@@ -35,28 +46,29 @@
 //! - When not root, the filter needs `PR_SET_NO_NEW_PRIVS`: setuid and file-capability
 //!   programs run without their extra privileges. (Root, or CAP_SYS_ADMIN, installs the filter
 //!   without it.)
-//! - A traced tree cannot be traced by anything else at the same time: gdb, eu-stack, or
-//!   py-spy without `--nonblocking` fail to attach to its processes.
-//! - A frozen tree stays frozen: a group-stop (SIGSTOP, SIGTSTP…) is left stopped, as the
-//!   engine's freeze-then-kill needs; with `TRACEME`-style attach a later SIGCONT does not
-//!   resume a process in group-stop.
+//! - ptrace only: a traced tree cannot be traced by anything else at the same time (gdb,
+//!   eu-stack, or py-spy without `--nonblocking` fail to attach), and a frozen tree stays
+//!   frozen: a group-stop (SIGSTOP, SIGTSTP…) is left stopped, as the engine's
+//!   freeze-then-kill needs; with `TRACEME`-style attach a later SIGCONT does not resume a
+//!   process in group-stop.
 //! - When the main child exits or is killed the trace is written and aorta-trace exits at
 //!   once with the same status; stray processes still running (daemonised grandchildren) are
-//!   then killed by `PTRACE_O_EXITKILL`, so they cannot outlive the trace unnoticed.
+//!   killed (`PTRACE_O_EXITKILL`, or as the subreaper's children), so they cannot outlive the
+//!   trace unnoticed.
 //!
 //! # When tracing is impossible
 //! If any step fails — `PTRACE_TRACEME` refused by Yama (scope 2 or 3) or a container's
 //! seccomp profile, the process already being traced (under strace -f, gdb, or another
-//! aorta-trace), seccomp unavailable — the command still runs, untraced, its exit status is
-//! passed through, and the trace says [`TraceStatus::Unavailable`] with the reason.
+//! aorta-trace), seccomp unavailable, a second listener refused — the command still runs,
+//! untraced, its exit status is passed through, and the trace says
+//! [`TraceStatus::Unavailable`] with the reason.
 //!
-//! Under another aorta-trace (checked by a test): the inner aorta-trace already runs under the
-//! outer filter, and its fork child is auto-attached to the outer tracer, so the child's
-//! `TRACEME` fails with EPERM; it reports that and execs without installing a filter of its
-//! own. The inner tracer then only waits for it (it is the real parent; the outer one, the
-//! ptracer, sees the exit first) and writes `unavailable`. The command's opens hit the
-//! inherited outer filter, and a `SECCOMP_RET_TRACE` stop goes to whoever traces the task —
-//! the outer tracer — so the outer trace records the inner command's files as its own.
+//! Under another aorta-trace (checked by a test): with user notifications the inner child's
+//! filter with a listener is refused (EBUSY: one listener per filter chain); with ptrace the
+//! inner child is auto-attached to the outer tracer, so its `TRACEME` fails with EPERM. Either
+//! way the inner reports that and execs without a filter of its own, and writes `unavailable`;
+//! the command's calls hit the outer filter, so the outer trace records the inner command's
+//! files as its own.
 //!
 //! A `RET_TRACE` filter whose process has no tracer that asked for `PTRACE_O_TRACESECCOMP`
 //! makes the trapped calls fail with ENOSYS. Hence the filter is installed only after the
