@@ -267,7 +267,7 @@ fn place(
     );
     m.outputs.insert(rel.clone(), blob);
     store.put_manifest(&m).map_err(|e| io("store", &e))?;
-    crate::fsutil::write_atomic(&dest, &bytes).map_err(|e| io("write", &e))?;
+    crate::dirs::write_atomic(&dest, &bytes).map_err(|e| io("write", &e))?;
     Ok(Placed::Rendered)
 }
 

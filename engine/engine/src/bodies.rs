@@ -4,9 +4,9 @@
 
 use crate::compile::Compiled;
 use crate::error::{EngineError, Result};
+use crate::execute::process::{Body, CommandSettings, TrialSpec, WorkloadSettings};
 use crate::schedule::MakeSpec;
 use crate::session::Session;
-use crate::trial::{Body, CommandSettings, TrialSpec, WorkloadSettings};
 use aorta_classify::{ClassifierConfig, CustomDetector};
 use aorta_exec::HangConfig;
 use aorta_graph::PlannedTrial;
@@ -47,7 +47,7 @@ fn command_settings(
     argv: &[String],
     inputs: &[(std::path::PathBuf, String)],
     kill_on_hang: bool,
-    tracing: crate::trial::Tracing,
+    tracing: crate::execute::process::Tracing,
 ) -> std::result::Result<CommandSettings, String> {
     let p = recipe.probe.as_ref().ok_or("not a probe recipe")?;
     let classifier = classifier_config(recipe)?;

@@ -109,7 +109,7 @@ impl Session {
         if let Some(remote) = &self.remote {
             // A forced key is not fetched back from the remote tier either.
             let keys = c.dag.trial_nodes.keys().filter(|k| !forced.contains(*k));
-            crate::remote::pull(&store, remote, keys);
+            crate::remote_sync::pull(&store, remote, keys);
         }
         // report.html's environment half needs no trial: it is made on a thread while they
         // run, from the first trial's event on (sooner, it slows the first trial's start,
@@ -162,7 +162,7 @@ impl Session {
             .count();
         // Write-back (readwrite mode) of what ran here; after Ctrl-C, exit first.
         if let Some(remote) = self.remote.as_ref().filter(|_| !executed.cancelled) {
-            crate::remote::push(
+            crate::remote_sync::push(
                 &store,
                 remote,
                 executed

@@ -52,7 +52,7 @@ impl Session {
             None => Default::default(),
         };
         if let Some(remote) = self.remote.as_ref().filter(|_| forced.is_empty()) {
-            crate::remote::pull(&store, remote, std::iter::once(&trial.key));
+            crate::remote_sync::pull(&store, remote, std::iter::once(&trial.key));
         }
         let staging = tempfile_dir(store.root())?;
         // A one-node graph: this trial, for this cell only.
@@ -99,7 +99,7 @@ impl Session {
         }
         if let Some(remote) = &self.remote {
             if r.source == Source::Executed {
-                crate::remote::push(&store, remote, std::iter::once(&r.key));
+                crate::remote_sync::push(&store, remote, std::iter::once(&r.key));
             }
         }
         Ok(OneOutcome {
@@ -157,8 +157,8 @@ fn place(store: &LocalStore, executed: &Executed, cell: usize, out: &Path) -> Re
     })?;
     let json = serde_json::to_vec_pretty(&*r.record)
         .map_err(|e| EngineError::infra(format!("cannot encode result.json: {e}")))?;
-    crate::fsutil::write_atomic(&staged.join("result.json"), &json).map_err(into)?;
-    crate::fsutil::replace_dir(&staged, out).map_err(into)?;
+    crate::dirs::write_atomic(&staged.join("result.json"), &json).map_err(into)?;
+    crate::dirs::replace_dir(&staged, out).map_err(into)?;
     Ok(r)
 }
 

@@ -1,6 +1,6 @@
 //! The run directory (AORTA's layouts, §3.3): materialised trial outputs and the report files.
 
-use crate::fsutil::write_atomic;
+use crate::dirs::write_atomic;
 use crate::placement::{place_trial, retain, trial_rel, StagedDir};
 use crate::schedule::{TrialDir, TrialResult};
 use aorta_recipe::{safe_slug, Mode, Recipe};

@@ -2,7 +2,7 @@
 //! the recipe's retention keeps, one rename. Used as each executed trial finishes (schedule.rs)
 //! and for the rest when the build materialises (outputs.rs).
 
-use crate::fsutil::replace_dir;
+use crate::dirs::replace_dir;
 use aorta_recipe::Recipe;
 use std::path::{Path, PathBuf};
 

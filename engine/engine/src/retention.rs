@@ -54,7 +54,7 @@ pub fn apply(dir: &Path, retain: &Retain, verdict: Verdict) -> Outcome {
             freed_bytes: freed,
         };
     }
-    let files = crate::fsutil::list_files(dir).unwrap_or_default();
+    let files = crate::dirs::list_files(dir).unwrap_or_default();
     for rel in files {
         let Some(r) = class_rank(&rel) else { continue };
         if r > rank(level) {

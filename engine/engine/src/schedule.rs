@@ -6,10 +6,10 @@
 //! any more), and report it all as [`Event`]s. Cells and artifacts follow in `build` once the
 //! trials are done.
 
+use crate::execute::process::TrialSpec;
 pub(crate) use crate::execute::{result_id, TrialDir};
 pub use crate::execute::{ArrayProgress, Source};
 use crate::execute::{Executor, Job, Outcome, Waited};
-use crate::trial::TrialSpec;
 use aorta_exec::CancelToken;
 use aorta_graph::{Dag, PlannedTrial};
 use aorta_recipe::Recipe;

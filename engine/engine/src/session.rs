@@ -329,8 +329,8 @@ impl Session {
     }
 
     /// How command trials are traced in this session.
-    pub(crate) fn tracing(&self) -> crate::trial::Tracing {
-        use crate::trial::Tracing;
+    pub(crate) fn tracing(&self) -> crate::execute::process::Tracing {
+        use crate::execute::process::Tracing;
         if std::env::var("AORTA_TRACE").is_ok_and(|v| v == "off") {
             return Tracing::Off("AORTA_TRACE=off".into());
         }

@@ -162,7 +162,7 @@ impl DigestCache {
             map.iter().map(|(p, c)| (p.clone(), c.clone())).collect()
         };
         if let Ok(bytes) = serde_json::to_vec(&list) {
-            let _ = crate::fsutil::write_atomic(&self.file, &bytes);
+            let _ = crate::dirs::write_atomic(&self.file, &bytes);
         }
     }
 }

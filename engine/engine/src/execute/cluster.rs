@@ -15,8 +15,8 @@ use super::{ArrayProgress, Source, TrialDir};
 use super::{Executor, Job, Outcome, Waited};
 use crate::compile::{Compiled, RecipeOrigin};
 use crate::error::{EngineError, Result};
+use crate::execute::process::SchedulerKill;
 use crate::session::Session;
-use crate::trial::SchedulerKill;
 use aorta_exec::CancelToken;
 use aorta_recipe::Resources;
 use aorta_slurm::{ArrayJob, Meaning, Slurm, SlurmConfig, TaskId};
@@ -196,7 +196,7 @@ impl Session {
             .join("arrays")
             .join(format!("env-{}.json", c.env.key.hash));
         if !snapshot.exists() {
-            crate::fsutil::write_atomic(&snapshot, c.env.snapshot.to_json_pretty().as_bytes())
+            crate::dirs::write_atomic(&snapshot, c.env.snapshot.to_json_pretty().as_bytes())
                 .map_err(|e| {
                     EngineError::infra(format!("cannot write {}: {e}", snapshot.display()))
                 })?;
@@ -472,7 +472,7 @@ impl SlurmExecutor<'_> {
         let json = serde_json::to_vec_pretty(&manifest)
             .map_err(|e| EngineError::infra(format!("cannot encode the manifest: {e}")))?;
         let manifest_path = dir.join("manifest.json");
-        crate::fsutil::write_atomic(&manifest_path, &json)
+        crate::dirs::write_atomic(&manifest_path, &json)
             .map_err(|e| infra("write", &manifest_path, e))?;
         let script = dir.join("task.sh");
         let text = format!(
@@ -480,7 +480,7 @@ impl SlurmExecutor<'_> {
             sh_quote(&self.aorta.display().to_string()),
             sh_quote(&manifest_path.display().to_string())
         );
-        crate::fsutil::write_atomic(&script, text.as_bytes())
+        crate::dirs::write_atomic(&script, text.as_bytes())
             .map_err(|e| infra("write", &script, e))?;
         let mut extra = self.cfg.sbatch_args.clone();
         extra.extend(shape.sbatch_args.clone().unwrap_or_default());
@@ -530,7 +530,7 @@ impl SlurmExecutor<'_> {
             let json = serde_json::to_vec(&s)
                 .map_err(|e| EngineError::infra(format!("cannot encode a submission: {e}")))?;
             let path = self.record_path(&key);
-            crate::fsutil::write_atomic(&path, &json).map_err(|e| infra("write", &path, e))?;
+            crate::dirs::write_atomic(&path, &json).map_err(|e| infra("write", &path, e))?;
             self.pending.insert(key, s);
         }
         Ok(())
@@ -684,8 +684,14 @@ impl SlurmExecutor<'_> {
                 .map_or(Duration::ZERO, |t| Duration::from_secs(t.div_ceil(60) * 60)),
             SchedulerKill::MemoryLimit => Duration::ZERO,
         };
-        let record =
-            crate::trial::killed_by_scheduler(spec, &dir, kill, walltime, log.as_deref(), state);
+        let record = crate::execute::process::killed_by_scheduler(
+            spec,
+            &dir,
+            kill,
+            walltime,
+            log.as_deref(),
+            state,
+        );
         let m = super::local::commit(claim, &dir, record, walltime.as_secs_f64());
         let _ = std::fs::remove_dir_all(&dir);
         m

@@ -6,9 +6,9 @@
 
 use super::{ArrayProgress, Source, TrialDir};
 use super::{Executor, Job, Outcome, Waited};
+use crate::dirs::list_files;
 use crate::error::Result;
-use crate::fsutil::list_files;
-use crate::trial::{prepare_trial, PreparedTrial, StartedTrial, TrialRun, TrialSpec};
+use crate::execute::process::{prepare_trial, PreparedTrial, StartedTrial, TrialRun, TrialSpec};
 use aorta_exec::{CancelToken, Pool, SlotRequest, Slots};
 use aorta_recipe::Recipe;
 use aorta_store::{Key, LocalStore, Lookup, Manifest};
@@ -130,11 +130,11 @@ impl Executor for LocalExecutor<'_> {
 }
 
 /// The command's input file that changed since compile, if any (see
-/// [`crate::trial::CommandSettings::changed_input`]).
+/// [`crate::execute::process::CommandSettings::changed_input`]).
 fn changed_input(spec: &TrialSpec) -> Option<&Path> {
     match &spec.body {
-        crate::trial::Body::Command(c) => c.changed_input(),
-        crate::trial::Body::Workload(_) => None,
+        crate::execute::process::Body::Command(c) => c.changed_input(),
+        crate::execute::process::Body::Workload(_) => None,
     }
 }
 
@@ -199,7 +199,7 @@ fn stage_one(
         }
     }
     let dir = staging.join(format!("{}-{}", &key.as_str()[..16], std::process::id()));
-    if let Err(e) = crate::fsutil::fresh_dir(&dir) {
+    if let Err(e) = crate::dirs::fresh_dir(&dir) {
         return Err(Outcome::Failed(format!(
             "cannot create {}: {e}",
             dir.display()
@@ -310,19 +310,21 @@ fn traced_change(
     started: std::time::SystemTime,
     record: &mut TrialRecord,
 ) -> Option<PathBuf> {
-    let crate::trial::Body::Command(c) = &spec.body else {
+    let crate::execute::process::Body::Command(c) = &spec.body else {
         return None;
     };
     let summary = match &c.tracing {
-        crate::trial::Tracing::Off(reason) => crate::traced::untraced(reason.clone()),
-        crate::trial::Tracing::On(_) if !dir.join(crate::traced::TRACE_FILE).exists() => {
+        crate::execute::process::Tracing::Off(reason) => crate::traced::untraced(reason.clone()),
+        crate::execute::process::Tracing::On(_)
+            if !dir.join(crate::traced::TRACE_FILE).exists() =>
+        {
             match &record.inputs {
                 // Set when the trial was prepared: why it ran untraced.
                 Some(s) => s.clone(),
                 None => crate::traced::untraced("the tracer left no trace".into()),
             }
         }
-        crate::trial::Tracing::On(_) => match inputs.settle(dir, started) {
+        crate::execute::process::Tracing::On(_) => match inputs.settle(dir, started) {
             crate::traced::Settled::Ok(s) => s,
             crate::traced::Settled::ChangedDuring(p) => return Some(p),
         },

@@ -7,11 +7,13 @@
 //! scheduler.
 
 pub(crate) mod cluster;
+pub(crate) mod gpu_readings;
 pub(crate) mod local;
 pub(crate) mod nodes;
+pub(crate) mod process;
 
 use crate::error::Result;
-use crate::trial::TrialSpec;
+use crate::execute::process::TrialSpec;
 use aorta_store::{Key, Manifest};
 use aorta_trial::TrialRecord;
 

@@ -114,7 +114,7 @@ impl NodeMismatch {
         let json = serde_json::to_vec_pretty(&note)
             .map_err(|e| EngineError::infra(format!("cannot encode {}: {e}", path.display())))?;
         std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))
-            .and_then(|_| crate::fsutil::write_atomic(&path, &json))
+            .and_then(|_| crate::dirs::write_atomic(&path, &json))
             .map_err(|e| EngineError::infra(format!("cannot write {}: {e}", path.display())))?;
         eprintln!("aorta: {}", note.message(&plan_key));
         Ok(())
@@ -217,7 +217,7 @@ impl PartitionProbe<'_> {
             "#!/bin/sh\n# The environment this partition gives trials: their keys are computed from it.\n{probe} >/dev/null || exit 1\nmv {tmp} {}\n",
             q(&file)
         );
-        crate::fsutil::write_atomic(&script, text.as_bytes())
+        crate::dirs::write_atomic(&script, text.as_bytes())
             .map_err(|e| infra("write", &script, e))?;
         let mut extra = self.cfg.sbatch_args.clone();
         extra.extend(shape.sbatch_args.clone().unwrap_or_default());

@@ -196,7 +196,7 @@ fn write_env_file(path: &Path, env: &BTreeMap<String, String>) -> Result<(), Str
         (path.to_path_buf(), text),
         (path.with_extension("env.sh"), sh),
     ] {
-        crate::fsutil::write_atomic(&p, body.as_bytes())
+        crate::dirs::write_atomic(&p, body.as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
         #[cfg(unix)]
         {
@@ -307,7 +307,7 @@ impl CommandPrepared {
         } = self;
         let devices: Vec<String> = lease.gpus().to_vec();
         let tier3_off = c.classifier.disables.tier_disabled(Tier::Tier3);
-        let gpu_tier3 = !tier3_off && crate::gpu::available();
+        let gpu_tier3 = !tier3_off && crate::execute::gpu_readings::available();
         if let Ok(p) = process.as_mut() {
             p.apply_lease(&lease);
             if let Some(h) = p.hang_mut() {
@@ -316,7 +316,7 @@ impl CommandPrepared {
                 // trial past the grace period), so a short trial never loads NVML for it.
                 let devs = devices.clone();
                 h.gpu_idle = Some(std::sync::Arc::new(move || {
-                    crate::gpu::utilisation(&devs).map(|u| u < 5)
+                    crate::execute::gpu_readings::utilisation(&devs).map(|u| u < 5)
                 }));
             }
         }
@@ -325,7 +325,7 @@ impl CommandPrepared {
             .disables
             .detector_disabled("tier3:thermal_throttle");
         let gpu_pre = if gpu_tier3 {
-            crate::gpu::snapshot_before(&devices, throttle)
+            crate::execute::gpu_readings::snapshot_before(&devices, throttle)
         } else {
             None
         };
@@ -337,7 +337,7 @@ impl CommandPrepared {
         let sampler = if tier3_off {
             None
         } else {
-            crate::gpu::PeakSampler::start(&devices)
+            crate::execute::gpu_readings::PeakSampler::start(&devices)
         };
         let process = process.map(|p| p.start(cancel));
         StartedTrial::Command(Box::new(CommandStarted {
@@ -367,7 +367,7 @@ pub struct CommandStarted {
     gpu_pre: Option<aorta_classify::GpuSnapshot>,
     kernel_mark: Option<aorta_classify::KernelLogMark>,
     started_at: std::time::SystemTime,
-    sampler: Option<crate::gpu::PeakSampler>,
+    sampler: Option<crate::execute::gpu_readings::PeakSampler>,
 }
 
 impl CommandStarted {
@@ -394,12 +394,12 @@ impl CommandStarted {
             Ok(started) => started.wait(cancel),
             Err(reason) => not_launched(reason),
         };
-        let sampled_peak = sampler.and_then(crate::gpu::PeakSampler::finish);
+        let sampled_peak = sampler.and_then(crate::execute::gpu_readings::PeakSampler::finish);
         if outcome.cancelled {
             return TrialRun::Cancelled;
         }
         let gpu_post = if gpu_tier3 && outcome.launched {
-            crate::gpu::snapshot(&devices, throttle)
+            crate::execute::gpu_readings::snapshot(&devices, throttle)
         } else {
             None
         };
