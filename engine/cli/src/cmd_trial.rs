@@ -105,7 +105,10 @@ pub fn trial(c: &TrialCommand) -> CliResult {
         .map_or_else(|| "the store".to_owned(), |o| o.display().to_string());
     println!(
         "{} trial {} {}: {} ({how}) -> {to}",
-        sel.cell, sel.trial, out.key, out.verdict,
+        sel.cell,
+        sel.trial,
+        out.key,
+        out.verdict.as_str(),
     );
     Ok(ExitCode::SUCCESS)
 }

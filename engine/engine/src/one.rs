@@ -15,7 +15,7 @@ use std::path::Path;
 pub struct OneOutcome {
     pub key: Key,
     pub source: Source,
-    pub verdict: String,
+    pub verdict: aorta_trial::Verdict,
 }
 
 impl Session {
@@ -105,7 +105,7 @@ impl Session {
         Ok(OneOutcome {
             key: r.key.clone(),
             source: r.source,
-            verdict: r.record.verdict.as_str().to_owned(),
+            verdict: r.record.verdict,
         })
     }
 }
