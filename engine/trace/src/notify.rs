@@ -60,8 +60,11 @@ pub(crate) fn supervise(listener: OwnedFd, rec: Arc<Mutex<Recorder>>) {
         if unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_RECV, &mut req) } != 0 {
             let e = std::io::Error::last_os_error();
             match e.raw_os_error() {
-                // Interrupted, or the caller died before we received it.
-                Some(libc::EINTR) | Some(libc::ENOENT) => continue,
+                Some(libc::EINTR) => continue,
+                // The caller died before we received it, or no process uses the filter any
+                // more (then the listener hangs up, and every later RECV would fail at once).
+                Some(libc::ENOENT) if hung_up(fd) => return,
+                Some(libc::ENOENT) => continue,
                 _ => {
                     let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
                     r.broken
@@ -96,6 +99,18 @@ pub(crate) fn supervise(listener: OwnedFd, rec: Arc<Mutex<Recorder>>) {
         // SAFETY: NOTIF_SEND reads one seccomp_notif_resp. ENOENT: the caller died meanwhile.
         unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) };
     }
+}
+
+/// Whether every process that used the filter has exited (`POLLHUP` on the listener).
+fn hung_up(fd: libc::c_int) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: polls one valid pollfd without waiting.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & libc::POLLHUP != 0
 }
 
 /// What an exec of `path` loads besides `path` as named: its resolved path (what
