@@ -5,8 +5,7 @@ use crate::args::{ProbeArgs, SweepRunArgs, TriageRunArgs};
 use crate::exit::{usage, CliResult};
 use aorta_engine::{RecipeOrigin, TargetSpec};
 use aorta_recipe::{
-    load_recipe, override_collect, peek_mode, FlagRecipe, Mode, PassthroughMode, PeekedMode,
-    ProbeOverlays, Recipe,
+    peek_mode, FlagRecipe, Mode, Overlays, PassthroughMode, PeekedMode, ProbeOverlays,
 };
 use aorta_registry::Registry;
 use std::sync::Arc;
@@ -69,17 +68,7 @@ fn subprocess_flow(a: &SweepRunArgs, name: &str) -> CliResult {
             "write a probe recipe (mode: probe), e.g. recipes/probe-template-bash.yaml",
         ));
     };
-    let mut recipe = load_recipe(path, &a.mitigations_files)?.recipe;
-    if recipe.mode != Mode::Probe {
-        return Err(usage(
-            format!(
-                "{}: is not a probe-mode recipe; set 'mode: probe' to wrap a command",
-                path.display()
-            ),
-            "or drop the command after -- to run the recipe's workload",
-        ));
-    }
-    let overlays = ProbeOverlays {
+    let probe = ProbeOverlays {
         ticket: a.ticket.clone(),
         env_passthrough_mode: a
             .env_passthrough_mode
@@ -89,8 +78,15 @@ fn subprocess_flow(a: &SweepRunArgs, name: &str) -> CliResult {
         max_trials: a.max_trials,
         disable_detector: a.disable_detector.clone(),
     };
-    overlays.apply(&mut recipe)?;
-    finish(a, recipe, Some(&a.command))
+    let origin = RecipeOrigin::File {
+        path: path.clone(),
+        sidecars: a.mitigations_files.clone(),
+        overlays: Overlays {
+            probe,
+            collect: None,
+        },
+    };
+    finish(a, origin, Some(&a.command), Some(Mode::Probe))
 }
 
 fn workload_flow(a: &SweepRunArgs, name: &str) -> CliResult {
@@ -117,7 +113,7 @@ fn workload_flow(a: &SweepRunArgs, name: &str) -> CliResult {
             "use stop_after in the recipe for workload runs",
         ));
     }
-    let recipe = match &a.recipe {
+    let origin = match &a.recipe {
         Some(path) => {
             let mut conflicts = flag_mode_flags(a);
             if a.ticket.is_some() {
@@ -129,11 +125,14 @@ fn workload_flow(a: &SweepRunArgs, name: &str) -> CliResult {
                     "put those settings in the recipe, or drop --recipe to use flag mode",
                 ));
             }
-            let mut recipe = load_recipe(path, &a.mitigations_files)?.recipe;
-            if let Some(c) = &a.collect {
-                override_collect(&mut recipe, c)?;
+            RecipeOrigin::File {
+                path: path.clone(),
+                sidecars: a.mitigations_files.clone(),
+                overlays: Overlays {
+                    probe: ProbeOverlays::default(),
+                    collect: a.collect.clone(),
+                },
             }
-            recipe
         }
         None => {
             let registry = Registry::load(None, &a.mitigations_files)?;
@@ -148,20 +147,35 @@ fn workload_flow(a: &SweepRunArgs, name: &str) -> CliResult {
                 confound_threshold: a.confound_threshold,
                 collect: a.collect.clone(),
             };
-            flags.build(&registry)?
+            RecipeOrigin::Given(Arc::new(flags.build(&registry)?))
         }
     };
-    finish(a, recipe, None)
+    finish(a, origin, None, None)
 }
 
-fn finish(a: &SweepRunArgs, recipe: Recipe, argv: Option<&[String]>) -> CliResult {
+/// Compiles and builds (or plans) the recipe; `expect`: the mode the flow needs.
+fn finish(
+    a: &SweepRunArgs,
+    origin: RecipeOrigin,
+    argv: Option<&[String]>,
+    expect: Option<Mode>,
+) -> CliResult {
     let session = a.exec.session()?;
     let id = session.add_target(TargetSpec {
         label: None,
-        origin: RecipeOrigin::Given(Arc::new(recipe)),
+        origin,
         argv: argv.map(<[String]>::to_vec),
     });
     let c = session.compile(id)?;
+    if expect == Some(Mode::Probe) && c.recipe.mode != Mode::Probe {
+        return Err(usage(
+            format!(
+                "{}: is not a probe-mode recipe; set 'mode: probe' to wrap a command",
+                c.label
+            ),
+            "or drop the command after -- to run the recipe's workload",
+        ));
+    }
     if a.dry_run {
         return crate::output::print_plans(&[session.plan(&c)], a.json);
     }

@@ -16,6 +16,8 @@ use std::process::ExitCode;
 struct Selected {
     recipe: PathBuf,
     sidecars: Vec<PathBuf>,
+    /// A Slurm task's: the submitter's command-line settings over the recipe.
+    overlays: aorta_recipe::Overlays,
     command: Vec<String>,
     cell: String,
     trial: u32,
@@ -52,6 +54,7 @@ pub fn trial(c: &TrialCommand) -> CliResult {
             Selected {
                 recipe: m.recipe.clone(),
                 sidecars: m.sidecars.clone(),
+                overlays: m.overlays.clone(),
                 command: m.argv.clone().unwrap_or_default(),
                 cell: t.cell.clone(),
                 trial: t.index,
@@ -66,6 +69,7 @@ pub fn trial(c: &TrialCommand) -> CliResult {
     let origin = RecipeOrigin::File {
         path: sel.recipe.clone(),
         sidecars: sel.sidecars.clone(),
+        overlays: sel.overlays.clone(),
     };
     let id = session.add_target(TargetSpec {
         label: None,
@@ -123,6 +127,7 @@ fn from_flags(a: &TrialExecArgs) -> Result<Selected, crate::exit::CliError> {
     Ok(Selected {
         recipe: a.recipe.clone().ok_or_else(missing)?,
         sidecars: a.mitigations_files.clone(),
+        overlays: Default::default(),
         command: a.command.clone(),
         cell: a.cell.clone().ok_or_else(missing)?,
         trial: a.trial.ok_or_else(missing)?,

@@ -42,6 +42,7 @@ pub fn add(
             let origin = RecipeOrigin::File {
                 path: display_path(&t.recipe, &cwd),
                 sidecars,
+                overlays: Default::default(),
             };
             ids.push(session.add_target(TargetSpec {
                 label: Some(t.label.clone()),

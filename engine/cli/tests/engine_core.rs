@@ -609,6 +609,53 @@ fn the_cli_reaches_store_remote_and_probe_only_through_the_engine() {
     }
 }
 
+/// One route in: a recipe reaches the engine as an input of its compile database (a file, its
+/// sidecars and the command-line overlays: `RecipeOrigin::File`), never loaded, parsed or
+/// assembled as JSON by a `cmd_*` module. The modules listed still do (issue 33's remaining
+/// work) and may only shrink; a new offender fails here.
+#[test]
+fn no_cmd_module_loads_parses_or_assembles_a_recipe() {
+    const NOT_YET: &[&str] = &["cmd_agent.rs", "cmd_classify.rs", "cmd_run.rs"];
+    let src = repo_root().join("engine/cli/src");
+    let mut offenders = Vec::new();
+    for e in std::fs::read_dir(&src).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("cmd_") || !name.ends_with(".rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(e.path()).unwrap();
+        let code: String = text
+            .split("#[cfg(test)]")
+            .next()
+            .unwrap()
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let builds_json = code.contains("json!(") && code.contains("parse_recipe");
+        if code.contains("load_recipe(") || code.contains("parse_recipe(") || builds_json {
+            offenders.push(name);
+        }
+    }
+    offenders.sort();
+    let new: Vec<&String> = offenders
+        .iter()
+        .filter(|o| !NOT_YET.contains(&o.as_str()))
+        .collect();
+    assert!(
+        new.is_empty(),
+        "{new:?} load or parse a recipe themselves: give the engine a RecipeOrigin::File (with Overlays) instead"
+    );
+    let fixed: Vec<&&str> = NOT_YET
+        .iter()
+        .filter(|n| !offenders.iter().any(|o| o == *n))
+        .collect();
+    assert!(
+        fixed.is_empty(),
+        "{fixed:?} no longer load recipes themselves: remove them from NOT_YET"
+    );
+}
+
 /// Within each crate under engine/ and workloads/, modules import each other in one direction
 /// only: a loop of `crate::` or `super::` paths (a.rs uses crate::b, b.rs uses crate::a) is two
 /// modules that are one concept, or a shared piece that belongs below both. The crate root

@@ -988,3 +988,49 @@ fn a_slurm_result_is_keyed_by_the_environment_of_the_node_that_ran_it() {
         assert!(log.contains("algo=Ring"), "trial {trial}: {log}");
     }
 }
+
+/// A recipe file with command-line overlays (`sweep run --recipe … --ticket …`) is a file origin
+/// of the compile database, so it runs on Slurm too: the tasks get the overlays in their
+/// manifest and compile the same recipe (same keys) on the node.
+#[test]
+fn an_overlaid_recipe_file_runs_on_slurm_with_its_overlays() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = Cluster::up() else { return };
+    let work = cluster.work();
+    write_recipe(&work, 2, "none", 0);
+    let run = || {
+        cluster
+            .aorta(&[
+                "sweep",
+                "run",
+                "--recipe",
+                "probe.yaml",
+                "--ticket",
+                "OVERLAID",
+                "--executor",
+                "slurm",
+                "--store",
+                "store",
+                "--",
+                "true",
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Trials: 2 executed, 0 reused"),
+        "{}",
+        text(&out)
+    );
+    assert!(work
+        .join("probe_results/OVERLAID/none-none/trial_1/result.json")
+        .is_file());
+    let again = run();
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("Trials: 0 executed, 2 reused"),
+        "{}",
+        text(&again)
+    );
+}

@@ -31,8 +31,10 @@ pub enum RecipeOrigin {
     File {
         path: PathBuf,
         sidecars: Vec<PathBuf>,
+        /// Command-line settings laid over the file, applied by the database after parsing.
+        overlays: aorta_recipe::Overlays,
     },
-    /// A recipe already built: flag mode, `aorta run`, or a file with command-line overlays.
+    /// A recipe already built: flag mode, `aorta run`, the agent's candidates.
     Given(Arc<Recipe>),
 }
 
@@ -156,7 +158,11 @@ impl Compiler {
 
     pub(crate) fn add(&mut self, spec: TargetSpec) -> TargetId {
         let build = match &spec.origin {
-            RecipeOrigin::File { path, sidecars } => {
+            RecipeOrigin::File {
+                path,
+                sidecars,
+                overlays,
+            } => {
                 let recipe_src = self.source(path);
                 let project = aorta_registry::project_registry_for(path).map(|p| self.source(&p));
                 let sidecars: Vec<SourceText> = sidecars.iter().map(|p| self.source(p)).collect();
@@ -166,6 +172,7 @@ impl Compiler {
                     project,
                     sidecars,
                     None,
+                    overlays.clone(),
                     KeyContext::default(),
                 )
             }
@@ -178,6 +185,7 @@ impl Compiler {
                     None,
                     Vec::new(),
                     Some(GivenRecipe(r.clone())),
+                    Default::default(),
                     KeyContext::default(),
                 )
             }

@@ -367,10 +367,19 @@ fn compile(session: &Session, id: TargetId) -> Result<Compiled> {
     let (build, spec, recipe) = {
         let c = session.compiler.lock().unwrap_or_else(|e| e.into_inner());
         let t = &c.targets[id.0];
-        let r = recipe(&c.db, t.build)
-            .as_ref()
-            .clone()
-            .map_err(EngineError::Input)?;
+        let r = recipe(&c.db, t.build).as_ref().clone().map_err(|e| {
+            // The database reads a file it cannot open as empty (watch mode waits for an
+            // editor's save); the error that explains it is the read's.
+            match &t.spec.origin {
+                crate::compile::RecipeOrigin::File { path, .. } => {
+                    match aorta_source::SourceFile::read(path) {
+                        Err(io) => EngineError::Input(io),
+                        Ok(_) => EngineError::Input(e),
+                    }
+                }
+                crate::compile::RecipeOrigin::Given(_) => EngineError::Input(e),
+            }
+        })?;
         (t.build, t.spec.clone(), r)
     };
     let label = spec

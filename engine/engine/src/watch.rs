@@ -175,6 +175,7 @@ mod tests {
             origin: RecipeOrigin::File {
                 path: p.to_path_buf(),
                 sidecars: Vec::new(),
+                overlays: Default::default(),
             },
             argv: Some(vec!["true".into()]),
         };

@@ -40,6 +40,7 @@ fn build(dir: &Path, recipe: &str, argv: &[&str]) -> (Seen, aorta_engine::BuildO
         origin: RecipeOrigin::File {
             path,
             sidecars: Vec::new(),
+            overlays: Default::default(),
         },
         argv: Some(argv.iter().map(|a| a.to_string()).collect()),
     });

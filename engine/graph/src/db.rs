@@ -46,6 +46,9 @@ pub struct BuildInputs {
     /// Takes the place of parsing `recipe` when set.
     #[returns(ref)]
     pub given: Option<GivenRecipe>,
+    /// Command-line settings applied to the parsed file (`--ticket`, `--collect`, …).
+    #[returns(ref)]
+    pub overlays: aorta_recipe::Overlays,
     #[returns(ref)]
     pub context: KeyContext,
 }
@@ -140,6 +143,11 @@ pub fn recipe(db: &dyn salsa::Database, build: BuildInputs) -> Shared<Recipe> {
             .chain(build.sidecars(db))
             .map(|t| t.path(db).clone())
             .collect();
+    }
+    if let Ok(r) = &mut result {
+        if let Err(e) = build.overlays(db).apply(r) {
+            return Arc::new(Err(e));
+        }
     }
     Arc::new(result)
 }

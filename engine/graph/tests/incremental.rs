@@ -19,7 +19,7 @@ fn ctx() -> KeyContext {
 fn setup(text: &str) -> (CompileDb, BuildInputs, SourceText) {
     let db = CompileDb::default();
     let src = SourceText::new(&db, PathBuf::from("r.yaml"), text.to_string());
-    let build = BuildInputs::new(&db, src, None, Vec::new(), None, ctx());
+    let build = BuildInputs::new(&db, src, None, Vec::new(), None, Default::default(), ctx());
     (db, build, src)
 }
 
@@ -101,7 +101,15 @@ fn registry_value_change_invalidates_users_of_that_mitigation() {
         RECIPE.replace("cuda_launch_blocking", "my_knob"),
     );
     let sidecar = SourceText::new(&db, PathBuf::from("side.json"), side.to_string());
-    let build = BuildInputs::new(&db, src, None, vec![sidecar], None, ctx());
+    let build = BuildInputs::new(
+        &db,
+        src,
+        None,
+        vec![sidecar],
+        None,
+        Default::default(),
+        ctx(),
+    );
     let before = keys(&db, build);
     sidecar.set_text(&mut db).to(side.replace("\"1\"", "\"2\""));
     let after = keys(&db, build);

@@ -312,8 +312,38 @@ pub fn override_collect(recipe: &mut Recipe, value: &str) -> Res<()> {
     Ok(())
 }
 
+/// Command-line settings laid over a recipe file (`aorta sweep run --recipe r.yaml --ticket T
+/// …`): an input of the compile database, applied right after the file is parsed, so a
+/// recipe reaches the engine by one route whatever the flags (and a Slurm task, given the
+/// same overlays, compiles the same recipe).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Overlays {
+    /// The subprocess flow's flags (probe recipes).
+    #[serde(default)]
+    pub probe: ProbeOverlays,
+    /// `--collect a,b` (triage recipes): replaces the recipe's collectors.
+    #[serde(default)]
+    pub collect: Option<String>,
+}
+
+impl Overlays {
+    pub fn is_empty(&self) -> bool {
+        *self == Overlays::default()
+    }
+
+    pub fn apply(&self, recipe: &mut Recipe) -> Res<()> {
+        if self.probe != ProbeOverlays::default() {
+            self.probe.apply(recipe)?;
+        }
+        if let Some(c) = &self.collect {
+            override_collect(recipe, c)?;
+        }
+        Ok(())
+    }
+}
+
 /// Subprocess-flow flags that overlay a probe recipe (AORTA §2.8).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ProbeOverlays {
     pub ticket: Option<String>,
     pub env_passthrough_mode: Option<PassthroughMode>,

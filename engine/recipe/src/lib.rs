@@ -17,7 +17,7 @@ mod probe;
 mod resources;
 
 pub use blocks::{compile_regex, COLLECTORS, REGEX_BACKTRACK_LIMIT};
-pub use flags::{override_collect, FlagRecipe, ProbeOverlays};
+pub use flags::{override_collect, FlagRecipe, Overlays, ProbeOverlays};
 pub use limits::{
     planned_trials, MAX_CELLS, MAX_CELL_SETTINGS_BYTES, MAX_PLANNED_TRIALS, MAX_RECIPE_BYTES,
 };

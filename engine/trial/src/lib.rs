@@ -42,7 +42,7 @@ impl Verdict {
 }
 
 /// How a probe trial hands the cell's env to its command (`env_passthrough_mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PassthroughMode {
     /// The child inherits the cell's environment directly.

@@ -38,6 +38,9 @@ pub struct TaskManifest {
     pub format: u32,
     pub recipe: PathBuf,
     pub sidecars: Vec<PathBuf>,
+    /// The submitter's command-line settings over the recipe file (`--ticket`, …).
+    #[serde(default)]
+    pub overlays: aorta_recipe::Overlays,
     pub argv: Option<Vec<String>>,
     pub store: PathBuf,
     /// The submitter's environment snapshot: the tasks' keys are computed from it.
@@ -176,8 +179,12 @@ impl Session {
         store: &Arc<LocalStore>,
     ) -> Result<SlurmExecutor<'a>> {
         let cfg = &self.slurm;
-        let (recipe_path, sidecars) = match self.origin(c) {
-            RecipeOrigin::File { path, sidecars } => (self.cwd.join(path), sidecars),
+        let (recipe_path, sidecars, overlays) = match self.origin(c) {
+            RecipeOrigin::File {
+                path,
+                sidecars,
+                overlays,
+            } => (self.cwd.join(path), sidecars, overlays),
             RecipeOrigin::Given(_) => {
                 return Err(EngineError::usage(
                     format!(
@@ -223,6 +230,7 @@ impl Session {
                 format: MANIFEST_FORMAT,
                 recipe: recipe_path,
                 sidecars: sidecars.iter().map(|s| self.cwd.join(s)).collect(),
+                overlays,
                 argv: c.argv.clone(),
                 store: store.root().to_path_buf(),
                 env_snapshot: snapshot,
