@@ -91,7 +91,17 @@ fn recipe_classifier(spec: &str, sidecars: &[PathBuf]) -> Result<ClassifierConfi
         .chain(sidecars)
         .cloned()
         .collect();
-    let recipe = aorta_recipe::load_recipe(&t.recipe, &files)?.recipe;
+    let session = aorta_engine::Session::open(aorta_engine::SessionOptions::default())?;
+    let id = session.add_target(aorta_engine::TargetSpec {
+        label: None,
+        origin: aorta_engine::RecipeOrigin::File {
+            path: t.recipe.clone(),
+            sidecars: files,
+            overlays: Default::default(),
+        },
+        argv: None,
+    });
+    let recipe = session.recipe(id)?;
     aorta_engine::classifier_config(&recipe)
         .map_err(|e| usage(format!("{spec}: {e}"), "fix the recipe's custom_patterns"))
 }

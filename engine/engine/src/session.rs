@@ -256,6 +256,14 @@ impl Session {
             .add(spec)
     }
 
+    /// A target's recipe alone, through the compile database (no environment probe, no keys):
+    /// for commands that read a recipe's settings, such as `aorta classify`.
+    pub fn recipe(&self, target: TargetId) -> Result<Arc<aorta_recipe::Recipe>> {
+        let c = self.compiler.lock().unwrap_or_else(|e| e.into_inner());
+        let t = &c.targets[target.0];
+        recipe_of(&c, t).map(Arc::new)
+    }
+
     /// Compiles a target: its recipe (memoized), the environment key, the command's input
     /// hashes and the workload's identity, then the trial keys and the DAG.
     pub fn compile(&self, target: TargetId) -> Result<Compiled> {
@@ -361,25 +369,33 @@ impl Session {
     }
 }
 
+/// The target's recipe from the database. It reads a file it cannot open as empty (watch mode
+/// waits for an editor's save); the error that explains a failure is then the read's.
+fn recipe_of(
+    c: &crate::compile::Compiler,
+    t: &crate::compile::Target,
+) -> Result<aorta_recipe::Recipe> {
+    recipe(&c.db, t.build)
+        .as_ref()
+        .clone()
+        .map_err(|e| match &t.spec.origin {
+            crate::compile::RecipeOrigin::File { path, .. } => {
+                match aorta_source::SourceFile::read(path) {
+                    Err(io) => EngineError::Input(io),
+                    Ok(_) => EngineError::Input(e),
+                }
+            }
+            crate::compile::RecipeOrigin::Given(_) => EngineError::Input(e),
+        })
+}
+
 /// See [`Session::compile`].
 fn compile(session: &Session, id: TargetId) -> Result<Compiled> {
     let t0 = std::time::Instant::now();
     let (build, spec, recipe) = {
         let c = session.compiler.lock().unwrap_or_else(|e| e.into_inner());
         let t = &c.targets[id.0];
-        let r = recipe(&c.db, t.build).as_ref().clone().map_err(|e| {
-            // The database reads a file it cannot open as empty (watch mode waits for an
-            // editor's save); the error that explains it is the read's.
-            match &t.spec.origin {
-                crate::compile::RecipeOrigin::File { path, .. } => {
-                    match aorta_source::SourceFile::read(path) {
-                        Err(io) => EngineError::Input(io),
-                        Ok(_) => EngineError::Input(e),
-                    }
-                }
-                crate::compile::RecipeOrigin::Given(_) => EngineError::Input(e),
-            }
-        })?;
+        let r = recipe_of(&c, t)?;
         (t.build, t.spec.clone(), r)
     };
     let label = spec
