@@ -623,15 +623,7 @@ fn no_cmd_module_loads_parses_or_assembles_a_recipe() {
         if !name.starts_with("cmd_") || !name.ends_with(".rs") {
             continue;
         }
-        let text = std::fs::read_to_string(e.path()).unwrap();
-        let code: String = text
-            .split("#[cfg(test)]")
-            .next()
-            .unwrap()
-            .lines()
-            .filter(|l| !l.trim_start().starts_with("//"))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let code = code_of(&std::fs::read_to_string(e.path()).unwrap());
         let builds_json = code.contains("json!(") && code.contains("parse_recipe");
         if code.contains("load_recipe(") || code.contains("parse_recipe(") || builds_json {
             offenders.push(name);
@@ -682,6 +674,17 @@ fn no_crate_has_a_module_import_loop() {
     }
 }
 
+/// A source file's code: before its test module, without comment lines.
+fn code_of(text: &str) -> String {
+    text.split("#[cfg(test)]")
+        .next()
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Module file (relative to `src`) → the module files its `crate::` and `super::` paths name.
 fn module_imports(src: &Path) -> BTreeMap<String, Vec<String>> {
     let mut files = Vec::new();
@@ -719,15 +722,7 @@ fn module_imports(src: &Path) -> BTreeMap<String, Vec<String>> {
         if me == "lib.rs" || me == "main.rs" {
             continue;
         }
-        let text = std::fs::read_to_string(&f).unwrap();
-        let code: String = text
-            .split("#[cfg(test)]")
-            .next()
-            .unwrap()
-            .lines()
-            .filter(|l| !l.trim_start().starts_with("//"))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let code = code_of(&std::fs::read_to_string(&f).unwrap());
         // `super::x` in a/b.rs (or a/b/mod.rs) is `crate::a::x`.
         let module: Vec<&str> = me
             .trim_end_matches(".rs")

@@ -93,26 +93,33 @@ struct Plan {
     old_mask: libc::sigset_t,
 }
 
+impl Plan {
+    /// The argv as C strings and the filter with `action`, built before the fork.
+    fn new(argv: &[OsString], action: filter::Action) -> Result<Plan, TraceError> {
+        let argv = argv
+            .iter()
+            .map(|a| CString::new(a.as_bytes()).map_err(|_| TraceError::NulInArgument(a.clone())))
+            .collect::<Result<Vec<_>, _>>()?;
+        if argv.is_empty() {
+            return Err(TraceError::NoCommand);
+        }
+        Ok(Plan {
+            argv_ptrs: argv
+                .iter()
+                .map(|a| a.as_ptr())
+                .chain([std::ptr::null()])
+                .collect(),
+            argv,
+            filter: filter::program_for(action),
+            // SAFETY: an all-zero sigset_t is a valid (empty) set; overwritten by the caller.
+            old_mask: unsafe { std::mem::zeroed() },
+        })
+    }
+}
+
 /// Forks and starts `argv` (PATH lookup like `execvp`), traced when possible.
 pub(crate) fn spawn(argv: &[OsString]) -> Result<Child, TraceError> {
-    let argv = argv
-        .iter()
-        .map(|a| CString::new(a.as_bytes()).map_err(|_| TraceError::NulInArgument(a.clone())))
-        .collect::<Result<Vec<_>, _>>()?;
-    if argv.is_empty() {
-        return Err(TraceError::NoCommand);
-    }
-    let mut plan = Plan {
-        argv_ptrs: argv
-            .iter()
-            .map(|a| a.as_ptr())
-            .chain([std::ptr::null()])
-            .collect(),
-        argv,
-        filter: filter::program(),
-        // SAFETY: an all-zero sigset_t is a valid (empty) set; overwritten below.
-        old_mask: unsafe { std::mem::zeroed() },
-    };
+    let mut plan = Plan::new(argv, filter::Action::Trace)?;
     let (status_r, status_w) = pipe()?;
     let (go_r, go_w) = pipe()?;
     // Block the forwarded signals across fork: the child keeps the caller's dispositions and
@@ -276,24 +283,7 @@ pub(crate) struct NotifyChild {
 /// means the command runs untraced.
 pub(crate) fn spawn_notify(argv: &[OsString]) -> Result<NotifyChild, TraceError> {
     use std::os::fd::AsRawFd;
-    let argv = argv
-        .iter()
-        .map(|a| CString::new(a.as_bytes()).map_err(|_| TraceError::NulInArgument(a.clone())))
-        .collect::<Result<Vec<_>, _>>()?;
-    if argv.is_empty() {
-        return Err(TraceError::NoCommand);
-    }
-    let mut plan = Plan {
-        argv_ptrs: argv
-            .iter()
-            .map(|a| a.as_ptr())
-            .chain([std::ptr::null()])
-            .collect(),
-        argv,
-        filter: filter::program_for(filter::Action::Notify),
-        // SAFETY: an all-zero sigset_t is a valid (empty) set; overwritten below.
-        old_mask: unsafe { std::mem::zeroed() },
-    };
+    let mut plan = Plan::new(argv, filter::Action::Notify)?;
     let (status_r, status_w) = pipe()?;
     let mut socks = [0; 2];
     // SAFETY: `socks` has room for the two descriptors socketpair writes.

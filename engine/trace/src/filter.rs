@@ -105,12 +105,6 @@ fn jeq(k: u32, jt: u8, jf: u8) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
 }
 
-/// The whole program for the ptrace mechanism. Built before `fork` (it allocates); the child
-/// only installs it.
-pub(crate) fn program() -> Vec<libc::sock_filter> {
-    program_for(Action::Trace)
-}
-
 /// What the recorded calls return to the kernel.
 #[derive(Clone, Copy)]
 pub(crate) enum Action {
@@ -120,7 +114,8 @@ pub(crate) enum Action {
     Notify,
 }
 
-/// The program with `action` for the recorded calls.
+/// The whole program, with `action` for the recorded calls. Built before `fork` (it
+/// allocates); the child only installs it.
 pub(crate) fn program_for(action: Action) -> Vec<libc::sock_filter> {
     let load = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
     let ret = libc::BPF_RET | libc::BPF_K;
@@ -204,7 +199,7 @@ mod tests {
         }
         assert_eq!(decode(arch, libc::SYS_getpid as u64), None);
         assert_eq!(decode(0, calls[0].0 as u64), None, "unknown arch");
-        let p = program();
+        let p = program_for(Action::Trace);
         assert!(SUPPORTED && p.len() > 4);
         let jump = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
         for (i, ins) in p.iter().enumerate().filter(|(_, ins)| ins.code == jump) {
@@ -222,7 +217,7 @@ mod tests {
     /// `openat` fail with ENOSYS while other calls (`getppid`) still work.
     #[test]
     fn kernel_traps_openat_and_allows_the_rest() {
-        let p = program();
+        let p = program_for(Action::Trace);
         let prog = libc::sock_fprog {
             len: p.len() as u16,
             filter: p.as_ptr() as *mut _,

@@ -10,7 +10,7 @@
 //! (`slurm/submitted/<key>`), so a later build (after `--detach`, or after a crash) waits for
 //! it instead of submitting it again.
 
-use super::nodes::{sh_quote, NodeMismatch, PartitionProbe};
+use super::nodes::{array_job, sh_quote, NodeMismatch, PartitionProbe};
 use super::{ArrayProgress, Source, TrialDir};
 use super::{Executor, Job, Outcome, Waited};
 use crate::compile::{Compiled, RecipeOrigin};
@@ -19,7 +19,7 @@ use crate::execute::process::SchedulerKill;
 use crate::session::Session;
 use aorta_exec::CancelToken;
 use aorta_recipe::Resources;
-use aorta_slurm::{ArrayJob, Meaning, Slurm, SlurmConfig, TaskId};
+use aorta_slurm::{Meaning, Slurm, SlurmConfig, TaskId};
 use aorta_store::{Key, LocalStore, Lookup};
 use aorta_trial::TrialRecord;
 use serde::{Deserialize, Serialize};
@@ -490,27 +490,11 @@ impl SlurmExecutor<'_> {
         );
         crate::dirs::write_atomic(&script, text.as_bytes())
             .map_err(|e| infra("write", &script, e))?;
-        let mut extra = self.cfg.sbatch_args.clone();
-        extra.extend(shape.sbatch_args.clone().unwrap_or_default());
-        let job = ArrayJob {
-            name: format!(
-                "aorta-{}",
-                self.c.recipe.ticket.as_deref().unwrap_or("trials")
-            ),
-            script,
-            tasks: keys.len() as u32,
-            max_parallel: self.cfg.max_parallel,
-            gpus: shape.gpus_per_trial.unwrap_or(0),
-            cpus: shape.cpus_per_trial,
-            mem: shape.mem_per_trial.clone(),
-            time_limit_secs: shape.time_limit_secs,
-            partition: shape.partition.clone(),
-            account: shape.account.clone(),
-            constraint: shape.constraint.clone(),
-            extra,
-            output: dir.join("task-%a.log"),
-            chdir: self.cwd.clone(),
-        };
+        let name = format!(
+            "aorta-{}",
+            self.c.recipe.ticket.as_deref().unwrap_or("trials")
+        );
+        let job = array_job(self.cfg, shape, name, script, keys.len() as u32, &self.cwd);
         let id = self.slurm.submit(&job).map_err(|e| {
             EngineError::infra_with_help(
                 format!("cannot submit the job array: {e}"),

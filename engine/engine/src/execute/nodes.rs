@@ -121,6 +121,36 @@ impl NodeMismatch {
     }
 }
 
+/// An array of `tasks` running `script` with `shape`'s resources (the configured `sbatch_args`
+/// first, the shape's after), its log `task-%a.log` beside the script.
+pub(super) fn array_job(
+    cfg: &SlurmConfig,
+    shape: &Resources,
+    name: String,
+    script: PathBuf,
+    tasks: u32,
+    chdir: &Path,
+) -> ArrayJob {
+    let mut extra = cfg.sbatch_args.clone();
+    extra.extend(shape.sbatch_args.clone().unwrap_or_default());
+    ArrayJob {
+        name,
+        output: script.with_file_name("task-%a.log"),
+        script,
+        tasks,
+        max_parallel: cfg.max_parallel,
+        gpus: shape.gpus_per_trial.unwrap_or(0),
+        cpus: shape.cpus_per_trial,
+        mem: shape.mem_per_trial.clone(),
+        time_limit_secs: shape.time_limit_secs,
+        partition: shape.partition.clone(),
+        account: shape.account.clone(),
+        constraint: shape.constraint.clone(),
+        extra,
+        chdir: chdir.to_path_buf(),
+    }
+}
+
 /// Single-quoted for sh.
 pub(super) fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -219,25 +249,10 @@ impl PartitionProbe<'_> {
         );
         crate::dirs::write_atomic(&script, text.as_bytes())
             .map_err(|e| infra("write", &script, e))?;
-        let mut extra = self.cfg.sbatch_args.clone();
-        extra.extend(shape.sbatch_args.clone().unwrap_or_default());
         let log = work.join("probe.log");
-        let job = ArrayJob {
-            name: "aorta-probe".into(),
-            script,
-            tasks: 1,
-            max_parallel: None,
-            gpus: shape.gpus_per_trial.unwrap_or(0),
-            cpus: shape.cpus_per_trial,
-            mem: shape.mem_per_trial.clone(),
-            time_limit_secs: shape.time_limit_secs,
-            partition: shape.partition.clone(),
-            account: shape.account.clone(),
-            constraint: shape.constraint.clone(),
-            extra,
-            output: work.join("probe-%a.log"),
-            chdir: self.cwd.to_path_buf(),
-        };
+        let mut job = array_job(self.cfg, &shape, "aorta-probe".into(), script, 1, self.cwd);
+        job.max_parallel = None;
+        job.output = work.join("probe-%a.log");
         let slurm = Slurm::new(self.cfg.bin_dir.clone());
         let id = slurm.submit(&job).map_err(|e| {
             EngineError::infra_with_help(
