@@ -285,9 +285,9 @@ impl Schedule<'_> {
         let Walk {
             mut results,
             failures,
+            states,
             ..
         } = w;
-        let states = std::mem::take(&mut w.states);
         let in_cell = |c: usize, i: u32| states[c].cutoff.is_none_or(|cut| i <= cut);
         results.retain(|r| in_cell(r.cell, r.index));
         results.sort_by_key(|r| (r.cell, r.index));

@@ -117,19 +117,40 @@ impl Plan {
     }
 }
 
+/// Forks; the child runs `child` (async-signal-safe code only; it execs or exits). The forwarded
+/// signals are blocked across the fork, so the child keeps the caller's dispositions and gets
+/// any that arrive during setup once it unblocks them just before exec; this process then
+/// ignores them for good (the engine signals the whole tree).
+fn fork_child(plan: &mut Plan, child: impl FnOnce(&Plan)) -> Result<libc::pid_t, TraceError> {
+    let block = sigset(&FORWARDED);
+    // SAFETY: valid set pointers; only this thread's mask changes.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut plan.old_mask) };
+    // SAFETY: the child runs only async-signal-safe code on memory prepared before the fork.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        child(plan);
+        // SAFETY: `child` execs or exits; should it return, the forked child must not go on.
+        unsafe { libc::_exit(127) };
+    }
+    let fork_err = (pid < 0).then(|| os_err("fork"));
+    for s in FORWARDED {
+        // SAFETY: setting a valid signal's disposition to SIG_IGN.
+        unsafe { libc::signal(s, libc::SIG_IGN) };
+    }
+    // SAFETY: restoring the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &plan.old_mask, std::ptr::null_mut()) };
+    match fork_err {
+        Some(e) => Err(e),
+        None => Ok(pid),
+    }
+}
+
 /// Forks and starts `argv` (PATH lookup like `execvp`), traced when possible.
 pub(crate) fn spawn(argv: &[OsString]) -> Result<Child, TraceError> {
     let mut plan = Plan::new(argv, filter::Action::Trace)?;
     let (status_r, status_w) = pipe()?;
     let (go_r, go_w) = pipe()?;
-    // Block the forwarded signals across fork: the child keeps the caller's dispositions and
-    // gets any that arrive during setup once it unblocks them just before exec.
-    let block = sigset(&FORWARDED);
-    // SAFETY: valid set pointers; only this thread's mask changes.
-    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut plan.old_mask) };
-    // SAFETY: the child runs only async-signal-safe code on memory prepared above.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
+    let pid = fork_child(&mut plan, |plan| {
         use std::os::fd::AsRawFd;
         // The parent's ends: were the child to keep its copy of `go_w`, a parent killed
         // before answering would leave the child blocked on its own pipe.
@@ -140,18 +161,8 @@ pub(crate) fn spawn(argv: &[OsString]) -> Result<Child, TraceError> {
                 libc::close(go_w.as_raw_fd()),
             )
         };
-        child_main(&plan, status_w.as_raw_fd(), go_r.as_raw_fd());
-    }
-    let fork_err = (pid < 0).then(|| os_err("fork"));
-    for s in FORWARDED {
-        // SAFETY: setting a valid signal's disposition to SIG_IGN.
-        unsafe { libc::signal(s, libc::SIG_IGN) };
-    }
-    // SAFETY: restoring the mask saved above.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &plan.old_mask, std::ptr::null_mut()) };
-    if let Some(e) = fork_err {
-        return Err(e);
-    }
+        child_main(plan, status_w.as_raw_fd(), go_r.as_raw_fd())
+    })?;
     drop((status_w, go_r));
     let mut status = File::from(status_r);
     let mut go = File::from(go_w);
@@ -305,29 +316,14 @@ pub(crate) fn spawn_notify(argv: &[OsString]) -> Result<NotifyChild, TraceError>
             OwnedFd::from_raw_fd(socks[1]),
         )
     };
-    let block = sigset(&FORWARDED);
-    // SAFETY: valid set pointers; only this thread's mask changes.
-    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut plan.old_mask) };
-    // SAFETY: the child runs only async-signal-safe code on memory prepared above.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
+    let pid = fork_child(&mut plan, |plan| {
         // SAFETY: closing descriptors of this (child) process that it never uses again.
         unsafe {
             libc::close(status_r.as_raw_fd());
             libc::close(mine.as_raw_fd());
         }
-        child_main_notify(&plan, status_w.as_raw_fd(), theirs.as_raw_fd());
-    }
-    let fork_err = (pid < 0).then(|| os_err("fork"));
-    for s in FORWARDED {
-        // SAFETY: setting a valid signal's disposition to SIG_IGN.
-        unsafe { libc::signal(s, libc::SIG_IGN) };
-    }
-    // SAFETY: restoring the mask saved above.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &plan.old_mask, std::ptr::null_mut()) };
-    if let Some(e) = fork_err {
-        return Err(e);
-    }
+        child_main_notify(plan, status_w.as_raw_fd(), theirs.as_raw_fd())
+    })?;
     drop((status_w, theirs));
     let listener = receive_fd(mine.as_raw_fd()).ok_or_else(|| {
         "the command ended or exec'd before handing over the seccomp listener".to_owned()
