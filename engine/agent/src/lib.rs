@@ -10,6 +10,7 @@
 //! - [`log`]: `agent_log.jsonl`, append-only, and the replay that makes a killed run resumable.
 //! - [`report`] renders `agent_report.md`.
 
+mod config;
 pub mod log;
 pub mod outcome;
 mod phases;
@@ -20,6 +21,7 @@ pub mod report;
 pub mod search;
 pub mod stats;
 
+pub use config::AgentRequest;
 pub use outcome::Outcome;
 pub use search::{dry_run, run, run_dir, AgentConfig, AgentResult, CandidateVerdict, Tested};
 pub use stats::{Counts, Design};

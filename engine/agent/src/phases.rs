@@ -147,19 +147,14 @@ impl Run<'_> {
         m: &str,
     ) -> (aorta_report::Tag, Option<f64>) {
         // Rebuild the cells' aggregates exactly as the matrix does.
-        let Ok(recipe) = self.template.recipe(
-            &self.cfg.registry,
-            &self.axis,
-            &self.diagnostics,
-            &self.trials,
-        ) else {
+        let Some(recipe) = self.look.as_deref() else {
             return (aorta_report::Tag::NotApplicable, None);
         };
         let stats = |name: &str| {
             let cell = recipe.cells.iter().find(|c| c.name == cell_name(name))?;
             Some(aorta_report::CellStats::aggregate(
                 cell,
-                &recipe,
+                recipe,
                 by_m.get(name)?,
                 None,
             ))

@@ -6,11 +6,11 @@
 use crate::log::{self, AgentLog, Event};
 use crate::outcome::Outcome;
 use crate::policy::{AgentStep, Violation, NEEDS_APPROVAL};
-use crate::probe::{cell_name, summarize, Template};
+use crate::probe::{cell_name, summarize};
 use crate::proposer::{CellSummary, ProposeError, Proposer, StepContext};
 use crate::stats::{Counts, Design};
 use aorta_engine::{Compiled, EngineError, RecipeOrigin, Session, TargetSpec, TrialRecord};
-use aorta_recipe::{safe_slug, Recipe};
+use aorta_recipe::{safe_slug, AgentLook, Recipe, RecipeRequest};
 use aorta_registry::Registry;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
@@ -22,7 +22,11 @@ use std::time::{Duration, Instant};
 pub struct AgentConfig {
     pub argv: Vec<String>,
     pub ticket: Option<String>,
+    /// The template probe recipe, as compiled, and its file (each look is laid over it).
     pub template: Option<Recipe>,
+    pub template_path: Option<PathBuf>,
+    /// Sidecar registries (`--mitigations-file`).
+    pub sidecars: Vec<PathBuf>,
     pub registry: Registry,
     pub symptom: Option<String>,
     pub max_iterations: u32,
@@ -116,7 +120,8 @@ impl From<EngineError> for Stop {
 pub(crate) struct Run<'a> {
     pub(crate) session: &'a Session,
     pub(crate) cfg: &'a AgentConfig,
-    pub(crate) template: Template,
+    /// The last look's recipe, as compiled.
+    pub(crate) look: Option<Arc<Recipe>>,
     pub(crate) log: AgentLog,
     pub(crate) progress: &'a mut dyn FnMut(&str),
     pub(crate) started: Instant,
@@ -139,11 +144,23 @@ pub fn run_dir(session: &Session, ticket: Option<&str>) -> Result<PathBuf, Engin
         .map_err(|e| EngineError::infra(format!("cannot resolve the output directory: {e}")))
 }
 
-fn template(cfg: &AgentConfig) -> Template {
-    Template {
-        ticket: cfg.ticket.clone(),
-        recipe: cfg.template.clone(),
-        diagnostic_trials: cfg.template.as_ref().map_or(1, |t| t.trials),
+/// The origin of one look: candidates `axis` × `diagnostics`, `trials[m]` trials in `<m>-none`.
+fn look(
+    cfg: &AgentConfig,
+    axis: &[String],
+    diagnostics: &[String],
+    trials: &BTreeMap<String, u32>,
+) -> RecipeOrigin {
+    RecipeOrigin::Request {
+        request: RecipeRequest::AgentLook(AgentLook {
+            ticket: cfg.ticket.clone(),
+            diagnostic_trials: cfg.template.as_ref().map_or(1, |t| t.trials),
+            mitigations: axis.to_vec(),
+            diagnostics: diagnostics.to_vec(),
+            trials: trials.clone(),
+        }),
+        sidecars: cfg.sidecars.clone(),
+        template: cfg.template_path.clone(),
     }
 }
 
@@ -164,15 +181,9 @@ fn diagnostic_axis(cfg: &AgentConfig) -> Vec<String> {
 pub fn dry_run(session: &Session, cfg: &AgentConfig) -> Result<Compiled, EngineError> {
     let mut trials = BTreeMap::new();
     trials.insert("none".to_string(), cfg.design.baseline_looks[0]);
-    let recipe = template(cfg).recipe(
-        &cfg.registry,
-        &["none".to_string()],
-        &diagnostic_axis(cfg),
-        &trials,
-    )?;
     let id = session.add_target(TargetSpec {
         label: None,
-        origin: RecipeOrigin::Given(Arc::new(recipe)),
+        origin: look(cfg, &["none".to_string()], &diagnostic_axis(cfg), &trials),
         argv: Some(cfg.argv.clone()),
     });
     session.compile(id)
@@ -199,7 +210,7 @@ pub fn run(
     let mut run = Run {
         session,
         cfg,
-        template: template(cfg),
+        look: None,
         log,
         progress,
         started: Instant::now(),
@@ -264,16 +275,20 @@ impl Run<'_> {
     /// by mitigation.
     pub(crate) fn build(&mut self) -> Result<BTreeMap<String, Vec<TrialRecord>>, Stop> {
         self.check_walltime()?;
-        let recipe = self.template.recipe(
-            &self.cfg.registry,
-            &self.axis,
-            &self.diagnostics,
-            &self.trials,
-        )?;
-        let planned: u64 = recipe
+        let id = self.session.add_target(TargetSpec {
+            label: None,
+            origin: look(self.cfg, &self.axis, &self.diagnostics, &self.trials),
+            argv: Some(self.cfg.argv.clone()),
+        });
+        let c = self.session.compile(id).map_err(|e| match e {
+            EngineError::Input(d) => Stop::from(d),
+            e => Stop::from(e),
+        })?;
+        let planned: u64 = c
+            .recipe
             .cells
             .iter()
-            .map(|c| u64::from(c.effective_trials(&recipe)))
+            .map(|cell| u64::from(cell.effective_trials(&c.recipe)))
             .sum();
         if let Some(max) = self.cfg.max_trials.filter(|&m| planned > m) {
             return Err(Stop(
@@ -283,12 +298,7 @@ impl Run<'_> {
                 )),
             ));
         }
-        let id = self.session.add_target(TargetSpec {
-            label: None,
-            origin: RecipeOrigin::Given(Arc::new(recipe)),
-            argv: Some(self.cfg.argv.clone()),
-        });
-        let c = self.session.compile(id)?;
+        self.look = Some(c.recipe.clone());
         let out = self.session.build(&c, &mut |_| {})?;
         if out.cancelled {
             self.res.interrupted = true;

@@ -264,19 +264,11 @@ pub struct SlurmArgs {
 impl ExecArgs {
     /// The engine session these flags describe.
     pub fn session(&self) -> Result<aorta_engine::Session, crate::exit::CliError> {
-        let r = &self.remote;
         let opts = aorta_engine::SessionOptions {
             store: self.store.clone(),
             env_snapshot: self.env_snapshot.clone(),
             python: self.python.clone(),
-            remote: aorta_engine::RemoteSettings {
-                url: r.remote_cache.clone(),
-                mode: r.remote_cache_mode.clone(),
-                namespace: r.remote_cache_namespace.clone(),
-                timeout: r.remote_cache_timeout.clone(),
-                retries: None,
-                hmac_key_file: None,
-            },
+            remote: self.remote.settings(),
             jobs: self.jobs,
             gpus: self.gpus.clone(),
             kill_on_hang: self.kill_on_hang,
@@ -337,6 +329,20 @@ pub struct RemoteArgs {
     /// switched off after one [env: AORTA_REMOTE_CACHE_TIMEOUT].
     #[arg(long, value_name = "SECONDS")]
     pub remote_cache_timeout: Option<String>,
+}
+
+impl RemoteArgs {
+    /// The flags as the engine's settings; the engine fills in the environment and config.
+    pub fn settings(&self) -> aorta_engine::RemoteSettings {
+        aorta_engine::RemoteSettings {
+            url: self.remote_cache.clone(),
+            mode: self.remote_cache_mode.clone(),
+            namespace: self.remote_cache_namespace.clone(),
+            timeout: self.remote_cache_timeout.clone(),
+            retries: None,
+            hmac_key_file: None,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -535,6 +541,29 @@ pub struct SweepRunArgs {
     /// Only `matrix` exists (AORTA compatibility).
     #[arg(long, value_parser = ["matrix"], default_value = "matrix")]
     pub mode: String,
+    #[command(flatten)]
+    pub flags: FlagModeArgs,
+    /// Ticket id (subprocess flow: overrides the recipe's).
+    #[arg(long)]
+    pub ticket: Option<String>,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+    #[command(flatten)]
+    pub subprocess: SubprocessFlowArgs,
+    /// Sidecar registry files (JSON), repeatable.
+    #[arg(long = "mitigations-file", value_name = "PATH")]
+    pub mitigations_files: Vec<PathBuf>,
+    /// Live progress on stderr (-v, -vv).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// The user command (after `--`): selects the subprocess flow.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// The workload flow's recipe as flags (flag mode), shared by `sweep run` and `triage run`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct FlagModeArgs {
     /// Flag mode: the workload to run.
     #[arg(long)]
     pub workload: Option<String>,
@@ -550,23 +579,23 @@ pub struct SweepRunArgs {
     /// Flag mode: steps per trial.
     #[arg(long, allow_negative_numbers = true)]
     pub steps: Option<i64>,
-    /// Ticket id (subprocess flow: overrides the recipe's).
-    #[arg(long)]
-    pub ticket: Option<String>,
     /// Flag mode: the baseline cell.
     #[arg(long)]
     pub baseline_cell: Option<String>,
     /// Flag mode: confound threshold (default 1.15).
     #[arg(long, allow_negative_numbers = true)]
     pub confound_threshold: Option<f64>,
-    #[command(flatten)]
-    pub exec: ExecArgs,
+    /// Workload flow: collectors for every cell (overrides the recipe's).
+    #[arg(long, value_name = "CSV")]
+    pub collect: Option<String>,
+}
+
+/// The subprocess flow's overlays on a probe recipe, shared by `sweep run` and `probe`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SubprocessFlowArgs {
     /// Subprocess flow: inherit (default) or file.
     #[arg(long, value_parser = ["inherit", "file"])]
     pub env_passthrough_mode: Option<String>,
-    /// Sidecar registry files (JSON), repeatable.
-    #[arg(long = "mitigations-file", value_name = "PATH")]
-    pub mitigations_files: Vec<PathBuf>,
     /// Subprocess flow: stop a cell after K events (needs a cap).
     #[arg(long, value_name = "K", allow_negative_numbers = true)]
     pub stop_after_events: Option<i64>,
@@ -576,15 +605,6 @@ pub struct SweepRunArgs {
     /// Subprocess flow: disable a tier (`tier3`) or detector (`tier2:hang`); repeatable.
     #[arg(long, value_name = "TIER[:ID]")]
     pub disable_detector: Vec<String>,
-    /// Workload flow: collectors for every cell (overrides the recipe's).
-    #[arg(long, value_name = "CSV")]
-    pub collect: Option<String>,
-    /// Live progress on stderr (-v, -vv).
-    #[arg(short, long, action = clap::ArgAction::Count)]
-    pub verbose: u8,
-    /// The user command (after `--`): selects the subprocess flow.
-    #[arg(last = true, value_name = "COMMAND")]
-    pub command: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -637,16 +657,10 @@ pub struct ProbeArgs {
     pub ticket: Option<String>,
     #[arg(long)]
     pub dry_run: bool,
-    #[arg(long, value_parser = ["inherit", "file"])]
-    pub env_passthrough_mode: Option<String>,
+    #[command(flatten)]
+    pub subprocess: SubprocessFlowArgs,
     #[arg(long = "mitigations-file", value_name = "PATH")]
     pub mitigations_files: Vec<PathBuf>,
-    #[arg(long, allow_negative_numbers = true)]
-    pub stop_after_events: Option<i64>,
-    #[arg(long, allow_negative_numbers = true)]
-    pub max_trials: Option<i64>,
-    #[arg(long)]
-    pub disable_detector: Vec<String>,
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
     #[arg(last = true)]
@@ -669,28 +683,14 @@ pub struct TriageRunArgs {
     pub dry_run: bool,
     #[arg(long, value_parser = ["matrix"], default_value = "matrix")]
     pub mode: String,
-    #[arg(long)]
-    pub workload: Option<String>,
-    #[arg(long)]
-    pub mitigation_axis: Option<String>,
-    #[arg(long)]
-    pub environment_axis: Option<String>,
-    #[arg(long, allow_negative_numbers = true)]
-    pub trials: Option<i64>,
-    #[arg(long, allow_negative_numbers = true)]
-    pub steps: Option<i64>,
+    #[command(flatten)]
+    pub flags: FlagModeArgs,
     #[arg(long)]
     pub ticket: Option<String>,
-    #[arg(long)]
-    pub baseline_cell: Option<String>,
-    #[arg(long, allow_negative_numbers = true)]
-    pub confound_threshold: Option<f64>,
     #[arg(long = "output-dir", visible_alias = "output")]
     pub output_dir: Option<PathBuf>,
     #[arg(long = "mitigations-file")]
     pub mitigations_files: Vec<PathBuf>,
-    #[arg(long)]
-    pub collect: Option<String>,
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
 }

@@ -1,30 +1,13 @@
-//! `aorta agent [OPTIONS] -- COMMAND…`: validates AORTA's flags, resolves the candidates and
-//! the test's design, then hands the search to `aorta_agent` and prints its outcome.
+//! `aorta agent [OPTIONS] -- COMMAND…`: validates AORTA's flags into an [`AgentRequest`],
+//! which `aorta_agent` resolves against the session (template, candidates, design) and
+//! searches; this prints its outcome.
 
 use crate::args::AgentArgs;
 use crate::exit::{self, usage, CliResult};
 use aorta_agent::proposer::{Fake, OpenAi, OpenAiSettings, Proposer};
-use aorta_agent::{AgentConfig, Design, Outcome};
-use aorta_recipe::{load_recipe, Mode};
-use aorta_registry::Registry;
-use serde::Serialize;
+use aorta_agent::{AgentConfig, AgentRequest, Outcome};
 use std::process::ExitCode;
 use std::time::Duration;
-
-/// What makes two invocations "the same arguments" for resuming: not the budgets, so a
-/// stopped run can be continued with a larger one.
-#[derive(Serialize)]
-struct Fingerprint<'a> {
-    argv: &'a [String],
-    ticket: Option<&'a str>,
-    symptom: Option<&'a str>,
-    candidates: &'a [String],
-    design: &'a Design,
-    backend: &'a str,
-    model: &'a str,
-    url: Option<&'a str>,
-    template: Option<String>,
-}
 
 fn flag_shaped(flag: &str, value: Option<&str>) -> Result<(), exit::CliError> {
     match value {
@@ -75,105 +58,35 @@ pub fn agent(a: &AgentArgs) -> CliResult {
             "e.g. --llm-url http://127.0.0.1:8000/v1 (vLLM, Ollama and LiteLLM serve this API)",
         ));
     }
-    let (template, registry) = match &a.recipe {
-        Some(path) => {
-            let loaded = load_recipe(path, &a.mitigations_files)?;
-            if loaded.recipe.mode != Mode::Probe {
-                return Err(usage(
-                    format!(
-                        "{}: is not a probe-mode recipe; set 'mode: probe'",
-                        path.display()
-                    ),
-                    "the agent's template is a probe recipe (it wraps the command after --)",
-                ));
-            }
-            (Some(loaded.recipe), loaded.registry)
-        }
-        None => (None, Registry::load(None, &a.mitigations_files)?),
-    };
-    for m in &a.mitigations {
-        if registry.mitigation(m).is_none() {
-            return Err(usage(
-                format!("aorta agent: --mitigation {m:?} is not a registered mitigation"),
-                registry.unknown_mitigation_hint(m),
-            ));
-        }
-    }
-    let mut candidates: Vec<String> = if !a.mitigations.is_empty() {
-        a.mitigations.clone()
-    } else if let Some(p) = template.as_ref().and_then(|t| t.probe.as_ref()) {
-        p.mitigation_axis.clone()
-    } else {
-        let mut all: Vec<String> = registry.mitigations().map(|m| m.name.clone()).collect();
-        all.sort();
-        all
-    };
-    candidates.retain(|m| m != "none");
-    let mut seen = std::collections::HashSet::new();
-    candidates.retain(|m| seen.insert(m.clone()));
-    if candidates.is_empty() {
-        return Err(usage(
-            "aorta agent: no candidate mitigations",
-            "name some with --mitigation, or give a template whose mitigation_axis has more than none",
-        ));
-    }
-    let design = Design::new(
-        a.confidence,
-        candidates.len() as u32,
-        a.max_baseline_trials,
-        a.max_trials_per_cell,
-    );
-    let fingerprint = serde_json::to_string(&Fingerprint {
-        argv: &a.command,
-        ticket: a.ticket.as_deref(),
-        symptom: a.symptom.as_deref(),
-        candidates: &candidates,
-        design: &design,
-        backend,
-        model: &a.llm_model,
-        url: a.llm_url.as_deref(),
-        template: template
-            .as_ref()
-            .and_then(|t| t.source.as_ref())
-            .map(|s| s.blake3.clone()),
-    })
-    .map_err(|e| exit::infra(format!("cannot encode the run's fingerprint: {e}")))?;
-    let ticket = a
-        .ticket
-        .clone()
-        .or_else(|| template.as_ref().and_then(|t| t.ticket.clone()))
-        .filter(|t| !t.trim().is_empty());
-    let cfg = AgentConfig {
-        argv: a.command.clone(),
-        ticket,
-        template,
-        registry,
-        symptom: a.symptom.clone(),
-        max_iterations: a.max_iterations,
-        max_walltime: walltime,
-        max_trials: a.max_trials,
-        candidates,
-        require_approval: a.require_approval,
-        design,
-        fingerprint,
-    };
     let session = aorta_engine::Session::open(aorta_engine::SessionOptions {
         store: a.store.clone(),
         env_snapshot: a.env_snapshot.clone(),
         python: a.python.clone(),
-        remote: aorta_engine::RemoteSettings {
-            url: a.remote.remote_cache.clone(),
-            mode: a.remote.remote_cache_mode.clone(),
-            namespace: a.remote.remote_cache_namespace.clone(),
-            timeout: a.remote.remote_cache_timeout.clone(),
-            retries: None,
-            hmac_key_file: None,
-        },
+        remote: a.remote.settings(),
         jobs: a.jobs,
         output: Some(a.output.clone()),
         tracer: crate::args::tracer(),
         ..Default::default()
     })?;
+    let cfg = AgentConfig::prepare(
+        &session,
+        AgentRequest {
+            argv: a.command.clone(),
+            template: a.recipe.clone(),
+            sidecars: a.mitigations_files.clone(),
+            mitigations: a.mitigations.clone(),
+            ticket: a.ticket.clone(),
+            symptom: a.symptom.clone(),
+            confidence: a.confidence,
+            max_baseline_trials: a.max_baseline_trials,
+            max_trials_per_cell: a.max_trials_per_cell,
+            max_iterations: a.max_iterations,
+            max_walltime: walltime,
+            max_trials: a.max_trials,
+            require_approval: a.require_approval,
+            proposer: (backend.into(), a.llm_model.clone(), a.llm_url.clone()),
+        },
+    )?;
     if a.dry_run {
         let c = aorta_agent::dry_run(&session, &cfg)?;
         crate::output::print_plans(&[session.plan(&c)], false)?;

@@ -7,7 +7,12 @@ use aorta_engine::{KeyRules, Snapshot};
 use std::process::ExitCode;
 
 fn load(path: &std::path::Path) -> Result<Snapshot, CliError> {
-    load_snapshot(path).map_err(|e| usage(e, "pass an env.json written by `aorta env probe`"))
+    load_snapshot(path).map_err(|e| {
+        usage(
+            e.to_string(),
+            "pass an env.json written by `aorta env probe`",
+        )
+    })
 }
 
 fn rules(include: &[String], exclude: &[String]) -> Result<KeyRules, CliError> {

@@ -6,12 +6,12 @@ use crate::exit::{usage, CliResult};
 use aorta_engine::{RecipeOrigin, TargetSpec};
 use aorta_recipe::{
     peek_mode, FlagRecipe, Mode, Overlays, PassthroughMode, PeekedMode, ProbeOverlays,
+    RecipeRequest,
 };
-use aorta_registry::Registry;
-use std::sync::Arc;
 
 /// The triage-only flags that are set, by their CLI spelling.
 fn flag_mode_flags(a: &SweepRunArgs) -> Vec<&'static str> {
+    let a = &a.flags;
     [
         ("--workload", a.workload.is_some()),
         ("--mitigation-axis", a.mitigation_axis.is_some()),
@@ -49,7 +49,8 @@ pub fn sweep_run(a: &SweepRunArgs, name: &str) -> CliResult {
 }
 
 fn subprocess_flow(a: &SweepRunArgs, name: &str) -> CliResult {
-    if a.collect
+    if a.flags
+        .collect
         .as_deref()
         .is_some_and(|c| c.split(',').any(|s| !s.trim().is_empty()))
     {
@@ -71,12 +72,13 @@ fn subprocess_flow(a: &SweepRunArgs, name: &str) -> CliResult {
     let probe = ProbeOverlays {
         ticket: a.ticket.clone(),
         env_passthrough_mode: a
+            .subprocess
             .env_passthrough_mode
             .as_deref()
             .and_then(PassthroughMode::parse),
-        stop_after_events: a.stop_after_events,
-        max_trials: a.max_trials,
-        disable_detector: a.disable_detector.clone(),
+        stop_after_events: a.subprocess.stop_after_events,
+        max_trials: a.subprocess.max_trials,
+        disable_detector: a.subprocess.disable_detector.clone(),
     };
     let origin = RecipeOrigin::File {
         path: path.clone(),
@@ -90,16 +92,22 @@ fn subprocess_flow(a: &SweepRunArgs, name: &str) -> CliResult {
 }
 
 fn workload_flow(a: &SweepRunArgs, name: &str) -> CliResult {
-    if a.env_passthrough_mode.is_some() {
+    if a.subprocess.env_passthrough_mode.is_some() {
         return Err(usage(
             format!("{name}: --env-passthrough-mode applies to the subprocess flow only"),
             "it needs a probe recipe and a command after --",
         ));
     }
     let probe_only: Vec<&str> = [
-        ("--stop-after-events", a.stop_after_events.is_some()),
-        ("--max-trials", a.max_trials.is_some()),
-        ("--disable-detector", !a.disable_detector.is_empty()),
+        (
+            "--stop-after-events",
+            a.subprocess.stop_after_events.is_some(),
+        ),
+        ("--max-trials", a.subprocess.max_trials.is_some()),
+        (
+            "--disable-detector",
+            !a.subprocess.disable_detector.is_empty(),
+        ),
     ]
     .into_iter()
     .filter_map(|(f, s)| s.then_some(f))
@@ -130,25 +138,25 @@ fn workload_flow(a: &SweepRunArgs, name: &str) -> CliResult {
                 sidecars: a.mitigations_files.clone(),
                 overlays: Overlays {
                     probe: ProbeOverlays::default(),
-                    collect: a.collect.clone(),
+                    collect: a.flags.collect.clone(),
                 },
             }
         }
-        None => {
-            let registry = Registry::load(None, &a.mitigations_files)?;
-            let flags = FlagRecipe {
-                workload: a.workload.clone(),
-                mitigation_axis: a.mitigation_axis.clone(),
-                environment_axis: a.environment_axis.clone(),
-                trials: a.trials,
-                steps: a.steps,
+        None => RecipeOrigin::Request {
+            request: RecipeRequest::Flags(FlagRecipe {
+                workload: a.flags.workload.clone(),
+                mitigation_axis: a.flags.mitigation_axis.clone(),
+                environment_axis: a.flags.environment_axis.clone(),
+                trials: a.flags.trials,
+                steps: a.flags.steps,
                 ticket: a.ticket.clone(),
-                baseline_cell: a.baseline_cell.clone(),
-                confound_threshold: a.confound_threshold,
-                collect: a.collect.clone(),
-            };
-            RecipeOrigin::Given(Arc::new(flags.build(&registry)?))
-        }
+                baseline_cell: a.flags.baseline_cell.clone(),
+                confound_threshold: a.flags.confound_threshold,
+                collect: a.flags.collect.clone(),
+            }),
+            sidecars: a.mitigations_files.clone(),
+            template: None,
+        },
     };
     finish(a, origin, None, None)
 }
@@ -210,11 +218,8 @@ pub fn deprecated_probe(a: ProbeArgs) -> CliResult {
             ..Default::default()
         },
         ticket: a.ticket,
-        env_passthrough_mode: a.env_passthrough_mode,
+        subprocess: a.subprocess,
         mitigations_files: a.mitigations_files,
-        stop_after_events: a.stop_after_events,
-        max_trials: a.max_trials,
-        disable_detector: a.disable_detector,
         verbose: a.verbose,
         command: a.command,
         mode: "matrix".into(),
@@ -235,20 +240,13 @@ impl From<TriageRunArgs> for SweepRunArgs {
             recipe: t.recipe,
             dry_run: t.dry_run,
             mode: t.mode,
-            workload: t.workload,
-            mitigation_axis: t.mitigation_axis,
-            environment_axis: t.environment_axis,
-            trials: t.trials,
-            steps: t.steps,
+            flags: t.flags,
             ticket: t.ticket,
-            baseline_cell: t.baseline_cell,
-            confound_threshold: t.confound_threshold,
             exec: crate::args::ExecArgs {
                 output: t.output_dir,
                 ..Default::default()
             },
             mitigations_files: t.mitigations_files,
-            collect: t.collect,
             verbose: t.verbose,
             ..Default::default()
         }

@@ -14,10 +14,8 @@ use std::process::ExitCode;
 
 /// The trial to run: from the flags, or from a Slurm task's manifest.
 struct Selected {
-    recipe: PathBuf,
-    sidecars: Vec<PathBuf>,
-    /// A Slurm task's: the submitter's command-line settings over the recipe.
-    overlays: aorta_recipe::Overlays,
+    /// The recipe file, or a Slurm task's origin (the submitter's).
+    origin: RecipeOrigin,
     command: Vec<String>,
     cell: String,
     trial: u32,
@@ -52,9 +50,7 @@ pub fn trial(c: &TrialCommand) -> CliResult {
             exec.trial_timeout = exec.trial_timeout.or(m.trial_timeout);
             exec.kill_on_hang |= m.kill_on_hang;
             Selected {
-                recipe: m.recipe.clone(),
-                sidecars: m.sidecars.clone(),
-                overlays: m.overlays.clone(),
+                origin: m.origin.clone(),
                 command: m.argv.clone().unwrap_or_default(),
                 cell: t.cell.clone(),
                 trial: t.index,
@@ -66,14 +62,9 @@ pub fn trial(c: &TrialCommand) -> CliResult {
         None => from_flags(a)?,
     };
     let session = exec.session()?;
-    let origin = RecipeOrigin::File {
-        path: sel.recipe.clone(),
-        sidecars: sel.sidecars.clone(),
-        overlays: sel.overlays.clone(),
-    };
     let id = session.add_target(TargetSpec {
         label: None,
-        origin,
+        origin: sel.origin.clone(),
         argv: (!sel.command.is_empty()).then(|| sel.command.clone()),
     });
     let compiled = session.compile(id)?;
@@ -81,7 +72,7 @@ pub fn trial(c: &TrialCommand) -> CliResult {
         return Err(usage(
             format!(
                 "{}: a probe recipe needs the command after --",
-                sel.recipe.display()
+                compiled.label
             ),
             "aorta trial exec --recipe r.yaml --cell C --trial 0 --out DIR -- bash launch.sh",
         ));
@@ -125,9 +116,11 @@ fn from_flags(a: &TrialExecArgs) -> Result<Selected, crate::exit::CliError> {
         )
     };
     Ok(Selected {
-        recipe: a.recipe.clone().ok_or_else(missing)?,
-        sidecars: a.mitigations_files.clone(),
-        overlays: Default::default(),
+        origin: RecipeOrigin::File {
+            path: a.recipe.clone().ok_or_else(missing)?,
+            sidecars: a.mitigations_files.clone(),
+            overlays: Default::default(),
+        },
         command: a.command.clone(),
         cell: a.cell.clone().ok_or_else(missing)?,
         trial: a.trial.ok_or_else(missing)?,

@@ -2,7 +2,9 @@
 //! engine session, calls it and prints. Every failure becomes a miette report on stderr and its
 //! category's exit code (`exit`); nothing here panics on user input.
 //!
-//! Module layering (no loops): `main` → `cmd_*` → {`execute`, `output`, `targets`, `args`, `exit`}.
+//! Module layering (no loops): `main` → `cmd_*` → {`execute`, `output`, `targets`, `separator`,
+//! `args`, `exit`}; two commands reuse another's printer (`cmd_agent` → `cmd_bundle`'s
+//! agent bundle, `cmd_sweep` → `cmd_list`'s pattern listing), never the reverse.
 
 mod args;
 mod cmd_agent;

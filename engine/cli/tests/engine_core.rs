@@ -609,42 +609,54 @@ fn the_cli_reaches_store_remote_and_probe_only_through_the_engine() {
     }
 }
 
-/// One route in: a recipe reaches the engine as an input of its compile database (a file, its
-/// sidecars and the command-line overlays: `RecipeOrigin::File`), never loaded, parsed or
-/// assembled as JSON by a `cmd_*` module. The modules listed still do (issue 33's remaining
-/// work) and may only shrink; a new offender fails here.
+/// One route in: a recipe reaches the engine as an input of its compile database — a file with
+/// its sidecars and command-line overlays, or a request the command line describes (flag
+/// mode, `aorta run`, an agent look): `RecipeOrigin`. Only the database's `recipe` query
+/// (engine/graph/src/db.rs) parses one; no other library or CLI module loads, parses or
+/// assembles recipe JSON (the recipe crate itself, tests and examples aside).
 #[test]
-fn no_cmd_module_loads_parses_or_assembles_a_recipe() {
-    const NOT_YET: &[&str] = &["cmd_agent.rs", "cmd_run.rs"];
-    let src = repo_root().join("engine/cli/src");
+fn only_the_compile_database_loads_or_parses_a_recipe() {
     let mut offenders = Vec::new();
-    for e in std::fs::read_dir(&src).unwrap().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !name.starts_with("cmd_") || !name.ends_with(".rs") {
-            continue;
-        }
-        let code = code_of(&std::fs::read_to_string(e.path()).unwrap());
-        let builds_json = code.contains("json!(") && code.contains("parse_recipe");
-        if code.contains("load_recipe(") || code.contains("parse_recipe(") || builds_json {
-            offenders.push(name);
+    for top in ["engine", "workloads"] {
+        for krate in std::fs::read_dir(repo_root().join(top)).unwrap().flatten() {
+            if krate.file_name() == "recipe" {
+                continue;
+            }
+            let mut stack = vec![krate.path().join("src")];
+            while let Some(dir) = stack.pop() {
+                for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                    let path = e.path();
+                    if path.is_dir() {
+                        stack.push(path);
+                        continue;
+                    }
+                    if path.extension().is_none_or(|x| x != "rs")
+                        || path.ends_with("engine/graph/src/db.rs")
+                    {
+                        continue;
+                    }
+                    let code = code_of(&std::fs::read_to_string(&path).unwrap());
+                    let builds_json =
+                        code.contains("json!(") && code.contains("\"schema_version\"");
+                    if code.contains("load_recipe(")
+                        || code.contains("parse_recipe(")
+                        || builds_json
+                    {
+                        offenders.push(
+                            path.strip_prefix(repo_root())
+                                .unwrap()
+                                .display()
+                                .to_string(),
+                        );
+                    }
+                }
+            }
         }
     }
     offenders.sort();
-    let new: Vec<&String> = offenders
-        .iter()
-        .filter(|o| !NOT_YET.contains(&o.as_str()))
-        .collect();
     assert!(
-        new.is_empty(),
-        "{new:?} load or parse a recipe themselves: give the engine a RecipeOrigin::File (with Overlays) instead"
-    );
-    let fixed: Vec<&&str> = NOT_YET
-        .iter()
-        .filter(|n| !offenders.iter().any(|o| o == *n))
-        .collect();
-    assert!(
-        fixed.is_empty(),
-        "{fixed:?} no longer load recipes themselves: remove them from NOT_YET"
+        offenders.is_empty(),
+        "{offenders:?} load, parse or assemble a recipe themselves: give the engine a RecipeOrigin (a File with Overlays, or a RecipeRequest) instead"
     );
 }
 

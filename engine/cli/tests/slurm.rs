@@ -1034,3 +1034,51 @@ fn an_overlaid_recipe_file_runs_on_slurm_with_its_overlays() {
         text(&again)
     );
 }
+
+/// A recipe the command line describes (flag mode: `sweep run --workload … --mitigation-axis
+/// …`) is a request origin of the compile database: its tasks get the request in their
+/// manifest and build the same recipe on the node, so the keys are the local executor's.
+#[test]
+fn a_flag_mode_sweep_runs_on_slurm_with_the_local_keys() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = Cluster::up() else { return };
+    let run = |executor: &str| {
+        cluster
+            .aorta(&[
+                "sweep",
+                "run",
+                "--workload",
+                "example",
+                "--mitigation-axis",
+                "none",
+                "--environment-axis",
+                "local",
+                "--trials",
+                "2",
+                "--steps",
+                "1",
+                "--ticket",
+                "FLAGS",
+                "--executor",
+                executor,
+                "--store",
+                "store",
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = run("slurm");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Trials: 2 executed, 0 reused"),
+        "{}",
+        text(&out)
+    );
+    let local = run("local");
+    assert!(local.status.success(), "{}", text(&local));
+    assert!(
+        String::from_utf8_lossy(&local.stdout).contains("Trials: 0 executed, 2 reused"),
+        "{}",
+        text(&local)
+    );
+}

@@ -7,6 +7,7 @@ use crate::error::{EngineError, Result};
 use crate::execute::process::{Body, CommandSettings, TrialSpec, WorkloadSettings};
 use crate::schedule::MakeSpec;
 use crate::session::Session;
+use crate::workloads::WorkloadError;
 use aorta_classify::{ClassifierConfig, CustomDetector};
 use aorta_exec::HangConfig;
 use aorta_graph::PlannedTrial;
@@ -14,9 +15,25 @@ use aorta_recipe::{Mode, Recipe};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// A probe recipe's settings that do not make a classifier or a trial's settings. The recipe
+/// crate checks them when it parses, so only a recipe built around it gets here.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("not a probe recipe")]
+    NotProbe,
+    #[error("custom pattern {id}: {source}")]
+    Pattern {
+        id: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("step_time_regex: {0}")]
+    StepTimeRegex(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
 /// The classifier a probe recipe's trials use: its custom patterns, VRAM check and disables.
 /// A workload (triage) recipe has none of these, so it gets the built-in classifier.
-pub fn classifier_config(recipe: &Recipe) -> std::result::Result<ClassifierConfig, String> {
+pub fn classifier_config(recipe: &Recipe) -> std::result::Result<ClassifierConfig, SettingsError> {
     let Some(p) = recipe.probe.as_ref() else {
         return Ok(ClassifierConfig::default());
     };
@@ -27,13 +44,19 @@ pub fn classifier_config(recipe: &Recipe) -> std::result::Result<ClassifierConfi
             aorta_recipe::OnMatch::Warn => aorta_classify::OnMatch::Warn,
             aorta_recipe::OnMatch::Info => aorta_classify::OnMatch::Info,
         };
-        custom.push(CustomDetector::new(
-            c.id.clone(),
-            &c.regex,
-            c.condition.as_deref(),
-            on,
-            c.required_for_pass,
-        )?);
+        custom.push(
+            CustomDetector::new(
+                c.id.clone(),
+                &c.regex,
+                c.condition.as_deref(),
+                on,
+                c.required_for_pass,
+            )
+            .map_err(|e| SettingsError::Pattern {
+                id: c.id.clone(),
+                source: e.into(),
+            })?,
+        );
     }
     Ok(ClassifierConfig {
         custom,
@@ -48,8 +71,8 @@ fn command_settings(
     inputs: &[(std::path::PathBuf, String)],
     kill_on_hang: bool,
     tracing: crate::execute::process::Tracing,
-) -> std::result::Result<CommandSettings, String> {
-    let p = recipe.probe.as_ref().ok_or("not a probe recipe")?;
+) -> std::result::Result<CommandSettings, SettingsError> {
+    let p = recipe.probe.as_ref().ok_or(SettingsError::NotProbe)?;
     let classifier = classifier_config(recipe)?;
     let hang = (!p.disables.tier_disabled(aorta_classify::Tier::Tier2)
         && !p.disables.detector_disabled("tier2:hang"))
@@ -77,7 +100,7 @@ fn command_settings(
             .as_deref()
             .map(aorta_recipe::compile_regex)
             .transpose()
-            .map_err(|e| format!("step_time_regex: {e}"))?,
+            .map_err(|e| SettingsError::StepTimeRegex(e.into()))?,
         inputs: inputs.to_vec(),
         work_dir: std::env::current_dir().ok(),
         tracing,
@@ -104,7 +127,7 @@ fn spec_maker(
 pub(crate) fn bodies(
     session: &Session,
     c: &Compiled,
-) -> Result<Vec<std::result::Result<MakeSpec, String>>> {
+) -> Result<Vec<std::result::Result<MakeSpec, WorkloadError>>> {
     let recipe = &c.recipe;
     let mut out = Vec::new();
     match recipe.mode {
@@ -143,10 +166,7 @@ pub(crate) fn bodies(
                         continue;
                     }
                     None => {
-                        out.push(Err(format!(
-                            "workload '{}' was not resolved",
-                            recipe.workload
-                        )));
+                        out.push(Err(WorkloadError::Unresolved(recipe.workload.clone())));
                         continue;
                     }
                 };

@@ -5,8 +5,8 @@
 
 use crate::environment::EnvRecord;
 use crate::error::{EngineError, Result};
-use crate::workloads::Workload;
-use aorta_graph::{BuildInputs, CompileDb, Dag, GivenRecipe, KeyContext, PlannedTrial, SourceText};
+use crate::workloads::{Workload, WorkloadError};
+use aorta_graph::{BuildInputs, CompileDb, Dag, KeyContext, PlannedTrial, SourceText};
 use aorta_recipe::Recipe;
 use salsa::Setter;
 use std::collections::BTreeMap;
@@ -24,18 +24,73 @@ pub struct TargetSpec {
     pub argv: Option<Vec<String>>,
 }
 
-#[derive(Debug, Clone)]
+/// Where a target's recipe comes from: always an input of the compile database, which parses,
+/// builds and validates it (`aorta_graph::db::recipe`). Serializable, so a Slurm task compiles
+/// the submitter's recipe from the same origin.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum RecipeOrigin {
-    /// A recipe file and its sidecar registries, parsed (and re-parsed on change) by the
-    /// database. The project registry beside the recipe is found automatically.
+    /// A recipe file and its sidecar registries. The project registry beside the recipe is
+    /// found automatically.
     File {
         path: PathBuf,
         sidecars: Vec<PathBuf>,
         /// Command-line settings laid over the file, applied by the database after parsing.
         overlays: aorta_recipe::Overlays,
     },
-    /// A recipe already built: flag mode, `aorta run`, the agent's candidates.
-    Given(Arc<Recipe>),
+    /// A recipe the command line describes: flag mode, `aorta run`, an agent look.
+    Request {
+        request: aorta_recipe::RecipeRequest,
+        sidecars: Vec<PathBuf>,
+        /// The recipe file the request is laid over (the agent's `--recipe`).
+        template: Option<PathBuf>,
+    },
+}
+
+impl RecipeOrigin {
+    /// How messages name a target that has no label.
+    pub fn display_name(&self) -> String {
+        match self {
+            RecipeOrigin::File { path, .. } => path.display().to_string(),
+            RecipeOrigin::Request { request, .. } => request.display_name().to_string(),
+        }
+    }
+
+    /// The same origin with every path made absolute against `cwd` (for a Slurm task, which
+    /// may start elsewhere).
+    pub fn absolute(&self, cwd: &Path) -> RecipeOrigin {
+        let all = |v: &[PathBuf]| v.iter().map(|p| cwd.join(p)).collect();
+        match self {
+            RecipeOrigin::File {
+                path,
+                sidecars,
+                overlays,
+            } => RecipeOrigin::File {
+                path: cwd.join(path),
+                sidecars: all(sidecars),
+                overlays: overlays.clone(),
+            },
+            RecipeOrigin::Request {
+                request,
+                sidecars,
+                template,
+            } => RecipeOrigin::Request {
+                request: request.clone(),
+                sidecars: all(sidecars),
+                template: template.as_ref().map(|t| cwd.join(t)),
+            },
+        }
+    }
+
+    /// Every file the recipe is read from (the recipe or template, then sidecars).
+    pub fn files(&self) -> impl Iterator<Item = &Path> {
+        let (first, sidecars) = match self {
+            RecipeOrigin::File { path, sidecars, .. } => (Some(path), sidecars),
+            RecipeOrigin::Request {
+                sidecars, template, ..
+            } => (template.as_ref(), sidecars),
+        };
+        first.into_iter().chain(sidecars).map(PathBuf::as_path)
+    }
 }
 
 /// A target in the compile database.
@@ -65,11 +120,11 @@ pub struct Compiled {
     pub recipe: Arc<Recipe>,
     /// The wrapped command (probe recipes only).
     pub argv: Option<Vec<String>>,
-    pub(crate) planned: Arc<Result<Vec<PlannedTrial>, String>>,
+    pub(crate) planned: Arc<Vec<PlannedTrial>>,
     pub dag: Arc<Dag>,
     pub env: Arc<EnvRecord>,
     /// The workload recipe's executable, or why it cannot run (the cell's error).
-    pub workload: Option<std::result::Result<Workload, String>>,
+    pub workload: Option<std::result::Result<Workload, WorkloadError>>,
     /// Files whose content feeds the keys besides the recipe's (a command's input files).
     pub input_files: Vec<PathBuf>,
     /// Each input file with the content digest its trials were keyed by: re-checked after
@@ -80,11 +135,7 @@ pub struct Compiled {
 impl Compiled {
     /// Every planned trial with its key, cells in order, trials by index.
     pub fn planned(&self) -> &[PlannedTrial] {
-        self.planned
-            .as_ref()
-            .as_ref()
-            .map(Vec::as_slice)
-            .unwrap_or_default()
+        &self.planned
     }
 
     /// The cell index by name, or a usage error listing the cells.
@@ -157,39 +208,37 @@ impl Compiler {
     }
 
     pub(crate) fn add(&mut self, spec: TargetSpec) -> TargetId {
-        let build = match &spec.origin {
+        let (file, sidecars, request, overlays) = match &spec.origin {
             RecipeOrigin::File {
                 path,
                 sidecars,
                 overlays,
-            } => {
-                let recipe_src = self.source(path);
-                let project = aorta_registry::project_registry_for(path).map(|p| self.source(&p));
-                let sidecars: Vec<SourceText> = sidecars.iter().map(|p| self.source(p)).collect();
-                BuildInputs::new(
-                    &self.db,
-                    recipe_src,
-                    project,
-                    sidecars,
-                    None,
-                    overlays.clone(),
-                    KeyContext::default(),
-                )
-            }
-            RecipeOrigin::Given(r) => {
-                let placeholder =
-                    SourceText::new(&self.db, PathBuf::from("<flags>"), String::new());
-                BuildInputs::new(
-                    &self.db,
-                    placeholder,
-                    None,
-                    Vec::new(),
-                    Some(GivenRecipe(r.clone())),
-                    Default::default(),
-                    KeyContext::default(),
-                )
-            }
+            } => (Some(path), sidecars, None, overlays.clone()),
+            RecipeOrigin::Request {
+                request,
+                sidecars,
+                template,
+            } => (
+                template.as_ref(),
+                sidecars,
+                Some(request.clone()),
+                Default::default(),
+            ),
         };
+        let recipe_src = file.map(|p| self.source(p));
+        let project = file
+            .and_then(|p| aorta_registry::project_registry_for(p))
+            .map(|p| self.source(&p));
+        let sidecars: Vec<SourceText> = sidecars.iter().map(|p| self.source(p)).collect();
+        let build = BuildInputs::new(
+            &self.db,
+            recipe_src,
+            project,
+            sidecars,
+            request,
+            overlays,
+            KeyContext::default(),
+        );
         self.targets.push(Target { spec, build });
         TargetId(self.targets.len() - 1)
     }

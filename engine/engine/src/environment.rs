@@ -113,11 +113,33 @@ pub fn probe_machine(python: Option<PathBuf>, cache: Option<PathBuf>, deep: bool
     probe(&probe_options(python, cache, deep))
 }
 
+/// A recorded snapshot that cannot be used, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotFileError {
+    #[error("cannot read the env snapshot {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
 /// Reads a recorded snapshot; the error says what is wrong with the file.
-pub fn load_snapshot(path: &Path) -> std::result::Result<Snapshot, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read the env snapshot {}: {e}", path.display()))?;
-    Snapshot::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+pub fn load_snapshot(path: &Path) -> std::result::Result<Snapshot, SnapshotFileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| SnapshotFileError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Snapshot::from_json(&text).map_err(|e| SnapshotFileError::Parse {
+        path: path.to_path_buf(),
+        source: e.into(),
+    })
 }
 
 /// One snapshot per session. The flag says whether it serves rules that key import-only
@@ -143,7 +165,7 @@ impl SnapshotSlot {
         let t0 = std::time::Instant::now();
         let snap = match &src.snapshot_file {
             // The snapshot keys every trial: without it nothing can be looked up or run.
-            Some(f) => load_snapshot(f).map_err(|e| EngineError::infra_with_help(e, "pass an env.json written by `aorta env probe`, or unset AORTA_ENV_SNAPSHOT to probe this machine"))?,
+            Some(f) => load_snapshot(f).map_err(|e| EngineError::infra_with_help(e.to_string(), "pass an env.json written by `aorta env probe`, or unset AORTA_ENV_SNAPSHOT to probe this machine"))?,
             None => probe_machine(src.python.clone(), Some(probe_cache), deep),
         };
         crate::timing(
@@ -179,7 +201,7 @@ pub(crate) fn environment(
 
 /// A recorded snapshot (a Slurm partition's) and this recipe's key over it.
 pub(crate) fn recorded(file: &Path, recipe: &Recipe) -> Result<EnvRecord> {
-    let snap = load_snapshot(file).map_err(EngineError::infra)?;
+    let snap = load_snapshot(file).map_err(|e| EngineError::infra(e.to_string()))?;
     let key = snap.key(&key_rules(recipe));
     Ok(EnvRecord::new(Arc::new(snap), key))
 }

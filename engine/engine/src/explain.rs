@@ -164,7 +164,7 @@ fn cell_view<'a>(
 
 fn cell_error(c: &Compiled) -> Option<String> {
     match &c.workload {
-        Some(Err(e)) => Some(e.clone()),
+        Some(Err(e)) => Some(e.to_string()),
         _ => None,
     }
 }

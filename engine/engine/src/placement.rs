@@ -42,18 +42,27 @@ pub(crate) fn place_trial(
     dest: &Path,
     retain: Option<&aorta_recipe::Retain>,
     record: &aorta_trial::TrialRecord,
-) -> Result<(), String> {
+) -> Result<(), PlaceTrialError> {
     if let Some(retain) = retain.filter(|_| !staged.trimmed) {
         let outcome = crate::retention::apply(&staged.dir, retain, record.verdict);
         let mut record = record.clone();
         record.capture.retention = Some(outcome);
-        let json = serde_json::to_vec_pretty(&record)
-            .map_err(|e| format!("cannot encode result.json: {e}"))?;
-        std::fs::write(staged.dir.join("result.json"), &json)
-            .map_err(|e| format!("cannot write result.json: {e}"))?;
+        let json = serde_json::to_vec_pretty(&record).map_err(PlaceTrialError::Encode)?;
+        std::fs::write(staged.dir.join("result.json"), &json).map_err(PlaceTrialError::Write)?;
         staged.trimmed = true;
     }
-    replace_dir(&staged.dir, dest).map_err(|e| e.to_string())
+    replace_dir(&staged.dir, dest).map_err(PlaceTrialError::Rename)
+}
+
+/// Why a trial directory was not placed (it stays in staging; the build says so).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PlaceTrialError {
+    #[error("cannot encode result.json: {0}")]
+    Encode(#[source] serde_json::Error),
+    #[error("cannot write result.json: {0}")]
+    Write(#[source] std::io::Error),
+    #[error("{0}")]
+    Rename(#[source] std::io::Error),
 }
 
 #[cfg(test)]

@@ -33,13 +33,10 @@ pub(crate) struct EnvSection {
     /// triage baseline that did not run) is diffed again against its own at render time.
     baseline: String,
     diffs: Vec<EnvDiff>,
-}
-
-/// An [`EnvSection`] made on its own thread once [`PendingEnvSection::start`]ed.
-#[derive(Default)]
-pub(crate) struct PendingEnvSection {
-    started: bool,
-    thread: Option<std::thread::JoinHandle<EnvSection>>,
+    /// The build's snapshot, ready to diff, and the recipe's `env_key` rules: what diffing
+    /// again needs.
+    machine: Prepared,
+    rules: KeyRules,
 }
 
 impl EnvSection {
@@ -47,18 +44,42 @@ impl EnvSection {
         let key = env.key.clone();
         let summary = env.snapshot.summary_with_key(&key);
         let machine = Prepared::keyed(&env.snapshot, key);
+        let rules = key_rules(recipe);
         let baseline = recipe.confound.resolved_baseline.clone();
         let cells = recipe
             .cells
             .iter()
             .map(|c| (c.name.as_str(), &c.resolved_env));
-        let diffs = cell_env_diffs(cells, &baseline, &machine, &key_rules(recipe));
+        let diffs = cell_env_diffs(cells, &baseline, &machine, &rules);
         EnvSection {
             summary,
             baseline,
             diffs,
+            machine,
+            rules,
         }
     }
+
+    /// The summary, and the cells' diffs against the matrix's baseline.
+    fn for_matrix(self, matrix: &Matrix) -> (String, Vec<EnvDiff>) {
+        if self.baseline == matrix.baseline.name {
+            return (self.summary, self.diffs);
+        }
+        let diffs = cell_env_diffs(
+            matrix_cells(matrix),
+            &matrix.baseline.name,
+            &self.machine,
+            &self.rules,
+        );
+        (self.summary, diffs)
+    }
+}
+
+/// An [`EnvSection`] made on its own thread once [`PendingEnvSection::start`]ed.
+#[derive(Default)]
+pub(crate) struct PendingEnvSection {
+    started: bool,
+    thread: Option<std::thread::JoinHandle<EnvSection>>,
 }
 
 impl PendingEnvSection {
@@ -82,11 +103,6 @@ impl PendingEnvSection {
     }
 }
 
-/// The build's snapshot, ready to diff (one per invocation: its environments never differ).
-fn machine(env: &EnvRecord) -> Prepared {
-    Prepared::keyed(&env.snapshot, env.key.clone())
-}
-
 pub(crate) fn render(
     c: &Compiled,
     run_dir: &Path,
@@ -95,20 +111,11 @@ pub(crate) fn render(
     env: EnvSection,
 ) -> String {
     let lines = detector_lines(run_dir, matrix);
-    let diffs = if env.baseline == matrix.baseline.name {
-        env.diffs
-    } else {
-        cell_env_diffs(
-            matrix_cells(matrix),
-            &matrix.baseline.name,
-            &machine(&c.env),
-            &key_rules(matrix.recipe),
-        )
-    };
+    let (summary, diffs) = env.for_matrix(matrix);
     page(
         matrix,
         c.argv.as_deref(),
-        Some(&env.summary),
+        Some(&summary),
         trial_keys,
         &lines,
         &diffs,
@@ -306,7 +313,18 @@ pub fn render_run_dir(
             "point at a run directory such as probe_results/<ticket>",
         ));
     }
-    let mut recipe = aorta_recipe::load_recipe(&resolved, sidecars)?.recipe;
+    // Through a compile database of its own, like every recipe (no session: nothing runs).
+    let mut compiler = crate::compile::Compiler::new();
+    let id = compiler.add(crate::compile::TargetSpec {
+        label: None,
+        origin: crate::compile::RecipeOrigin::File {
+            path: resolved.clone(),
+            sidecars: sidecars.to_vec(),
+            overlays: Default::default(),
+        },
+        argv: None,
+    });
+    let mut recipe = crate::session::recipe_of(&compiler, &compiler.targets[id.0])?;
     // The resolved file names the recipe it came from: that is what reproduces the run.
     let text = std::fs::read_to_string(&resolved).unwrap_or_default();
     let source = text

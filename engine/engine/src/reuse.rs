@@ -19,7 +19,7 @@ pub enum NotReused {
     /// Its verdict is `error`: errors are never reused.
     Errored,
     /// A traced input changed or was removed since the trial read it (which, how).
-    InputChanged(String),
+    InputChanged(crate::traced::InputChange),
 }
 
 impl std::fmt::Display for NotReused {
@@ -28,7 +28,7 @@ impl std::fmt::Display for NotReused {
             NotReused::Errored => {
                 f.write_str("its stored verdict is error (errors are never reused)")
             }
-            NotReused::InputChanged(what) => f.write_str(what),
+            NotReused::InputChanged(what) => what.fmt(f),
         }
     }
 }

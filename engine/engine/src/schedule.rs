@@ -10,6 +10,7 @@ use crate::execute::process::TrialSpec;
 pub(crate) use crate::execute::{result_id, TrialDir};
 pub use crate::execute::{ArrayProgress, Source};
 use crate::execute::{Executor, Job, Outcome, Waited};
+use crate::workloads::WorkloadError;
 use aorta_exec::CancelToken;
 use aorta_graph::{Dag, PlannedTrial};
 use aorta_recipe::Recipe;
@@ -18,6 +19,15 @@ use aorta_trial::{TrialRecord, Verdict};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+
+/// A store lookup that failed (not a miss): the trial is reported as one that could not run.
+#[derive(Debug, thiserror::Error)]
+#[error("store lookup of {key} failed: {source}")]
+struct LookupFailed {
+    key: Key,
+    #[source]
+    source: aorta_store::StoreError,
+}
 
 #[derive(Debug, Clone)]
 pub struct TrialResult {
@@ -90,7 +100,7 @@ pub(crate) struct Schedule<'a> {
     /// The compiled graph: which planned trials each cell has, which keys cells share.
     pub dag: &'a Dag,
     /// Body settings per cell (`Err`: the cell cannot run, e.g. unknown workload; its error).
-    pub bodies: Vec<Result<MakeSpec, String>>,
+    pub bodies: Vec<Result<MakeSpec, WorkloadError>>,
     pub store: Arc<LocalStore>,
     /// Traced inputs: verified before a stored result is reused.
     pub inputs: Arc<crate::traced::Inputs>,
@@ -204,7 +214,7 @@ impl Schedule<'_> {
         let mut cell_errors = BTreeMap::new();
         for (c, b) in self.bodies.iter().enumerate() {
             if let Err(e) = b {
-                cell_errors.insert(c, e.clone());
+                cell_errors.insert(c, e.to_string());
                 w.states[c].done = true;
             }
         }
@@ -314,7 +324,7 @@ impl Schedule<'_> {
         &self,
         c: usize,
         w: &mut Walk<'_>,
-        prefetched: &mut HashMap<Key, Result<Found, String>>,
+        prefetched: &mut HashMap<Key, Result<Found, LookupFailed>>,
         executor: &mut dyn Executor,
         runs_ahead: bool,
         cell_errors: &mut BTreeMap<usize, String>,
@@ -364,6 +374,7 @@ impl Schedule<'_> {
                     Some(result_id)
                 }
                 Err(e) => {
+                    let e = e.to_string();
                     on_event(Event::Failed {
                         cell: &self.recipe.cells[c].name,
                         index: p.index,
@@ -390,7 +401,7 @@ impl Schedule<'_> {
                     w.waiting_on.insert(key.clone(), vec![(c, p.index)]);
                 }
                 Err(e) => {
-                    cell_errors.insert(c, e);
+                    cell_errors.insert(c, e.to_string());
                     w.states[c].done = true;
                 }
             }
@@ -452,14 +463,14 @@ impl Schedule<'_> {
     /// this. Keys whose shard is absent are misses without a look (a cold store's build
     /// starts its first trial at once). Misses are re-checked under the claim before
     /// executing, so racing is harmless.
-    fn prefetch(&self) -> HashMap<Key, Result<Found, String>> {
+    fn prefetch(&self) -> HashMap<Key, Result<Found, LookupFailed>> {
         let shards = self.store.ac_shards().ok();
         let (keys, absent): (Vec<&Key>, Vec<&Key>) = self
             .dag
             .trial_nodes
             .keys()
             .partition(|k| shards.as_ref().is_none_or(|s| s.contains(k.shard())));
-        let mut found: HashMap<Key, Result<Found, String>> = absent
+        let mut found: HashMap<Key, Result<Found, LookupFailed>> = absent
             .into_iter()
             .map(|k| (k.clone(), Ok(Found::Miss)))
             .collect();
@@ -478,7 +489,7 @@ impl Schedule<'_> {
 
     /// The store entry for `key` with its record read straight into a [`TrialRecord`] (no JSON
     /// tree: this is most of a cached rerun).
-    fn lookup(&self, key: &Key) -> Result<Found, String> {
+    fn lookup(&self, key: &Key) -> Result<Found, LookupFailed> {
         match self.store.lookup_as::<TrialRecord>(key) {
             Ok(Lookup::Hit(m)) => match crate::reuse::reusable(&m.trial, &self.store, &self.inputs)
             {
@@ -498,7 +509,10 @@ impl Schedule<'_> {
                 eprintln!("aorta: cached trial {key} is corrupt ({reason}); re-executing it");
                 Ok(Found::Miss)
             }
-            Err(e) => Err(format!("store lookup of {key} failed: {e}")),
+            Err(source) => Err(LookupFailed {
+                key: key.clone(),
+                source,
+            }),
         }
     }
 

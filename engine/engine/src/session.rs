@@ -6,7 +6,7 @@
 use crate::compile::{normalize, Compiled, Compiler, TargetId, TargetSpec};
 use crate::environment::{self, EnvSource, SnapshotSlot};
 use crate::error::{EngineError, Result};
-use crate::workloads::Workload;
+use crate::workloads::{Workload, WorkloadError};
 use aorta_exec::CancelToken;
 use aorta_graph::db::{dag, recipe, trials};
 use aorta_graph::{hash_inputs, KeyContext};
@@ -63,7 +63,7 @@ pub struct Session {
     remote_reported: Mutex<RemoteStats>,
     env_source: EnvSource,
     snapshot: SnapshotSlot,
-    workloads: Mutex<HashMap<String, std::result::Result<Workload, String>>>,
+    workloads: Mutex<HashMap<String, std::result::Result<Workload, WorkloadError>>>,
     cancel: OnceLock<CancelToken>,
     pub(crate) compiler: Mutex<Compiler>,
     /// Set once `opts.rerun` has been applied (by the session's first build).
@@ -232,7 +232,7 @@ impl Session {
         &self,
         name: &str,
         torch_dir: Option<&Path>,
-    ) -> std::result::Result<Workload, String> {
+    ) -> std::result::Result<Workload, WorkloadError> {
         let mut cache = self.workloads.lock().unwrap_or_else(|e| e.into_inner());
         cache
             .entry(name.to_string())
@@ -248,7 +248,8 @@ impl Session {
             .clear();
     }
 
-    /// Adds a target to the compile database (once; a second call returns the same id).
+    /// Adds a target to the compile database. Targets share the texts of the files they read,
+    /// so a file is read (and re-read on change) once however many targets name it.
     pub fn add_target(&self, spec: TargetSpec) -> TargetId {
         self.compiler
             .lock()
@@ -262,6 +263,20 @@ impl Session {
         let c = self.compiler.lock().unwrap_or_else(|e| e.into_inner());
         let t = &c.targets[target.0];
         recipe_of(&c, t).map(Arc::new)
+    }
+
+    /// The registry a target's recipe is resolved against (the project registry beside its
+    /// file and its sidecars): for callers that list or check mitigation names, such as the
+    /// agent's candidates.
+    pub fn registry(&self, target: TargetId) -> Result<aorta_registry::Registry> {
+        let c = self.compiler.lock().unwrap_or_else(|e| e.into_inner());
+        let t = &c.targets[target.0];
+        match aorta_graph::db::registry(&c.db, t.build).as_ref() {
+            Ok(r) => Ok(r.clone()),
+            Err(e) => {
+                Err(read_error(&t.spec.origin).unwrap_or_else(|| EngineError::Input(e.clone())))
+            }
+        }
     }
 
     /// Compiles a target: its recipe (memoized), the environment key, the command's input
@@ -369,24 +384,25 @@ impl Session {
     }
 }
 
-/// The target's recipe from the database. It reads a file it cannot open as empty (watch mode
-/// waits for an editor's save); the error that explains a failure is then the read's.
-fn recipe_of(
+/// The target's recipe from the database. The database reads a file it cannot open as empty
+/// (watch mode waits for an editor's save), so when the recipe fails, the error that explains
+/// it is a read error of one of its files, if there is one.
+pub(crate) fn recipe_of(
     c: &crate::compile::Compiler,
     t: &crate::compile::Target,
 ) -> Result<aorta_recipe::Recipe> {
     recipe(&c.db, t.build)
         .as_ref()
         .clone()
-        .map_err(|e| match &t.spec.origin {
-            crate::compile::RecipeOrigin::File { path, .. } => {
-                match aorta_source::SourceFile::read(path) {
-                    Err(io) => EngineError::Input(io),
-                    Ok(_) => EngineError::Input(e),
-                }
-            }
-            crate::compile::RecipeOrigin::Given(_) => EngineError::Input(e),
-        })
+        .map_err(|e| read_error(&t.spec.origin).unwrap_or(EngineError::Input(e)))
+}
+
+/// The first file of `origin` that cannot be read, as an input error.
+fn read_error(origin: &crate::compile::RecipeOrigin) -> Option<EngineError> {
+    origin
+        .files()
+        .find_map(|p| aorta_source::SourceFile::read(p).err())
+        .map(EngineError::Input)
 }
 
 /// See [`Session::compile`].
@@ -401,8 +417,7 @@ fn compile(session: &Session, id: TargetId) -> Result<Compiled> {
     let label = spec
         .label
         .clone()
-        .or_else(|| recipe.source.as_ref().map(|s| s.path.display().to_string()))
-        .unwrap_or_else(|| "<flags>".into());
+        .unwrap_or_else(|| spec.origin.display_name());
     let argv = if recipe.mode == Mode::Probe {
         spec.argv.clone()
     } else {
@@ -414,12 +429,12 @@ fn compile(session: &Session, id: TargetId) -> Result<Compiled> {
             let declared =
                 aorta_graph::expand_globs(&session.cwd, &recipe.inputs).map_err(|e| {
                     EngineError::usage(
-                        e,
+                        e.to_string(),
                         "inputs: globs relative to where aorta runs, e.g. [data/**]",
                     )
                 })?;
             hash_inputs(&session.cwd, a, &declared)
-                .map_err(|e| EngineError::usage(e, "check the command's input paths"))?
+                .map_err(|e| EngineError::usage(e.to_string(), "check the command's input paths"))?
         }
         None => BTreeMap::new(),
     };
@@ -434,27 +449,28 @@ fn compile(session: &Session, id: TargetId) -> Result<Compiled> {
             env.snapshot.pytorch.torch_dir.as_deref().map(Path::new),
         )
     });
-    let mut workloads = BTreeMap::new();
-    if let Some(Ok(w)) = &workload {
-        workloads.insert(w.name.clone(), (w.version.clone(), Some(w.blake3.clone())));
-    }
+    let resolved = match &workload {
+        Some(Ok(w)) => Some(aorta_graph::ResolvedWorkload {
+            name: w.name.clone(),
+            version: w.version.clone(),
+            executable_blake3: w.blake3.clone(),
+        }),
+        _ => None,
+    };
     let ctx = KeyContext {
         env_snapshot: env.key.hash.clone(),
         argv: argv.clone(),
         input_hashes,
-        workloads,
+        workload: resolved,
         execution: session.execution_key(),
     };
     let mut c = session.compiler.lock().unwrap_or_else(|e| e.into_inner());
     if *build.context(&c.db) != ctx {
         build.set_context(&mut c.db).to(ctx);
     }
-    let planned = trials(&c.db, build).clone();
-    if let Err(e) = planned.as_ref() {
-        return Err(EngineError::infra(format!(
-            "{label}: cannot compute trial keys: {e}"
-        )));
-    }
+    let planned = trials(&c.db, build)
+        .clone()
+        .map_err(|e| EngineError::infra(format!("{label}: cannot compute trial keys: {e}")))?;
     let Some(graph) = dag(&c.db, build).as_ref().clone() else {
         return Err(EngineError::infra(format!(
             "{label}: the build graph could not be made"

@@ -318,6 +318,17 @@ fn lexical(p: &Path) -> PathBuf {
     out
 }
 
+/// Why a stored trial's traced inputs no longer hold: the first input found changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InputChange {
+    #[error("its {INPUTS_FILE} cannot be read")]
+    Unreadable,
+    #[error("{0} changed")]
+    Changed(String),
+    #[error("{0} was removed")]
+    Removed(String),
+}
+
 /// What the build knows for traced inputs: the scope, the digest cache and, per build, what
 /// each path and each stored trace verified to (a 10,000-trial rerun whose trials share one
 /// trace reads it once and stats each file once).
@@ -325,7 +336,7 @@ pub struct Inputs {
     scope: Scope,
     pub(crate) digests: Arc<DigestCache>,
     /// Trace blobs already verified in this build: `None` holds, `Some(path)` changed.
-    verified: Mutex<HashMap<String, Result<(), String>>>,
+    verified: Mutex<HashMap<String, Result<(), InputChange>>>,
     current: Mutex<HashMap<PathBuf, Current>>,
     /// Records reused without a trace, with why, to say so once.
     pub(crate) untraced: Mutex<HashMap<String, usize>>,
@@ -374,7 +385,7 @@ impl Inputs {
         &self,
         store: &LocalStore,
         summary: Option<&InputsSummary>,
-    ) -> Result<(), String> {
+    ) -> Result<(), InputChange> {
         let Some(s) = summary else { return Ok(()) };
         let Some(digest) = s.digest.as_deref().filter(|_| s.traced) else {
             let why = s.reason.clone().unwrap_or_else(|| "not traced".into());
@@ -402,14 +413,14 @@ impl Inputs {
         r
     }
 
-    fn verify_list(&self, store: &LocalStore, digest: &str) -> Result<(), String> {
+    fn verify_list(&self, store: &LocalStore, digest: &str) -> Result<(), InputChange> {
         let Some(list) = read_list(store, digest) else {
-            return Err(format!("its {INPUTS_FILE} cannot be read"));
+            return Err(InputChange::Unreadable);
         };
         let changed = |f: &InputFile| match self.current(&self.scope.resolve(&f.path)) {
             Current::Digest { blake3, .. } if blake3 == f.blake3 => None,
-            Current::Digest { .. } => Some(format!("{} changed", f.path)),
-            Current::Missing => Some(format!("{} was removed", f.path)),
+            Current::Digest { .. } => Some(InputChange::Changed(f.path.clone())),
+            Current::Missing => Some(InputChange::Removed(f.path.clone())),
         };
         let first = if list.files.len() >= 64 {
             list.files.par_iter().find_map_first(changed)

@@ -112,10 +112,7 @@ impl<'s> Watch<'s> {
         t.spec
             .label
             .clone()
-            .unwrap_or_else(|| match &t.spec.origin {
-                crate::compile::RecipeOrigin::File { path, .. } => path.display().to_string(),
-                crate::compile::RecipeOrigin::Given(_) => "<flags>".into(),
-            })
+            .unwrap_or_else(|| t.spec.origin.display_name())
     }
 
     /// Labels of the targets whose recipe query executed since the last call.

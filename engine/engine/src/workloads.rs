@@ -1,6 +1,72 @@
 //! Finding workload executables (`aorta-workload-<name>`) and asking who they are.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Why a workload cannot run: the cell's error (a workload recipe's cells all share it).
+/// Clone, since one resolution serves every target of a session.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum WorkloadError {
+    /// A triage recipe compiled without resolving its workload (a bug, said as the cell's error).
+    #[error("workload '{0}' was not resolved")]
+    Unresolved(String),
+    #[error("invalid workload name '{0}'")]
+    InvalidName(String),
+    #[error("workload '{0}' not found: no aorta-workload-{0} in $AORTA_WORKLOAD_PATH, next to aorta, or on $PATH")]
+    NotFound(String),
+    #[error("cannot run {}: {source}", path.display())]
+    Spawn {
+        path: PathBuf,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    #[error("{} describe exited with {status}", path.display())]
+    DescribeFailed {
+        path: PathBuf,
+        status: std::process::ExitStatus,
+    },
+    #[error("{} describe printed invalid JSON: {source}", path.display())]
+    DescribeJson {
+        path: PathBuf,
+        #[source]
+        source: Arc<serde_json::Error>,
+    },
+    #[error("cannot hash {}: {source}", path.display())]
+    Hash {
+        path: PathBuf,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    #[error("workload '{name}' needs libtorch: {source}")]
+    Libtorch {
+        name: String,
+        #[source]
+        source: LibtorchError,
+    },
+}
+
+/// Why libtorch's lib folder was not found, with where to point aorta instead.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LibtorchError {
+    #[error("${var}{suffix} ({}) holds no libtorch_cpu", dir.display())]
+    NotInVar {
+        var: &'static str,
+        suffix: &'static str,
+        dir: PathBuf,
+    },
+    #[error("cannot run {python}: {source}; set $AORTA_LIBTORCH to libtorch's lib folder")]
+    Python {
+        python: String,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    #[error(
+        "{0} has no torch package; pip install torch, or set $AORTA_PYTHON or $AORTA_LIBTORCH"
+    )]
+    NoTorch(String),
+    #[error("{} holds no libtorch_cpu; set $AORTA_LIBTORCH", .0.display())]
+    NotInPackage(PathBuf),
+}
 
 /// A resolved workload: where it is and what it says about itself.
 #[derive(Debug, Clone)]
@@ -49,35 +115,52 @@ struct Describe {
     requires: Vec<String>,
 }
 
-/// Resolves `name` and runs `describe` (bounded to 30 s). Errors are one-line reasons.
-pub fn resolve(name: &str, torch_dir: Option<&Path>) -> Result<Workload, String> {
+/// Resolves `name` and runs `describe` (bounded to 30 s).
+pub fn resolve(name: &str, torch_dir: Option<&Path>) -> Result<Workload, WorkloadError> {
     if name.is_empty() || name.contains('/') {
-        return Err(format!("invalid workload name '{name}'"));
+        return Err(WorkloadError::InvalidName(name.into()));
     }
-    let path = find(name).ok_or_else(|| {
-        format!("workload '{name}' not found: no aorta-workload-{name} in $AORTA_WORKLOAD_PATH, next to aorta, or on $PATH")
-    })?;
-    let out = std::process::Command::new(&path)
-        .arg("describe")
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", path.display()))?;
+    let path = find(name).ok_or_else(|| WorkloadError::NotFound(name.into()))?;
+    let out = match std::process::Command::new(&path).arg("describe").output() {
+        Ok(o) => o,
+        Err(e) => {
+            return Err(WorkloadError::Spawn {
+                path,
+                source: Arc::new(e),
+            })
+        }
+    };
     if !out.status.success() {
-        return Err(format!(
-            "{} describe exited with {}",
-            path.display(),
-            out.status
-        ));
+        return Err(WorkloadError::DescribeFailed {
+            path,
+            status: out.status,
+        });
     }
-    let described: Describe = serde_json::from_slice(&out.stdout)
-        .map_err(|e| format!("{} describe printed invalid JSON: {e}", path.display()))?;
+    let described: Describe = match serde_json::from_slice(&out.stdout) {
+        Ok(d) => d,
+        Err(e) => {
+            return Err(WorkloadError::DescribeJson {
+                path,
+                source: Arc::new(e),
+            })
+        }
+    };
     let version = described.version.unwrap_or_else(|| "unknown".into());
-    let blake3 = aorta_graph::hash_file(&path)
-        .map_err(|e| format!("cannot hash {}: {e}", path.display()))?;
-    let requires = described.requires;
-    let library_path = if requires.iter().any(|r| r == "libtorch") {
+    let blake3 = match aorta_graph::hash_file(&path) {
+        Ok(h) => h,
+        Err(e) => {
+            return Err(WorkloadError::Hash {
+                path,
+                source: Arc::new(e),
+            })
+        }
+    };
+    let library_path = if described.requires.iter().any(|r| r == "libtorch") {
         Some(
-            libtorch_lib(torch_dir)
-                .map_err(|e| format!("workload '{name}' needs libtorch: {e}"))?,
+            libtorch_lib(torch_dir).map_err(|source| WorkloadError::Libtorch {
+                name: name.into(),
+                source,
+            })?,
         )
     } else {
         None
@@ -96,30 +179,25 @@ pub fn resolve(name: &str, torch_dir: Option<&Path>) -> Result<Workload, String>
 /// interpreter imports, so `--python` chooses it), the `lib` folder of the torch package that
 /// `$AORTA_PYTHON` (default `python3`) would import. That last query only locates the package
 /// (importlib's find_spec), it never imports torch, so it takes milliseconds.
-pub fn libtorch_lib(torch_dir: Option<&Path>) -> Result<PathBuf, String> {
+pub fn libtorch_lib(torch_dir: Option<&Path>) -> Result<PathBuf, LibtorchError> {
     let has_torch =
         |d: &Path| d.join("libtorch_cpu.so").is_file() || d.join("libtorch_cpu.dylib").is_file();
-    if let Some(d) = std::env::var_os("AORTA_LIBTORCH").filter(|v| !v.is_empty()) {
-        let d = PathBuf::from(d);
-        return if has_torch(&d) {
-            Ok(d)
-        } else {
-            Err(format!(
-                "$AORTA_LIBTORCH={} holds no libtorch_cpu",
-                d.display()
-            ))
-        };
-    }
-    if let Some(d) = std::env::var_os("LIBTORCH").filter(|v| !v.is_empty()) {
-        let d = PathBuf::from(d).join("lib");
-        return if has_torch(&d) {
-            Ok(d)
-        } else {
-            Err(format!(
-                "$LIBTORCH/lib ({}) holds no libtorch_cpu",
-                d.display()
-            ))
-        };
+    for (var, suffix) in [("AORTA_LIBTORCH", ""), ("LIBTORCH", "/lib")] {
+        if let Some(d) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+            let mut d = PathBuf::from(d);
+            if !suffix.is_empty() {
+                d.push(suffix.trim_start_matches('/'));
+            }
+            return if has_torch(&d) {
+                Ok(d)
+            } else {
+                Err(LibtorchError::NotInVar {
+                    var,
+                    suffix,
+                    dir: d,
+                })
+            };
+        }
     }
     if let Some(d) = torch_dir.map(|t| t.join("lib")).filter(|d| has_torch(d)) {
         return Ok(d);
@@ -129,24 +207,27 @@ pub fn libtorch_lib(torch_dir: Option<&Path>) -> Result<PathBuf, String> {
         .filter(|v| !v.is_empty())
         .unwrap_or_else(|| "python3".into());
     let script = "import importlib.util as u; s = u.find_spec('torch'); print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')";
-    let out = std::process::Command::new(&python)
+    let out = match std::process::Command::new(&python)
         .args(["-c", script])
         .output()
-        .map_err(|e| {
-            format!("cannot run {python}: {e}; set $AORTA_LIBTORCH to libtorch's lib folder")
-        })?;
+    {
+        Ok(o) => o,
+        Err(e) => {
+            return Err(LibtorchError::Python {
+                python,
+                source: Arc::new(e),
+            })
+        }
+    };
     let pkg = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if pkg.is_empty() {
-        return Err(format!("{python} has no torch package; pip install torch, or set $AORTA_PYTHON or $AORTA_LIBTORCH"));
+        return Err(LibtorchError::NoTorch(python));
     }
     let d = PathBuf::from(pkg).join("lib");
     if has_torch(&d) {
         Ok(d)
     } else {
-        Err(format!(
-            "{} holds no libtorch_cpu; set $AORTA_LIBTORCH",
-            d.display()
-        ))
+        Err(LibtorchError::NotInPackage(d))
     }
 }
 

@@ -6,7 +6,7 @@
 use crate::dag::Dag;
 pub use crate::plan_keys::PlannedTrial;
 use crate::plan_keys::{trial_inputs, KeyContext};
-use aorta_recipe::Recipe;
+use aorta_recipe::{Recipe, RecipeRequest};
 use aorta_registry::Registry;
 use aorta_source::{Diag, SourceFile, Syntax};
 use aorta_store::Key;
@@ -23,29 +23,18 @@ pub struct SourceText {
     pub text: String,
 }
 
-/// A recipe that does not come from one file as it is: flag mode, `aorta run`, or a file with
-/// command-line overlays applied. Compared by identity: setting a new one recompiles.
-#[derive(Debug, Clone)]
-pub struct GivenRecipe(pub Arc<Recipe>);
-
-impl PartialEq for GivenRecipe {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for GivenRecipe {}
-
 /// Everything a build of one recipe depends on besides file texts.
 #[salsa::input]
 pub struct BuildInputs {
-    pub recipe: SourceText,
+    /// The recipe file, or the template a request is laid over.
+    pub recipe: Option<SourceText>,
     pub project_registry: Option<SourceText>,
     #[returns(ref)]
     pub sidecars: Vec<SourceText>,
-    /// Takes the place of parsing `recipe` when set.
+    /// A recipe the command line describes (flag mode, `aorta run`, an agent look), built over
+    /// `recipe` if that is set.
     #[returns(ref)]
-    pub given: Option<GivenRecipe>,
+    pub request: Option<RecipeRequest>,
     /// Command-line settings applied to the parsed file (`--ticket`, `--collect`, …).
     #[returns(ref)]
     pub overlays: aorta_recipe::Overlays,
@@ -121,29 +110,24 @@ pub fn registry(db: &dyn salsa::Database, build: BuildInputs) -> Shared<Registry
 
 #[salsa::tracked(returns(ref), no_eq)]
 pub fn recipe(db: &dyn salsa::Database, build: BuildInputs) -> Shared<Recipe> {
-    if let Some(given) = build.given(db) {
-        return Arc::new(Ok((*given.0).clone()));
-    }
     let registry = match registry(db, build).as_ref() {
         Ok(r) => r,
         Err(e) => return Arc::new(Err(e.clone())),
     };
-    let src = build.recipe(db);
-    let path = src.path(db);
-    let file = file_of(db, *src);
-    let mut result = aorta_recipe::parse_recipe(&file, Syntax::for_path(path), registry);
-    if let Ok(r) = &mut result {
-        r.source = Some(aorta_recipe::RecipeSource {
-            path: path.clone(),
-            blake3: blake3::hash(src.text(db).as_bytes()).to_hex().to_string(),
-        });
-        r.registry_files = build
-            .project_registry(db)
-            .iter()
-            .chain(build.sidecars(db))
-            .map(|t| t.path(db).clone())
-            .collect();
-    }
+    let file = build
+        .recipe(db)
+        .map(|src| parse_file(db, build, src, registry));
+    let mut result = match (build.request(db), file) {
+        (None, Some(file)) => file,
+        (Some(request), template) => match template.transpose() {
+            Ok(t) => request.build(registry, t.as_ref()),
+            Err(e) => Err(e),
+        },
+        (None, None) => Err(Box::new(Diag::new(
+            aorta_source::DiagKind::Usage,
+            "no recipe: neither a file nor a request",
+        ))),
+    };
     if let Ok(r) = &mut result {
         if let Err(e) = build.overlays(db).apply(r) {
             return Arc::new(Err(e));
@@ -152,15 +136,41 @@ pub fn recipe(db: &dyn salsa::Database, build: BuildInputs) -> Shared<Recipe> {
     Arc::new(result)
 }
 
+/// A recipe file parsed, with where it came from.
+fn parse_file(
+    db: &dyn salsa::Database,
+    build: BuildInputs,
+    src: SourceText,
+    registry: &Registry,
+) -> Result<Recipe, Box<Diag>> {
+    let path = src.path(db);
+    let mut r = aorta_recipe::parse_recipe(&file_of(db, src), Syntax::for_path(path), registry)?;
+    r.source = Some(aorta_recipe::RecipeSource {
+        path: path.clone(),
+        blake3: blake3::hash(src.text(db).as_bytes()).to_hex().to_string(),
+    });
+    r.registry_files = build
+        .project_registry(db)
+        .iter()
+        .chain(build.sidecars(db))
+        .map(|t| t.path(db).clone())
+        .collect();
+    Ok(r)
+}
+
 /// Every trial of the recipe with its key. Equal keys → downstream queries are not re-run.
+/// The error is a message (String: salsa compares a query's value, and the recipe's `Diag`
+/// and the hash error are not comparable); the session turns it into its own error.
 #[salsa::tracked(returns(ref))]
 pub fn trials(
     db: &dyn salsa::Database,
     build: BuildInputs,
-) -> Arc<Result<Vec<PlannedTrial>, String>> {
+) -> Result<Arc<Vec<PlannedTrial>>, String> {
     match recipe(db, build).as_ref() {
-        Ok(r) => Arc::new(trial_inputs(r, build.context(db)).map_err(|e| e.to_string())),
-        Err(e) => Arc::new(Err(e.to_string())),
+        Ok(r) => trial_inputs(r, build.context(db))
+            .map(Arc::new)
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -183,7 +193,7 @@ pub fn shape(db: &dyn salsa::Database, build: BuildInputs) -> Arc<(usize, Vec<St
 
 #[salsa::tracked(returns(ref))]
 pub fn dag(db: &dyn salsa::Database, build: BuildInputs) -> Arc<Option<Dag>> {
-    match trials(db, build).as_ref() {
+    match trials(db, build) {
         Ok(t) => {
             let (cells, envs) = shape(db, build).as_ref();
             Arc::new(Some(Dag::build(

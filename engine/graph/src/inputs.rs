@@ -3,7 +3,32 @@
 //! re-runs its trials; a path that does not exist is just an argument.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// A declared input that cannot be used: the recipe's `inputs:` names something wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum InputsError {
+    #[error("cannot hash declared input {path}: {source}")]
+    Hash {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("inputs: {glob}: {source}")]
+    Glob {
+        glob: String,
+        #[source]
+        source: globset::Error,
+    },
+    #[error("inputs: {}: {source}", dir.display())]
+    ReadDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("inputs: {glob} matches no file under {}", cwd.display())]
+    NoMatch { glob: String, cwd: PathBuf },
+}
 
 /// Hashes (blake3 hex) by path as written. Unreadable declared files are an error;
 /// argv elements that are not readable regular files are skipped.
@@ -11,7 +36,7 @@ pub fn hash_inputs(
     cwd: &Path,
     argv: &[String],
     declared: &[String],
-) -> Result<BTreeMap<String, String>, String> {
+) -> Result<BTreeMap<String, String>, InputsError> {
     let mut out = BTreeMap::new();
     for arg in argv {
         let path = cwd.join(arg);
@@ -23,8 +48,10 @@ pub fn hash_inputs(
         }
     }
     for d in declared {
-        let h =
-            hash_file(&cwd.join(d)).map_err(|e| format!("cannot hash declared input {d}: {e}"))?;
+        let h = hash_file(&cwd.join(d)).map_err(|source| InputsError::Hash {
+            path: d.clone(),
+            source,
+        })?;
         out.insert(d.clone(), h);
     }
     Ok(out)
@@ -34,11 +61,14 @@ pub fn hash_inputs(
 /// sorted: each glob's directory before its first wildcard is walked (symlinked directories
 /// are not followed, so a link loop cannot hang the compile). A glob that matches nothing is
 /// an error: a declared input that is absent is a typo, not an empty set.
-pub fn expand_globs(cwd: &Path, globs: &[String]) -> Result<Vec<String>, String> {
+pub fn expand_globs(cwd: &Path, globs: &[String]) -> Result<Vec<String>, InputsError> {
     let mut out = std::collections::BTreeSet::new();
     for g in globs {
         let matcher = globset::Glob::new(g)
-            .map_err(|e| format!("inputs: {g}: {e}"))?
+            .map_err(|source| InputsError::Glob {
+                glob: g.clone(),
+                source,
+            })?
             .compile_matcher();
         let base: std::path::PathBuf = Path::new(g)
             .components()
@@ -55,8 +85,10 @@ pub fn expand_globs(cwd: &Path, globs: &[String]) -> Result<Vec<String>, String>
                 continue;
             };
             if meta.is_dir() {
-                let entries =
-                    std::fs::read_dir(&p).map_err(|e| format!("inputs: {}: {e}", p.display()))?;
+                let entries = std::fs::read_dir(&p).map_err(|source| InputsError::ReadDir {
+                    dir: p.clone(),
+                    source,
+                })?;
                 stack.extend(entries.flatten().map(|e| e.path()));
             } else if let Ok(rel) = p.strip_prefix(cwd) {
                 if matcher.is_match(rel) && p.is_file() {
@@ -65,10 +97,10 @@ pub fn expand_globs(cwd: &Path, globs: &[String]) -> Result<Vec<String>, String>
             }
         }
         if out.len() == before {
-            return Err(format!(
-                "inputs: {g} matches no file under {}",
-                cwd.display()
-            ));
+            return Err(InputsError::NoMatch {
+                glob: g.clone(),
+                cwd: cwd.to_path_buf(),
+            });
         }
     }
     Ok(out.into_iter().collect())

@@ -11,10 +11,10 @@ mod plan_keys;
 
 pub use aorta_store::Key;
 pub use dag::{Artifact, Dag, Node, PlanIndex};
-pub use db::{BuildInputs, CompileDb, GivenRecipe, SourceText};
-pub use inputs::{expand_globs, hash_file, hash_inputs};
+pub use db::{BuildInputs, CompileDb, SourceText};
+pub use inputs::{expand_globs, hash_file, hash_inputs, InputsError};
 pub use key::{
     canonical_json, hash_json, CellKeyer, EnvironmentDescriptor, ExecutionKey, HashError,
     KeyInputs, KeyedResources, WorkloadIdentity, KEY_SCHEMA_VERSION,
 };
-pub use plan_keys::{trial_count, trial_inputs, KeyContext, PlannedTrial};
+pub use plan_keys::{trial_count, trial_inputs, KeyContext, PlannedTrial, ResolvedWorkload};

@@ -26,11 +26,20 @@ pub struct KeyContext {
     pub argv: Option<Vec<String>>,
     /// Content hashes (blake3 hex) of input files, by the path as written.
     pub input_hashes: BTreeMap<String, String>,
-    /// Resolved workload executables by name (workload flow).
-    pub workloads: BTreeMap<String, (String, Option<String>)>,
+    /// The recipe's workload as resolved (workload flow), if it was.
+    pub workload: Option<ResolvedWorkload>,
     /// The invocation's settings that can change a verdict (`--kill-on-hang`, …); each cell's
     /// keyed resources are filled in from the recipe.
     pub execution: ExecutionKey,
+}
+
+/// A workload executable as the engine found it: what of it enters the keys.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ResolvedWorkload {
+    pub name: String,
+    /// What its `describe` says.
+    pub version: String,
+    pub executable_blake3: String,
 }
 
 /// What the subprocess flow's verdict depends on besides the command and env: timeouts and
@@ -79,11 +88,12 @@ fn workload_identity(recipe: &Recipe, ctx: &KeyContext) -> WorkloadIdentity {
             inputs: ctx.input_hashes.clone(),
         },
         Mode::Triage => {
-            let (version, exe) = ctx
-                .workloads
-                .get(&recipe.workload)
-                .cloned()
-                .unwrap_or_else(|| ("unresolved".into(), None));
+            let (version, exe) = match &ctx.workload {
+                Some(w) if w.name == recipe.workload => {
+                    (w.version.clone(), Some(w.executable_blake3.clone()))
+                }
+                _ => ("unresolved".into(), None),
+            };
             WorkloadIdentity::Workload {
                 name: recipe.workload.clone(),
                 version,

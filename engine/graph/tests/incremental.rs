@@ -19,13 +19,21 @@ fn ctx() -> KeyContext {
 fn setup(text: &str) -> (CompileDb, BuildInputs, SourceText) {
     let db = CompileDb::default();
     let src = SourceText::new(&db, PathBuf::from("r.yaml"), text.to_string());
-    let build = BuildInputs::new(&db, src, None, Vec::new(), None, Default::default(), ctx());
+    let build = BuildInputs::new(
+        &db,
+        Some(src),
+        None,
+        Vec::new(),
+        None,
+        Default::default(),
+        ctx(),
+    );
     (db, build, src)
 }
 
 fn keys(db: &CompileDb, build: BuildInputs) -> BTreeMap<(String, u32), String> {
     let r = recipe(db, build).as_ref().clone().unwrap();
-    let t: Vec<PlannedTrial> = trials(db, build).as_ref().clone().unwrap();
+    let t: Vec<PlannedTrial> = trials(db, build).clone().unwrap().to_vec();
     t.into_iter()
         .map(|p| ((r.cells[p.cell].name.clone(), p.index), p.key.to_string()))
         .collect()
@@ -103,7 +111,7 @@ fn registry_value_change_invalidates_users_of_that_mitigation() {
     let sidecar = SourceText::new(&db, PathBuf::from("side.json"), side.to_string());
     let build = BuildInputs::new(
         &db,
-        src,
+        Some(src),
         None,
         vec![sidecar],
         None,

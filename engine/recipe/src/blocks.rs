@@ -14,11 +14,10 @@ pub const COLLECTORS: &[&str] = &["rocprof", "numerics", "layer_numerics", "amd_
 pub const REGEX_BACKTRACK_LIMIT: usize = 1_000_000;
 
 /// Compiles a user regex the way every consumer must: with the backtracking budget.
-pub fn compile_regex(pattern: &str) -> Result<fancy_regex::Regex, String> {
+pub fn compile_regex(pattern: &str) -> Result<fancy_regex::Regex, fancy_regex::Error> {
     fancy_regex::RegexBuilder::new(pattern)
         .backtrack_limit(REGEX_BACKTRACK_LIMIT)
         .build()
-        .map_err(|e| e.to_string())
 }
 
 pub(crate) fn stop_after(cx: &Ctx, node: &Node, path: &FieldPath) -> Res<StopAfter> {

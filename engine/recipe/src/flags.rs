@@ -20,7 +20,7 @@ fn usage(flag: &str, message: impl Into<String>, help: impl Into<String>) -> Box
 }
 
 /// `aorta sweep run --workload W --mitigation-axis a,b --environment-axis local,image:R …`
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FlagRecipe {
     pub workload: Option<String>,
     pub mitigation_axis: Option<String>,

@@ -1,8 +1,9 @@
 //! The recipe language: AORTA's schema_version 1 in both modes, validated with located
 //! diagnostics, resolved against the registries into cells with concrete env vars.
 //!
-//! Load a file with [`load_recipe`]; build one from `aorta sweep run` flags with
-//! [`FlagRecipe`]; apply CLI overlays with [`ProbeOverlays`] / [`override_collect`].
+//! The compile database (aorta-graph) loads a file with [`parse_recipe`], builds one the
+//! command line describes ([`RecipeRequest`]: flag mode, `aorta run`, an agent look) and lays
+//! CLI settings over a file ([`Overlays`]); [`load_recipe`] is for tools and tests outside it.
 
 mod blocks;
 mod cells;
@@ -14,6 +15,7 @@ mod load;
 mod model;
 mod names;
 mod probe;
+mod request;
 mod resources;
 
 pub use blocks::{compile_regex, COLLECTORS, REGEX_BACKTRACK_LIMIT};
@@ -29,6 +31,7 @@ pub use model::*;
 pub use names::{
     inline_environment_name, safe_slug, segment, valid_cell_name, RESERVED_CELL_NAMES,
 };
+pub use request::{agent_cell_name, AgentLook, RecipeRequest, RunRequest};
 pub use resources::{parse_slurm_time, RESOURCE_KEYS};
 
 /// The only recipe schema version this build understands.

@@ -25,8 +25,9 @@ const CHUNK: usize = 64 * 1024;
 
 pub(crate) use aorta_fsutil::unique_name;
 
-/// A file being written under a temporary name ([`aorta_fsutil::TempFile`], the workspace's one
-/// temp-then-rename implementation), with the store's errors; deleted on drop unless
+/// A file being written under a temporary name ([`aorta_fsutil::TempFile`], which the store and
+/// the run directories share; the `file://` remote's uploads and downloads use the `tempfile`
+/// crate for the same temp-then-rename), with the store's errors; deleted on drop unless
 /// [`persist`](Self::persist)ed.
 pub(crate) struct TempFile(aorta_fsutil::TempFile);
 

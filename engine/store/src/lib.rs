@@ -7,10 +7,12 @@
 //! * the **action cache (AC)**: trial key → [`Manifest`] (the trial's result summary plus a map
 //!   of output paths → blobs). A rerun looks each trial key up and executes only the misses.
 //!
-//! Everything the executor needs is on the [`CacheTier`] trait, so a remote tier (HTTP `/ac/` +
-//! `/cas/`, `file://`, S3) can be slotted in later without touching it. [`LocalStore`] implements
-//! the trait and adds what only makes sense locally: per-key [`Claim`]s so concurrent builds
-//! never run the same trial twice, [`BuildLock`]s that keep gc out, `stats`, `verify` and `gc`.
+//! [`CacheTier`] is what a cache level offers (look up, fetch, put manifests and blobs): the
+//! remote tiers (`aorta-remote`: HTTP `/ac/` + `/cas/`, `file://`, S3, GCS) and [`LocalStore`]
+//! implement it, and `aorta-remote`'s `Tiered` stacks them local-first. The engine's executors
+//! use [`LocalStore`] itself, for what only makes sense locally: per-key [`Claim`]s so
+//! concurrent builds never run the same trial twice, [`BuildLock`]s that keep gc out, `stats`,
+//! `verify` and `gc`.
 //!
 //! Integrity rules, relied on throughout: every write is temp-file + fdatasync + rename (one
 //! `syncfs` per build makes the directory entries durable),

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const MANIFEST_FORMAT: u32 = 2;
+const MANIFEST_FORMAT: u32 = 3;
 
 /// What the tasks of one array run: `aorta trial exec --manifest FILE` takes trial
 /// `$SLURM_ARRAY_TASK_ID` of `trials`, with the submitter's recipe, snapshot and store, and
@@ -36,11 +36,9 @@ const MANIFEST_FORMAT: u32 = 2;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TaskManifest {
     pub format: u32,
-    pub recipe: PathBuf,
-    pub sidecars: Vec<PathBuf>,
-    /// The submitter's command-line settings over the recipe file (`--ticket`, …).
-    #[serde(default)]
-    pub overlays: aorta_recipe::Overlays,
+    /// The submitter's recipe origin, its paths absolute: a file with its overlays, or a
+    /// request (flag mode, `aorta run`, an agent look) the task's database builds again.
+    pub origin: RecipeOrigin,
     pub argv: Option<Vec<String>>,
     pub store: PathBuf,
     /// The submitter's environment snapshot: the tasks' keys are computed from it.
@@ -171,30 +169,14 @@ pub(crate) struct SlurmExecutor<'a> {
 }
 
 impl Session {
-    /// The Slurm executor for a compiled target's trials (see the module's doc). Only a
-    /// recipe file can run there: its tasks compile it again on the nodes.
+    /// The Slurm executor for a compiled target's trials (see the module's doc). Its tasks
+    /// compile the target again on the nodes, from the same origin.
     pub(crate) fn slurm_executor<'a>(
         &'a self,
         c: &'a Compiled,
         store: &Arc<LocalStore>,
     ) -> Result<SlurmExecutor<'a>> {
         let cfg = &self.slurm;
-        let (recipe_path, sidecars, overlays) = match self.origin(c) {
-            RecipeOrigin::File {
-                path,
-                sidecars,
-                overlays,
-            } => (self.cwd.join(path), sidecars, overlays),
-            RecipeOrigin::Given(_) => {
-                return Err(EngineError::usage(
-                    format!(
-                    "{}: the Slurm executor runs recipe files; this target was built from flags",
-                    c.label
-                ),
-                    "write the sweep as a recipe file and build that with --executor slurm",
-                ))
-            }
-        };
         let root = store.root().join("slurm");
         std::fs::create_dir_all(root.join("submitted"))
             .and_then(|_| std::fs::create_dir_all(root.join("arrays")))
@@ -228,9 +210,7 @@ impl Session {
             arrays: BTreeMap::new(),
             common: TaskManifest {
                 format: MANIFEST_FORMAT,
-                recipe: recipe_path,
-                sidecars: sidecars.iter().map(|s| self.cwd.join(s)).collect(),
-                overlays,
+                origin: self.origin(c).absolute(&self.cwd),
                 argv: c.argv.clone(),
                 store: store.root().to_path_buf(),
                 env_snapshot: snapshot,
@@ -257,7 +237,7 @@ impl Session {
             return self.build_one(c, &t.cell, t.index, None, Some(&t.key));
         }
         let plan = crate::environment::load_snapshot(&m.env_snapshot)
-            .map_err(EngineError::infra)?
+            .map_err(|e| EngineError::infra(e.to_string()))?
             .key(&crate::environment::key_rules(&c.recipe));
         if plan.hash == c.env.key.hash {
             return self.build_one(c, &t.cell, t.index, None, Some(&t.key));
@@ -281,7 +261,7 @@ impl Executor for SlurmExecutor<'_> {
 
     /// A key some earlier build submitted (after `--detach`, or a crash) is waited for, not
     /// submitted again.
-    fn start(&mut self, job: Job) -> std::result::Result<(), String> {
+    fn start(&mut self, job: Job) -> std::result::Result<(), aorta_exec::SlotError> {
         let key = job.key.clone();
         match self.read_record(&key) {
             Some(s) => {

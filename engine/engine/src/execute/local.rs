@@ -72,7 +72,7 @@ impl Executor for LocalExecutor<'_> {
         false
     }
 
-    fn start(&mut self, job: Job) -> std::result::Result<(), String> {
+    fn start(&mut self, job: Job) -> std::result::Result<(), aorta_exec::SlotError> {
         let Job {
             key,
             cell,
@@ -98,20 +98,18 @@ impl Executor for LocalExecutor<'_> {
             )),
             retain: self.retain,
         });
-        self.pool
-            .submit_staged(
-                key,
-                request,
-                move || stage_one(&stage_store, &build_lock, &staging, spec, &stage_inputs),
-                move |staged, lease| {
-                    first_start.call_once(|| crate::timing_mark("the first trial starting"));
-                    start_staged(staged, lease, &start_cancel)
-                },
-                move |running, mut release| {
-                    finish_running(&store, &inputs, running, &mut release, &cancel, place)
-                },
-            )
-            .map_err(|e| e.to_string())
+        self.pool.submit_staged(
+            key,
+            request,
+            move || stage_one(&stage_store, &build_lock, &staging, spec, &stage_inputs),
+            move |staged, lease| {
+                first_start.call_once(|| crate::timing_mark("the first trial starting"));
+                start_staged(staged, lease, &start_cancel)
+            },
+            move |running, mut release| {
+                finish_running(&store, &inputs, running, &mut release, &cancel, place)
+            },
+        )
     }
 
     fn wait(&mut self, _progress: &mut dyn FnMut(&[ArrayProgress])) -> Result<Waited> {

@@ -101,9 +101,9 @@ pub(crate) trait Executor {
     /// store but not the cell's); locally a cell runs its trials in order, as AORTA does.
     fn runs_ahead(&self) -> bool;
 
-    /// Takes a job. `Err` is a reason no trial of the job's cell can run on this executor (a
+    /// Takes a job. `Err` is a slot request no trial of the job's cell can ever get here (a
     /// GPU request larger than the machine): the cell's error.
-    fn start(&mut self, job: Job) -> std::result::Result<(), String>;
+    fn start(&mut self, job: Job) -> std::result::Result<(), aorta_exec::SlotError>;
 
     /// Blocks until at least one started job ends, telling `progress` how a cluster's arrays
     /// stand meanwhile (or returns at once, `Ended(vec![])`, when

@@ -181,10 +181,25 @@ impl StartedTrial {
 /// what wrappers feed it to); refused if a key or value would break the format. Sourcing it in
 /// a shell would run a value like `$(cmd)`, so `probe.env.sh` beside it holds the same variables
 /// as single-quoted `export` lines for scripts that source (`AORTA_ENV_SH`).
-fn write_env_file(path: &Path, env: &BTreeMap<String, String>) -> Result<(), String> {
+/// Why `probe.env` was not written: the trial's error (AORTA's env-file validation failure).
+#[derive(Debug, thiserror::Error)]
+enum EnvFileError {
+    #[error(
+        "cannot write {0} to probe.env: keys must not contain newlines or '=', values no newlines"
+    )]
+    Unwritable(String),
+    #[error("cannot write {}: {source}", path.display())]
+    Io {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn write_env_file(path: &Path, env: &BTreeMap<String, String>) -> Result<(), EnvFileError> {
     for (k, v) in env {
         if k.contains(['\n', '\r', '=']) || v.contains(['\n', '\r']) {
-            return Err(format!("cannot write {k} to probe.env: keys must not contain newlines or '=', values no newlines"));
+            return Err(EnvFileError::Unwritable(k.clone()));
         }
     }
     let text: String = env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
@@ -196,13 +211,15 @@ fn write_env_file(path: &Path, env: &BTreeMap<String, String>) -> Result<(), Str
         (path.to_path_buf(), text),
         (path.with_extension("env.sh"), sh),
     ] {
-        crate::dirs::write_atomic(&p, body.as_bytes())
-            .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+        let io = |source| EnvFileError::Io {
+            path: p.clone(),
+            source,
+        };
+        crate::dirs::write_atomic(&p, body.as_bytes()).map_err(io)?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))
-                .map_err(|e| e.to_string())?;
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
         }
     }
     Ok(())
@@ -226,7 +243,7 @@ fn prepare_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path) -> Prepare
             record.result = WorkloadResult {
                 failure_count: 1,
                 failure_details: vec![FailureDetail {
-                    error: Some(e.clone()),
+                    error: Some(e.to_string()),
                     ..FailureDetail::of_kind(ftype)
                 }],
                 main_work_started: Some(false),
@@ -234,7 +251,7 @@ fn prepare_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path) -> Prepare
                 configured_iterations: Some(1),
                 ..Default::default()
             };
-            record.error_message = Some(e);
+            record.error_message = Some(e.to_string());
             return PreparedTrial::Done(Box::new(record));
         }
         env.insert("AORTA_ENV_FILE".into(), path.display().to_string());
@@ -287,7 +304,7 @@ fn prepare_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path) -> Prepare
             dir.join("stderr.log"),
             format!("aorta: cannot start the command: {e}\n"),
         );
-        e.to_string()
+        e
     });
     PreparedTrial::Command(Box::new(CommandPrepared { record, process }))
 }
@@ -296,7 +313,7 @@ fn prepare_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path) -> Prepare
 pub struct CommandPrepared {
     record: TrialRecord,
     /// The process, or why it could not be set up.
-    process: Result<aorta_exec::Prepared, String>,
+    process: Result<aorta_exec::Prepared, aorta_exec::SpawnError>,
 }
 
 impl CommandPrepared {
@@ -359,7 +376,7 @@ impl CommandPrepared {
 pub struct CommandStarted {
     record: TrialRecord,
     /// The process, or why it could not be started.
-    process: Result<aorta_exec::Started, String>,
+    process: Result<aorta_exec::Started, aorta_exec::SpawnError>,
     devices: Vec<String>,
     tier3_off: bool,
     gpu_tier3: bool,
@@ -392,7 +409,7 @@ impl CommandStarted {
         } = self;
         let outcome = match process {
             Ok(started) => started.wait(cancel),
-            Err(reason) => not_launched(reason),
+            Err(reason) => not_launched(reason.to_string()),
         };
         let sampled_peak = sampler.and_then(crate::execute::gpu_readings::PeakSampler::finish);
         if outcome.cancelled {

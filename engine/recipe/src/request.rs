@@ -1,0 +1,219 @@
+//! Recipes described on the command line rather than in a file: flag mode, `aorta run`, and
+//! each look of `aorta agent`. A [`RecipeRequest`] is plain, comparable data — an input of the
+//! compile database, which builds the recipe from it (through the same validation as a file) —
+//! so neither the CLI nor the agent assembles, parses or checks a recipe itself, and a Slurm
+//! task given the same request compiles the same recipe.
+
+use crate::flags::FlagRecipe;
+use crate::load::parse_recipe;
+use crate::model::Recipe;
+use crate::names::segment;
+use aorta_registry::Registry;
+use aorta_source::{Diag, DiagKind, FieldPath, SourceFile, Syntax};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+type Res<T> = Result<T, Box<Diag>>;
+
+/// A recipe that does not come from a file as it is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum RecipeRequest {
+    /// `aorta sweep run --workload W --mitigation-axis … --environment-axis …`.
+    Flags(FlagRecipe),
+    /// `aorta run --workload NAME …`: one workload, one cell.
+    Run(RunRequest),
+    /// One look of `aorta agent`, laid over its template recipe (if any).
+    AgentLook(AgentLook),
+}
+
+impl RecipeRequest {
+    /// How plans and diagnostics name the recipe.
+    pub fn display_name(&self) -> &'static str {
+        match self {
+            RecipeRequest::Flags(_) => "<flags>",
+            RecipeRequest::Run(_) => "<aorta run flags>",
+            RecipeRequest::AgentLook(_) => "<agent probe recipe>",
+        }
+    }
+
+    /// The recipe, validated like a file. `template`: the parsed recipe file the request is
+    /// laid over (only the agent has one: `aorta agent --recipe`).
+    pub fn build(&self, registry: &Registry, template: Option<&Recipe>) -> Res<Recipe> {
+        match self {
+            RecipeRequest::Flags(f) => f.build(registry),
+            RecipeRequest::Run(r) => r.build(registry),
+            RecipeRequest::AgentLook(l) => l.build(registry, template),
+        }
+    }
+}
+
+fn usage(flag: &str, message: impl Into<String>, help: impl Into<String>) -> Box<Diag> {
+    Box::new(
+        Diag::new(DiagKind::Usage, message)
+            .with_path(&FieldPath::named(flag))
+            .with_help(help),
+    )
+}
+
+/// Generated recipe text goes through the file parser, so every rule of the schema applies.
+fn parse_generated(name: &str, text: &impl Serialize, registry: &Registry) -> Res<Recipe> {
+    let text = serde_json::to_string_pretty(text)
+        .map_err(|e| Box::new(Diag::new(DiagKind::Usage, e.to_string())))?;
+    parse_recipe(&SourceFile::new(name, text), Syntax::Json, registry)
+}
+
+/// `aorta run`'s flags as the user typed them; checked when the recipe is built.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRequest {
+    pub workload: String,
+    pub trials: i64,
+    pub steps: Option<i64>,
+    /// A registered environment.
+    pub environment: String,
+    /// Comma-separated mitigations, stacked in one cell (empty: `none`).
+    pub mitigations: String,
+    /// `K=V,K2=V2`.
+    pub extra_env: String,
+    /// The workload config as JSON text.
+    pub config: Option<String>,
+}
+
+impl RunRequest {
+    fn build(&self, registry: &Registry) -> Res<Recipe> {
+        let mut mitigations: Vec<&str> = self
+            .mitigations
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        if mitigations.is_empty() {
+            mitigations.push("none");
+        }
+        let mut extra_env = BTreeMap::new();
+        for pair in self
+            .extra_env
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            let Some((k, v)) = pair.split_once('=') else {
+                return Err(usage(
+                    "--extra-env",
+                    format!("'{pair}' is not K=V"),
+                    "e.g. --extra-env NCCL_DEBUG=INFO,CUDA_LAUNCH_BLOCKING=1",
+                ));
+            };
+            extra_env.insert(k.trim().to_string(), v.to_string());
+        }
+        let config: serde_json::Map<String, serde_json::Value> = match &self.config {
+            Some(text) => serde_json::from_str(text).map_err(|e| {
+                usage(
+                    "--config",
+                    format!("--config is not a JSON object: {e}"),
+                    "e.g. --config '{\"model\": \"mlp\"}'",
+                )
+            })?,
+            None => serde_json::Map::new(),
+        };
+        #[derive(Serialize)]
+        struct Cell<'a> {
+            name: &'static str,
+            mitigations: &'a [&'a str],
+            environment: &'a str,
+            extra_env: &'a BTreeMap<String, String>,
+        }
+        #[derive(Serialize)]
+        struct Generated<'a> {
+            schema_version: u32,
+            workload: &'a str,
+            trials: i64,
+            steps: i64,
+            workload_config: &'a serde_json::Map<String, serde_json::Value>,
+            cells: [Cell<'a>; 1],
+        }
+        let generated = Generated {
+            schema_version: 1,
+            workload: &self.workload,
+            trials: self.trials,
+            steps: self.steps.unwrap_or(1),
+            workload_config: &config,
+            cells: [Cell {
+                name: "run",
+                mitigations: &mitigations,
+                environment: &self.environment,
+                extra_env: &extra_env,
+            }],
+        };
+        parse_generated("<aorta run flags>", &generated, registry)
+    }
+}
+
+/// The cell of mitigation `m` without a diagnostic, in an agent look.
+pub fn agent_cell_name(m: &str) -> String {
+    format!("{}-none", segment(m))
+}
+
+/// One look of the agent's search: candidates × diagnostics, with its own trial count in each
+/// `<m>-none` cell. Trial keys depend neither on a cell's trial count nor on which other
+/// cells exist, so every trial of an earlier look (or agent run) is a store hit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentLook {
+    pub ticket: Option<String>,
+    /// Trials of each diagnostic cell (the template's `trials`, default 1).
+    pub diagnostic_trials: u32,
+    /// The mitigation axis, `none` first.
+    pub mitigations: Vec<String>,
+    pub diagnostics: Vec<String>,
+    /// Trials of `<m>-none`, by mitigation.
+    pub trials: BTreeMap<String, u32>,
+}
+
+impl AgentLook {
+    fn build(&self, registry: &Registry, template: Option<&Recipe>) -> Res<Recipe> {
+        #[derive(Serialize)]
+        struct Generated<'a> {
+            schema_version: u32,
+            mode: &'static str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            ticket: Option<&'a str>,
+            trials: u32,
+            mitigation_axis: &'a [String],
+            diagnostic_axis: &'a [String],
+        }
+        let generated = Generated {
+            schema_version: 1,
+            mode: "probe",
+            ticket: self.ticket.as_deref(),
+            trials: self.diagnostic_trials,
+            mitigation_axis: &self.mitigations,
+            diagnostic_axis: &self.diagnostics,
+        };
+        let mut recipe = parse_generated("<agent probe recipe>", &generated, registry)?;
+        if let (Some(t), Some(p)) = (template, recipe.probe.as_mut()) {
+            if let Some(tp) = &t.probe {
+                // AORTA's carried fields; not stop_after, retain, disables, tier3_vram_growth.
+                p.step_time_regex = tp.step_time_regex.clone();
+                p.collect_paths = tp.collect_paths.clone();
+                p.timeout_per_trial = tp.timeout_per_trial;
+                p.env_passthrough_mode = tp.env_passthrough_mode;
+                p.custom_patterns = tp.custom_patterns.clone();
+                p.hang_window_sec = tp.hang_window_sec;
+                p.hang_grace_period_at_start = tp.hang_grace_period_at_start;
+                p.redaction = tp.redaction.clone();
+            }
+            recipe.confound.threshold = t.confound.threshold;
+            recipe.registry_files = t.registry_files.clone();
+        }
+        for cell in &mut recipe.cells {
+            let n = self
+                .mitigations
+                .iter()
+                .find(|m| cell.name == agent_cell_name(m))
+                .and_then(|m| self.trials.get(m));
+            if let Some(&n) = n {
+                cell.trials = Some(n);
+            }
+        }
+        Ok(recipe)
+    }
+}
