@@ -43,10 +43,10 @@ pub fn run(a: &RunArgs) -> CliResult {
     if out.cancelled {
         return Ok(crate::execute::report(&out, c.recipe.mode, exec.strict));
     }
-    let (passed, total) = out
+    let (passed, errored, total) = out
         .cells
         .first()
-        .map_or((0, 0), |cell| (cell.passed, cell.trials));
+        .map_or((0, 0, 0), |cell| (cell.passed, cell.errored, cell.trials));
     let cached = format!(
         "({} executed, {} reused from the cache)",
         out.executed, out.reused
@@ -56,15 +56,19 @@ pub fn run(a: &RunArgs) -> CliResult {
             "All {total} trial(s) passed. Results in: {}",
             out.run_dir.display()
         );
-        println!("{cached}");
-        Ok(ExitCode::SUCCESS)
     } else {
         println!(
             "{}/{total} trials failed. Results in: {}",
             total - passed,
             out.run_dir.display()
         );
-        println!("{cached}");
+    }
+    println!("{cached}");
+    // The exit-code table: failing trials are results (0); a trial that could not run, or
+    // none at all, leaves the run incomplete (1).
+    if errored > 0 || total == 0 {
         Ok(ExitCode::from(crate::exit::INCOMPLETE))
+    } else {
+        Ok(ExitCode::SUCCESS)
     }
 }

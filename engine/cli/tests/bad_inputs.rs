@@ -65,6 +65,18 @@ fn bad_sidecars() {
 fn bad_flags() {
     let cases: &[(&str, &[&str])] = &[
         (
+            "jobs-zero",
+            &[
+                "build",
+                "recipes/quickstart.yaml",
+                "--jobs",
+                "0",
+                "--dry-run",
+                "--",
+                "true",
+            ],
+        ),
+        (
             "missing-separator",
             &[
                 "sweep",

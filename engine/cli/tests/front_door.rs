@@ -25,7 +25,7 @@ fn probe_recipe_with_command_takes_the_subprocess_flow() {
     assert!(out.status.success(), "{}", transcript(&out));
     let s = stdout(&out);
     assert!(
-        s.starts_with("Dry run (probe): ticket=QUICKSTART-1 cells=6 trials/cell=3"),
+        s.starts_with("Dry run (probe): ticket=QUICKSTART-1 cells=6 trials/cell=5"),
         "{s}"
     );
     assert!(

@@ -79,11 +79,23 @@ fn the_report_renders_in_chromium_with_its_plots_and_no_console_errors() {
         2,
         "one interval per cell"
     );
-    // 4/4 against 0/4 does not overlap: the mitigated cell stands out.
+    // 4/4 against 0/4 is decided at 95% (two-sided Fisher p = 0.029): the page leads with
+    // the answer, and the fix's row and bar carry the call in colour and in text.
+    let answer = &dom[dom.find("<div id=\"answer\"").expect("the answer box")..];
     assert!(
-        dom.contains("<tr class=\"differs\"><td>cuda_launch_blocking-none</td>"),
+        answer[..answer.find("</div>").unwrap()]
+            .contains("cuda_launch_blocking (cell cuda_launch_blocking-none) fixes it at 95% confidence: 0/4 failed vs 4/4"),
+        "{answer}"
+    );
+    assert!(
+        dom.find("id=\"answer\"") < dom.find("id=\"matrix\""),
+        "the answer comes first"
+    );
+    assert!(
+        dom.contains("<tr class=\"call-fixes\"><td>cuda_launch_blocking-none</td><td>fixes</td>"),
         "{dom}"
     );
+    assert!(dom.contains("✓ fixes</text>"), "{dom}");
     // The failing cell shows its detectors' first matching lines, linked to the log.
     assert!(
         dom.contains("<a href=\"none-none/trial_0/stderr.log\">none-none/trial_0/stderr.log</a>:1: <b>tier4:illegal_memory_access</b>"),

@@ -20,7 +20,8 @@ use serde::{Deserialize, Serialize};
 /// Bump when any renderer's output changes for the same inputs: every cached artifact is
 /// rendered again (trials are not re-run). 4: report.html's environment brief names the key
 /// the trials were keyed by (under the recipe's `env_key` rules), not the default-rules key.
-pub const RENDERER_VERSION: u32 = 5;
+/// 6: the run's answer (each cell's call against the baseline) in every artifact.
+pub const RENDERER_VERSION: u32 = 6;
 
 const CELL_DOMAIN: &[u8] = b"aorta.cell\0";
 const ARTIFACT_DOMAIN: &[u8] = b"aorta.artifact\0";

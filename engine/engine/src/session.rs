@@ -101,6 +101,12 @@ impl Session {
             .or(aorta_slurm::Settings::from_project(&workspace_root))
             .resolve()
             .map_err(|e| EngineError::usage(e.message, e.help))?;
+        if opts.jobs == Some(0) {
+            return Err(EngineError::usage(
+                "--jobs 0 would run no trial",
+                "pass --jobs 1 or more (the default is 1, or one per --gpus device)",
+            ));
+        }
         if opts.detach && slurm.executor != aorta_slurm::Executor::Slurm {
             return Err(EngineError::usage(
                 "--detach leaves trials running on a cluster; it needs --executor slurm",

@@ -6,6 +6,7 @@
 use crate::aggregate::WorkloadMetric;
 use crate::matrix::{Matrix, Row};
 use crate::svg::{self, esc, RateBar, StepRow};
+use crate::verdict::Call;
 use std::fmt::Write;
 
 /// What the page shows beyond the matrix: facts the engine knows.
@@ -74,7 +75,9 @@ const STYLE: &str = "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto
 h1{font-size:22px}h3{font-size:14px;margin:14px 0 0}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}\
 table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ddd;padding:3px 8px;text-align:left}\
 th{background:#f4f4f4;cursor:pointer;user-select:none}.sortable td+td{white-space:nowrap}tr.baseline td{font-weight:bold}\
-tr.differs td{background:#fde8e7}pre{background:#f7f7f7;padding:10px;overflow:auto;font-size:12px}\
+tr.call-fixes td{background:#dcebf6}tr.call-worse td{background:#f8e1d4}tr.call-speed_confounded td{background:#fbeed3}\
+.answer{border:2px solid #0072B2;border-radius:6px;padding:8px 14px;margin:12px 0;font-size:15px}.answer.none{border-color:#999}\
+.answer p{margin:4px 0}pre{white-space:pre-wrap;word-break:break-word}pre{background:#f7f7f7;padding:10px;overflow:auto;font-size:12px}\
 .meta td:first-child{font-weight:bold}.warn{background:#fff4d6;border:1px solid #e6c200;padding:6px 10px}\
 details{margin:4px 0}summary{cursor:pointer}.plot{display:block;margin:8px 0}";
 
@@ -153,20 +156,8 @@ impl Matrix<'_> {
         for w in &self.warnings {
             let _ = write!(out, "<p class=\"warn\">{}</p>", esc(w));
         }
-        let base_ci = self.baseline_row().and_then(|b| {
-            let (k, n) = judged(b);
-            svg::wilson(k, n)
-        });
-        let differs = |row: &Row| -> bool {
-            let (k, n) = judged(row);
-            match (svg::wilson(k, n), base_ci) {
-                (Some((lo, hi)), Some((blo, bhi))) => {
-                    row.stats.name != self.baseline.name && (hi < blo || lo > bhi)
-                }
-                _ => false,
-            }
-        };
-        self.matrix_table(&mut out, &differs);
+        self.answer_box(&mut out);
+        self.matrix_table(&mut out);
         out.push_str("<h2>Plots</h2>");
         let bars: Vec<RateBar> = self
             .rows
@@ -178,7 +169,7 @@ impl Matrix<'_> {
                     rate: (n > 0).then(|| k as f64 / n as f64),
                     ci: svg::wilson(k, n),
                     baseline: row.stats.name == self.baseline.name,
-                    differs: differs(row),
+                    call: self.call(row),
                 }
             })
             .collect();
@@ -216,18 +207,41 @@ impl Matrix<'_> {
         out
     }
 
-    fn matrix_table(&self, out: &mut String, differs: &dyn Fn(&Row) -> bool) {
-        out.push_str("<h2>Matrix</h2><p>Failure rates exclude errored trials; the interval is the 95% Wilson score interval. Highlighted rows: the interval does not overlap the baseline's. Click a header to sort.</p>");
-        out.push_str("<table id=\"matrix\" class=\"sortable\"><thead><tr><th>Cell</th><th>Failure rate</th><th>95% interval</th><th>Failed / judged</th><th>Errored</th><th>Top detector</th><th>Confound</th><th>Step-time ratio [95%]</th><th>Mean step (ms)</th><th>p50 / p99 step (ms)</th></tr></thead><tbody>");
+    /// The cell's call against the baseline, from the matrix's answer.
+    fn call(&self, row: &Row) -> Call {
+        if row.stats.name == self.baseline.name {
+            return Call::Baseline;
+        }
+        self.answer
+            .call_of(&row.stats.name)
+            .map_or(Call::NoEvidence, |c| c.call)
+    }
+
+    /// The run's answer, first: the headline and the next step.
+    fn answer_box(&self, out: &mut String) {
+        let found = self.answer.cells.iter().any(|c| c.call == Call::Fixes);
+        let _ = write!(
+            out,
+            "<div id=\"answer\" class=\"answer{}\"><p><b>{}</b></p><p>Next: {}</p></div>",
+            if found { "" } else { " none" },
+            esc(&self.answer.headline),
+            esc(&self.answer.next_step)
+        );
+    }
+
+    fn matrix_table(&self, out: &mut String) {
+        out.push_str("<h2>Matrix</h2><p>Failure rates exclude errored trials; the interval is the 95% Wilson score interval. Call: each cell against the baseline at 95% confidence across all cells (Fisher's exact test, Holm's correction); a cell that fails less but runs slower is a speed confound, not a fix. Click a header to sort.</p>");
+        out.push_str("<table id=\"matrix\" class=\"sortable\"><thead><tr><th>Cell</th><th>Call</th><th>Failure rate</th><th>95% interval</th><th>Failed / judged</th><th>Errored</th><th>Top detector</th><th>Confound</th><th>Step-time ratio [95%]</th><th>Mean step (ms)</th><th>p50 / p99 step (ms)</th></tr></thead><tbody>");
         for row in &self.rows {
             let s = &row.stats;
             let (k, n) = judged(row);
-            let class = if s.name == self.baseline.name {
-                " class=\"baseline\""
-            } else if differs(row) {
-                " class=\"differs\""
-            } else {
-                ""
+            let call = self.call(row);
+            let class = match call {
+                Call::Baseline => " class=\"baseline\"".to_string(),
+                Call::Fixes | Call::Worse | Call::SpeedConfounded => {
+                    format!(" class=\"call-{}\"", call.slug())
+                }
+                Call::Inconclusive | Call::NoEvidence => String::new(),
             };
             let (rate, rate_v) = match n {
                 0 => ("—".to_string(), "-1".to_string()),
@@ -245,8 +259,9 @@ impl Matrix<'_> {
             };
             let _ = write!(
                 out,
-                "<tr{class}><td>{}</td><td data-v=\"{rate_v}\">{rate}</td><td>{ci}</td><td data-v=\"{k}\">{k} / {n}</td><td>{}</td><td>{}</td><td>{}</td><td data-v=\"{}\">{ratio}</td><td>{:.3}</td><td data-v=\"{}\">{:.3} / {:.3}</td></tr>",
+                "<tr{class}><td>{}</td><td>{}</td><td data-v=\"{rate_v}\">{rate}</td><td>{ci}</td><td data-v=\"{k}\">{k} / {n}</td><td>{}</td><td>{}</td><td>{}</td><td data-v=\"{}\">{ratio}</td><td>{:.3}</td><td data-v=\"{}\">{:.3} / {:.3}</td></tr>",
                 esc(&s.name),
+                call.label(),
                 s.error_count,
                 esc(s.top_failure_detector_id.as_deref().unwrap_or("—")),
                 esc(&row.confound.tag.to_string()),
@@ -331,7 +346,7 @@ impl Matrix<'_> {
                 &format!("plot-metric-{}", m.key()),
                 &format!("{} per cell", m.label()),
                 &rows,
-                svg::tick,
+                false,
             ));
         }
     }

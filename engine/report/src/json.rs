@@ -47,6 +47,8 @@ pub struct MatrixJson<'a> {
     pub mode: &'static str,
     /// Why the run cannot be trusted as a comparison, if it cannot.
     pub incomplete_reason: Option<&'a str>,
+    /// The run's answer: each cell's call against the baseline, the headline, the next step.
+    pub answer: &'a crate::verdict::Answer,
     pub cells: CellsJson<'a>,
 }
 
@@ -288,6 +290,7 @@ impl<'a> From<&'a Matrix<'a>> for MatrixJson<'a> {
             },
             mode: mode_str(r.mode),
             incomplete_reason: m.baseline.incomplete_reason.as_deref(),
+            answer: &m.answer,
             cells: CellsJson(&m.rows),
         }
     }

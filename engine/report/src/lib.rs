@@ -16,6 +16,7 @@
 mod aggregate;
 pub mod bootstrap;
 pub mod confound;
+pub mod evidence;
 mod html;
 pub mod json;
 mod layout;
@@ -25,6 +26,7 @@ mod resolved;
 mod stats;
 mod summary;
 mod svg;
+mod verdict;
 mod yaml;
 
 pub use aggregate::{
@@ -39,3 +41,4 @@ pub use matrix::{Matrix, Row, RunInfo};
 pub use resolved::resolved_recipe_yaml;
 pub use summary::SummaryOptions;
 pub use svg::wilson;
+pub use verdict::{Answer, Call, CellCall, CONFIDENCE};

@@ -63,6 +63,7 @@ impl Matrix<'_> {
         out.push_str(
             "**Report**: [report.html](report.html) (intervals, plots, detectors, environment)\n\n",
         );
+        self.answer_section(&mut out);
         out.push_str("## Reproduction Summary\n\n");
         let cols = Columns::of(self);
         let rows: Vec<Vec<String>> = self
@@ -79,6 +80,53 @@ impl Matrix<'_> {
         self.hints_section(&mut out);
         self.notes_section(&mut out, &cols);
         out
+    }
+
+    /// The run's answer, then each cell's call against the baseline with its evidence.
+    fn answer_section(&self, out: &mut String) {
+        let a = &self.answer;
+        out.push_str("## Answer\n\n");
+        let _ = writeln!(out, "**{}**  ", a.headline);
+        let _ = writeln!(out, "Next: {}\n", a.next_step);
+        if a.baseline.is_none() || a.cells.is_empty() {
+            return;
+        }
+        let pct = |x: f64| format!("{:.0}%", x * 100.0);
+        let rows: Vec<Vec<String>> = a
+            .baseline
+            .iter()
+            .chain(&a.cells)
+            .map(|c| {
+                vec![
+                    escape_cell(&c.cell),
+                    c.call.label().to_string(),
+                    format!("{}/{}", c.failed, c.trials),
+                    format!("{}–{}", pct(c.interval.0), pct(c.interval.1)),
+                    if c.call == crate::verdict::Call::Baseline {
+                        "—".into()
+                    } else {
+                        format!("{:.3}", c.p_value)
+                    },
+                    c.trials_to_decide
+                        .map_or_else(|| "—".into(), |n| n.to_string()),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &[
+                "Cell",
+                "Call",
+                "Failed",
+                &format!("{} interval", pct(a.confidence)),
+                "p (two-sided)",
+                "Trials to decide",
+            ]
+            .map(String::from),
+            &rows,
+        ));
+        out.push_str(
+            "\nCalls hold at the stated confidence across all cells (Fisher's exact test, Holm's correction); errored trials are no evidence.\n\n",
+        );
     }
 
     fn hints_section(&self, out: &mut String) {

@@ -4,6 +4,7 @@
 use crate::aggregate::CellStats;
 use crate::confound::{self, Baseline, Verdict};
 use crate::layout;
+use crate::verdict::{Answer, Evidence};
 use aorta_recipe::Recipe;
 
 /// What matrix.json and matrix.md say beyond the recipe and the trial records. Both are
@@ -33,6 +34,8 @@ pub struct Matrix<'r> {
     /// The run's warnings, then the baseline's.
     pub warnings: Vec<String>,
     pub run_timestamp: String,
+    /// The run's answer, computed once here: every rendering shows this value.
+    pub answer: Answer,
 }
 
 impl<'r> Matrix<'r> {
@@ -41,7 +44,7 @@ impl<'r> Matrix<'r> {
         let baseline = confound::resolve_run_baseline(recipe, &cells);
         let threshold = recipe.confound.threshold;
         let base = cells.iter().find(|c| c.name == baseline.name).cloned();
-        let rows = cells
+        let rows: Vec<Row> = cells
             .into_iter()
             .map(|stats| Row {
                 confound: confound::classify(&stats, base.as_ref(), threshold),
@@ -50,12 +53,24 @@ impl<'r> Matrix<'r> {
             .collect();
         let mut warnings = run.warnings;
         warnings.extend(baseline.warnings.iter().cloned());
+        let evidence: Vec<Evidence> = rows
+            .iter()
+            .map(|r| Evidence {
+                name: &r.stats.name,
+                mitigations: &r.stats.mitigations,
+                failed: r.stats.failed_count,
+                passed: r.stats.passed_count,
+                slower: matches!(r.confound.tag, confound::Tag::Speed { .. }),
+            })
+            .collect();
+        let answer = Answer::of(&baseline.name, &evidence);
         Matrix {
             recipe,
             rows,
             baseline,
             warnings,
             run_timestamp: run.run_timestamp,
+            answer,
         }
     }
 

@@ -30,9 +30,10 @@ impl SummaryOptions<'_> {
 impl Matrix<'_> {
     /// The summary, one line per `\n`, ending with a newline.
     ///
-    /// All clean: `Sweep summary: all N cell(s) passed.` and the cache line. Otherwise the
-    /// bucket counts, one line per cell that is not clean (with its directory), the cache
-    /// line, `Full matrix: …` and, without `-v`, the tip.
+    /// All clean: `Sweep summary: all N cell(s) passed.`, the answer and the cache line.
+    /// Otherwise the bucket counts, one line per cell that is not clean (with its directory),
+    /// the answer (`Answer: …`, `Next: …`), the cache line, `Full matrix: …` and, without
+    /// `-v`, the tip.
     pub fn summary(&self, opts: SummaryOptions) -> String {
         let n = self.rows.len();
         let resumed = self.rows.iter().filter(|r| opts.resumed(r)).count();
@@ -47,8 +48,10 @@ impl Matrix<'_> {
         );
         let clean = self.rows.iter().filter(|r| r.stats.is_clean()).count();
         let mut out = Vec::new();
+        let answer = self.answer.lines();
         if clean == n {
             out.push(format!("Sweep summary: all {n} cell(s) passed.{suffix}"));
+            out.extend(answer);
             out.push(cache);
             return lines(out);
         }
@@ -88,6 +91,7 @@ impl Matrix<'_> {
                 self.cell_dir(&s.name)
             ));
         }
+        out.extend(answer);
         out.push(cache);
         out.push(format!(
             "Full matrix: {}/matrix.md",

@@ -2,6 +2,7 @@
 //! failure rate per cell with its 95% Wilson interval, and step times per cell as box plots
 //! with sampled points against the baseline.
 
+use crate::verdict::Call;
 use std::fmt::Write;
 
 /// `s` safe inside HTML or SVG text and attribute values (both pages and plots use it).
@@ -30,15 +31,20 @@ const MAX_POINTS: usize = 60;
 
 /// 95% Wilson score interval of `k` failures in `n` trials (`None` for `n` = 0).
 pub fn wilson(k: usize, n: usize) -> Option<(f64, f64)> {
-    if n == 0 {
-        return None;
+    let count = |x: usize| u32::try_from(x).unwrap_or(u32::MAX);
+    (n > 0).then(|| crate::evidence::Counts::new(count(k), count(n)).wilson(0.95))
+}
+
+/// A call's colour (Okabe–Ito): blue fixes, vermillion worse, orange speed-confounded,
+/// dark grey the baseline, light grey undecided.
+pub fn call_colour(call: Call) -> &'static str {
+    match call {
+        Call::Fixes => "#0072B2",
+        Call::Worse => "#D55E00",
+        Call::SpeedConfounded => "#E69F00",
+        Call::Baseline => "#555",
+        Call::Inconclusive | Call::NoEvidence => "#a9b4c2",
     }
-    let (k, n, z) = (k as f64, n as f64, 1.959_963_985);
-    let p = k / n;
-    let denom = 1.0 + z * z / n;
-    let centre = (p + z * z / (2.0 * n)) / denom;
-    let half = z * ((p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt()) / denom;
-    Some(((centre - half).max(0.0), (centre + half).min(1.0)))
 }
 
 /// One bar of the failure-rate plot.
@@ -47,7 +53,8 @@ pub struct RateBar<'a> {
     pub rate: Option<f64>,
     pub ci: Option<(f64, f64)>,
     pub baseline: bool,
-    pub differs: bool,
+    /// The cell's call against the baseline (the baseline's own is `Baseline`).
+    pub call: crate::verdict::Call,
 }
 
 fn header(out: &mut String, id: &str, title: &str, rows: usize) -> f64 {
@@ -100,8 +107,9 @@ fn axis(out: &mut String, bottom: f64, ticks: &[(f64, String)]) {
     }
 }
 
-/// Failure rate per cell (bar) with its interval (whisker); cells whose interval does not
-/// overlap the baseline's are red.
+/// Failure rate per cell (bar) with its interval (whisker), coloured by the cell's call
+/// (Okabe–Ito colours, safe for colour-blind readers) and labelled with it in text; a fix's
+/// bar is drawn even at 0%, so the answer is never the least visible row.
 pub fn failure_rates(bars: &[RateBar]) -> String {
     let mut out = String::new();
     let h = header(
@@ -127,22 +135,27 @@ pub fn failure_rates(bars: &[RateBar]) -> String {
             );
             continue;
         };
-        let fill = if b.differs {
-            "#d9534f"
-        } else if b.baseline {
-            "#555"
-        } else {
-            "#5b8def"
-        };
+        let fill = call_colour(b.call);
         let _ = write!(
             out,
-            r#"<rect class="bar" x="{LABEL_W}" y="{}" width="{:.1}" height="{}" fill="{fill}"><title>{}: {:.0}%</title></rect>"#,
+            r#"<rect class="bar" x="{LABEL_W}" y="{}" width="{:.1}" height="{}" fill="{fill}"><title>{}: {:.0}% ({})</title></rect>"#,
             y + 4.0,
-            rate * PLOT_W,
+            (rate * PLOT_W).max(3.0),
             ROW_H - 8.0,
             esc(b.name),
-            rate * 100.0
+            rate * 100.0,
+            b.call.label()
         );
+        if matches!(b.call, Call::Fixes | Call::Worse | Call::SpeedConfounded) {
+            let mark = if b.call == Call::Fixes { "✓ " } else { "" };
+            let _ = write!(
+                out,
+                r#"<text class="call" x="{:.1}" y="{}" font-size="12" font-weight="bold" fill="{fill}">{mark}{}</text>"#,
+                x(b.ci.map_or(rate, |c| c.1)) + 8.0,
+                y + 15.0,
+                b.call.label()
+            );
+        }
         if let Some((lo, hi)) = b.ci {
             let cy = y + ROW_H / 2.0;
             let _ = write!(
@@ -183,8 +196,32 @@ pub fn step_times(rows: &[StepRow]) -> String {
         "plot-step-times",
         "Step time per cell (ms): box = quartiles, line = median, dashed = baseline median",
         rows,
-        |v| format!("{v:.3}"),
+        true,
     )
+}
+
+/// An axis of "nice" ticks (steps of 1, 2 or 5 times a power of ten, about five of them)
+/// covering `lo..=hi`: the first and last tick, the step, and each tick's label.
+pub fn nice_axis(lo: f64, hi: f64) -> (f64, f64, Vec<(f64, String)>) {
+    let span = (hi - lo).max(hi.abs() * 1e-9).max(1e-12);
+    let raw = span / 5.0;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
+    let first = (lo / step).floor() * step;
+    let last = (hi / step).ceil() * step;
+    let decimals = (-step.log10().floor()).max(0.0) as usize;
+    let n = ((last - first) / step).round() as usize;
+    let ticks = (0..=n)
+        .map(|i| {
+            let v = first + i as f64 * step;
+            (v, format!("{v:.decimals$}"))
+        })
+        .collect();
+    (first, last.max(first + step), ticks)
 }
 
 /// A tick label for values of any magnitude (tokens/s in the thousands, MFU below one).
@@ -197,22 +234,23 @@ pub fn tick(v: f64) -> String {
 }
 
 /// Box plots per cell against the baseline's median (dashed): the step-time plot, and one per
-/// workload metric over the trials' values.
-pub fn boxes(id: &str, title: &str, rows: &[StepRow], fmt: impl Fn(f64) -> String) -> String {
+/// workload metric over the trials' values. `from_zero`: the axis starts at 0 (durations);
+/// otherwise (throughputs) it spans the values, so the boxes are not squashed to one side.
+pub fn boxes(id: &str, title: &str, rows: &[StepRow], from_zero: bool) -> String {
     let mut out = String::new();
     let h = header(&mut out, id, title, rows.len());
-    let max = rows
-        .iter()
-        .filter_map(|r| r.sorted.last().copied())
-        .fold(0.0_f64, f64::max)
-        .max(1e-9);
-    let x = |v: f64| LABEL_W + v / max * PLOT_W;
-    let ticks: Vec<(f64, String)> = (0..=4)
-        .map(|i| {
-            let v = max * i as f64 / 4.0;
-            (x(v), fmt(v))
-        })
-        .collect();
+    let values = || rows.iter().flat_map(|r| r.sorted.iter().copied());
+    let max = values().fold(f64::NEG_INFINITY, f64::max);
+    let min = values().fold(f64::INFINITY, f64::min);
+    let (max, min) = if max.is_finite() {
+        (max, min)
+    } else {
+        (1.0, 0.0)
+    };
+    let lo = if from_zero || min <= 0.0 { 0.0 } else { min };
+    let (first, last, ticks) = nice_axis(lo, max);
+    let x = |v: f64| LABEL_W + (v - first) / (last - first) * PLOT_W;
+    let ticks: Vec<(f64, String)> = ticks.into_iter().map(|(v, t)| (x(v), t)).collect();
     axis(&mut out, h - 20.0, &ticks);
     for (i, r) in rows.iter().enumerate() {
         let y = TOP + i as f64 * ROW_H;
@@ -280,6 +318,31 @@ mod tests {
         assert_eq!(r(5, 10), Some((0.2366, 0.7634)));
         assert_eq!(r(10, 10), Some((0.7225, 1.0)));
         assert_eq!(wilson(0, 0), None);
+    }
+
+    #[test]
+    fn axes_have_nice_ticks() {
+        let labels = |lo, hi| {
+            nice_axis(lo, hi)
+                .2
+                .into_iter()
+                .map(|t| t.1)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(labels(0.0, 12.874), ["0", "5", "10", "15"]);
+        assert_eq!(
+            labels(1908.0, 7633.0),
+            ["0", "2000", "4000", "6000", "8000"]
+        );
+        // Throughputs far from zero are not squashed against it.
+        assert_eq!(
+            labels(5210.0, 5890.0),
+            ["5200", "5400", "5600", "5800", "6000"]
+        );
+        assert_eq!(
+            labels(0.0, 0.42),
+            ["0.0", "0.1", "0.2", "0.3", "0.4", "0.5"]
+        );
     }
 
     #[test]

@@ -6,8 +6,10 @@ use aorta_report::{CellStats, Matrix, RunInfo};
 use common::*;
 use serde_json::json;
 
+/// The header of the matrix table (the answer's table comes before it).
 fn header_row(md: &str) -> String {
     md.lines()
+        .skip_while(|l| !l.starts_with("## Reproduction Summary"))
         .find(|l| l.starts_with("| "))
         .unwrap_or_default()
         .to_string()
@@ -242,6 +244,7 @@ fn matrix_json_shape() {
             "recipe_source",
             "mode",
             "incomplete_reason",
+            "answer",
             "cells"
         ]
     );

@@ -21,7 +21,10 @@ fn all_clean() {
     );
     assert_eq!(
         m.summary(OPTS),
-        "Sweep summary: all 1 cell(s) passed.\nTrials: 2 executed, 0 reused from cache.\n"
+        "Sweep summary: all 1 cell(s) passed.\n\
+         Answer: The baseline baseline-local did not fail in 2 trial(s): there is no failure to fix in this run.\n\
+         Next: Reproduce the failure first: more trials (`trials:`), the failing environment, or the job's real settings.\n\
+         Trials: 2 executed, 0 reused from cache.\n"
     );
 }
 
@@ -57,6 +60,8 @@ fn failing_error_only_and_mixed_cells() {
             "  [fail] tf32-local: 1 failed of 2 trial(s) (NaN at layer 3) -> cells/tf32-local/",
             "  [error] err-local: 2 errored of 2 trial(s) -> cells/err-local/",
             "  [fail] mixed-local: 1 failed, 1 errored of 3 trial(s) -> cells/mixed-local/",
+            "Answer: The baseline baseline-local did not fail in 2 trial(s): there is no failure to fix in this run; tf32-local, mixed-local failed (not shown worse at 95%).",
+            "Next: Look at why tf32-local fails where the baseline does not (its logs, matrix.md's failure hints): what its mitigation changes is where to look.",
             "Trials: 9 executed, 0 reused from cache.",
             "Full matrix: out/T/training/TS/matrix.md",
             "Tip: re-run with -v to stream per-cell progress live.",
@@ -110,7 +115,10 @@ fn resumed_cells_are_tagged_and_counted() {
         ..OPTS
     };
     let clean = matrix(&r, cells(&[P, P])).summary(cached);
-    assert_eq!(clean, "Sweep summary: all 2 cell(s) passed. 2 resumed from a prior run (no trials re-executed).\nTrials: 0 executed, 4 reused from cache.\n");
+    assert_eq!(clean, "Sweep summary: all 2 cell(s) passed. 2 resumed from a prior run (no trials re-executed).\n\
+        Answer: The baseline baseline-local did not fail in 2 trial(s): there is no failure to fix in this run.\n\
+        Next: Reproduce the failure first: more trials (`trials:`), the failing environment, or the job's real settings.\n\
+        Trials: 0 executed, 4 reused from cache.\n");
     let s = matrix(&r, cells(&[P, F])).summary(cached);
     assert!(s.starts_with("Sweep summary: 2 cell(s) -- 1 clean, 1 with failing trials, 0 with errors. 2 resumed from a prior run (no trials re-executed).\n"), "{s}");
     assert!(
