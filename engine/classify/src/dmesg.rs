@@ -156,10 +156,8 @@ mod tests {
         path
     }
 
-    /// The reason as the engine prints it.
-    fn run(p: &std::path::Path, timeout: Duration) -> Result<String, String> {
+    fn run(p: &std::path::Path, timeout: Duration) -> Result<String, DmesgError> {
         collect_with(OsStr::new("/bin/sh"), &[p.as_os_str()], 42, timeout)
-            .map_err(|e| e.to_string())
     }
 
     #[test]
@@ -191,18 +189,22 @@ mod tests {
             "echo 'dmesg: read kernel buffer failed: Operation not permitted' >&2; exit 1",
         );
         let e = run(&p, DMESG_TIMEOUT).unwrap_err();
-        assert!(e.starts_with("permission denied"), "{e}");
+        assert!(matches!(e, DmesgError::PermissionDenied { .. }), "{e}");
+        assert!(e.to_string().starts_with("permission denied"), "{e}");
     }
 
     #[test]
     fn other_failures_and_busybox() {
         let dir = tempfile::tempdir().unwrap();
         let p = script(&dir, "echo 'dmesg: unrecognized option: since' >&2; exit 1");
-        assert!(run(&p, DMESG_TIMEOUT).unwrap_err().contains("busybox"));
+        assert!(run(&p, DMESG_TIMEOUT)
+            .unwrap_err()
+            .to_string()
+            .contains("busybox"));
         let dir2 = tempfile::tempdir().unwrap();
         let p = script(&dir2, "echo boom >&2; exit 3");
         assert_eq!(
-            run(&p, DMESG_TIMEOUT).unwrap_err(),
+            run(&p, DMESG_TIMEOUT).unwrap_err().to_string(),
             "dmesg exited with status 3: boom"
         );
     }
@@ -213,7 +215,8 @@ mod tests {
         let p = script(&dir, "exec sleep 30");
         let t = Instant::now();
         let e = run(&p, Duration::from_millis(300)).unwrap_err();
-        assert!(e.contains("timed out"), "{e}");
+        assert!(matches!(e, DmesgError::Timeout(_)), "{e}");
+        assert!(e.to_string().contains("timed out"), "{e}");
         assert!(t.elapsed() < Duration::from_secs(5));
     }
 
