@@ -5,7 +5,7 @@
 //! so the caller can warn once and classify without dmesg detectors.
 
 use std::ffi::OsStr;
-use std::io::Read;
+use std::io::{self, Read};
 use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -19,8 +19,32 @@ pub const DMESG_TIMEOUT: Duration = Duration::from_secs(10);
 /// No `--no-pager`: older util-linux lacks it, and dmesg never pages into a pipe. Returns the log (at most its last 10 MiB, decoded with replacement) or why
 /// it is unavailable: binary missing, permission denied (`dmesg_restrict`), unsupported
 /// option, non-zero exit, or the 10 s timeout.
-pub fn collect_dmesg(since_secs: u64) -> Result<String, String> {
+pub fn collect_dmesg(since_secs: u64) -> Result<String, DmesgError> {
     collect_with(OsStr::new("dmesg"), &[], since_secs, DMESG_TIMEOUT)
+}
+
+/// Why the kernel log could not be collected. `Display` is the one-line reason the engine
+/// prints once ("tier3 disabled (dmesg): ...").
+#[derive(Debug, thiserror::Error)]
+pub enum DmesgError {
+    #[error("dmesg not found on PATH")]
+    NotFound(#[source] io::Error),
+    #[error("dmesg is not executable: {0}")]
+    NotExecutable(#[source] io::Error),
+    #[error("cannot run dmesg: {0}")]
+    Spawn(#[source] io::Error),
+    #[error("dmesg timed out after {} s", .0.as_secs_f64())]
+    Timeout(Duration),
+    #[error("waiting for dmesg failed: {0}")]
+    Wait(#[source] io::Error),
+    /// `kernel.dmesg_restrict`; `detail` is the first line dmesg printed to stderr.
+    #[error("permission denied reading the kernel log (kernel.dmesg_restrict=1 without CAP_SYSLOG?): {detail}")]
+    PermissionDenied { detail: String },
+    #[error("dmesg does not support --since (busybox?): {detail}")]
+    NoSince { detail: String },
+    /// `code` is `None` when a signal ended it.
+    #[error("dmesg exited with {}: {detail}", match code { Some(c) => format!("status {c}"), None => "a signal".to_string() })]
+    Failed { code: Option<i32>, detail: String },
 }
 
 /// Reads a pipe to its end keeping at most the last `cap` bytes (bounded memory for a huge
@@ -37,7 +61,7 @@ fn read_tail(mut r: impl Read, cap: usize) -> Vec<u8> {
                     out.drain(..out.len() - cap);
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => break,
         }
     }
@@ -54,7 +78,7 @@ pub(crate) fn collect_with(
     pre_args: &[&OsStr],
     since_secs: u64,
     timeout: Duration,
-) -> Result<String, String> {
+) -> Result<String, DmesgError> {
     let mut child = Command::new(program)
         .args(pre_args)
         .args(["--since", &format!("{since_secs} seconds ago")])
@@ -64,9 +88,9 @@ pub(crate) fn collect_with(
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => "dmesg not found on PATH".to_string(),
-            std::io::ErrorKind::PermissionDenied => format!("dmesg is not executable: {e}"),
-            _ => format!("cannot run dmesg: {e}"),
+            io::ErrorKind::NotFound => DmesgError::NotFound(e),
+            io::ErrorKind::PermissionDenied => DmesgError::NotExecutable(e),
+            _ => DmesgError::Spawn(e),
         })?;
     // Readers on threads, so a full pipe never blocks the child while we wait on it.
     let stdout = child
@@ -86,10 +110,10 @@ pub(crate) fn collect_with(
                 let _ = child.wait();
                 // Reader threads are left to finish on their own: a grandchild may still
                 // hold the pipes open.
-                return Err(format!("dmesg timed out after {} s", timeout.as_secs_f64()));
+                return Err(DmesgError::Timeout(timeout));
             }
             Ok(None) => thread::sleep(Duration::from_millis(10)),
-            Err(e) => return Err(format!("waiting for dmesg failed: {e}")),
+            Err(e) => return Err(DmesgError::Wait(e)),
         }
     };
     let out = stdout.and_then(|h| h.join().ok()).unwrap_or_default();
@@ -102,21 +126,22 @@ pub(crate) fn collect_with(
         .lines()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
-        .trim();
-    let code = status
-        .code()
-        .map_or_else(|| "a signal".to_string(), |c| format!("status {c}"));
+        .trim()
+        .to_string();
     let lower = err.to_ascii_lowercase();
     Err(
         if lower.contains("operation not permitted") || lower.contains("permission denied") {
-            format!("permission denied reading the kernel log (kernel.dmesg_restrict=1 without CAP_SYSLOG?): {detail}")
+            DmesgError::PermissionDenied { detail }
         } else if lower.contains("unrecognized option")
             || lower.contains("invalid option")
             || lower.contains("unknown option")
         {
-            format!("dmesg does not support --since (busybox?): {detail}")
+            DmesgError::NoSince { detail }
         } else {
-            format!("dmesg exited with {code}: {detail}")
+            DmesgError::Failed {
+                code: status.code(),
+                detail,
+            }
         },
     )
 }
@@ -131,7 +156,7 @@ mod tests {
         path
     }
 
-    fn run(p: &std::path::Path, timeout: Duration) -> Result<String, String> {
+    fn run(p: &std::path::Path, timeout: Duration) -> Result<String, DmesgError> {
         collect_with(OsStr::new("/bin/sh"), &[p.as_os_str()], 42, timeout)
     }
 
@@ -152,7 +177,8 @@ mod tests {
             DMESG_TIMEOUT,
         )
         .unwrap_err();
-        assert!(e.contains("not found"), "{e}");
+        assert!(matches!(e, DmesgError::NotFound(_)), "{e}");
+        assert!(e.to_string().contains("not found"), "{e}");
     }
 
     #[test]
@@ -163,18 +189,22 @@ mod tests {
             "echo 'dmesg: read kernel buffer failed: Operation not permitted' >&2; exit 1",
         );
         let e = run(&p, DMESG_TIMEOUT).unwrap_err();
-        assert!(e.starts_with("permission denied"), "{e}");
+        assert!(matches!(e, DmesgError::PermissionDenied { .. }), "{e}");
+        assert!(e.to_string().starts_with("permission denied"), "{e}");
     }
 
     #[test]
     fn other_failures_and_busybox() {
         let dir = tempfile::tempdir().unwrap();
         let p = script(&dir, "echo 'dmesg: unrecognized option: since' >&2; exit 1");
-        assert!(run(&p, DMESG_TIMEOUT).unwrap_err().contains("busybox"));
+        assert!(run(&p, DMESG_TIMEOUT)
+            .unwrap_err()
+            .to_string()
+            .contains("busybox"));
         let dir2 = tempfile::tempdir().unwrap();
         let p = script(&dir2, "echo boom >&2; exit 3");
         assert_eq!(
-            run(&p, DMESG_TIMEOUT).unwrap_err(),
+            run(&p, DMESG_TIMEOUT).unwrap_err().to_string(),
             "dmesg exited with status 3: boom"
         );
     }
@@ -185,7 +215,8 @@ mod tests {
         let p = script(&dir, "exec sleep 30");
         let t = Instant::now();
         let e = run(&p, Duration::from_millis(300)).unwrap_err();
-        assert!(e.contains("timed out"), "{e}");
+        assert!(matches!(e, DmesgError::Timeout(_)), "{e}");
+        assert!(e.to_string().contains("timed out"), "{e}");
         assert!(t.elapsed() < Duration::from_secs(5));
     }
 

@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::tier3::MAX_DMESG_BYTES;
@@ -80,31 +80,56 @@ fn unescape(s: &str) -> String {
     out
 }
 
+/// Why `/dev/kmsg` cannot be followed (the caller then falls back to `dmesg`).
+#[derive(Debug, thiserror::Error)]
+pub enum KmsgError {
+    #[error("cannot read {} (kernel.dmesg_restrict=1 without CAP_SYSLOG?): {source}", path.display())]
+    Restricted {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot open {}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot seek {}: {source}", path.display())]
+    Seek {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 impl KernelLog {
     /// Opens `/dev/kmsg` at its end. The error is a one-line reason (permission, absence).
-    pub fn open() -> Result<KernelLog, String> {
+    pub fn open() -> Result<KernelLog, KmsgError> {
         Self::open_path(Path::new("/dev/kmsg"))
     }
 
-    pub(crate) fn open_path(path: &Path) -> Result<KernelLog, String> {
+    pub(crate) fn open_path(path: &Path) -> Result<KernelLog, KmsgError> {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NONBLOCK)
             .open(path)
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::PermissionDenied => format!(
-                    "cannot read {} (kernel.dmesg_restrict=1 without CAP_SYSLOG?): {e}",
-                    path.display()
-                ),
-                _ => format!("cannot open {}: {e}", path.display()),
+            .map_err(|source| match source.kind() {
+                std::io::ErrorKind::PermissionDenied => KmsgError::Restricted {
+                    path: path.to_path_buf(),
+                    source,
+                },
+                _ => KmsgError::Open {
+                    path: path.to_path_buf(),
+                    source,
+                },
             })?;
         // SAFETY: lseek on an fd we own; SEEK_END on /dev/kmsg moves past every existing record.
         if unsafe { libc::lseek(std::os::fd::AsRawFd::as_raw_fd(&file), 0, libc::SEEK_END) } < 0 {
-            return Err(format!(
-                "cannot seek {}: {}",
-                path.display(),
-                std::io::Error::last_os_error()
-            ));
+            return Err(KmsgError::Seek {
+                path: path.to_path_buf(),
+                source: std::io::Error::last_os_error(),
+            });
         }
         let log = KernelLog {
             state: Mutex::new(State {
@@ -197,7 +222,10 @@ mod tests {
     #[test]
     fn a_missing_device_is_a_reason() {
         let e = KernelLog::open_path(Path::new("/nonexistent/kmsg")).unwrap_err();
-        assert!(e.contains("/nonexistent/kmsg"), "{e}");
+        assert!(
+            matches!(&e, KmsgError::Open { path, .. } if path == Path::new("/nonexistent/kmsg"))
+        );
+        assert!(e.to_string().contains("/nonexistent/kmsg"), "{e}");
     }
 
     /// Real kernel log: a message written to /dev/kmsg after a mark is seen, one before is not.

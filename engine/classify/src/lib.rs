@@ -49,15 +49,15 @@ pub use catalogue::{
 };
 pub use classify::classify;
 pub use disables::{DisableError, Disables};
-pub use dmesg::{collect_dmesg, DMESG_TIMEOUT};
-pub use kmsg::{KernelLog, Mark as KernelLogMark};
+pub use dmesg::{collect_dmesg, DmesgError, DMESG_TIMEOUT};
+pub use kmsg::{KernelLog, KmsgError, Mark as KernelLogMark};
 pub use logs::{
     classify_logs, Finding, LogClassification, LogInput, LogKind, LogReadError, LogSummary,
     Severity, MAX_FINDING_TEXT,
 };
 pub use model::{
-    compile_custom_regex, Classification, ClassifierConfig, CustomDetector, GpuSnapshot,
-    Observation, OnMatch, REGEX_BACKTRACK_LIMIT,
+    compile_custom_regex, Classification, ClassifierConfig, CustomDetector, DetectorError,
+    GpuSnapshot, Observation, OnMatch, REGEX_BACKTRACK_LIMIT,
 };
 pub use patterns::CONDITION_EVAL_BUDGET;
 pub use tier3::{MAX_DMESG_BYTES, VRAM_GROWTH_THRESHOLD_MIB};

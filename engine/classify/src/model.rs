@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use aorta_condition::Condition;
+use aorta_condition::{Condition, ConditionError};
 use aorta_trial::{Capture, Verdict};
 
 use crate::disables::Disables;
@@ -90,6 +90,22 @@ pub struct CustomDetector {
     pub required_for_pass: bool,
 }
 
+/// Why a recipe's custom detector is rejected: its regex or its condition.
+#[derive(Debug, thiserror::Error)]
+pub enum DetectorError {
+    #[error("regex does not compile: {0}")]
+    Regex(#[source] Box<fancy_regex::Error>),
+    #[error("condition: {0}")]
+    Condition(#[source] ConditionError),
+}
+
+/// The engine's recipe loading still reports errors as text.
+impl From<DetectorError> for String {
+    fn from(e: DetectorError) -> String {
+        e.to_string()
+    }
+}
+
 impl CustomDetector {
     /// Compiles a detector from recipe text: the regex with [`compile_custom_regex`], the
     /// condition with the sandbox's parser. The error says which of the two was rejected.
@@ -99,13 +115,12 @@ impl CustomDetector {
         condition: Option<&str>,
         on_match: OnMatch,
         required_for_pass: bool,
-    ) -> Result<CustomDetector, String> {
-        let regex =
-            compile_custom_regex(regex).map_err(|e| format!("regex does not compile: {e}"))?;
+    ) -> Result<CustomDetector, DetectorError> {
+        let regex = compile_custom_regex(regex).map_err(DetectorError::Regex)?;
         let condition = condition
             .map(Condition::parse)
             .transpose()
-            .map_err(|e| format!("condition: {e}"))?;
+            .map_err(DetectorError::Condition)?;
         Ok(CustomDetector {
             id: id.into(),
             regex,

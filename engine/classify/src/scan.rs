@@ -34,7 +34,7 @@ pub(crate) struct Library {
     ids: Vec<&'static str>,
     /// Compiled on first use (see the module docs). `Err` holds a compile error; such a pattern
     /// never fires and its triggers are dropped once found.
-    regexes: Vec<OnceLock<Result<fancy_regex::Regex, String>>>,
+    regexes: Vec<OnceLock<Result<fancy_regex::Regex, Box<fancy_regex::Error>>>>,
     /// Every trigger with its pattern's index, in catalogue order.
     triggers: Vec<(usize, Trigger)>,
     /// Leftmost search over the triggers of every compiled pattern (the start of each scan).
@@ -89,19 +89,15 @@ impl Library {
     }
 
     /// Pattern `i`'s regex, compiled on first use.
-    fn regex(&self, i: usize) -> &Result<fancy_regex::Regex, String> {
-        self.regexes[i].get_or_init(|| self.patterns[i].compile().map_err(|e| e.to_string()))
+    fn regex(&self, i: usize) -> &Result<fancy_regex::Regex, Box<fancy_regex::Error>> {
+        self.regexes[i].get_or_init(|| self.patterns[i].compile())
     }
 
     /// `(id, message)` for each pattern that does not compile (compiling every one).
     #[cfg(test)]
-    pub(crate) fn errors(&self) -> impl Iterator<Item = (&'static str, &str)> {
-        (0..self.ids.len()).filter_map(|i| {
-            self.regex(i)
-                .as_ref()
-                .err()
-                .map(|e| (self.ids[i], e.as_str()))
-        })
+    pub(crate) fn errors(&self) -> impl Iterator<Item = (&'static str, &fancy_regex::Error)> {
+        (0..self.ids.len())
+            .filter_map(|i| self.regex(i).as_ref().err().map(|e| (self.ids[i], &**e)))
     }
 
     /// A fresh scan: nothing fired yet.
@@ -142,7 +138,7 @@ pub(crate) struct Scan<'a> {
     /// it, for callers that report where (`aorta classify`); cleared by [`Scan::take_hits`].
     hits: Vec<(usize, usize, usize)>,
     /// `(id, message)` of each pattern found not to compile during this scan.
-    broken: Vec<(&'static str, String)>,
+    broken: Vec<(&'static str, Box<fancy_regex::Error>)>,
 }
 
 impl Scan<'_> {
@@ -213,7 +209,7 @@ impl Scan<'_> {
     }
 
     /// `(id, message)` of each pattern whose trigger was hit but whose regex does not compile.
-    pub(crate) fn broken(&self) -> &[(&'static str, String)] {
+    pub(crate) fn broken(&self) -> &[(&'static str, Box<fancy_regex::Error>)] {
         &self.broken
     }
 

@@ -13,15 +13,17 @@ pub const MAX_DMESG_BYTES: usize = 10 * 1024 * 1024;
 /// VRAM growth across a trial at or above this many MiB is reported (as a warning).
 pub const VRAM_GROWTH_THRESHOLD_MIB: i64 = 256;
 
+/// A compiled catalogue pattern, or why it does not compile.
+pub(crate) type Compiled = Result<fancy_regex::Regex, Box<fancy_regex::Error>>;
+
 /// Compiled once; a pattern that failed to compile (a catalogue bug, caught by its own tests)
 /// is kept as its error so the classifier reports it instead of panicking.
-pub(crate) static DMESG_REGEXES: LazyLock<Vec<(&'static str, Result<fancy_regex::Regex, String>)>> =
-    LazyLock::new(|| {
-        TIER3_LOG_PATTERNS
-            .iter()
-            .map(|p| (p.id, p.compile().map_err(|e| e.to_string())))
-            .collect()
-    });
+pub(crate) static DMESG_REGEXES: LazyLock<Vec<(&'static str, Compiled)>> = LazyLock::new(|| {
+    TIER3_LOG_PATTERNS
+        .iter()
+        .map(|p| (p.id, p.compile()))
+        .collect()
+});
 
 /// The last `MAX_DMESG_BYTES` of `text`, starting on a character boundary.
 pub(crate) fn dmesg_tail(text: &str) -> &str {

@@ -279,7 +279,10 @@ fn collect_dmesg_degrades_to_a_reason() {
     // Either the log (privileged host) or a one-line reason; never a panic or a hang.
     match aorta_classify::collect_dmesg(5) {
         Ok(_) => {}
-        Err(reason) => assert!(!reason.is_empty() && !reason.contains('\n'), "{reason:?}"),
+        Err(e) => {
+            let reason = e.to_string();
+            assert!(!reason.is_empty() && !reason.contains('\n'), "{reason:?}")
+        }
     }
 }
 

@@ -76,7 +76,9 @@ fn state() -> &'static State {
                 dir,
                 keeper: keeper as u32,
             },
-            Err(why) => Containment::ProcessTree { why },
+            Err(why) => Containment::ProcessTree {
+                why: why.to_string(),
+            },
         };
         State {
             mode,
@@ -219,15 +221,38 @@ fn cstring_path(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).unwrap_or_default()
 }
 
+/// Why trials cannot get cgroups; `Display` is [`Containment::ProcessTree`]'s `why`.
+#[derive(Debug, thiserror::Error)]
+enum CgroupError {
+    #[error("/proc: {0}")]
+    Proc(#[source] std::io::Error),
+    #[error("no cgroup v2 hierarchy")]
+    NoHierarchy,
+    #[error("no cgroup2 mount")]
+    NoMount,
+    /// Turned off by the environment variable named.
+    #[error("{0}=off")]
+    Off(&'static str),
+    #[error("cannot create a cgroup in {}: {source}", parent.display())]
+    Create {
+        parent: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the kernel has no cgroup.kill (Linux < 5.14)")]
+    NoKill,
+    #[error("cannot start the keeper: {0}")]
+    Keeper(#[source] std::io::Error),
+}
+
 /// Where this process's cgroup lives in the cgroup2 hierarchy (mount point + own path).
-fn own_cgroup_dir() -> Result<PathBuf, String> {
-    let cgroup = fs::read_to_string("/proc/self/cgroup").map_err(|e| format!("/proc: {e}"))?;
+fn own_cgroup_dir() -> Result<PathBuf, CgroupError> {
+    let cgroup = fs::read_to_string("/proc/self/cgroup").map_err(CgroupError::Proc)?;
     let own = cgroup
         .lines()
         .find_map(|l| l.strip_prefix("0::"))
-        .ok_or("no cgroup v2 hierarchy")?;
-    let mountinfo =
-        fs::read_to_string("/proc/self/mountinfo").map_err(|e| format!("/proc: {e}"))?;
+        .ok_or(CgroupError::NoHierarchy)?;
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").map_err(CgroupError::Proc)?;
     // Fields: id parent major:minor root mount-point options… - fstype source super-options.
     let mount = mountinfo
         .lines()
@@ -239,25 +264,26 @@ fn own_cgroup_dir() -> Result<PathBuf, String> {
             let point = f.next()?;
             (fstype == "cgroup2" && root == "/").then(|| PathBuf::from(point))
         })
-        .ok_or("no cgroup2 mount")?;
+        .ok_or(CgroupError::NoMount)?;
     Ok(mount.join(own.trim().trim_start_matches('/')))
 }
 
 /// Creates this process's cgroup, sweeps those of dead aortas, starts the keeper.
-fn setup() -> Result<(PathBuf, i32), String> {
+fn setup() -> Result<(PathBuf, i32), CgroupError> {
     if std::env::var(CONTAINMENT_VAR).is_ok_and(|v| v == "off") {
-        return Err(format!("{CONTAINMENT_VAR}=off"));
+        return Err(CgroupError::Off(CONTAINMENT_VAR));
     }
     let parent = own_cgroup_dir()?;
     sweep_dead(&parent);
     let me = std::process::id();
     let start = crate::procfs::read_stat(me as i32).map_or(0, |s| s.start_time);
     let dir = parent.join(format!("aorta.{me}.{start}"));
-    fs::create_dir(&dir)
-        .map_err(|e| format!("cannot create a cgroup in {}: {e}", parent.display()))?;
+    if let Err(source) = fs::create_dir(&dir) {
+        return Err(CgroupError::Create { parent, source });
+    }
     if !dir.join("cgroup.kill").exists() {
         let _ = fs::remove_dir(&dir);
-        return Err("the kernel has no cgroup.kill (Linux < 5.14)".into());
+        return Err(CgroupError::NoKill);
     }
     // Whether processes may be moved in (delegation) shows when the first trial's child tries:
     // a failed move leaves that trial to tree.rs's rules and turns cgroups off (join_failed).
@@ -283,7 +309,7 @@ fn setup() -> Result<(PathBuf, i32), String> {
         Ok(pid) => Ok((dir, pid)),
         Err(e) => {
             let _ = fs::remove_dir(&dir);
-            Err(format!("cannot start the keeper: {e}"))
+            Err(CgroupError::Keeper(e))
         }
     }
 }

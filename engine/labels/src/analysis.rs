@@ -20,7 +20,54 @@ use starlark::eval::Evaluator;
 use starlark::syntax::{AstModule, Dialect};
 use starlark::values::ValueLike;
 use std::cell::RefCell;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use crate::error::LabelsError;
+
+/// Why a package's targets could not be analysed. `starlark::Error` is no `std::error::Error`,
+/// so it is kept as a field and shown inline rather than as a `source`.
+#[derive(Debug, thiserror::Error)]
+pub enum AnalysisError {
+    #[error(transparent)]
+    Eval(#[from] LabelsError),
+    #[error("{rule_file}: {error}")]
+    Load {
+        rule_file: String,
+        error: starlark::Error,
+    },
+    #[error("{rule_file}: no rule {rule}: {error}")]
+    NoRule {
+        rule_file: String,
+        rule: String,
+        error: starlark::Error,
+    },
+    #[error("{0} is not a rule")]
+    NotARule(String),
+    #[error("bad rule file label {0}")]
+    BadRuleFile(String),
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Encode(#[from] serde_json::Error),
+    /// Parsing or running the analysis program of target `label` failed.
+    #[error("{label}: {error}")]
+    Starlark {
+        label: String,
+        error: starlark::Error,
+    },
+    #[error("{0}: no result")]
+    NoResult(String),
+    #[error("{label}: {source}")]
+    BadResult {
+        label: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
 
 /// What one target's analysis produced.
 #[derive(Debug, Clone)]
@@ -177,23 +224,32 @@ fn typed(kind: &AttrKind, v: &Json) -> Json {
 }
 
 /// Analyses every target of `package`'s BUCK file. `Ok(vec![])` when the package has no BUCK.
-pub fn analyse_package(root: &Path, package: &str) -> Result<Vec<Analysed>, String> {
+pub fn analyse_package(root: &Path, package: &str) -> Result<Vec<Analysed>, AnalysisError> {
     let session = Session::new(root);
-    let Some(bf) = session.eval_package(package).map_err(|e| e.to_string())? else {
+    let Some(bf) = session.eval_package(package)? else {
         return Ok(Vec::new());
     };
     let mut out = Vec::new();
     for t in &bf.targets {
-        let frozen = session
-            .load_bzl(package, &t.rule_file)
-            .map_err(|e| format!("{}: {e}", t.rule_file))?;
-        let (rule_value, _) = frozen
-            .get_any_visibility(&t.rule)
-            .map_err(|e| format!("{}: no rule {}: {e}", t.rule_file, t.rule))?;
+        let frozen =
+            session
+                .load_bzl(package, &t.rule_file)
+                .map_err(|error| AnalysisError::Load {
+                    rule_file: t.rule_file.clone(),
+                    error,
+                })?;
+        let (rule_value, _) =
+            frozen
+                .get_any_visibility(&t.rule)
+                .map_err(|error| AnalysisError::NoRule {
+                    rule_file: t.rule_file.clone(),
+                    rule: t.rule.clone(),
+                    error: error.into(),
+                })?;
         let rv = rule_value
             .value()
             .downcast_ref::<RuleValue>()
-            .ok_or_else(|| format!("{} is not a rule", t.rule))?;
+            .ok_or_else(|| AnalysisError::NotARule(t.rule.clone()))?;
         let mut attrs = serde_json::Map::new();
         for (k, v) in &t.attrs {
             let kind = rv
@@ -210,42 +266,54 @@ pub fn analyse_package(root: &Path, package: &str) -> Result<Vec<Analysed>, Stri
             .rule_file
             .trim_start_matches("//")
             .split_once(':')
-            .ok_or("bad rule file label")?;
+            .ok_or_else(|| AnalysisError::BadRuleFile(t.rule_file.clone()))?;
         let bzl_path = root.join(pkg).join(file);
-        let bzl = std::fs::read_to_string(&bzl_path)
-            .map_err(|e| format!("{}: {e}", bzl_path.display()))?;
+        let bzl = std::fs::read_to_string(&bzl_path).map_err(|source| AnalysisError::Read {
+            path: bzl_path.clone(),
+            source,
+        })?;
         let label = format!("//{package}:{}", t.name);
-        let attrs_json = serde_json::to_string(&Json::Object(attrs)).map_err(|e| e.to_string())?;
+        let attrs_json = serde_json::to_string(&Json::Object(attrs))?;
         let program = format!(
             "{PRELUDE}\n{bzl}\naorta_analysis_result = __analyse({}, json.decode({}), {})\n",
             t.rule,
-            serde_json::to_string(&attrs_json).map_err(|e| e.to_string())?,
-            serde_json::to_string(&label).map_err(|e| e.to_string())?
+            serde_json::to_string(&attrs_json)?,
+            serde_json::to_string(&label)?
         );
         let dialect = Dialect {
             enable_keyword_only_arguments: true,
             enable_top_level_stmt: true,
             ..Dialect::Extended
         };
-        let ast = AstModule::parse(&format!("analysis of {label}"), program, &dialect)
-            .map_err(|e| format!("{label}: {e}"))?;
+        let ast = AstModule::parse(&format!("analysis of {label}"), program, &dialect).map_err(
+            |error| AnalysisError::Starlark {
+                label: label.clone(),
+                error,
+            },
+        )?;
         let ctx = EvalContext {
             file_label: t.rule_file.clone(),
             package: package.to_owned(),
             targets: Some(RefCell::default()),
         };
-        let result: Result<String, String> = Module::with_temp_heap(|module| {
+        let result: Result<String, AnalysisError> = Module::with_temp_heap(|module| {
             let mut eval = Evaluator::new(&module);
             eval.set_print_handler(&QuietPrint);
             eval.extra = Some(&ctx);
             eval.eval_module(ast, globals())
-                .map_err(|e| format!("{label}: {e}"))?;
+                .map_err(|error| AnalysisError::Starlark {
+                    label: label.clone(),
+                    error,
+                })?;
             let v = module
                 .get("aorta_analysis_result")
-                .ok_or_else(|| format!("{label}: no result"))?;
+                .ok_or_else(|| AnalysisError::NoResult(label.clone()))?;
             Ok(v.unpack_str().unwrap_or_default().to_owned())
         });
-        let result = serde_json::from_str(&result?).map_err(|e| format!("{label}: {e}"))?;
+        let result = serde_json::from_str(&result?).map_err(|source| AnalysisError::BadResult {
+            label: label.clone(),
+            source,
+        })?;
         out.push(Analysed {
             name: t.name.clone(),
             rule: t.rule.clone(),

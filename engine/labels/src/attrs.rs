@@ -18,6 +18,43 @@ use starlark::{starlark_module, starlark_simple_value};
 
 use crate::error::err;
 
+/// Why a value does not fit an attribute. `Display` is the message the BUCK file's author sees
+/// (wrapped by the call site, `aorta_recipe(name = "x"): attribute `recipe`: ...`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub(crate) enum CoerceError {
+    /// The value has the wrong type; `expected` is e.g. "a string", `got` describes the value.
+    #[error("expected {expected} ({kind}), got {got}")]
+    WrongType {
+        expected: &'static str,
+        kind: AttrKind,
+        got: String,
+    },
+    #[error("expected a target label like //pkg:name or :name ({kind}), got `{value}`")]
+    NotALabel { kind: AttrKind, value: String },
+    #[error("empty source path")]
+    EmptySource,
+    /// A label where a file is wanted; `file` is the file name it probably meant.
+    #[error("`{value}` is a target label; aorta sources must be files in the package (e.g. \"{file}.yaml\")")]
+    SourceIsLabel { value: String, file: String },
+    #[error("source `{0}` must be a path inside the package (no leading `/`, no `..`)")]
+    SourceOutside(String),
+    #[error("item {index}: {source}")]
+    Item {
+        index: usize,
+        #[source]
+        source: Box<CoerceError>,
+    },
+    #[error("in value for key: {0}")]
+    DictValue(#[source] Box<CoerceError>),
+    /// A rule's own default does not fit its kind (a bug in the `.bzl` file).
+    #[error("invalid default for {kind}: {source}")]
+    BadDefault {
+        kind: AttrKind,
+        #[source]
+        source: Box<CoerceError>,
+    },
+}
+
 /// The shape of an attribute.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum AttrKind {
@@ -83,11 +120,17 @@ impl<'v> StarlarkValue<'v> for AttrSpec {}
 
 impl AttrSpec {
     /// Builds a spec, coercing `default` up front so a bad default fails in the .bzl file.
-    pub(crate) fn new(kind: AttrKind, default: Option<Value<'_>>) -> Result<AttrSpec, String> {
+    pub(crate) fn new(kind: AttrKind, default: Option<Value<'_>>) -> Result<AttrSpec, CoerceError> {
         let default = match default {
-            Some(v) => {
-                Some(coerce(&kind, v).map_err(|e| format!("invalid default for {kind}: {e}"))?)
-            }
+            Some(v) => match coerce(&kind, v) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    return Err(CoerceError::BadDefault {
+                        kind,
+                        source: Box::new(e),
+                    })
+                }
+            },
             None => None,
         };
         Ok(AttrSpec {
@@ -108,13 +151,21 @@ fn describe(v: Value<'_>) -> String {
     format!("{} `{}`", v.get_type(), repr)
 }
 
-fn expect_str<'v>(kind: &AttrKind, v: Value<'v>) -> Result<&'v str, String> {
+fn wrong_type(expected: &'static str, kind: &AttrKind, v: Value<'_>) -> CoerceError {
+    CoerceError::WrongType {
+        expected,
+        kind: kind.clone(),
+        got: describe(v),
+    }
+}
+
+fn expect_str<'v>(kind: &AttrKind, v: Value<'v>) -> Result<&'v str, CoerceError> {
     v.unpack_str()
-        .ok_or_else(|| format!("expected a string ({kind}), got {}", describe(v)))
+        .ok_or_else(|| wrong_type("a string", kind, v))
 }
 
 /// Converts a Starlark value into the JSON form of an attribute of kind `kind`.
-pub(crate) fn coerce(kind: &AttrKind, v: Value<'_>) -> Result<Json, String> {
+pub(crate) fn coerce(kind: &AttrKind, v: Value<'_>) -> Result<Json, CoerceError> {
     match kind {
         AttrKind::Source => {
             let s = expect_str(kind, v)?;
@@ -125,37 +176,37 @@ pub(crate) fn coerce(kind: &AttrKind, v: Value<'_>) -> Result<Json, String> {
         AttrKind::Dep | AttrKind::ExecDep => {
             let s = expect_str(kind, v)?;
             if !(s.starts_with(':') || s.contains("//")) {
-                return Err(format!(
-                    "expected a target label like //pkg:name or :name ({kind}), got `{s}`"
-                ));
+                return Err(CoerceError::NotALabel {
+                    kind: kind.clone(),
+                    value: s.to_owned(),
+                });
             }
             Ok(Json::String(s.to_owned()))
         }
         AttrKind::Bool => v
             .unpack_bool()
             .map(Json::Bool)
-            .ok_or_else(|| format!("expected a bool ({kind}), got {}", describe(v))),
+            .ok_or_else(|| wrong_type("a bool", kind, v)),
         AttrKind::Int => match v.unpack_i32() {
             Some(i) => Ok(Json::from(i)),
-            None => Err(format!("expected an int ({kind}), got {}", describe(v))),
+            None => Err(wrong_type("an int", kind, v)),
         },
         AttrKind::List(inner) => {
             let items = match (ListRef::from_value(v), TupleRef::from_value(v)) {
                 (Some(l), _) => l.content(),
                 (None, Some(t)) => t.content(),
-                (None, None) => {
-                    return Err(format!("expected a list ({kind}), got {}", describe(v)))
-                }
+                (None, None) => return Err(wrong_type("a list", kind, v)),
             };
-            let items = items
-                .iter()
-                .enumerate()
-                .map(|(i, x)| coerce(inner, *x).map_err(|e| format!("item {i}: {e}")));
+            let items = items.iter().enumerate().map(|(index, x)| {
+                coerce(inner, *x).map_err(|e| CoerceError::Item {
+                    index,
+                    source: Box::new(e),
+                })
+            });
             Ok(Json::Array(items.collect::<Result<_, _>>()?))
         }
         AttrKind::Dict(k, val) => {
-            let dict = DictRef::from_value(v)
-                .ok_or_else(|| format!("expected a dict ({kind}), got {}", describe(v)))?;
+            let dict = DictRef::from_value(v).ok_or_else(|| wrong_type("a dict", kind, v))?;
             let mut out = serde_json::Map::new();
             for (key, value) in dict.iter() {
                 let key = match coerce(k, key)? {
@@ -164,7 +215,7 @@ pub(crate) fn coerce(kind: &AttrKind, v: Value<'_>) -> Result<Json, String> {
                 };
                 out.insert(
                     key,
-                    coerce(val, value).map_err(|e| format!("in value for key: {e}"))?,
+                    coerce(val, value).map_err(|e| CoerceError::DictValue(Box::new(e)))?,
                 );
             }
             Ok(Json::Object(out))
@@ -183,17 +234,18 @@ pub(crate) fn coerce(kind: &AttrKind, v: Value<'_>) -> Result<Json, String> {
 }
 
 /// Sources are files inside the package: no absolute paths, no escaping with `..`, no labels.
-fn check_source(s: &str) -> Result<(), String> {
+fn check_source(s: &str) -> Result<(), CoerceError> {
     if s.is_empty() {
-        return Err("empty source path".into());
+        return Err(CoerceError::EmptySource);
     }
     if s.starts_with(':') || s.contains("//") {
-        return Err(format!("`{s}` is a target label; aorta sources must be files in the package (e.g. \"{}.yaml\")", s.rsplit(':').next().unwrap_or(s)));
+        return Err(CoerceError::SourceIsLabel {
+            value: s.to_owned(),
+            file: s.rsplit(':').next().unwrap_or(s).to_owned(),
+        });
     }
     if s.starts_with('/') || s.split('/').any(|c| c == "..") {
-        return Err(format!(
-            "source `{s}` must be a path inside the package (no leading `/`, no `..`)"
-        ));
+        return Err(CoerceError::SourceOutside(s.to_owned()));
     }
     Ok(())
 }

@@ -21,9 +21,9 @@ use starlark::values::{
 };
 use starlark::{starlark_module, starlark_simple_value, PrintHandler};
 
-use crate::attrs::{attrs_namespace, coerce, AttrKind, AttrSpec};
+use crate::attrs::{attrs_namespace, coerce, AttrKind, AttrSpec, CoerceError};
 use crate::error::err;
-use crate::label::check_target_name;
+use crate::label::{check_target_name, TargetNameError};
 
 /// Name of the rule whose targets are recipes (its export name in `rules/aorta.bzl`).
 pub const AORTA_RECIPE_RULE: &str = "aorta_recipe";
@@ -95,27 +95,36 @@ impl RuleValue {
     }
 
     /// Validates a call's kwargs against the attr specs and records the target.
-    fn declare(&self, kwargs: &[(&str, Value<'_>)], ctx: &EvalContext) -> Result<(), String> {
+    fn declare(&self, kwargs: &[(&str, Value<'_>)], ctx: &EvalContext) -> Result<(), DeclareError> {
         let rule = self.name();
         let name = match kwargs.iter().find(|(k, _)| *k == "name") {
             None => {
-                return Err(format!(
-                    "{rule}() is missing the mandatory `name` attribute"
-                ))
+                return Err(DeclareError::NoName {
+                    rule: rule.to_owned(),
+                })
             }
-            Some((_, v)) => v.unpack_str().ok_or_else(|| {
-                format!("{rule}(name = ...) must be a string, got {}", v.get_type())
+            Some((_, v)) => v.unpack_str().ok_or_else(|| DeclareError::NameNotString {
+                rule: rule.to_owned(),
+                got: v.get_type().to_owned(),
             })?,
         };
-        check_target_name(name).map_err(|e| format!("{rule}(name = {name:?}): {e}"))?;
         let call = format!("{rule}(name = {name:?})");
+        check_target_name(name).map_err(|source| DeclareError::BadName {
+            call: call.clone(),
+            source,
+        })?;
 
         let mut attrs = Map::new();
         attrs.insert("name".into(), Json::String(name.into()));
         for (key, value) in kwargs.iter().filter(|(k, _)| *k != "name") {
             if IMPLICIT_ATTRS.contains(key) {
-                let v = coerce(&AttrKind::List(Box::new(AttrKind::String)), *value)
-                    .map_err(|e| format!("{call}: attribute `{key}`: {e}"))?;
+                let v = coerce(&AttrKind::List(Box::new(AttrKind::String)), *value).map_err(
+                    |source| DeclareError::Attr {
+                        call: call.clone(),
+                        key: (*key).to_owned(),
+                        source,
+                    },
+                )?;
                 attrs.insert((*key).into(), v);
                 continue;
             }
@@ -129,21 +138,28 @@ impl RuleValue {
                 let hint = suggest::did_you_mean(key, settable.iter().copied())
                     .map(|c| format!("; did you mean `{c}`?"))
                     .unwrap_or_default();
-                return Err(format!(
-                    "{call}: unknown attribute `{key}` (`{rule}` accepts: name, {}){hint}",
-                    settable.join(", ")
-                ));
+                return Err(DeclareError::UnknownAttr {
+                    call,
+                    key: (*key).to_owned(),
+                    rule: rule.to_owned(),
+                    settable: settable.join(", "),
+                    hint,
+                });
             };
             if is_private(key, spec) {
-                return Err(format!(
-                    "{call}: attribute `{key}` is private to the rule and cannot be set"
-                ));
+                return Err(DeclareError::PrivateAttr {
+                    call,
+                    key: (*key).to_owned(),
+                });
             }
             // As in Buck2, an explicit `None` means "use the default".
             let v = match (&spec.default, value.is_none()) {
                 (Some(d), true) => d.clone(),
-                _ => coerce(&spec.kind, *value)
-                    .map_err(|e| format!("{call}: attribute `{key}`: {e}"))?,
+                _ => coerce(&spec.kind, *value).map_err(|source| DeclareError::Attr {
+                    call: call.clone(),
+                    key: (*key).to_owned(),
+                    source,
+                })?,
             };
             attrs.insert((*key).into(), v);
         }
@@ -156,20 +172,27 @@ impl RuleValue {
                     attrs.insert(key.clone(), d.clone());
                 }
                 None => {
-                    return Err(format!(
-                        "{call}: missing required attribute `{key}` ({})",
-                        spec.kind
-                    ))
+                    return Err(DeclareError::MissingAttr {
+                        call,
+                        key: key.clone(),
+                        kind: spec.kind.clone(),
+                    })
                 }
             }
         }
 
-        let targets = ctx.targets.as_ref().ok_or_else(|| {
-            format!("{call} declares a target, but only BUCK files may do that (called while loading {})", ctx.file_label)
-        })?;
+        let Some(targets) = ctx.targets.as_ref() else {
+            return Err(DeclareError::NotInBuck {
+                call,
+                file: ctx.file_label.clone(),
+            });
+        };
         let mut targets = targets.borrow_mut();
         if targets.iter().any(|t| t.name == name) {
-            return Err(format!("duplicate target name `{name}` in //{}: every target in a package needs a unique name", ctx.package));
+            return Err(DeclareError::Duplicate {
+                name: name.to_owned(),
+                package: ctx.package.clone(),
+            });
         }
         targets.push(Target {
             rule: rule.to_owned(),
@@ -179,6 +202,53 @@ impl RuleValue {
         });
         Ok(())
     }
+}
+
+/// Why a rule call in a BUCK file cannot declare its target. `Display` is the message shown
+/// at the call (its words pick the help line, see `error::hint`); `call` is the call as
+/// written, `aorta_recipe(name = "x")`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub(crate) enum DeclareError {
+    #[error("{rule}() is missing the mandatory `name` attribute")]
+    NoName { rule: String },
+    #[error("{rule}(name = ...) must be a string, got {got}")]
+    NameNotString { rule: String, got: String },
+    #[error("{call}: {source}")]
+    BadName {
+        call: String,
+        #[source]
+        source: TargetNameError,
+    },
+    #[error("{call}: attribute `{key}`: {source}")]
+    Attr {
+        call: String,
+        key: String,
+        #[source]
+        source: CoerceError,
+    },
+    /// `settable` lists the attributes a caller may set; `hint` is a "did you mean" or empty.
+    #[error("{call}: unknown attribute `{key}` (`{rule}` accepts: name, {settable}){hint}")]
+    UnknownAttr {
+        call: String,
+        key: String,
+        rule: String,
+        settable: String,
+        hint: String,
+    },
+    #[error("{call}: attribute `{key}` is private to the rule and cannot be set")]
+    PrivateAttr { call: String, key: String },
+    #[error("{call}: missing required attribute `{key}` ({kind})")]
+    MissingAttr {
+        call: String,
+        key: String,
+        kind: AttrKind,
+    },
+    #[error(
+        "{call} declares a target, but only BUCK files may do that (called while loading {file})"
+    )]
+    NotInBuck { call: String, file: String },
+    #[error("duplicate target name `{name}` in //{package}: every target in a package needs a unique name")]
+    Duplicate { name: String, package: String },
 }
 
 /// Buck2 treats `_name` attributes and `attrs.default_only` as not settable by callers.

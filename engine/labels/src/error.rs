@@ -232,6 +232,8 @@ fn hint(e: &starlark::Error, message: &str) -> String {
 struct Msg(String);
 
 /// A plain-message error raised from Starlark (a rule, an attribute) back to the evaluator.
-pub(crate) fn err(msg: impl Into<String>) -> starlark::Error {
-    starlark::Error::new_other(Msg(msg.into()))
+/// Takes the message as text: starlark prints an error's chain when asked with `{:#}`, and the
+/// typed errors here already say their cause inline.
+pub(crate) fn err(msg: impl fmt::Display) -> starlark::Error {
+    starlark::Error::new_other(Msg(msg.to_string()))
 }

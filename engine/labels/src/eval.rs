@@ -54,6 +54,20 @@ struct Loader<'s, 'r> {
     package: &'s str,
 }
 
+/// Why a `load()` path names no `.bzl` file; the path as written. `Display` starts with
+/// "cannot load", which picks the load() help line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum LoadPathError {
+    #[error("cannot load `{0}`: expected //pkg:file.bzl (a `:` before the file name)")]
+    NoColon(String),
+    #[error("cannot load `{0}`: cell-qualified loads are not supported (aorta only knows the root cell)")]
+    CellQualified(String),
+    #[error("cannot load `{0}`: expected \"//pkg:file.bzl\" or \":file.bzl\"")]
+    NotALoadPath(String),
+    #[error("cannot load `{0}`: expected a .bzl file inside the workspace (no `..`, empty or `.` components)")]
+    NotABzl(String),
+}
+
 impl FileLoader for Loader<'_, '_> {
     fn load(&self, path: &str) -> starlark::Result<FrozenModule> {
         self.session.load_bzl(self.package, path)
@@ -127,25 +141,24 @@ impl<'r> Session<'r> {
     /// Maps a `load()` path to (package, absolute file).
     ///
     /// `//a/b:c.bzl` → `<root>/a/b/c.bzl`; `:c.bzl` → `<root>/<current package>/c.bzl`.
-    fn locate(&self, current_package: &str, path: &str) -> Result<(String, PathBuf), String> {
+    fn locate(
+        &self,
+        current_package: &str,
+        path: &str,
+    ) -> Result<(String, PathBuf), LoadPathError> {
         let (pkg, file) = if let Some(rest) = path.strip_prefix("//") {
-            rest.split_once(':').ok_or_else(|| {
-                format!(
-                    "cannot load `{path}`: expected //pkg:file.bzl (a `:` before the file name)"
-                )
-            })?
+            rest.split_once(':')
+                .ok_or_else(|| LoadPathError::NoColon(path.to_owned()))?
         } else if let Some(file) = path.strip_prefix(':') {
             (current_package, file)
         } else if path.contains("//") {
-            return Err(format!("cannot load `{path}`: cell-qualified loads are not supported (aorta only knows the root cell)"));
+            return Err(LoadPathError::CellQualified(path.to_owned()));
         } else {
-            return Err(format!(
-                "cannot load `{path}`: expected \"//pkg:file.bzl\" or \":file.bzl\""
-            ));
+            return Err(LoadPathError::NotALoadPath(path.to_owned()));
         };
         let bad = |p: &str| p.split('/').any(|c| c.is_empty() || c == "." || c == "..");
         if (!pkg.is_empty() && bad(pkg)) || bad(file) || !file.ends_with(".bzl") {
-            return Err(format!("cannot load `{path}`: expected a .bzl file inside the workspace (no `..`, empty or `.` components)"));
+            return Err(LoadPathError::NotABzl(path.to_owned()));
         }
         Ok((pkg.to_owned(), self.root.join(pkg).join(file)))
     }

@@ -80,15 +80,25 @@ pub(crate) fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "_.,=+~@-".contains(c)
 }
 
-/// Checks a target name; returns a human-readable reason when it is not valid.
-pub(crate) fn check_target_name(name: &str) -> Result<(), String> {
+/// Why a target name is not valid; `Display` is the reason shown in the label error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum TargetNameError {
+    #[error("empty target name")]
+    Empty,
+    #[error("invalid character {found:?} in target name `{name}` (allowed: letters, digits and _ . , = + ~ @ -)")]
+    BadChar { found: char, name: String },
+}
+
+/// Checks a target name.
+pub(crate) fn check_target_name(name: &str) -> Result<(), TargetNameError> {
     if name.is_empty() {
-        return Err("empty target name".into());
+        return Err(TargetNameError::Empty);
     }
     if let Some(c) = name.chars().find(|c| !is_name_char(*c)) {
-        return Err(format!(
-            "invalid character {c:?} in target name `{name}` (allowed: letters, digits and _ . , = + ~ @ -)"
-        ));
+        return Err(TargetNameError::BadChar {
+            found: c,
+            name: name.to_owned(),
+        });
     }
     Ok(())
 }
@@ -176,8 +186,9 @@ fn parse(input: &str) -> Result<Label, LabelError> {
             .with_help("name a target (//pkg:name) or use //pkg/... for every recipe"));
         }
         Some(t) => {
-            check_target_name(t)
-                .map_err(|reason| LabelError::new(input, reason, Some((target_at, t.len()))))?;
+            check_target_name(t).map_err(|reason| {
+                LabelError::new(input, reason.to_string(), Some((target_at, t.len())))
+            })?;
             t.to_owned()
         }
         // Buck convention: `//a/b` means `//a/b:b`.

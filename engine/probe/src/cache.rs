@@ -11,6 +11,7 @@
 //! headers) are read on every probe, cold or warm, so the key never depends on the cache.
 
 use crate::cmd::Tools;
+use crate::error::ProbeError;
 use crate::python::{self, PyReport};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -129,7 +130,7 @@ pub(crate) fn python_report(
     env: &BTreeMap<String, String>,
     timeout: Duration,
     deep: bool,
-) -> (Result<PyReport, String>, &'static str) {
+) -> (Result<PyReport, ProbeError>, &'static str) {
     let sig = python::env_signature(env, deep);
     if let Some(c) = cache {
         if let Some(r) = c.load_python(interp, &sig, deep) {
@@ -159,7 +160,7 @@ pub(crate) fn python_report(
             let (files, state) = python_report(interp, cache, tools, env, timeout, false);
             let rep = files.map(|f| PyReport {
                 deep: Some(python::DeepReport {
-                    torch_import_error: Some(e),
+                    torch_import_error: Some(e.to_string()),
                     ..python::DeepReport::default()
                 }),
                 ..f

@@ -8,6 +8,7 @@
 //! no hang monitor. The wait wakes on the child's pidfd, not on a tick, because a probe runs a
 //! dozen short tools and their latency adds up.
 
+use crate::error::{Exit, ProbeError};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -58,15 +59,23 @@ impl Output {
         self.code == Some(0)
     }
 
-    /// A one-line description of a failed run, for `partial_reasons`.
-    pub fn failure(&self) -> String {
-        let code = match self.code {
-            Some(c) => format!("exited with status {c}"),
-            None => "was killed by a signal".to_string(),
-        };
-        match tail(&self.stderr).or_else(|| tail(&self.stdout)) {
-            Some(t) => format!("{code}: {t}"),
-            None => code,
+    /// How a failed run ended, for `partial_reasons`: the status and the last line printed.
+    pub fn failure(&self) -> Exit {
+        Exit {
+            code: self.code,
+            tail: tail(&self.stderr).or_else(|| tail(&self.stdout)),
+        }
+    }
+
+    /// `Ok(self)` when the tool succeeded, else [`ProbeError::Failed`] naming `command`.
+    pub fn check(self, command: &str) -> Result<Output, ProbeError> {
+        if self.success() {
+            Ok(self)
+        } else {
+            Err(ProbeError::Failed {
+                command: command.to_string(),
+                exit: self.failure(),
+            })
         }
     }
 }
@@ -110,7 +119,12 @@ impl Tools {
     }
 
     /// Runs `program args…` with a deadline. `Err` is a reason fit for `partial_reasons`.
-    pub fn run(&self, program: &Path, args: &[&str], timeout: Duration) -> Result<Output, String> {
+    pub fn run(
+        &self,
+        program: &Path,
+        args: &[&str],
+        timeout: Duration,
+    ) -> Result<Output, ProbeError> {
         let mut cmd = Command::new(program);
         cmd.args(args)
             .env_clear()
@@ -119,9 +133,10 @@ impl Tools {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         cmd.process_group(0);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+        let mut child = cmd.spawn().map_err(|source| ProbeError::Spawn {
+            program: program.to_path_buf(),
+            source,
+        })?;
         let pid = child.id() as i32;
         let (tx, rx) = mpsc::channel::<(bool, Vec<u8>)>();
         for (is_out, pipe) in [
@@ -150,18 +165,21 @@ impl Tools {
             });
         }
         drop(tx);
-        let status = wait_until(&mut child, Instant::now() + timeout)
-            .map_err(|e| format!("waiting for {}: {e}", program.display()))?;
+        let status = wait_until(&mut child, Instant::now() + timeout).map_err(|source| {
+            ProbeError::Wait {
+                program: program.to_path_buf(),
+                source,
+            }
+        })?;
         let Some(status) = status else {
             // SAFETY: plain kill(2) on the child's own process group (never ours: the child
             // was started with process_group(0), so its pgid is its pid).
             unsafe { libc::kill(-pid, libc::SIGKILL) };
             let _ = child.wait();
-            return Err(format!(
-                "{} timed out after {}",
-                display_name(program),
-                fmt_duration(timeout)
-            ));
+            return Err(ProbeError::Timeout {
+                name: display_name(program),
+                timeout,
+            });
         };
         // A daemonised grandchild may hold a pipe open: give the readers a short grace.
         let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
@@ -184,17 +202,19 @@ impl Tools {
         })
     }
 
-    /// [`which`](Self::which) then [`run`](Self::run); a missing tool is `Err("<name> not on PATH")`.
+    /// [`which`](Self::which) then [`run`](Self::run); a missing tool is [`ProbeError::NotOnPath`].
     pub fn run_named(
         &self,
         name: &str,
         fallbacks: &[PathBuf],
         args: &[&str],
         timeout: Duration,
-    ) -> Result<Output, String> {
+    ) -> Result<Output, ProbeError> {
         let p = self
             .which(name, fallbacks)
-            .ok_or_else(|| format!("{name} not on PATH"))?;
+            .ok_or_else(|| ProbeError::NotOnPath {
+                name: name.to_string(),
+            })?;
         self.run(&p, args, timeout)
     }
 
@@ -205,13 +225,9 @@ impl Tools {
         fallbacks: &[PathBuf],
         args: &[&str],
         timeout: Duration,
-    ) -> Result<String, String> {
+    ) -> Result<String, ProbeError> {
         let o = self.run_named(name, fallbacks, args, timeout)?;
-        if o.success() {
-            Ok(o.stdout)
-        } else {
-            Err(format!("`{name} {}` {}", args.join(" "), o.failure()))
-        }
+        Ok(o.check(&format!("`{name} {}`", args.join(" ")))?.stdout)
     }
 }
 
@@ -219,14 +235,6 @@ fn display_name(p: &Path) -> String {
     p.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| p.display().to_string())
-}
-
-fn fmt_duration(d: Duration) -> String {
-    if d.as_millis() % 1000 == 0 {
-        format!("{} s", d.as_secs())
-    } else {
-        format!("{} ms", d.as_millis())
-    }
 }
 
 pub(crate) fn is_executable(p: &Path) -> bool {

@@ -6,6 +6,7 @@
 //! GPU device node is a CPU machine, which is an answer, not a partial snapshot.
 
 use crate::cmd::Tools;
+use crate::error::ProbeError;
 use crate::schema::{Gpu, GpuAffinity, GpuArch, GpuDevice, GpuVolatile, TopoLink, Topology};
 use crate::util::{read_text, rooted, Reasons};
 use serde_json::Value;
@@ -21,16 +22,16 @@ const CORE_FIELDS: &str = "index,name,uuid,pci.bus_id,memory.total,driver_versio
 /// What the NVIDIA tools said (raw), gathered in parallel by the orchestrator.
 #[derive(Debug, Default)]
 pub(crate) struct NvidiaRaw {
-    pub query: Option<Result<(String, String), String>>,
-    pub version: Option<Result<String, String>>,
-    pub topo: Option<Result<String, String>>,
+    pub query: Option<Result<(String, String), ProbeError>>,
+    pub version: Option<Result<String, ProbeError>>,
+    pub topo: Option<Result<String, ProbeError>>,
 }
 
 pub(crate) fn nvidia_query(
     tools: &Tools,
     smi: &Path,
     t: Duration,
-) -> Result<(String, String), String> {
+) -> Result<(String, String), ProbeError> {
     let run = |fields: &str| {
         tools.run(
             smi,
@@ -49,7 +50,11 @@ pub(crate) fn nvidia_query(
     if o2.success() {
         Ok((CORE_FIELDS.to_string(), o2.stdout))
     } else {
-        Err(format!("nvidia-smi --query-gpu {}", o.failure()))
+        // The full query's failure says more than the core one's.
+        Err(ProbeError::Failed {
+            command: "nvidia-smi --query-gpu".into(),
+            exit: o.failure(),
+        })
     }
 }
 
@@ -308,9 +313,8 @@ pub(crate) fn parse_agents(text: &str) -> GpuArch {
 }
 
 /// `amd-smi static --json`: a list of cards, or `{"gpu_data": [...]}` (ROCm ≥ 6.4).
-pub(crate) fn parse_amd_static(text: &str) -> Result<Vec<GpuDevice>, String> {
-    let v: Value = serde_json::from_str(text.trim())
-        .map_err(|e| format!("amd-smi static --json printed invalid JSON: {e}"))?;
+pub(crate) fn parse_amd_static(text: &str) -> Result<Vec<GpuDevice>, ProbeError> {
+    let v: Value = serde_json::from_str(text.trim()).map_err(ProbeError::AmdJson)?;
     let cards = match &v {
         Value::Array(a) => a.clone(),
         Value::Object(o) => o

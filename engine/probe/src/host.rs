@@ -3,6 +3,7 @@
 //! `getconf` under another root; nothing here can take long.
 
 use crate::cmd::Tools;
+use crate::error::ProbeError;
 use crate::schema::{Cpu, Distro, Host, Runtime};
 use crate::util::{list_dir, read_text, rooted, Reasons};
 use std::collections::{BTreeMap, BTreeSet};
@@ -108,7 +109,7 @@ fn shared_glibc() -> Option<String> {
 }
 
 /// `getconf GNU_LIBC_VERSION` ("glibc 2.39"), else the last word of `ldd --version`.
-fn glibc(tools: &Tools, timeout: Duration) -> Result<String, String> {
+fn glibc(tools: &Tools, timeout: Duration) -> Result<String, ProbeError> {
     let first = tools.stdout_of("getconf", &[], &["GNU_LIBC_VERSION"], timeout);
     if let Ok(s) = &first {
         if let Some(v) = s.trim().strip_prefix("glibc ") {
@@ -123,10 +124,7 @@ fn glibc(tools: &Tools, timeout: Duration) -> Result<String, String> {
             .filter(|l| l.contains("GLIBC") || l.contains("GNU libc"))
             .and_then(|l| l.split_whitespace().last())
             .map(str::to_string)
-            .ok_or_else(|| {
-                "not glibc (getconf GNU_LIBC_VERSION and ldd --version gave no glibc version)"
-                    .to_string()
-            }),
+            .ok_or(ProbeError::NotGlibc),
         Err(e) => Err(first.err().unwrap_or(e)),
     }
 }
@@ -299,6 +297,6 @@ mod tests {
             return;
         }
         let found = shared_glibc().expect("this build runs on a shared glibc");
-        assert_eq!(Ok(found), printed);
+        assert_eq!(found, printed.expect("getconf prints a glibc version"));
     }
 }

@@ -7,6 +7,7 @@
 //! unit-tested in Rust, runs on every probe (a warm one too: a few small files) and never
 //! depends on whether the interpreter's answer came from the cache.
 
+use crate::error::ProbeError;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -285,18 +286,15 @@ pub(crate) struct Torch {
 }
 
 /// Reads torch from its package directory; `Err` says why `version.py` could not be used.
-pub(crate) fn torch(dir: &Path, dists: &[Dist]) -> Result<Torch, String> {
+pub(crate) fn torch(dir: &Path, dists: &[Dist]) -> Result<Torch, ProbeError> {
     let vp = dir.join("version.py");
-    let text = std::fs::read_to_string(&vp).map_err(|e| {
-        format!(
-            "cannot read {}: {}",
-            vp.display(),
-            crate::util::io_reason(&e)
-        )
-    })?;
+    let text = match std::fs::read_to_string(&vp) {
+        Ok(t) => t,
+        Err(source) => return Err(ProbeError::Read { path: vp, source }),
+    };
     let version = torch_version(&text);
     if version.version.is_none() {
-        return Err(format!("{} sets no __version__", vp.display()));
+        return Err(ProbeError::NoTorchVersion { path: vp });
     }
     let parent = dir.parent().unwrap_or(dir);
     let dist = dists.iter().find(|d| d.name == "torch" && d.site == parent);
@@ -422,9 +420,9 @@ mod tests {
         let site = d.path().join("site-packages");
         let t = site.join("torch");
         std::fs::create_dir_all(&t).unwrap();
-        assert!(torch(&t, &[])
-            .unwrap_err()
-            .contains("version.py: no such file"));
+        let e = torch(&t, &[]).unwrap_err();
+        assert!(matches!(&e, ProbeError::Read { path, .. } if path == &t.join("version.py")));
+        assert!(e.to_string().contains("version.py: no such file"));
         std::fs::write(t.join("version.py"), "__version__ = '2.11.0'\n").unwrap();
         let m = site.join("torch-2.11.0.dist-info");
         std::fs::create_dir_all(&m).unwrap();

@@ -16,6 +16,7 @@
 //! UUIDs, serials, container ids, paths, clocks, temperatures, free memory, probe timings), so
 //! identical machines share results and an unrelated change re-runs nothing.
 
+use crate::error::KeyPatternError;
 use crate::schema::Snapshot;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -95,7 +96,7 @@ impl KeyRules {
 
     /// Checks every pattern; the message names the bad pattern and says what is allowed (for
     /// the recipe loader's diagnostic).
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), KeyPatternError> {
         for p in self.include.iter().chain(&self.exclude) {
             validate_pattern(p)?;
         }
@@ -212,24 +213,25 @@ impl KeyMatcher<'_> {
     }
 }
 
-fn validate_pattern(p: &str) -> Result<(), String> {
+fn validate_pattern(p: &str) -> Result<(), KeyPatternError> {
     if p.is_empty() {
-        return Err("env_key pattern is empty".into());
+        return Err(KeyPatternError::Empty);
     }
     for seg in p.split('.') {
         if seg.is_empty() {
-            return Err(format!("env_key pattern '{p}' has an empty segment (write dotted paths such as 'cuda.libraries.*.version')"));
+            return Err(KeyPatternError::EmptySegment(p.to_string()));
         }
         if seg.contains("**") && seg != "**" {
-            return Err(format!(
-                "env_key pattern '{p}': '**' must be a whole segment"
-            ));
+            return Err(KeyPatternError::PartialGlobstar(p.to_string()));
         }
         if let Some(c) = seg
             .chars()
             .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '*')))
         {
-            return Err(format!("env_key pattern '{p}' contains '{c}'; segments use letters, digits, '_', '-' and '*'"));
+            return Err(KeyPatternError::BadChar {
+                pattern: p.to_string(),
+                found: c,
+            });
         }
     }
     Ok(())
@@ -511,13 +513,19 @@ mod tests {
         )
         .validate()
         .is_ok());
+        assert_eq!(
+            KeyRules::new(vec!["a..b".into()], vec![]).validate(),
+            Err(KeyPatternError::EmptySegment("a..b".into()))
+        );
         assert!(KeyRules::new(vec!["a..b".into()], vec![])
             .validate()
             .unwrap_err()
+            .to_string()
             .contains("empty segment"));
         assert!(KeyRules::new(vec![], vec!["a.b c".into()])
             .validate()
             .unwrap_err()
+            .to_string()
             .contains("' '"));
         assert!(KeyRules::new(vec![], vec!["a.x**".into()])
             .validate()

@@ -18,6 +18,7 @@ mod cmd;
 mod cuda;
 mod diff;
 mod envvars;
+mod error;
 mod field;
 mod gpu;
 mod host;
@@ -36,6 +37,7 @@ pub use diff::{
     diff, diff_env_vars_sides, Change, Diff, DiffEntry, DiffSection, EnvVarsSide, Prepared,
 };
 pub use envvars::{canonical_names, AORTA_ENV_VARS, NVIDIA_ENV_VARS, TRACKED_PREFIXES};
+pub use error::{KeyPatternError, SnapshotError};
 pub use field::{lookup, FieldError};
 pub use key::{
     flatten, matches as pattern_matches, EnvKey, KeyRules, DEFAULT_EXCLUDE, DEFAULT_INCLUDE,
@@ -157,18 +159,17 @@ fn disaster(opts: &ProbeOptions) -> Snapshot {
 impl Snapshot {
     /// Parses a snapshot written by [`probe`] (any `aorta.env/*` schema; unknown keys ignored,
     /// missing ones back-filled).
-    pub fn from_json(text: &str) -> Result<Snapshot, String> {
-        let v: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    pub fn from_json(text: &str) -> Result<Snapshot, SnapshotError> {
+        let v: serde_json::Value = serde_json::from_str(text).map_err(SnapshotError::NotJson)?;
         if !v.is_object() {
-            return Err("an env snapshot is a JSON object".into());
+            return Err(SnapshotError::NotObject);
         }
         match v.get("schema_version").and_then(|s| s.as_str()) {
             Some(s) if s.starts_with("aorta.env/") => {}
-            Some(s) => return Err(format!("schema_version '{s}' is not an aorta env snapshot (AORTA 0.2.1's env.json is not readable here)")),
-            None => return Err("no schema_version: not an aorta env snapshot".into()),
+            Some(s) => return Err(SnapshotError::OtherSchema(s.to_string())),
+            None => return Err(SnapshotError::NoSchema),
         }
-        serde_json::from_value(v).map_err(|e| format!("malformed env snapshot: {e}"))
+        serde_json::from_value(v).map_err(SnapshotError::Malformed)
     }
 
     /// Pretty JSON, fields in schema order.

@@ -12,6 +12,7 @@
 //! (positioned reads, no mmap), so a cold probe reads cuBLASLt's 540 MB with several requests in
 //! flight instead of one.
 
+use crate::error::HashError;
 use crate::schema::{Candidate, LibFile, Library};
 use crate::util::{header_defines, soname_version, version_from_defines};
 use serde::{Deserialize, Serialize};
@@ -19,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// How to recognise one library.
 #[derive(Debug, Clone, Copy)]
@@ -382,7 +383,7 @@ impl FileHasher {
         &self,
         paths: &[PathBuf],
         threads: usize,
-    ) -> BTreeMap<PathBuf, Result<(u64, String), String>> {
+    ) -> BTreeMap<PathBuf, Result<(u64, String), HashError>> {
         self.hash_all_pieces(paths, threads, PIECE)
     }
 
@@ -391,7 +392,7 @@ impl FileHasher {
         paths: &[PathBuf],
         threads: usize,
         piece: u64,
-    ) -> BTreeMap<PathBuf, Result<(u64, String), String>> {
+    ) -> BTreeMap<PathBuf, Result<(u64, String), HashError>> {
         let unique: Vec<PathBuf> = paths
             .iter()
             .cloned()
@@ -426,7 +427,7 @@ impl FileHasher {
         // Largest files first, so the long one does not start last.
         tasks.sort_by_key(|&(i, o, _)| (std::cmp::Reverse(jobs[i].size), i, o));
         let next = std::sync::atomic::AtomicUsize::new(0);
-        let results: Mutex<BTreeMap<(usize, u64), Result<Leaf, String>>> =
+        let results: Mutex<BTreeMap<(usize, u64), Result<Leaf, HashError>>> =
             Mutex::new(BTreeMap::new());
         std::thread::scope(|s| {
             for _ in 0..threads.clamp(1, tasks.len().max(1)) {
@@ -446,18 +447,19 @@ impl FileHasher {
         });
         let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
         for (i, j) in jobs.into_iter().enumerate() {
-            let leaf = |offset: u64| -> Result<Leaf, String> {
-                results
-                    .get(&(i, offset))
-                    .cloned()
-                    .unwrap_or_else(|| Err(format!("{} was not hashed", j.real.display())))
+            let leaf = |offset: u64| -> Result<Leaf, HashError> {
+                results.get(&(i, offset)).cloned().unwrap_or_else(|| {
+                    Err(HashError::NotHashed {
+                        path: j.real.clone(),
+                    })
+                })
             };
             let hex = if j.size > piece {
                 merge_root(j.size, piece, &leaf)
             } else {
                 leaf(0).and_then(|l| match l {
                     Leaf::Root(h) => Ok(h),
-                    Leaf::Cv(_) => Err("internal: a whole file hashed as a subtree".into()),
+                    Leaf::Cv(_) => Err(HashError::Internal("a whole file hashed as a subtree")),
                 })
             }
             .map(|h| h.to_hex().to_string());
@@ -480,16 +482,20 @@ impl FileHasher {
         let real = match std::fs::canonicalize(p) {
             Ok(r) => r,
             Err(e) => {
-                return Lookup::Done(Err(format!(
-                    "cannot resolve {}: {}",
-                    p.display(),
-                    crate::util::io_reason(&e)
-                )))
+                return Lookup::Done(Err(HashError::Resolve {
+                    path: p.to_path_buf(),
+                    source: Arc::new(e),
+                }))
             }
         };
         let md = match std::fs::metadata(&real) {
             Ok(m) => m,
-            Err(e) => return Lookup::Done(Err(format!("cannot stat {}: {e}", real.display()))),
+            Err(e) => {
+                return Lookup::Done(Err(HashError::Stat {
+                    path: real,
+                    source: Arc::new(e),
+                }))
+            }
         };
         let key = real.display().to_string();
         let stamp = CachedHash {
@@ -521,11 +527,10 @@ impl FileHasher {
                 key,
                 stamp,
             }),
-            Err(e) => Lookup::Done(Err(format!(
-                "cannot read {}: {}",
-                real.display(),
-                crate::util::io_reason(&e)
-            ))),
+            Err(e) => Lookup::Done(Err(HashError::Open {
+                path: real,
+                source: Arc::new(e),
+            })),
         }
     }
 }
@@ -535,7 +540,7 @@ impl FileHasher {
 const PIECE: u64 = 16 << 20;
 
 enum Lookup {
-    Done(Result<(u64, String), String>),
+    Done(Result<(u64, String), HashError>),
     Hash(Job),
 }
 
@@ -580,7 +585,7 @@ fn plan_leaves(offset: u64, len: u64, piece: u64, out: &mut Vec<(u64, u64)>) {
 
 /// Hashes `len` bytes at `offset` with positioned reads: the file's hash when `whole`, else the
 /// subtree's chaining value.
-fn hash_range(j: &Job, offset: u64, len: u64, whole: bool) -> Result<Leaf, String> {
+fn hash_range(j: &Job, offset: u64, len: u64, whole: bool) -> Result<Leaf, HashError> {
     use blake3::hazmat::HasherExt;
     use std::os::unix::fs::FileExt;
     let mut h = blake3::Hasher::new();
@@ -594,7 +599,10 @@ fn hash_range(j: &Job, offset: u64, len: u64, whole: bool) -> Result<Leaf, Strin
         let n = ((end - at) as usize).min(buf.len());
         j.file
             .read_exact_at(&mut buf[..n], at)
-            .map_err(|e| format!("reading {}: {e}", j.real.display()))?;
+            .map_err(|e| HashError::Read {
+                path: j.real.clone(),
+                source: Arc::new(e),
+            })?;
         h.update(&buf[..n]);
         at += n as u64;
     }
@@ -609,8 +617,8 @@ fn hash_range(j: &Job, offset: u64, len: u64, whole: bool) -> Result<Leaf, Strin
 fn merge_root(
     len: u64,
     piece: u64,
-    leaf: &dyn Fn(u64) -> Result<Leaf, String>,
-) -> Result<blake3::Hash, String> {
+    leaf: &dyn Fn(u64) -> Result<Leaf, HashError>,
+) -> Result<blake3::Hash, HashError> {
     use blake3::hazmat::{merge_subtrees_root, Mode};
     let left = blake3::hazmat::left_subtree_len(len);
     let l = merge_cv(0, left, piece, leaf)?;
@@ -622,13 +630,13 @@ fn merge_cv(
     offset: u64,
     len: u64,
     piece: u64,
-    leaf: &dyn Fn(u64) -> Result<Leaf, String>,
-) -> Result<blake3::hazmat::ChainingValue, String> {
+    leaf: &dyn Fn(u64) -> Result<Leaf, HashError>,
+) -> Result<blake3::hazmat::ChainingValue, HashError> {
     use blake3::hazmat::{merge_subtrees_non_root, Mode};
     if len <= piece {
         return match leaf(offset)? {
             Leaf::Cv(cv) => Ok(cv),
-            Leaf::Root(_) => Err("internal: a subtree hashed as a whole file".into()),
+            Leaf::Root(_) => Err(HashError::Internal("a subtree hashed as a whole file")),
         };
     }
     let left = blake3::hazmat::left_subtree_len(len);
@@ -640,7 +648,7 @@ fn merge_cv(
 /// Fills `files[*].{size_bytes,blake3}` from hash results; failures become reasons.
 pub(crate) fn apply_hashes(
     lib: &mut Library,
-    results: &BTreeMap<PathBuf, Result<(u64, String), String>>,
+    results: &BTreeMap<PathBuf, Result<(u64, String), HashError>>,
     field: &str,
     reasons: &crate::util::Reasons,
 ) {
@@ -653,7 +661,7 @@ pub(crate) fn apply_hashes(
                 f.size_bytes = Some(*size);
                 f.blake3 = Some(hex.clone());
             }
-            Some(Err(e)) => reasons.add(field, e.clone()),
+            Some(Err(e)) => reasons.add(field, e),
             None => {}
         }
     }

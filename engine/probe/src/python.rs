@@ -10,6 +10,7 @@
 //! unit-tested.
 
 use crate::cmd::Tools;
+use crate::error::ProbeError;
 use crate::installed;
 use crate::schema::{Allocator, Numerics, Python, Pytorch, Runtime, Sdpa, TorchBuild};
 use crate::util::{nccl_version_from_code, Reasons};
@@ -207,7 +208,7 @@ pub(crate) fn run_script(
     interp: &Path,
     timeout: Duration,
     deep: bool,
-) -> Result<PyReport, String> {
+) -> Result<PyReport, ProbeError> {
     let args: &[&str] = if deep {
         &["-c", SCRIPT, "deep"]
     } else {
@@ -215,17 +216,14 @@ pub(crate) fn run_script(
     };
     let o = tools.run(interp, args, timeout)?;
     let Some(line) = o.stdout.lines().rev().find_map(|l| l.strip_prefix(MARKER)) else {
-        return Err(format!(
-            "{} printed no probe report ({})",
-            interp.display(),
-            o.failure()
-        ));
+        return Err(ProbeError::NoReport {
+            interp: interp.to_path_buf(),
+            exit: o.failure(),
+        });
     };
-    serde_json::from_str(line).map_err(|e| {
-        format!(
-            "{} printed an unreadable probe report: {e}",
-            interp.display()
-        )
+    serde_json::from_str(line).map_err(|source| ProbeError::BadReport {
+        interp: interp.to_path_buf(),
+        source,
     })
 }
 

@@ -5,6 +5,7 @@
 //! step (hashing the wheel libraries, or `import torch` with `--deep`), not their sum.
 
 use crate::cmd::Tools;
+use crate::error::ProbeError;
 use crate::schema::*;
 use crate::util::{rooted, Reasons};
 use crate::{cache, cuda, envvars, gpu, host, libs, python, rocm, util, ProbeCache, ProbeOptions};
@@ -26,13 +27,13 @@ fn timed<T>(steps: &Mutex<BTreeMap<String, u64>>, name: &str, f: impl FnOnce() -
 /// Raw answers of the phase that runs in parallel.
 #[derive(Default)]
 struct Gathered {
-    report: Option<(Result<python::PyReport, String>, &'static str)>,
+    report: Option<(Result<python::PyReport, ProbeError>, &'static str)>,
     /// What the report pointed at, read in the interpreter's thread.
     files: python::Files,
     nvidia: Option<gpu::NvidiaRaw>,
-    agents: Option<Result<String, String>>,
-    amd_static: Option<Result<String, String>>,
-    nvcc: Option<Result<(PathBuf, String), String>>,
+    agents: Option<Result<String, ProbeError>>,
+    amd_static: Option<Result<String, ProbeError>>,
+    nvcc: Option<Result<(PathBuf, String), ProbeError>>,
     ldconfig: Vec<PathBuf>,
     rocm_sdk: Option<String>,
     host: Host,
@@ -88,22 +89,16 @@ pub(crate) fn collect(
                     std::thread::scope(|s2| {
                         let q = s2.spawn(|| gpu::nvidia_query(tools, &smi, t));
                         let v = s2.spawn(|| {
-                            tools.run(&smi, &["--version"], t).and_then(|o| {
-                                if o.success() {
-                                    Ok(o.stdout)
-                                } else {
-                                    Err(format!("nvidia-smi --version {}", o.failure()))
-                                }
-                            })
+                            tools
+                                .run(&smi, &["--version"], t)
+                                .and_then(|o| o.check("nvidia-smi --version"))
+                                .map(|o| o.stdout)
                         });
                         let topo = s2.spawn(|| {
-                            tools.run(&smi, &["topo", "-m"], t).and_then(|o| {
-                                if o.success() {
-                                    Ok(o.stdout)
-                                } else {
-                                    Err(format!("nvidia-smi topo -m {}", o.failure()))
-                                }
-                            })
+                            tools
+                                .run(&smi, &["topo", "-m"], t)
+                                .and_then(|o| o.check("nvidia-smi topo -m"))
+                                .map(|o| o.stdout)
                         });
                         gpu::NvidiaRaw {
                             query: q.join().ok(),
@@ -119,13 +114,10 @@ pub(crate) fn collect(
                 let agents = tools
                     .which("rocm_agent_enumerator", &rocm_fallback)
                     .map(|p| {
-                        tools.run(&p, &[], t).and_then(|o| {
-                            if o.success() {
-                                Ok(o.stdout)
-                            } else {
-                                Err(format!("rocm_agent_enumerator {}", o.failure()))
-                            }
-                        })
+                        tools
+                            .run(&p, &[], t)
+                            .and_then(|o| o.check("rocm_agent_enumerator"))
+                            .map(|o| o.stdout)
                     });
                 let st = tools
                     .which("amd-smi", &rocm_fallback)
@@ -136,13 +128,10 @@ pub(crate) fn collect(
         let nvcc = s.spawn(|| {
             let fallback: Vec<PathBuf> = toolkit.iter().map(|tk| tk.join("bin")).collect();
             tools.which("nvcc", &fallback).map(|p| {
-                tools.run(&p, &["--version"], t).and_then(|o| {
-                    if o.success() {
-                        Ok((p, o.stdout))
-                    } else {
-                        Err(format!("nvcc --version {}", o.failure()))
-                    }
-                })
+                tools
+                    .run(&p, &["--version"], t)
+                    .and_then(|o| o.check("nvcc --version"))
+                    .map(|o| (p, o.stdout))
             })
         });
         let ldc = s.spawn(|| {
@@ -266,7 +255,7 @@ pub(crate) fn collect(
     if let Some(Ok(a)) = &g.agents {
         snap.rocm.gpu_arch = gpu::parse_agents(a);
     } else if let (Some(Err(e)), true) = (&g.agents, amd_present) {
-        reasons.add("rocm.gpu_arch", e.clone());
+        reasons.add("rocm.gpu_arch", e);
     }
 
     // CUDA.
@@ -376,7 +365,7 @@ fn amd_gpu(g: &Gathered, root: &Path, reasons: &Reasons) -> Gpu {
             }
             Err(e) => reasons.add("gpu.devices", e),
         },
-        Some(Err(e)) => reasons.add("gpu.devices", e.clone()),
+        Some(Err(e)) => reasons.add("gpu.devices", e),
         None => {}
     }
     if gpu.devices.is_empty() {

@@ -1,6 +1,7 @@
 //! Small helpers shared by the sections: fail-soft file reads, C header `#define`s, version
 //! strings, the partial-reason collector, and an RFC 3339 clock without a date crate.
 
+use crate::error::ProbeError;
 use crate::schema::PartialReason;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,16 +13,16 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub(crate) struct Reasons(Mutex<Vec<PartialReason>>);
 
 impl Reasons {
-    pub fn add(&self, field: &str, reason: impl Into<String>) {
+    pub fn add(&self, field: &str, reason: impl std::fmt::Display) {
         let r = PartialReason {
             field: field.to_string(),
-            reason: reason.into(),
+            reason: reason.to_string(),
         };
         self.0.lock().unwrap_or_else(|p| p.into_inner()).push(r);
     }
 
     /// Records `Err` and turns it into `None`.
-    pub fn ok<T>(&self, field: &str, r: Result<T, String>) -> Option<T> {
+    pub fn ok<T, E: std::fmt::Display>(&self, field: &str, r: Result<T, E>) -> Option<T> {
         match r {
             Ok(v) => Some(v),
             Err(e) => {
@@ -45,23 +46,21 @@ pub(crate) fn rooted(root: &Path, abs: &str) -> PathBuf {
 }
 
 /// A small text file, trimmed; `Err` says why (missing, empty, not UTF-8).
-pub(crate) fn read_text(p: &Path) -> Result<String, String> {
-    let bytes =
-        std::fs::read(p).map_err(|e| format!("cannot read {}: {}", p.display(), io_reason(&e)))?;
-    let s = String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8", p.display()))?;
+pub(crate) fn read_text(p: &Path) -> Result<String, ProbeError> {
+    let bytes = std::fs::read(p).map_err(|source| ProbeError::Read {
+        path: p.to_path_buf(),
+        source,
+    })?;
+    let s = String::from_utf8(bytes).map_err(|_| ProbeError::NotUtf8 {
+        path: p.to_path_buf(),
+    })?;
     let t = s.trim();
     if t.is_empty() {
-        return Err(format!("{} is empty", p.display()));
+        return Err(ProbeError::Empty {
+            path: p.to_path_buf(),
+        });
     }
     Ok(t.to_string())
-}
-
-pub(crate) fn io_reason(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file".to_string(),
-        std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
-        _ => e.to_string(),
-    }
 }
 
 /// `#define NAME VALUE` lines of a C header (values unquoted, comments dropped).

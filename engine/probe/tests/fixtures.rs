@@ -658,10 +658,13 @@ fn snapshot_json_round_trips_and_reads_leniently() {
         6,
         "a missing section is back-filled"
     );
-    assert!(Snapshot::from_json(r#"{"schema_version": "1.7"}"#)
-        .unwrap_err()
-        .contains("AORTA 0.2.1"));
-    assert!(Snapshot::from_json("[]").is_err());
+    let e = Snapshot::from_json(r#"{"schema_version": "1.7"}"#).unwrap_err();
+    assert!(matches!(&e, aorta_probe::SnapshotError::OtherSchema(s) if s == "1.7"));
+    assert!(e.to_string().contains("AORTA 0.2.1"));
+    assert!(matches!(
+        Snapshot::from_json("[]"),
+        Err(aorta_probe::SnapshotError::NotObject)
+    ));
 }
 
 #[test]

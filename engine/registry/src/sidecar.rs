@@ -17,6 +17,9 @@ use aorta_source::{parse_document, Diag, DiagKind, FieldPath, Node, SourceFile, 
 use std::collections::BTreeMap;
 use std::ops::Range;
 
+/// A mitigation's payload: env var name to value.
+type EnvBundle = BTreeMap<String, String>;
+
 const TOP_KEYS: &[&str] = &["version", "mitigations", "environments"];
 const ENV_KEYS: &[&str] = &["docker", "venv", "buck_target"];
 
@@ -237,11 +240,7 @@ impl Cx<'_> {
         }
     }
 
-    fn env_bundle(
-        &self,
-        payload: &Node,
-        path: &FieldPath,
-    ) -> Result<BTreeMap<String, String>, Box<Diag>> {
+    fn env_bundle(&self, payload: &Node, path: &FieldPath) -> Result<EnvBundle, Box<Diag>> {
         let entries = self.object(
             payload,
             path,

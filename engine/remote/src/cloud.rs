@@ -39,18 +39,43 @@ pub fn options_from_env(url: &str, timeout: Duration) -> Vec<(String, String)> {
     opts
 }
 
+/// Why no client for a bucket URL could be built.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CloudError {
+    #[error("{url}: {source}")]
+    BadUrl {
+        url: String,
+        #[source]
+        source: url::ParseError,
+    },
+    #[error("{url}: {source}")]
+    Store {
+        url: String,
+        #[source]
+        source: object_store::Error,
+    },
+    #[error("cannot start an async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+}
+
 impl CloudBackend {
-    pub fn new(url: &str, timeout: Duration) -> Result<Self, String> {
+    pub fn new(url: &str, timeout: Duration) -> Result<Self, CloudError> {
         // reqwest is built without a TLS crypto provider of its own (its default would be
         // aws-lc-rs); use ring, which ureq's rustls already brings. Err = one is installed.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let parsed = url::Url::parse(url).map_err(|e| format!("{url}: {e}"))?;
+        let parsed = url::Url::parse(url).map_err(|source| CloudError::BadUrl {
+            url: url.to_owned(),
+            source,
+        })?;
         let (store, prefix) = object_store::parse_url_opts(&parsed, options_from_env(url, timeout))
-            .map_err(|e| format!("{url}: {e}"))?;
+            .map_err(|source| CloudError::Store {
+                url: url.to_owned(),
+                source,
+            })?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| format!("cannot start an async runtime: {e}"))?;
+            .map_err(CloudError::Runtime)?;
         Ok(CloudBackend {
             store,
             prefix,

@@ -31,7 +31,7 @@ pub use config::{
     DEFAULT_NAMESPACE, DEFAULT_RETRIES, DEFAULT_TIMEOUT,
 };
 pub use error::ConfigError;
-pub use sign::{SigningKey, MIN_SECRET_BYTES};
+pub use sign::{SignatureError, SigningKey, MIN_SECRET_BYTES};
 pub use tier::{Pulled, RemoteCache, RemoteStats, Tiered};
 
 /// Whether this build of aorta can talk to `s3://` / `gs://` caches.

@@ -118,19 +118,31 @@ fn split(record: &[u8]) -> (&[u8], Option<&[u8]>) {
     }
 }
 
+/// Why a remote record may not be used; shown as a corrupt entry's reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureError {
+    #[error("the record is not signed, and this cache requires signed records (a signing key is configured)")]
+    Unsigned,
+    /// `key_id` is the fingerprint of this cache's key ([`SigningKey::id`]).
+    #[error("the record's signature does not verify with this cache's signing key ({key_id}): signed with another key, or edited")]
+    Mismatch { key_id: String },
+    #[error("the record's signature is malformed")]
+    Malformed,
+}
+
 /// The envelope of `record`, if it may be used: with a key, only when signed by that key for
 /// `key`; without one, signed or not (the signature is then not checked). `Err` says why not.
 pub fn verified_envelope<'r>(
     signing: Option<&SigningKey>,
     key: &Key,
     record: &'r [u8],
-) -> Result<&'r [u8], String> {
+) -> Result<&'r [u8], SignatureError> {
     let (envelope, signature) = split(record);
     let Some(signing) = signing else {
         return Ok(envelope);
     };
     let Some(signature) = signature else {
-        return Err("the record is not signed, and this cache requires signed records (a signing key is configured)".into());
+        return Err(SignatureError::Unsigned);
     };
     let claimed = std::str::from_utf8(signature)
         .ok()
@@ -138,8 +150,10 @@ pub fn verified_envelope<'r>(
     match claimed {
         // blake3::Hash's equality is constant-time.
         Some(claimed) if claimed == signing.mac(key, envelope) => Ok(envelope),
-        Some(_) => Err(format!("the record's signature does not verify with this cache's signing key ({}): signed with another key, or edited", signing.id())),
-        None => Err("the record's signature is malformed".into()),
+        Some(_) => Err(SignatureError::Mismatch {
+            key_id: signing.id().to_owned(),
+        }),
+        None => Err(SignatureError::Malformed),
     }
 }
 
@@ -162,14 +176,20 @@ mod tests {
         assert_eq!(verified_envelope(None, &trial, &rec).unwrap(), env);
         assert_eq!(verified_envelope(None, &trial, env).unwrap(), env);
         // Unsigned, edited, another trial's key, another signing key, a mangled signature.
+        assert_eq!(
+            verified_envelope(Some(&k), &trial, env),
+            Err(SignatureError::Unsigned)
+        );
         assert!(verified_envelope(Some(&k), &trial, env)
             .unwrap_err()
+            .to_string()
             .contains("not signed"));
         let edited = String::from_utf8(rec.clone())
             .unwrap()
             .replace("pass", "fail");
         assert!(verified_envelope(Some(&k), &trial, edited.as_bytes())
             .unwrap_err()
+            .to_string()
             .contains("does not verify"));
         assert!(verified_envelope(Some(&k), &Key::of_bytes(b"u"), &rec).is_err());
         let other = key("another secret, long enough");
@@ -184,9 +204,10 @@ mod tests {
         let mut mangled = rec.clone();
         let n = mangled.len();
         mangled[n - 5] = b'z';
-        assert!(verified_envelope(Some(&k), &trial, &mangled)
-            .unwrap_err()
-            .contains("malformed"));
+        assert_eq!(
+            verified_envelope(Some(&k), &trial, &mangled),
+            Err(SignatureError::Malformed)
+        );
     }
 
     #[test]

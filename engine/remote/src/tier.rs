@@ -7,7 +7,7 @@ use crate::config::{Mode, RemoteConfig};
 use crate::sign::verified_envelope;
 use aorta_store::{
     decode_ac_entry, encode_ac_entry, BlobRef, CacheTier, Digest, Key, LocalStore, Lookup,
-    Manifest, StoreError,
+    Manifest, ManifestError, StoreError,
 };
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -296,12 +296,12 @@ impl CacheTier for RemoteCache {
         if &m.key != key {
             return Err(StoreError::InvalidManifest {
                 key: key.to_string(),
-                reason: format!("manifest names key {}", m.key),
+                source: ManifestError::OtherKey(m.key.clone()),
             });
         }
-        m.validate().map_err(|reason| StoreError::InvalidManifest {
+        m.validate().map_err(|source| StoreError::InvalidManifest {
             key: key.to_string(),
-            reason,
+            source,
         })?;
         for blob in m.outputs.values() {
             match self.head_blob(&blob.digest)? {
@@ -311,7 +311,7 @@ impl CacheTier for RemoteCache {
         }
         let mut bytes = encode_ac_entry(m).map_err(|e| StoreError::InvalidManifest {
             key: key.to_string(),
-            reason: e.to_string(),
+            source: ManifestError::Encode(e),
         })?;
         if let Some(signing) = &self.cfg.signing {
             bytes = signing.sign(key, &bytes);

@@ -157,20 +157,32 @@ pub fn classify(cell: &CellStats, baseline: Option<&CellStats>, threshold: f64) 
     }
 }
 
+/// Why no baseline cell could be chosen ([`resolve_baseline`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BaselineError {
+    #[error("no cells to choose a baseline from")]
+    NoCells,
+    /// The recipe's `confound.baseline_cell`, which names no cell.
+    #[error("baseline cell '{0}' is not a cell of this run")]
+    UnknownCell(String),
+    #[error("cannot choose a baseline cell: add one named 'baseline-*' or using exactly [none], or set confound.baseline_cell")]
+    NoCandidate,
+}
+
 /// AORTA's `resolve_baseline(cells, explicit, skip)` (§6.1.1) over aggregated cells.
 pub fn resolve_baseline(
     cells: &[CellStats],
     explicit: Option<&str>,
     skip: &[&str],
-) -> Result<String, String> {
+) -> Result<String, BaselineError> {
     if cells.is_empty() {
-        return Err("no cells to choose a baseline from".into());
+        return Err(BaselineError::NoCells);
     }
     if let Some(name) = explicit {
         return if cells.iter().any(|c| c.name == name) {
             Ok(name.to_string())
         } else {
-            Err(format!("baseline cell '{name}' is not a cell of this run"))
+            Err(BaselineError::UnknownCell(name.to_string()))
         };
     }
     let candidates: Vec<&CellStats> = cells
@@ -183,7 +195,7 @@ pub fn resolve_baseline(
         .or_else(|| candidates.iter().find(|c| c.mitigations == ["none"]))
         .or_else(|| (candidates.len() == 1).then(|| &candidates[0]))
         .map(|c| c.name.clone())
-        .ok_or_else(|| "cannot choose a baseline cell: add one named 'baseline-*' or using exactly [none], or set confound.baseline_cell".into())
+        .ok_or(BaselineError::NoCandidate)
 }
 
 /// The baseline as chosen after the run, with what went wrong choosing it.

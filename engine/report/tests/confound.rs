@@ -160,7 +160,12 @@ fn baseline_resolution_rules() {
         .map(|c| CellStats::aggregate(c, &r, &[], None))
         .collect();
     assert_eq!(resolve_baseline(&all, Some("a"), &[]).unwrap(), "a");
-    assert!(resolve_baseline(&all, Some("zzz"), &[]).is_err());
+    assert_eq!(
+        resolve_baseline(&all, Some("zzz"), &[]),
+        Err(aorta_report::confound::BaselineError::UnknownCell(
+            "zzz".into()
+        ))
+    );
     assert_eq!(resolve_baseline(&all, None, &[]).unwrap(), "baseline-x");
     assert_eq!(
         resolve_baseline(&all, None, &["baseline-x", "baseline-y"]).unwrap(),

@@ -4,8 +4,24 @@
 
 use crate::Value;
 
+/// Why a scalar cannot be resolved to a value; `Display` is the diagnostic's message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ScalarError {
+    /// An integer literal outside `i64` (the text as written).
+    #[error("integer {0} does not fit in 64 bits")]
+    IntOverflow(String),
+    #[error("'{0}' is not a JSON value")]
+    NotJson(String),
+    /// A tag other than YAML's core ones (shown as written, `!foo` or `!!foo`).
+    #[error("unsupported tag {0}")]
+    UnsupportedTag(String),
+    /// `!!int` etc. on text that is not one.
+    #[error("'{text}' is not a valid !!{tag}")]
+    NotTagged { text: String, tag: String },
+}
+
 /// Resolves an untagged plain YAML 1.1 scalar the way PyYAML's SafeLoader does.
-pub(crate) fn resolve_yaml11(s: &str) -> Result<Value, String> {
+pub(crate) fn resolve_yaml11(s: &str) -> Result<Value, ScalarError> {
     match s {
         "" | "~" | "null" | "Null" | "NULL" => return Ok(Value::Null),
         "yes" | "Yes" | "YES" | "true" | "True" | "TRUE" | "on" | "On" | "ON" => {
@@ -34,7 +50,7 @@ fn split_sign(s: &str) -> (i64, &str) {
 }
 
 /// `Some(Err)` when the text is an integer that does not fit in 64 bits.
-fn yaml11_int(s: &str) -> Option<Result<i64, String>> {
+fn yaml11_int(s: &str) -> Option<Result<i64, ScalarError>> {
     let (sign, body) = split_sign(s);
     if body.is_empty() {
         return None;
@@ -65,14 +81,11 @@ fn yaml11_int(s: &str) -> Option<Result<i64, String>> {
     let clean: String = digits.chars().filter(|c| *c != '_').collect();
     // Parse with the sign attached so i64::MIN fits.
     let signed = if sign < 0 { format!("-{clean}") } else { clean };
-    Some(
-        i64::from_str_radix(&signed, radix)
-            .map_err(|_| format!("integer {s} does not fit in 64 bits")),
-    )
+    Some(i64::from_str_radix(&signed, radix).map_err(|_| ScalarError::IntOverflow(s.to_string())))
 }
 
 /// `190:20:30` style base-60 integers (YAML 1.1); rare, but PyYAML accepts them.
-fn sexagesimal_int(body: &str) -> Option<Result<i64, String>> {
+fn sexagesimal_int(body: &str) -> Option<Result<i64, ScalarError>> {
     let mut parts = body.split(':');
     let first = parts.next()?;
     if first.is_empty()
@@ -92,7 +105,7 @@ fn sexagesimal_int(body: &str) -> Option<Result<i64, String>> {
         }
         total = match total.checked_mul(60).and_then(|t| t.checked_add(v)) {
             Some(t) => t,
-            None => return Some(Err(format!("integer {body} does not fit in 64 bits"))),
+            None => return Some(Err(ScalarError::IntOverflow(body.to_string()))),
         };
     }
     Some(Ok(total))
@@ -150,7 +163,7 @@ fn yaml11_float(s: &str) -> Option<f64> {
 }
 
 /// Resolves a plain scalar in a `.json` file (JSON grammar: true/false/null/numbers).
-pub(crate) fn resolve_json(s: &str) -> Result<Value, String> {
+pub(crate) fn resolve_json(s: &str) -> Result<Value, ScalarError> {
     match s {
         "null" => Ok(Value::Null),
         "true" => Ok(Value::Bool(true)),
@@ -160,12 +173,12 @@ pub(crate) fn resolve_json(s: &str) -> Result<Value, String> {
                 if let Some(i) = n.as_i64() {
                     Ok(Value::Int(i))
                 } else if n.is_u64() {
-                    Err(format!("integer {s} does not fit in 64 bits"))
+                    Err(ScalarError::IntOverflow(s.to_string()))
                 } else {
                     Ok(Value::Float(n.as_f64().unwrap_or(f64::NAN)))
                 }
             }
-            Err(_) => Err(format!("'{s}' is not a JSON value")),
+            Err(_) => Err(ScalarError::NotJson(s.to_string())),
         },
     }
 }

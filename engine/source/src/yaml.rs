@@ -3,7 +3,7 @@
 //! Behaves like PyYAML's `safe_load`: one document, anchors/aliases and `<<` merge keys,
 //! YAML 1.1 scalars, no language-specific tags. JSON files get JSON scalar rules.
 
-use crate::scalar::{resolve_json, resolve_yaml11};
+use crate::scalar::{resolve_json, resolve_yaml11, ScalarError};
 use crate::{Diag, DiagKind, Node, SourceFile, Value};
 use saphyr_parser::{Event, Parser, ScalarStyle, Span, Tag};
 use std::collections::HashMap;
@@ -307,7 +307,7 @@ impl Builder<'_> {
             Syntax::Json => resolve_json(s),
         };
         let value = match tag {
-            Some(t) if !is_core(t) => Err(format!("unsupported tag {}", show_tag(t))),
+            Some(t) if !is_core(t) => Err(ScalarError::UnsupportedTag(show_tag(t))),
             Some(t) => match t.suffix.as_str() {
                 "str" => Ok(Value::Str(text.to_string())),
                 "null" | "bool" | "int" | "float" => resolve_yaml11(text).and_then(|v| {
@@ -321,10 +321,13 @@ impl Builder<'_> {
                     match (ok, t.suffix.as_str(), &v) {
                         (true, _, _) => Ok(v),
                         (false, "float", Value::Int(i)) => Ok(Value::Float(*i as f64)),
-                        _ => Err(format!("'{text}' is not a valid !!{}", t.suffix)),
+                        _ => Err(ScalarError::NotTagged {
+                            text: text.to_string(),
+                            tag: t.suffix.clone(),
+                        }),
                     }
                 }),
-                other => Err(format!("unsupported tag !!{other}")),
+                other => Err(ScalarError::UnsupportedTag(format!("!!{other}"))),
             },
             None if style == ScalarStyle::Plain => resolve(text),
             None => Ok(Value::Str(text.to_string())),
@@ -332,7 +335,7 @@ impl Builder<'_> {
         value.map_err(|m| {
             self.error(
                 range,
-                m,
+                m.to_string(),
                 "quote the value to make it a string, or fix the number",
             )
         })

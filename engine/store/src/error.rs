@@ -58,8 +58,13 @@ pub enum StoreError {
     #[error("refusing to use {}: {reason}; remove it (the store recreates what it needs)", path.display())]
     UnsafeEntry { path: PathBuf, reason: String },
 
-    #[error("invalid manifest for trial {key}: {reason}")]
-    InvalidManifest { key: String, reason: String },
+    /// `key` is empty where the manifest is not known (a blob fetched by digest).
+    #[error("invalid manifest for trial {key}: {source}")]
+    InvalidManifest {
+        key: String,
+        #[source]
+        source: crate::ManifestError,
+    },
 
     #[error(
         "store {} is busy: {what}; try again when it finishes",

@@ -34,7 +34,9 @@ pub use fsio::sync_filesystem;
 pub use local::{default_store_root, LocalStore, Store, STORE_FORMAT_VERSION};
 pub use lock::{BuildLock, Claim, DetachedClaim, Waiting};
 pub use maint::{GcPolicy, GcReport, Problem, StoreStats, VerifyReport};
-pub use manifest::{rfc3339_utc, validate_output_path, BlobRef, Manifest, AC_FORMAT};
+pub use manifest::{
+    rfc3339_utc, validate_output_path, BlobRef, EntryError, Manifest, ManifestError, AC_FORMAT,
+};
 
 /// The checksummed AC envelope bytes for `m`, exactly as the local store writes them (a remote
 /// tier stores the same bytes under `ac/`).
@@ -43,8 +45,8 @@ pub fn encode_ac_entry(m: &Manifest) -> serde_json::Result<Vec<u8>> {
 }
 
 /// Parses and verifies AC envelope bytes for `expected` (format, key, checksum, output paths);
-/// the `Err` is a human-readable reason, to be turned into [`Lookup::Corrupt`].
-pub fn decode_ac_entry(bytes: &[u8], expected: &Key) -> std::result::Result<Manifest, String> {
+/// the `Err` says why, to be shown as [`Lookup::Corrupt`]'s reason.
+pub fn decode_ac_entry(bytes: &[u8], expected: &Key) -> std::result::Result<Manifest, EntryError> {
     manifest::decode_entry(bytes, expected)
 }
 

@@ -16,7 +16,7 @@
 use crate::digest::{Digest, Key};
 use crate::error::{Result, StoreError};
 use crate::fsio::{self, copy_hashing, ensure_dir, open_regular, regular_file_len, TempFile};
-use crate::manifest::{decode_entry, encode_entry, BlobRef, Manifest};
+use crate::manifest::{decode_entry, encode_entry, BlobRef, EntryError, Manifest, ManifestError};
 use crate::{CacheTier, Lookup};
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, Write};
@@ -430,7 +430,11 @@ impl LocalStore {
         if let Some(want) = size.filter(|&w| w != got) {
             return Err(StoreError::InvalidManifest {
                 key: String::new(),
-                reason: format!("blob {d} is {got} bytes but the manifest says {want}"),
+                source: ManifestError::BlobSize {
+                    digest: d.clone(),
+                    got,
+                    want,
+                },
             });
         }
         tmp.persist(dest)
@@ -454,7 +458,9 @@ impl LocalStore {
                 if let Ok(Some(claim)) = self.try_claim(key) {
                     return claim.lookup_as();
                 }
-                Ok(Lookup::Corrupt { reason })
+                Ok(Lookup::Corrupt {
+                    reason: reason.to_string(),
+                })
             }
             Ok(found) => Ok(found),
         }
@@ -468,7 +474,9 @@ impl LocalStore {
         match self.read_entry::<T>(key)? {
             Err(reason) => {
                 self.quarantine(&self.ac_path(key))?;
-                Ok(Lookup::Corrupt { reason })
+                Ok(Lookup::Corrupt {
+                    reason: reason.to_string(),
+                })
             }
             Ok(found) => Ok(found),
         }
@@ -478,7 +486,7 @@ impl LocalStore {
     fn read_entry<T: serde::de::DeserializeOwned>(
         &self,
         key: &Key,
-    ) -> Result<Result<Lookup<T>, String>> {
+    ) -> Result<Result<Lookup<T>, EntryError>> {
         let path = self.ac_path(key);
         if !self.shard_known(path.parent().expect("shard"))? {
             return Ok(Ok(Lookup::Miss));
@@ -486,12 +494,14 @@ impl LocalStore {
         let (mut f, md) = match crate::fsio::open_regular_md(&path) {
             Ok(Some(x)) => x,
             Ok(None) => return Ok(Ok(Lookup::Miss)),
-            Err(StoreError::UnsafeEntry { reason, .. }) => return Ok(Err(reason)),
+            Err(StoreError::UnsafeEntry { reason, .. }) => {
+                return Ok(Err(EntryError::Unsafe(reason)))
+            }
             Err(e) => return Err(e),
         };
         let len = md.len();
         if len > MAX_AC_ENTRY_BYTES {
-            return Ok(Err(format!("entry is {len} bytes, far too large")));
+            return Ok(Err(EntryError::TooLarge(len)));
         }
         // Exactly `len` bytes (entries are renamed into place whole, never appended to); a
         // short read is a truncated entry, reported as such by the checksum.
@@ -526,7 +536,7 @@ impl LocalStore {
     }
 
     /// Every output must exist as a regular file of the recorded size.
-    pub(crate) fn check_blobs<T>(&self, m: &Manifest<T>) -> Result<(), String> {
+    pub(crate) fn check_blobs<T>(&self, m: &Manifest<T>) -> Result<(), EntryError> {
         for (rel, blob) in &m.outputs {
             let path = self.blob_path(&blob.digest);
             let entry = (path, blob.size);
@@ -549,16 +559,18 @@ impl LocalStore {
                         .insert(entry);
                 }
                 Some(len) => {
-                    return Err(format!(
-                        "output {rel:?}: blob {} is {len} bytes, manifest says {}",
-                        blob.digest, blob.size
-                    ))
+                    return Err(EntryError::BlobSize {
+                        output: rel.clone(),
+                        digest: blob.digest.clone(),
+                        len,
+                        size: blob.size,
+                    })
                 }
                 None => {
-                    return Err(format!(
-                        "output {rel:?}: blob {} is missing (dangling reference)",
-                        blob.digest
-                    ))
+                    return Err(EntryError::BlobMissing {
+                        output: rel.clone(),
+                        digest: blob.digest.clone(),
+                    })
                 }
             }
         }
@@ -574,9 +586,9 @@ impl LocalStore {
         m: &Manifest<T>,
         put: &[BlobRef],
     ) -> Result<()> {
-        let invalid = |reason: String| StoreError::InvalidManifest {
+        let invalid = |source| StoreError::InvalidManifest {
             key: m.key.to_string(),
-            reason,
+            source,
         };
         m.validate().map_err(invalid)?;
         for blob in m.outputs.values() {
@@ -590,7 +602,7 @@ impl LocalStore {
                 });
             }
         }
-        let bytes = encode_entry(m).map_err(|e| invalid(e.to_string()))?;
+        let bytes = encode_entry(m).map_err(|e| invalid(ManifestError::Encode(e)))?;
         let dest = self.ac_path(&m.key);
         ensure_dir(dest.parent().expect("shard"))?;
         let mut tmp = TempFile::new_in(&self.tmp_dir(), "ac-")?;
@@ -623,9 +635,9 @@ impl LocalStore {
     /// hash-verified. Output paths are validated first, and no directory on the way may be a
     /// symlink, so a hostile manifest cannot write outside `dest_dir`.
     pub fn materialize<T>(&self, m: &Manifest<T>, dest_dir: &Path) -> Result<()> {
-        m.validate().map_err(|reason| StoreError::InvalidManifest {
+        m.validate().map_err(|source| StoreError::InvalidManifest {
             key: m.key.to_string(),
-            reason,
+            source,
         })?;
         fs::create_dir_all(dest_dir).map_err(StoreError::io("create directory", dest_dir))?;
         for (rel, blob) in &m.outputs {
@@ -638,9 +650,9 @@ impl LocalStore {
             }
             self.get_blob_sized(&blob.digest, Some(blob.size), &dir.join(file))
                 .map_err(|e| match e {
-                    StoreError::InvalidManifest { reason, .. } => StoreError::InvalidManifest {
+                    StoreError::InvalidManifest { source, .. } => StoreError::InvalidManifest {
                         key: m.key.to_string(),
-                        reason,
+                        source,
                     },
                     e => e,
                 })?;
@@ -658,7 +670,7 @@ impl CacheTier for LocalStore {
         if &m.key != key {
             return Err(StoreError::InvalidManifest {
                 key: key.to_string(),
-                reason: format!("manifest names key {}", m.key),
+                source: ManifestError::OtherKey(m.key.clone()),
             });
         }
         LocalStore::put_manifest(self, m)

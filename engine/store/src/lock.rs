@@ -122,7 +122,7 @@ impl<'s> Claim<'s> {
         if manifest.key != self.key {
             return Err(StoreError::InvalidManifest {
                 key: manifest.key.to_string(),
-                reason: format!("committed under a claim for a different key {}", self.key),
+                source: crate::ManifestError::OtherClaim(self.key.clone()),
             });
         }
         self.store.write_manifest_locked(manifest, &self.put)

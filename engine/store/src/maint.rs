@@ -11,7 +11,7 @@ use crate::digest::{validate_hex, Digest, Key};
 use crate::error::{Result, StoreError};
 use crate::fsio::{copy_hashing, mtime, open_regular};
 use crate::local::LocalStore;
-use crate::manifest::{decode_entry, Manifest};
+use crate::manifest::{decode_entry, EntryError, Manifest};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::{self, Read};
@@ -216,7 +216,7 @@ impl LocalStore {
     }
 
     /// Reads and decodes one AC entry found by a scan, including the blob check.
-    fn check_entry(&self, item: &Item<Key>) -> Result<Option<Result<Manifest, String>>> {
+    fn check_entry(&self, item: &Item<Key>) -> Result<Option<Result<Manifest, EntryError>>> {
         let Some((mut f, _)) = open_regular(&item.path)? else {
             return Ok(None); // removed concurrently
         };
@@ -295,7 +295,7 @@ impl LocalStore {
             };
             report.entries_checked += 1;
             let reason = match result {
-                Err(reason) => reason,
+                Err(reason) => reason.to_string(),
                 Ok(m) => match m.outputs.iter().find(|(_, b)| corrupt.contains(&b.digest)) {
                     Some((rel, b)) => format!("output {rel:?}: blob {} is corrupt", b.digest),
                     None => continue,

@@ -17,6 +17,60 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// Envelope format written by this version; entries with another format are treated as corrupt.
 pub const AC_FORMAT: u32 = 1;
 
+/// Why a manifest cannot be stored ([`crate::StoreError::InvalidManifest`]) or trusted.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// An output path a hostile or buggy manifest could escape with; `why` names the rule.
+    #[error("output path {path:?}: {why}")]
+    BadOutputPath { path: String, why: &'static str },
+    #[error("exec_seconds is {0}")]
+    NonFiniteSeconds(f64),
+    /// Stored under one key while naming another.
+    #[error("manifest names key {0}")]
+    OtherKey(Key),
+    #[error("committed under a claim for a different key {0}")]
+    OtherClaim(Key),
+    #[error("blob {digest} is {got} bytes but the manifest says {want}")]
+    BlobSize { digest: Digest, got: u64, want: u64 },
+    #[error(transparent)]
+    Encode(#[from] serde_json::Error),
+}
+
+/// Why an action-cache entry cannot be trusted: the reason of a
+/// [`Lookup::Corrupt`](crate::Lookup::Corrupt), after which the trial is re-run.
+#[derive(Debug, thiserror::Error)]
+pub enum EntryError {
+    #[error("unparseable entry: {0}")]
+    Unparseable(#[source] serde_json::Error),
+    #[error("entry format {0} (this aorta reads {AC_FORMAT})")]
+    Format(u32),
+    #[error("entry is for key {found:?}, not {expected}")]
+    EntryKey { found: String, expected: Key },
+    #[error("manifest checksum mismatch (recorded {recorded:?}, content hashes to {actual})")]
+    Checksum { recorded: String, actual: Digest },
+    #[error("manifest does not match the schema: {0}")]
+    Schema(#[source] serde_json::Error),
+    #[error("manifest is for key {found}, not {expected}")]
+    ManifestKey { found: Key, expected: Key },
+    #[error(transparent)]
+    Invalid(#[from] ManifestError),
+    #[error("entry is {0} bytes, far too large")]
+    TooLarge(u64),
+    #[error("output {output:?}: blob {digest} is {len} bytes, manifest says {size}")]
+    BlobSize {
+        output: String,
+        digest: Digest,
+        len: u64,
+        size: u64,
+    },
+    #[error("output {output:?}: blob {digest} is missing (dangling reference)")]
+    BlobMissing { output: String, digest: Digest },
+    /// The entry is no plain file ([`crate::StoreError::UnsafeEntry`]'s reason).
+    // String: the file-system check's message, shown as is.
+    #[error("{0}")]
+    Unsafe(String),
+}
+
 /// A reference to one blob in the CAS.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlobRef {
@@ -55,12 +109,15 @@ impl<T> Manifest<T> {
 
     /// Checks what the store relies on: safe output paths and a finite duration (JSON has no
     /// NaN, so a NaN would make the entry unreadable).
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ManifestError> {
         for path in self.outputs.keys() {
-            validate_output_path(path).map_err(|why| format!("output path {path:?}: {why}"))?;
+            validate_output_path(path).map_err(|why| ManifestError::BadOutputPath {
+                path: path.clone(),
+                why,
+            })?;
         }
         if !self.exec_seconds.is_finite() {
-            return Err(format!("exec_seconds is {}", self.exec_seconds));
+            return Err(ManifestError::NonFiniteSeconds(self.exec_seconds));
         }
         Ok(())
     }
@@ -132,29 +189,30 @@ pub(crate) fn encode_entry<T: Serialize>(m: &Manifest<T>) -> serde_json::Result<
 pub(crate) fn decode_entry<T: serde::de::DeserializeOwned>(
     bytes: &[u8],
     expected: &Key,
-) -> Result<Manifest<T>, String> {
-    let env: EnvelopeIn =
-        serde_json::from_slice(bytes).map_err(|e| format!("unparseable entry: {e}"))?;
+) -> Result<Manifest<T>, EntryError> {
+    let env: EnvelopeIn = serde_json::from_slice(bytes).map_err(EntryError::Unparseable)?;
     if env.format != AC_FORMAT {
-        return Err(format!(
-            "entry format {} (this aorta reads {AC_FORMAT})",
-            env.format
-        ));
+        return Err(EntryError::Format(env.format));
     }
     if env.key != expected.as_str() {
-        return Err(format!("entry is for key {:?}, not {expected}", env.key));
+        return Err(EntryError::EntryKey {
+            found: env.key,
+            expected: expected.clone(),
+        });
     }
     let actual = Digest::of_bytes(env.manifest.get().as_bytes());
     if env.blake3 != actual.as_str() {
-        return Err(format!(
-            "manifest checksum mismatch (recorded {:?}, content hashes to {actual})",
-            env.blake3
-        ));
+        return Err(EntryError::Checksum {
+            recorded: env.blake3,
+            actual,
+        });
     }
-    let m: Manifest<T> = serde_json::from_str(env.manifest.get())
-        .map_err(|e| format!("manifest does not match the schema: {e}"))?;
+    let m: Manifest<T> = serde_json::from_str(env.manifest.get()).map_err(EntryError::Schema)?;
     if &m.key != expected {
-        return Err(format!("manifest is for key {}, not {expected}", m.key));
+        return Err(EntryError::ManifestKey {
+            found: m.key,
+            expected: expected.clone(),
+        });
     }
     m.validate()?;
     Ok(m)
@@ -259,18 +317,20 @@ mod tests {
 
         let flipped = text.replace("\"pass\"", "\"fail\"");
         let why = decode_entry::<serde_json::Value>(flipped.as_bytes(), &key()).unwrap_err();
-        assert!(why.contains("checksum"), "{why}");
+        assert!(matches!(why, EntryError::Checksum { .. }), "{why}");
+        assert!(why.to_string().contains("checksum"), "{why}");
 
         let why = decode_entry::<serde_json::Value>(&bytes[..bytes.len() / 2], &key()).unwrap_err();
-        assert!(why.contains("unparseable"), "{why}");
+        assert!(why.to_string().contains("unparseable"), "{why}");
 
         let other = Key::of_bytes(b"other");
-        assert!(decode_entry::<serde_json::Value>(&bytes, &other)
-            .unwrap_err()
-            .contains("not"));
+        let why = decode_entry::<serde_json::Value>(&bytes, &other).unwrap_err();
+        assert!(matches!(&why, EntryError::EntryKey { expected, .. } if *expected == other));
+        assert!(why.to_string().contains("not"));
 
         let why = decode_entry::<serde_json::Value>(b"\x00\xff garbage", &key()).unwrap_err();
-        assert!(why.contains("unparseable"), "{why}");
+        assert!(matches!(why, EntryError::Unparseable(_)), "{why}");
+        assert!(why.to_string().contains("unparseable"), "{why}");
     }
 
     #[test]
@@ -281,6 +341,10 @@ mod tests {
         // encode_entry does not validate (put_manifest does); decoding must still refuse.
         let bytes = encode_entry(&m).unwrap();
         let why = decode_entry::<serde_json::Value>(&bytes, &key()).unwrap_err();
-        assert!(why.contains("../escape"), "{why}");
+        assert!(
+            matches!(&why, EntryError::Invalid(ManifestError::BadOutputPath { path, .. }) if path == "../escape"),
+            "{why}"
+        );
+        assert!(why.to_string().contains("../escape"), "{why}");
     }
 }

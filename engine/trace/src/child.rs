@@ -34,9 +34,29 @@ pub(crate) struct Child {
     /// Read end of the status pipe (later records: filter or exec failures).
     pub status: File,
     /// Whether this process is its tracer; `Err` says why not.
-    pub traced: Result<(), String>,
+    pub traced: Result<(), Untraced>,
     /// Set when the child ended before tracing started (raw wait status).
     pub ended: Option<libc::c_int>,
+}
+
+/// Why a command runs untraced. `Display` is the trace's reason (written to the trace file);
+/// the errno is kept as a number so the reason stays `Clone`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Untraced {
+    #[error("the command ended before tracing started")]
+    EndedEarly,
+    #[error("ptrace(PTRACE_TRACEME) failed: {}", errno_text(*.0))]
+    TraceMe(i32),
+    #[error("waitpid: {}", errno_text(*.0))]
+    Wait(i32),
+    #[error("PTRACE_SETOPTIONS failed: {}", errno_text(*.0))]
+    SetOptions(i32),
+    #[error("the command ended or exec'd before handing over the seccomp listener")]
+    NoListener,
+    #[error("prctl(PR_SET_NO_NEW_PRIVS) failed: {}", errno_text(*.0))]
+    NoNewPrivs(i32),
+    #[error("seccomp filter not installed: {}", errno_text(*.0))]
+    Seccomp(i32),
 }
 
 fn os_err(what: &'static str) -> TraceError {
@@ -168,11 +188,8 @@ pub(crate) fn spawn(argv: &[OsString]) -> Result<Child, TraceError> {
     let mut go = File::from(go_w);
     let (traced, ended) = match read_record(&mut status) {
         Some((STEP_STOPPING, _)) => initial_stop(pid, &mut go),
-        Some((STEP_TRACEME, e)) => (
-            Err(format!("ptrace(PTRACE_TRACEME) failed: {}", errno_text(e))),
-            None,
-        ),
-        _ => (Err(ENDED_EARLY.into()), None),
+        Some((STEP_TRACEME, e)) => (Err(Untraced::TraceMe(e)), None),
+        _ => (Err(Untraced::EndedEarly), None),
     };
     Ok(Child {
         pid,
@@ -182,11 +199,9 @@ pub(crate) fn spawn(argv: &[OsString]) -> Result<Child, TraceError> {
     })
 }
 
-const ENDED_EARLY: &str = "the command ended before tracing started";
-
 /// Waits for the child's `raise(SIGSTOP)`, sets the options, tells it to go on. Returns
 /// whether it is traced, and its wait status if it ended instead.
-fn initial_stop(pid: libc::pid_t, go: &mut File) -> (Result<(), String>, Option<libc::c_int>) {
+fn initial_stop(pid: libc::pid_t, go: &mut File) -> (Result<(), Untraced>, Option<libc::c_int>) {
     use std::io::Write;
     let opts = libc::PTRACE_O_TRACESECCOMP
         | libc::PTRACE_O_TRACECLONE
@@ -203,19 +218,18 @@ fn initial_stop(pid: libc::pid_t, go: &mut File) -> (Result<(), String>, Option<
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
-            return (Err(format!("waitpid: {e}")), None);
+            return (Err(Untraced::Wait(e.raw_os_error().unwrap_or(0))), None);
         }
         if !libc::WIFSTOPPED(st) {
-            return (Err(ENDED_EARLY.into()), Some(st));
+            return (Err(Untraced::EndedEarly), Some(st));
         }
         let traced = traced.get_or_insert_with(|| {
             // SAFETY: the child is in a ptrace-stop; the options are passed as the data word.
             let r = unsafe { libc::ptrace(libc::PTRACE_SETOPTIONS, pid, 0, opts as usize) };
             let res = match r {
                 0 => Ok(()),
-                _ => Err(format!(
-                    "PTRACE_SETOPTIONS failed: {}",
-                    io::Error::last_os_error()
+                _ => Err(Untraced::SetOptions(
+                    io::Error::last_os_error().raw_os_error().unwrap_or(0),
                 )),
             };
             let _ = go.write_all(&[if res.is_ok() { GO_TRACE } else { GO_UNTRACED }]);
@@ -284,7 +298,7 @@ pub(crate) struct NotifyChild {
     /// Read end of the status pipe (filter or exec failures).
     pub status: File,
     /// The filter's listener, or why there is none (the command then runs untraced).
-    pub listener: Result<OwnedFd, String>,
+    pub listener: Result<OwnedFd, Untraced>,
 }
 
 /// Forks and starts `argv` with a `SECCOMP_RET_USER_NOTIF` filter: the child installs it with
@@ -325,9 +339,7 @@ pub(crate) fn spawn_notify(argv: &[OsString]) -> Result<NotifyChild, TraceError>
         child_main_notify(plan, status_w.as_raw_fd(), theirs.as_raw_fd())
     })?;
     drop((status_w, theirs));
-    let listener = receive_fd(mine.as_raw_fd()).ok_or_else(|| {
-        "the command ended or exec'd before handing over the seccomp listener".to_owned()
-    });
+    let listener = receive_fd(mine.as_raw_fd()).ok_or(Untraced::NoListener);
     Ok(NotifyChild {
         pid,
         status: File::from(status_r),

@@ -199,7 +199,7 @@ fn trace_notified(argv: &[OsString]) -> Result<Traced, TraceError> {
                 });
             }
         }
-        Err(why) => reason = Some(why),
+        Err(why) => reason = Some(why.to_string()),
     }
     let raw = wait_untraced(child.pid);
     let mut exec_error = None;
@@ -207,16 +207,10 @@ fn trace_notified(argv: &[OsString]) -> Result<Traced, TraceError> {
         match step {
             child::STEP_EXEC => exec_error = Some(io::Error::from_raw_os_error(e)),
             filter::STEP_NO_NEW_PRIVS => {
-                reason = Some(format!(
-                    "prctl(PR_SET_NO_NEW_PRIVS) failed: {}",
-                    child::errno_text(e)
-                ));
+                reason = Some(child::Untraced::NoNewPrivs(e).to_string());
             }
             filter::STEP_SECCOMP => {
-                reason = Some(format!(
-                    "seccomp filter not installed: {}",
-                    child::errno_text(e)
-                ));
+                reason = Some(child::Untraced::Seccomp(e).to_string());
             }
             _ => {}
         }
@@ -270,7 +264,8 @@ fn trace_ptraced(argv: &[OsString]) -> Result<Traced, TraceError> {
         (Ok(()), None) => tracer::trace(child.pid, &mut rec),
         (Err(_), None) => wait_untraced(child.pid),
     };
-    let mut reason = child.traced.err();
+    // The trace stores the reason as text.
+    let mut reason = child.traced.err().map(|e| e.to_string());
     if !filter::SUPPORTED {
         reason.get_or_insert_with(|| "unsupported architecture".into());
     }
@@ -280,15 +275,10 @@ fn trace_ptraced(argv: &[OsString]) -> Result<Traced, TraceError> {
         match step {
             child::STEP_EXEC => exec_error = Some(io::Error::from_raw_os_error(e)),
             filter::STEP_NO_NEW_PRIVS => {
-                let why = format!(
-                    "prctl(PR_SET_NO_NEW_PRIVS) failed: {}",
-                    child::errno_text(e)
-                );
-                reason.get_or_insert(why);
+                reason.get_or_insert(child::Untraced::NoNewPrivs(e).to_string());
             }
             filter::STEP_SECCOMP => {
-                let why = format!("seccomp filter not installed: {}", child::errno_text(e));
-                reason.get_or_insert(why);
+                reason.get_or_insert(child::Untraced::Seccomp(e).to_string());
             }
             _ => {}
         }
