@@ -99,13 +99,6 @@ pub enum DetectorError {
     Condition(#[source] ConditionError),
 }
 
-/// The engine's recipe loading still reports errors as text.
-impl From<DetectorError> for String {
-    fn from(e: DetectorError) -> String {
-        e.to_string()
-    }
-}
-
 impl CustomDetector {
     /// Compiles a detector from recipe text: the regex with [`compile_custom_regex`], the
     /// condition with the sandbox's parser. The error says which of the two was rejected.

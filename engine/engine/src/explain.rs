@@ -124,6 +124,7 @@ fn trial_status(
 /// scheduler applies it (none when the cell cannot run), or the first trial that must run first.
 struct CellView<'a> {
     trials: Vec<(u32, &'a Key, Status)>,
+    // String: the line `explain` prints for a cell that cannot be folded yet.
     fold: std::result::Result<Vec<(u32, String)>, String>,
 }
 

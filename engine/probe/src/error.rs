@@ -156,10 +156,3 @@ pub enum KeyPatternError {
     #[error("env_key pattern '{pattern}' contains '{found}'; segments use letters, digits, '_', '-' and '*'")]
     BadChar { pattern: String, found: char },
 }
-
-/// The recipe loader takes a diagnostic's message as `impl Into<String>`.
-impl From<KeyPatternError> for String {
-    fn from(e: KeyPatternError) -> String {
-        e.to_string()
-    }
-}

@@ -435,7 +435,7 @@ pub(crate) fn env_key(cx: &Ctx, node: &Node, path: &FieldPath) -> Res<EnvKeyRule
                     cx.schema(
                         item,
                         &ip,
-                        e,
+                        e.to_string(),
                         "`aorta env key` lists the keyed fields and their paths",
                     )
                 })?;

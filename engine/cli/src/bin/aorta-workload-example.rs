@@ -41,6 +41,7 @@ fn parallel_sum(v: &[f32], threads: usize) -> f32 {
     })
 }
 
+// String: the example prints its one error line and exits; nothing matches on it.
 fn run(config_path: &str, result_path: &str) -> Result<(), String> {
     let cfg: Value = serde_json::from_str(
         &std::fs::read_to_string(config_path)

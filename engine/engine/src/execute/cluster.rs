@@ -626,12 +626,15 @@ impl SlurmExecutor<'_> {
         s: &Submitted,
         kill: SchedulerKill,
         state: &str,
-    ) -> std::result::Result<aorta_store::Manifest<TrialRecord>, String> {
+    ) -> std::result::Result<aorta_store::Manifest<TrialRecord>, super::local::CommitError> {
         let spec = &self.jobs[key].spec;
         let claim = self
             .store
             .claim(key)
-            .map_err(|e| format!("cannot claim trial {key}: {e}"))?;
+            .map_err(|source| super::local::CommitError::Claim {
+                key: key.clone(),
+                source,
+            })?;
         if let Ok(Lookup::Hit(m)) = claim.lookup_as::<TrialRecord>() {
             if !self.refused(key, &m) {
                 return Ok(m);
@@ -643,8 +646,9 @@ impl SlurmExecutor<'_> {
             std::process::id()
         ));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        if let Err(source) = std::fs::create_dir_all(&dir) {
+            return Err(super::local::CommitError::CreateDir { dir, source });
+        }
         let task_log = s.array_dir.join(format!("task-{}.log", s.task));
         let log = dir.join("slurm-task.log");
         let log = std::fs::copy(&task_log, &log).ok().map(|_| log);

@@ -293,7 +293,7 @@ fn finish_running(
                     };
                     Outcome::Done(Box::new(m), Source::Executed, dir)
                 }
-                Err(e) => Outcome::Failed(e),
+                Err(e) => Outcome::Failed(e.to_string()),
             },
         },
     }
@@ -352,6 +352,46 @@ fn interrupted(record: &TrialRecord, cancel: &CancelToken) -> bool {
     false
 }
 
+/// Why a finished trial's result was not stored: the trial is reported as one that failed to
+/// run, and runs again next build.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CommitError {
+    #[error("cannot claim trial {key}: {source}")]
+    Claim {
+        key: Key,
+        #[source]
+        source: aorta_store::StoreError,
+    },
+    #[error("cannot create {}: {source}", dir.display())]
+    CreateDir {
+        dir: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot list {}: {source}", dir.display())]
+    List {
+        dir: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot encode result.json: {0}")]
+    Encode(#[source] serde_json::Error),
+    #[error("cannot write result.json: {0}")]
+    Write(#[source] std::io::Error),
+    #[error("cannot store {file}: {source}")]
+    Blob {
+        file: String,
+        #[source]
+        source: aorta_store::StoreError,
+    },
+    #[error("cannot commit trial {key}: {source}")]
+    Commit {
+        key: Key,
+        #[source]
+        source: aorta_store::StoreError,
+    },
+}
+
 /// Writes the trial's result.json, stores its other files and commits the manifest, which
 /// holds the record (moved in, not copied).
 pub(crate) fn commit(
@@ -359,31 +399,35 @@ pub(crate) fn commit(
     dir: &Path,
     mut record: TrialRecord,
     secs: f64,
-) -> Result<Manifest<TrialRecord>, String> {
-    let mut files = list_files(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+) -> Result<Manifest<TrialRecord>, CommitError> {
+    let mut files = list_files(dir).map_err(|source| CommitError::List {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
     // Sorted already; result.json is written below if it is not there yet.
     if let Err(at) = files.binary_search_by(|f| f.as_str().cmp("result.json")) {
         files.insert(at, "result.json".into());
     }
     record.outputs = files;
-    let json = serde_json::to_vec_pretty(&record)
-        .map_err(|e| format!("cannot encode result.json: {e}"))?;
+    let json = serde_json::to_vec_pretty(&record).map_err(CommitError::Encode)?;
     // A plain write: the staging directory is private until it is renamed into place, and the
     // build syncs the run directory before its index names the trial (artifacts::finish).
-    std::fs::write(dir.join("result.json"), &json)
-        .map_err(|e| format!("cannot write result.json: {e}"))?;
+    std::fs::write(dir.join("result.json"), &json).map_err(CommitError::Write)?;
     let mut m = Manifest::new(claim.key().clone(), record);
     // result.json is the record itself, which the entry holds already: materialising writes it
     // from there, so it costs no blob.
     for f in m.trial.outputs.iter().filter(|f| *f != "result.json") {
         let blob = claim
             .put_blob_file(&dir.join(f))
-            .map_err(|e| format!("cannot store {f}: {e}"))?;
+            .map_err(|source| CommitError::Blob {
+                file: f.clone(),
+                source,
+            })?;
         m.outputs.insert(f.clone(), blob);
     }
     m.exec_seconds = secs;
-    claim
-        .commit(&m)
-        .map_err(|e| format!("cannot commit trial {}: {e}", m.key))?;
+    if let Err(source) = claim.commit(&m) {
+        return Err(CommitError::Commit { key: m.key, source });
+    }
     Ok(m)
 }
