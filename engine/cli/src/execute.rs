@@ -10,6 +10,9 @@ use std::process::ExitCode;
 
 /// Builds `c` with a progress bar (a terminal) or per-trial lines (`-v`).
 pub fn build(session: &Session, c: &Compiled, verbose: u8) -> Result<BuildOutcome, CliError> {
+    for w in &c.warnings {
+        eprintln!("aorta: warning: {w}");
+    }
     let bar = progress_bar(c.planned().len() as u64, verbose);
     let (mut executed, mut reused, mut failed) = (0u64, 0u64, 0u64);
     let mut cluster = String::new();

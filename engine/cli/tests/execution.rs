@@ -953,3 +953,20 @@ fn a_read_only_store_is_refused_before_any_trial_runs() {
     assert!(err.contains("is not writable"), "{err}");
     assert!(!ws.path().join("ran").exists(), "a trial ran");
 }
+
+/// A command whose program exists nowhere is said once, before any trial runs (each trial then
+/// ends in error, as it would anywhere); one that exists is not.
+#[test]
+fn a_missing_program_is_said_once_before_the_trials() {
+    let ws = Ws::new(&RECIPE.replace("trials: 3", "trials: 2"));
+    let out = ws.sweep(&["/nonexistent/prog", "x"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.matches("aorta: warning: the command's program \"/nonexistent/prog\" is not an executable file here nor on PATH").count(),
+        1,
+        "{}",
+        common::transcript(&out)
+    );
+    let ok = ws.sweep(&["true"]);
+    assert!(!String::from_utf8_lossy(&ok.stderr).contains("aorta: warning"));
+}

@@ -130,6 +130,8 @@ pub struct Compiled {
     /// Each input file with the content digest its trials were keyed by: re-checked after
     /// every trial, so a file edited while trials ran cannot store new results under old keys.
     pub input_digests: Vec<(PathBuf, String)>,
+    /// What the build should say before it runs anything (a command that cannot be found).
+    pub warnings: Vec<String>,
 }
 
 impl Compiled {

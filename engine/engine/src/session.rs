@@ -483,6 +483,11 @@ fn compile(session: &Session, id: TargetId) -> Result<Compiled> {
         )));
     };
     crate::timing("compile (recipe, environment, keys, DAG)", t0);
+    let warnings = argv
+        .as_deref()
+        .and_then(|a| missing_program(&session.cwd, a))
+        .into_iter()
+        .collect();
     Ok(Compiled {
         id,
         label,
@@ -495,5 +500,26 @@ fn compile(session: &Session, id: TargetId) -> Result<Compiled> {
         workload,
         input_files,
         input_digests,
+        warnings,
+    })
+}
+
+/// The wrapped command's program, if it can be found neither as a path nor on `PATH`: every
+/// trial would error, so the build says it once before running them (a warning, not an
+/// error: on a cluster the program may exist only on the nodes).
+fn missing_program(cwd: &Path, argv: &[String]) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let program = argv.first()?;
+    let runnable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let found = if program.contains('/') {
+        runnable(&cwd.join(program))
+    } else {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|d| runnable(&d.join(program))))
+    };
+    (!found).then(|| {
+        format!("the command's program {program:?} is not an executable file here nor on PATH: every trial will end in error unless it exists where the trials run")
     })
 }
