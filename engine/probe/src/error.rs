@@ -142,17 +142,3 @@ pub enum SnapshotError {
     #[error("malformed env snapshot: {0}")]
     Malformed(#[source] serde_json::Error),
 }
-
-/// Why an `env_key` include/exclude pattern is rejected ([`crate::KeyRules::validate`]); the
-/// message names the pattern and says what is allowed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum KeyPatternError {
-    #[error("env_key pattern is empty")]
-    Empty,
-    #[error("env_key pattern '{0}' has an empty segment (write dotted paths such as 'cuda.libraries.*.version')")]
-    EmptySegment(String),
-    #[error("env_key pattern '{0}': '**' must be a whole segment")]
-    PartialGlobstar(String),
-    #[error("env_key pattern '{pattern}' contains '{found}'; segments use letters, digits, '_', '-' and '*'")]
-    BadChar { pattern: String, found: char },
-}

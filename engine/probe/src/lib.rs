@@ -32,17 +32,16 @@ mod schema;
 mod summary;
 mod util;
 
+pub use aorta_fieldpattern::matches as pattern_matches;
 pub use cache::ProbeCache;
 pub use diff::{
     diff, diff_env_vars_sides, Change, Diff, DiffEntry, DiffSection, EnvVarsSide, Prepared,
 };
 pub use envvars::{canonical_names, AORTA_ENV_VARS, NVIDIA_ENV_VARS, TRACKED_PREFIXES};
-pub use error::{KeyPatternError, SnapshotError};
+pub use error::SnapshotError;
 pub use field::{lookup, FieldError};
-pub use key::{
-    flatten, matches as pattern_matches, EnvKey, KeyRules, DEFAULT_EXCLUDE, DEFAULT_INCLUDE,
-    KEY_DOMAIN,
-};
+pub use key::KeyPatternError;
+pub use key::{flatten, EnvKey, KeyRules, DEFAULT_EXCLUDE, DEFAULT_INCLUDE, KEY_DOMAIN};
 pub use python::{COLLECTED_FILES, COLLECTED_IMPORT};
 pub use schema::*;
 

@@ -429,16 +429,14 @@ pub(crate) fn env_key(cx: &Ctx, node: &Node, path: &FieldPath) -> Res<EnvKeyRule
                 &ip,
                 "a dotted snapshot field path such as cuda.libraries.*.version",
             )?;
-            aorta_probe::KeyRules::new(vec![pat.to_string()], vec![])
-                .validate()
-                .map_err(|e| {
-                    cx.schema(
-                        item,
-                        &ip,
-                        e.to_string(),
-                        "`aorta env key` lists the keyed fields and their paths",
-                    )
-                })?;
+            aorta_fieldpattern::validate(pat).map_err(|e| {
+                cx.schema(
+                    item,
+                    &ip,
+                    e.to_string(),
+                    "`aorta env key` lists the keyed fields and their paths",
+                )
+            })?;
             slot.push(pat.to_string());
         }
     }
