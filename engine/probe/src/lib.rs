@@ -26,9 +26,11 @@ mod installed;
 mod key;
 mod libs;
 mod python;
+mod report;
 mod rocm;
 mod run;
 mod schema;
+mod stack;
 mod summary;
 mod util;
 
@@ -48,9 +50,8 @@ pub use schema::*;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use util::Reasons;
+use util::{Reasons, Steps};
 
 /// What to probe and how.
 #[derive(Debug, Clone)]
@@ -126,7 +127,7 @@ impl ProbeOptions {
 pub fn probe(opts: &ProbeOptions) -> Snapshot {
     let started = Instant::now();
     let reasons = Reasons::default();
-    let steps = Mutex::new(BTreeMap::new());
+    let steps = Steps::default();
     let collected = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         run::collect(opts, &reasons, &steps)
     }));
@@ -143,7 +144,7 @@ pub fn probe(opts: &ProbeOptions) -> Snapshot {
     snap.partial = !snap.partial_reasons.is_empty();
     snap.captured_at = Some(util::now_rfc3339());
     snap.probe.aorta_probe_version = Some(env!("CARGO_PKG_VERSION").to_string());
-    snap.probe.steps_ms = steps.into_inner().unwrap_or_default();
+    snap.probe.steps_ms = steps.take();
     snap.probe.duration_ms = Some(started.elapsed().as_millis() as u64);
     snap
 }
