@@ -113,8 +113,9 @@ impl ProbeCache {
             fingerprint: fingerprint(interp, report),
             report: report.clone(),
         };
+        let path = self.entry_path(interp, env, deep);
         if let Ok(bytes) = serde_json::to_vec(&e) {
-            let _ = aorta_fsutil::write_atomic(&self.entry_path(interp, env, deep), &bytes);
+            let _ = aorta_fsutil::write_atomic(&path, &bytes);
         }
     }
 }

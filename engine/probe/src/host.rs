@@ -47,13 +47,13 @@ pub(crate) fn section(
 ) -> Host {
     let mut host = {
         let _clock = steps.clock("host");
-        collect(root, tools, timeout, reasons)
+        facts(root, tools, timeout, reasons)
     };
     container_from_env(&mut host.runtime, env);
     host
 }
 
-fn collect(root: &Path, tools: &Tools, timeout: Duration, reasons: &Reasons) -> Host {
+fn facts(root: &Path, tools: &Tools, timeout: Duration, reasons: &Reasons) -> Host {
     let kernel = |name: &str| {
         reasons.ok(
             &format!("host.{name}"),

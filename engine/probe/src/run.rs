@@ -8,9 +8,10 @@
 use crate::cmd::Tools;
 use crate::schema::Snapshot;
 use crate::util::{Reasons, Steps};
-use crate::{envvars, gpu, host, python, stack, ProbeOptions};
+use crate::{gpu, host, python, stack, ProbeOptions};
 
-pub(crate) fn collect(opts: &ProbeOptions, reasons: &Reasons, steps: &Steps) -> Snapshot {
+/// Every section but `env_vars`, which [`crate::probe`] records whether this succeeds or not.
+pub(crate) fn snapshot(opts: &ProbeOptions, reasons: &Reasons, steps: &Steps) -> Snapshot {
     let (root, env, t) = (opts.root.as_path(), &opts.env, opts.timeouts.tool);
     let tools = Tools::new(env);
     let interp = python::choose_interpreter(opts.python.as_deref(), env, &tools);
@@ -60,7 +61,6 @@ pub(crate) fn collect(opts: &ProbeOptions, reasons: &Reasons, steps: &Steps) -> 
         host.runtime.venv_path = py.runtime.venv_path;
         host.runtime.conda_env = py.runtime.conda_env;
         let mut snap = Snapshot {
-            env_vars: envvars::collect(env, &opts.extra_env_vars),
             host,
             python: py.python,
             pytorch: py.pytorch,

@@ -10,7 +10,7 @@ use crate::gpu::Gpus;
 use crate::libs::{self, FileHasher};
 use crate::python::{self, PySection};
 use crate::schema::{Cuda, Nvcc, Rocm};
-use crate::util::{rooted, Reasons, Steps};
+use crate::util::{Reasons, Steps};
 use crate::{cuda, rocm, ProbeCache};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -52,11 +52,14 @@ pub(crate) fn start<'s>(
     steps: &'s Steps,
 ) -> Started<'s> {
     let hasher = FileHasher::load(m.cache.map(ProbeCache::hashes_path).as_deref());
+    let ldconfig = s.spawn(move || {
+        let _clock = steps.clock("ldconfig");
+        libs::ldconfig(m.root, m.tools, m.timeout)
+    });
+    let rocm_sdk = s.spawn(move || rocm::sdk_root(m.tools, interp, m.timeout));
     let toolkit = cuda::toolkit_root(m.root, m.env);
     let bin: Vec<PathBuf> = toolkit.iter().map(|tk| tk.join("bin")).collect();
-    let nvcc = s.spawn(move || nvcc(m.tools, &bin, m.timeout));
-    let ldconfig = s.spawn(move || ldconfig(m, steps));
-    let rocm_sdk = s.spawn(move || rocm_sdk(m.tools, interp, m.timeout));
+    let nvcc = s.spawn(move || cuda::nvcc(m.tools, &bin, m.timeout));
     if let Some(i) = interp {
         let guessed = python::guess_site_packages(i);
         let search = cuda::Search {
@@ -195,52 +198,6 @@ impl Started<'_> {
             hashed_bytes,
         }
     }
-}
-
-/// `nvcc --version`, from `PATH` or the toolkit's `bin/`.
-fn nvcc(
-    tools: &Tools,
-    bin: &[PathBuf],
-    t: Duration,
-) -> Option<Result<(PathBuf, String), ProbeError>> {
-    tools.which("nvcc", bin).map(|p| {
-        tools
-            .run(&p, &["--version"], t)
-            .and_then(|o| o.check("nvcc --version"))
-            .map(|o| (p, o.stdout))
-    })
-}
-
-/// The linker's library list (step `ldconfig`): `/etc/ld.so.cache` read directly, else `ldconfig -p`.
-fn ldconfig(m: &Machine, steps: &Steps) -> Vec<PathBuf> {
-    let _clock = steps.clock("ldconfig");
-    if let Some(paths) = libs::read_ld_so_cache(&rooted(m.root, "/etc/ld.so.cache")) {
-        return paths;
-    }
-    m.tools
-        .stdout_of(
-            "ldconfig",
-            &[rooted(m.root, "/sbin"), rooted(m.root, "/usr/sbin")],
-            &["-p"],
-            m.timeout,
-        )
-        .map(|o| libs::parse_ldconfig(&o))
-        .unwrap_or_default()
-}
-
-/// `rocm-sdk path --root` (the ROCm wheels' own tool), from `PATH` or beside the interpreter.
-fn rocm_sdk(tools: &Tools, interp: Option<&Path>, t: Duration) -> Option<String> {
-    let beside: Vec<PathBuf> = interp
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .into_iter()
-        .collect();
-    tools
-        .which("rocm-sdk", &beside)
-        .and_then(|p| tools.run(&p, &["path", "--root"], t).ok())
-        .filter(|o| o.success())
-        .map(|o| o.stdout.trim().to_string())
-        .filter(|s| !s.is_empty())
 }
 
 /// Hashing threads: reading libraries is mostly waiting for the disk on a cold page cache, so
