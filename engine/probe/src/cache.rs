@@ -12,7 +12,7 @@
 
 use crate::cmd::Tools;
 use crate::error::ProbeError;
-use crate::python::{self, PyReport};
+use crate::report::{self, DeepReport, PyReport};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -113,8 +113,9 @@ impl ProbeCache {
             fingerprint: fingerprint(interp, report),
             report: report.clone(),
         };
+        let path = self.entry_path(interp, env, deep);
         if let Ok(bytes) = serde_json::to_vec(&e) {
-            let _ = aorta_fsutil::write_atomic(&self.entry_path(interp, env, deep), &bytes);
+            let _ = aorta_fsutil::write_atomic(&path, &bytes);
         }
     }
 }
@@ -131,25 +132,20 @@ pub(crate) fn python_report(
     timeout: Duration,
     deep: bool,
 ) -> (Result<PyReport, ProbeError>, &'static str) {
-    let sig = python::env_signature(env, deep);
+    let sig = env_signature(env, deep);
     if let Some(c) = cache {
         if let Some(r) = c.load_python(interp, &sig, deep) {
             return (Ok(r), "hit");
         }
     }
-    let r = python::run_script(tools, interp, timeout, deep);
+    let r = report::run_script(tools, interp, timeout, deep);
     let state = if cache.is_some() { "miss" } else { "off" };
     match (r, deep) {
         (Ok(rep), _) => {
             if let Some(c) = cache {
                 c.store_python(interp, &sig, deep, &rep);
                 if deep {
-                    c.store_python(
-                        interp,
-                        &python::env_signature(env, false),
-                        false,
-                        &rep.files_only(),
-                    );
+                    c.store_python(interp, &env_signature(env, false), false, &rep.files_only());
                 }
             }
             (Ok(rep), state)
@@ -159,9 +155,9 @@ pub(crate) fn python_report(
         (Err(e), true) => {
             let (files, state) = python_report(interp, cache, tools, env, timeout, false);
             let rep = files.map(|f| PyReport {
-                deep: Some(python::DeepReport {
+                deep: Some(DeepReport {
                     torch_import_error: Some(e.to_string()),
-                    ..python::DeepReport::default()
+                    ..DeepReport::default()
                 }),
                 ..f
             });
@@ -171,10 +167,44 @@ pub(crate) fn python_report(
     }
 }
 
+/// Variables the report depends on: they name the cache entry. The default report (where
+/// packages are) depends on how the interpreter builds `sys.path`; the deep one also on every
+/// variable torch reads at import.
+fn env_signature(env: &BTreeMap<String, String>, deep: bool) -> BTreeMap<String, String> {
+    const FILES: &[&str] = &[
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "PYTHONNOUSERSITE",
+        "PYTHONUSERBASE",
+        "PYTHONSAFEPATH",
+        "PYTHONPLATLIBDIR",
+        "HOME",
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+    ];
+    const DEEP: &[&str] = &[
+        "LD_LIBRARY_PATH",
+        "LD_PRELOAD",
+        "CONDA_DEFAULT_ENV",
+        "NVIDIA_TF32_OVERRIDE",
+    ];
+    const DEEP_PREFIXES: &[&str] = &[
+        "TORCH_", "PYTORCH_", "CUDNN_", "CUBLAS", "TRITON_", "HIP_", "ROCM_", "HSA_",
+    ];
+    env.iter()
+        .filter(|(k, _)| {
+            let k = k.as_str();
+            FILES.contains(&k)
+                || (deep
+                    && (DEEP.contains(&k) || DEEP_PREFIXES.iter().any(|p| k.starts_with(p)))
+                    && !k.ends_with("_VISIBLE_DEVICES"))
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 fn script_hash() -> String {
-    blake3::hash(crate::python::SCRIPT.as_bytes())
-        .to_hex()
-        .to_string()
+    blake3::hash(report::SCRIPT.as_bytes()).to_hex().to_string()
 }
 
 fn stamp(p: &Path) -> Stamp {
@@ -220,7 +250,7 @@ fn fingerprint(interp: &Path, report: &PyReport) -> Vec<Stamp> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::python::{PyReport, TorchSpec};
+    use crate::report::{PyReport, TorchSpec};
 
     #[test]
     fn fingerprint_follows_the_torch_package() {

@@ -2,11 +2,14 @@
 //! libraries with versions and hashes, found both on the system library path and in the
 //! interpreter's `site-packages/nvidia/*/lib` wheels.
 
+use crate::cmd::Tools;
+use crate::error::ProbeError;
 use crate::libs::{self, Location, VersionHints, CUDA_SPECS};
 use crate::schema::{Cuda, Library, Nvcc, Toolkit};
 use crate::util::{read_text, rooted};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// `Cuda compilation tools, release 13.0, V13.0.88`.
 pub(crate) fn parse_nvcc(text: &str) -> (Option<String>, Option<String>) {
@@ -25,6 +28,20 @@ pub(crate) fn parse_nvcc(text: &str) -> (Option<String>, Option<String>) {
         .map(|v| v.trim().to_string())
         .filter(|v| !v.is_empty());
     (version, release)
+}
+
+/// `nvcc --version`, from `PATH` or the toolkit's `bin/`.
+pub(crate) fn nvcc(
+    tools: &Tools,
+    bin: &[PathBuf],
+    t: Duration,
+) -> Option<Result<(PathBuf, String), ProbeError>> {
+    tools.which("nvcc", bin).map(|p| {
+        tools
+            .run(&p, &["--version"], t)
+            .and_then(|o| o.check("nvcc --version"))
+            .map(|o| (p, o.stdout))
+    })
 }
 
 /// `$CUDA_HOME`, `$CUDA_PATH`, then `/usr/local/cuda` if it exists.

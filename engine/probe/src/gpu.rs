@@ -8,7 +8,7 @@
 use crate::cmd::Tools;
 use crate::error::ProbeError;
 use crate::schema::{Gpu, GpuAffinity, GpuArch, GpuDevice, GpuVolatile, TopoLink, Topology};
-use crate::util::{read_text, rooted, Reasons};
+use crate::util::{read_text, rooted, Reasons, Steps};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,19 +19,130 @@ use std::time::Duration;
 pub(crate) const QUERY_FIELDS: &str = "index,name,uuid,pci.bus_id,compute_cap,memory.total,driver_version,vbios_version,ecc.mode.current,mig.mode.current,power.limit,power.default_limit,clocks.applications.graphics,clocks.applications.memory,clocks.max.sm,clocks.max.memory,persistence_mode,compute_mode,serial,clocks.sm,temperature.gpu,memory.used";
 const CORE_FIELDS: &str = "index,name,uuid,pci.bus_id,memory.total,driver_version";
 
-/// What the NVIDIA tools said (raw), gathered in parallel by the orchestrator.
+/// The `gpu` section and what the CUDA and ROCm sections need to know of the machine.
 #[derive(Debug, Default)]
-pub(crate) struct NvidiaRaw {
+pub(crate) struct Gpus {
+    pub gpu: Gpu,
+    /// The driver's CUDA version, `nvidia-smi`'s "CUDA Version".
+    pub driver_api: Option<String>,
+    /// `rocm.gpu_arch`, from `rocm_agent_enumerator`.
+    pub arch: GpuArch,
+    pub nvidia: bool,
+    pub amd: bool,
+}
+
+/// What the AMD tools said (raw): `rocm_agent_enumerator` and `amd-smi static --json`.
+#[derive(Debug, Default)]
+struct AmdRaw {
+    agents: Option<Result<String, ProbeError>>,
+    amd_static: Option<Result<String, ProbeError>>,
+}
+
+/// The whole section, on its own thread: the AMD tools (step `amd`) run here while
+/// `nvidia-smi` runs on another (step `nvidia-smi`, its three queries at once). Then NVIDIA if
+/// its tools or driver are there, else AMD, else a CPU machine.
+pub(crate) fn section(
+    tools: &Tools,
+    root: &Path,
+    env: &BTreeMap<String, String>,
+    t: Duration,
+    reasons: &Reasons,
+    steps: &Steps,
+) -> Gpus {
+    let smi = nvidia_smi_path(tools, root);
+    let (nvidia, amd) = std::thread::scope(|s| {
+        let nv = smi.map(|smi| s.spawn(move || nvidia(tools, &smi, t, steps)));
+        let amd = amd_tools(tools, root, env, t, steps);
+        (nv.and_then(|h| h.join().ok()), amd)
+    });
+    let mut g = Gpus {
+        nvidia: nvidia.is_some()
+            || rooted(root, "/proc/driver/nvidia/version").exists()
+            || rooted(root, "/dev/nvidiactl").exists(),
+        amd: rooted(root, "/dev/kfd").exists()
+            || rooted(root, "/sys/module/amdgpu").exists()
+            || amd.agents.as_ref().is_some_and(|a| {
+                a.as_ref()
+                    .is_ok_and(|o| !parse_agents(o).gfx_targets.is_empty())
+            }),
+        ..Gpus::default()
+    };
+    if g.nvidia {
+        (g.gpu, g.driver_api) = from_nvidia(nvidia.unwrap_or_default(), root, reasons);
+    } else if g.amd {
+        g.gpu = from_amd(&amd, root, reasons);
+    } else {
+        g.gpu.count = Some(0);
+    }
+    if let Some(Ok(a)) = &amd.agents {
+        g.arch = parse_agents(a);
+    } else if let (Some(Err(e)), true) = (&amd.agents, g.amd) {
+        reasons.add("rocm.gpu_arch", e);
+    }
+    g
+}
+
+/// `nvidia-smi`: the device query, `--version` and `topo -m`, each on a thread of its own.
+fn nvidia(tools: &Tools, smi: &Path, t: Duration, steps: &Steps) -> NvidiaRaw {
+    let _clock = steps.clock("nvidia-smi");
+    std::thread::scope(|s| {
+        let q = s.spawn(|| nvidia_query(tools, smi, t));
+        let v = s.spawn(|| {
+            tools
+                .run(smi, &["--version"], t)
+                .and_then(|o| o.check("nvidia-smi --version"))
+                .map(|o| o.stdout)
+        });
+        let topo = s.spawn(|| {
+            tools
+                .run(smi, &["topo", "-m"], t)
+                .and_then(|o| o.check("nvidia-smi topo -m"))
+                .map(|o| o.stdout)
+        });
+        NvidiaRaw {
+            query: q.join().ok(),
+            version: v.join().ok(),
+            topo: topo.join().ok(),
+        }
+    })
+}
+
+/// `rocm_agent_enumerator` and `amd-smi`, found on `PATH`, in `$ROCM_PATH/bin` or `/opt/rocm/bin`.
+fn amd_tools(
+    tools: &Tools,
+    root: &Path,
+    env: &BTreeMap<String, String>,
+    t: Duration,
+    steps: &Steps,
+) -> AmdRaw {
+    let _clock = steps.clock("amd");
+    let fallback: Vec<PathBuf> = env
+        .get("ROCM_PATH")
+        .map(|p| Path::new(p).join("bin"))
+        .into_iter()
+        .chain([rooted(root, "/opt/rocm/bin")])
+        .collect();
+    let agents = tools.which("rocm_agent_enumerator", &fallback).map(|p| {
+        tools
+            .run(&p, &[], t)
+            .and_then(|o| o.check("rocm_agent_enumerator"))
+            .map(|o| o.stdout)
+    });
+    let amd_static = tools
+        .which("amd-smi", &fallback)
+        .map(|_| tools.stdout_of("amd-smi", &fallback, &["static", "--json"], t));
+    AmdRaw { agents, amd_static }
+}
+
+/// What the NVIDIA tools said (raw), gathered in parallel.
+#[derive(Debug, Default)]
+struct NvidiaRaw {
     pub query: Option<Result<(String, String), ProbeError>>,
     pub version: Option<Result<String, ProbeError>>,
     pub topo: Option<Result<String, ProbeError>>,
 }
 
-pub(crate) fn nvidia_query(
-    tools: &Tools,
-    smi: &Path,
-    t: Duration,
-) -> Result<(String, String), ProbeError> {
+fn nvidia_query(tools: &Tools, smi: &Path, t: Duration) -> Result<(String, String), ProbeError> {
     let run = |fields: &str| {
         tools.run(
             smi,
@@ -58,12 +169,12 @@ pub(crate) fn nvidia_query(
     }
 }
 
-pub(crate) fn nvidia_smi_path(tools: &Tools, root: &Path) -> Option<PathBuf> {
+fn nvidia_smi_path(tools: &Tools, root: &Path) -> Option<PathBuf> {
     tools.which("nvidia-smi", &[rooted(root, "/usr/bin")])
 }
 
 /// Builds the section from NVIDIA output. `cuda_driver_api` receives the "CUDA Version".
-pub(crate) fn from_nvidia(raw: NvidiaRaw, root: &Path, reasons: &Reasons) -> (Gpu, Option<String>) {
+fn from_nvidia(raw: NvidiaRaw, root: &Path, reasons: &Reasons) -> (Gpu, Option<String>) {
     let mut gpu = Gpu {
         vendor: Some("nvidia".into()),
         source: Some("nvidia-smi".into()),
@@ -112,6 +223,50 @@ pub(crate) fn from_nvidia(raw: NvidiaRaw, root: &Path, reasons: &Reasons) -> (Gp
         None => {}
     }
     (gpu, api)
+}
+
+/// Builds the section from the AMD tools' output: `amd-smi`, else one device per agent.
+fn from_amd(raw: &AmdRaw, root: &Path, reasons: &Reasons) -> Gpu {
+    let mut gpu = Gpu {
+        vendor: Some("amd".into()),
+        ..Gpu::default()
+    };
+    match &raw.amd_static {
+        Some(Ok(text)) => match parse_amd_static(text) {
+            Ok(d) => {
+                gpu.devices = d;
+                gpu.source = Some("amd-smi".into());
+                gpu.driver_version = amd_driver_version(text);
+            }
+            Err(e) => reasons.add("gpu.devices", e),
+        },
+        Some(Err(e)) => reasons.add("gpu.devices", e),
+        None => {}
+    }
+    if gpu.devices.is_empty() {
+        if let Some(Ok(a)) = &raw.agents {
+            let arch = parse_agents(a);
+            gpu.source = Some("rocm_agent_enumerator".into());
+            let mut i = 0;
+            for (t, n) in &arch.agent_arch_counts {
+                for _ in 0..*n {
+                    gpu.devices.push(GpuDevice {
+                        index: Some(i),
+                        arch: Some(t.clone()),
+                        ..GpuDevice::default()
+                    });
+                    i += 1;
+                }
+            }
+        } else if raw.amd_static.is_none() {
+            reasons.add("gpu.devices", "an AMD GPU driver is loaded but neither amd-smi nor rocm_agent_enumerator is on PATH or in $ROCM_PATH/bin, /opt/rocm/bin");
+        }
+    }
+    gpu.count = (!gpu.devices.is_empty()).then_some(gpu.devices.len() as u32);
+    if gpu.driver_version.is_none() {
+        gpu.driver_version = read_text(&rooted(root, "/sys/module/amdgpu/version")).ok();
+    }
+    gpu
 }
 
 /// One device per CSV line; `[N/A]`, `[Not Supported]` and friends become `null`.

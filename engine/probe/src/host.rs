@@ -5,7 +5,7 @@
 use crate::cmd::Tools;
 use crate::error::ProbeError;
 use crate::schema::{Cpu, Distro, Host, Runtime};
-use crate::util::{list_dir, read_text, rooted, Reasons};
+use crate::util::{list_dir, read_text, rooted, Reasons, Steps};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
@@ -36,7 +36,24 @@ const SIMD_FLAGS: &[&str] = &[
     "i8mm",
 ];
 
-pub(crate) fn collect(root: &Path, tools: &Tools, timeout: Duration, reasons: &Reasons) -> Host {
+/// The whole section, on its own thread (step `host`), then the container the environment names.
+pub(crate) fn section(
+    root: &Path,
+    env: &BTreeMap<String, String>,
+    tools: &Tools,
+    timeout: Duration,
+    reasons: &Reasons,
+    steps: &Steps,
+) -> Host {
+    let mut host = {
+        let _clock = steps.clock("host");
+        facts(root, tools, timeout, reasons)
+    };
+    container_from_env(&mut host.runtime, env);
+    host
+}
+
+fn facts(root: &Path, tools: &Tools, timeout: Duration, reasons: &Reasons) -> Host {
     let kernel = |name: &str| {
         reasons.ok(
             &format!("host.{name}"),
@@ -255,7 +272,7 @@ fn runtime(root: &Path, _reasons: &Reasons) -> Runtime {
 
 /// Singularity/Apptainer set their variables in the container environment; they win over the
 /// file checks (an Apptainer image built from a Docker image keeps `/.dockerenv`).
-pub(crate) fn container_from_env(rt: &mut Runtime, env: &BTreeMap<String, String>) {
+fn container_from_env(rt: &mut Runtime, env: &BTreeMap<String, String>) {
     if env.contains_key("SINGULARITY_NAME")
         || env.contains_key("APPTAINER_NAME")
         || env.contains_key("SINGULARITY_CONTAINER")

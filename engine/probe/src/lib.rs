@@ -26,9 +26,11 @@ mod installed;
 mod key;
 mod libs;
 mod python;
+mod report;
 mod rocm;
 mod run;
 mod schema;
+mod stack;
 mod summary;
 mod util;
 
@@ -47,9 +49,8 @@ pub use schema::*;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use util::Reasons;
+use util::{Reasons, Steps};
 
 /// What to probe and how.
 #[derive(Debug, Clone)]
@@ -121,13 +122,13 @@ impl ProbeOptions {
 }
 
 /// Probes the machine. Never fails and never panics outward: an internal panic yields a
-/// fully shaped snapshot with `partial: true` and a `probe` reason.
+/// fully shaped snapshot (env vars still recorded) with `partial: true` and a `probe` reason.
 pub fn probe(opts: &ProbeOptions) -> Snapshot {
     let started = Instant::now();
     let reasons = Reasons::default();
-    let steps = Mutex::new(BTreeMap::new());
+    let steps = Steps::default();
     let collected = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run::collect(opts, &reasons, &steps)
+        run::snapshot(opts, &reasons, &steps)
     }));
     let mut snap = collected.unwrap_or_else(|p| {
         let msg = p
@@ -136,23 +137,17 @@ pub fn probe(opts: &ProbeOptions) -> Snapshot {
             .or_else(|| p.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "panic".into());
         reasons.add("probe", format!("unexpected failure ({msg})"));
-        disaster(opts)
+        Snapshot::default()
     });
+    // Recorded even when the probe failed: they are often why.
+    snap.env_vars = envvars::collect(&opts.env, &opts.extra_env_vars);
     snap.partial_reasons = reasons.take();
     snap.partial = !snap.partial_reasons.is_empty();
     snap.captured_at = Some(util::now_rfc3339());
     snap.probe.aorta_probe_version = Some(env!("CARGO_PKG_VERSION").to_string());
-    snap.probe.steps_ms = steps.into_inner().unwrap_or_default();
+    snap.probe.steps_ms = steps.take();
     snap.probe.duration_ms = Some(started.elapsed().as_millis() as u64);
     snap
-}
-
-/// The snapshot every failure falls back to: fully shaped, env vars still recorded.
-fn disaster(opts: &ProbeOptions) -> Snapshot {
-    Snapshot {
-        env_vars: envvars::collect(&opts.env, &opts.extra_env_vars),
-        ..Snapshot::default()
-    }
 }
 
 impl Snapshot {

@@ -12,15 +12,17 @@
 //! (positioned reads, no mmap), so a cold probe reads cuBLASLt's 540 MB with several requests in
 //! flight instead of one.
 
+use crate::cmd::Tools;
 use crate::error::HashError;
 use crate::schema::{Candidate, LibFile, Library};
-use crate::util::{header_defines, soname_version, version_from_defines};
+use crate::util::{header_defines, rooted, soname_version, version_from_defines};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// How to recognise one library.
 #[derive(Debug, Clone, Copy)]
@@ -292,6 +294,22 @@ pub(crate) fn nvidia_dists(
         .filter(|d| d.name.starts_with("nvidia-"))
         .map(|d| (d.name, d.version, d.site))
         .collect()
+}
+
+/// The linker's library list: `/etc/ld.so.cache` read directly, else `ldconfig -p`.
+pub(crate) fn ldconfig(root: &Path, tools: &Tools, timeout: Duration) -> Vec<PathBuf> {
+    if let Some(paths) = read_ld_so_cache(&rooted(root, "/etc/ld.so.cache")) {
+        return paths;
+    }
+    tools
+        .stdout_of(
+            "ldconfig",
+            &[rooted(root, "/sbin"), rooted(root, "/usr/sbin")],
+            &["-p"],
+            timeout,
+        )
+        .map(|o| parse_ldconfig(&o))
+        .unwrap_or_default()
 }
 
 /// What `ldconfig -p` lists, read straight from the cache file it prints (`/etc/ld.so.cache`)

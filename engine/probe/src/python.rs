@@ -1,144 +1,25 @@
-//! `python` and `pytorch`: one subprocess of the chosen interpreter running the embedded
-//! `torch_probe.py`, which prints one JSON line.
-//!
-//! By default the script imports no package: it reports the interpreter, its `sys.path` and
-//! where `import torch` would load torch from, and [`crate::installed`] reads the rest from
-//! files (torch's `version.py`, dist-info metadata, `RECORD`). `--deep` also imports torch for
-//! the fields only a live torch can report (build config, SDPA and numerics flags, allocator
-//! backend, mapped libraries); those never feed the default key, so whether they were
-//! collected cannot change it. Everything parseable is parsed here, in Rust, where it is
-//! unit-tested.
+//! `python` and `pytorch`: the interpreter's report ([`crate::report`], through the probe
+//! cache) says where packages are, and [`crate::installed`] reads the rest from files (torch's
+//! `version.py`, dist-info metadata, `RECORD`). A `--deep` report adds the fields only a live
+//! torch can report (build config, SDPA and numerics flags, allocator backend, mapped
+//! libraries); those never feed the default key, so whether they were collected cannot change
+//! it. Everything parseable is parsed here, in Rust, where it is unit-tested.
 
+use crate::cache::{self, ProbeCache};
 use crate::cmd::Tools;
-use crate::error::ProbeError;
 use crate::installed;
-use crate::schema::{Allocator, Numerics, Python, Pytorch, Runtime, Sdpa, TorchBuild};
-use crate::util::{nccl_version_from_code, Reasons};
-use serde::{Deserialize, Serialize};
+use crate::report::{DeepReport, PyReport};
+use crate::schema::{Allocator, Numerics, Python, Pytorch, Runtime, TorchBuild};
+use crate::util::{nccl_version_from_code, Reasons, Steps};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The interpreter-side script (standard library only; torch in deep mode).
-pub(crate) const SCRIPT: &str = include_str!("torch_probe.py");
-const MARKER: &str = "AORTA_PROBE_JSON:";
-
 /// `pytorch.collected` without `--deep`.
 pub const COLLECTED_FILES: &str = "files";
 /// `pytorch.collected` when `--deep` imported torch.
 pub const COLLECTED_IMPORT: &str = "files+import";
-
-/// The script's JSON, as printed.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub(crate) struct PyReport {
-    /// Lookups of the default part that failed (`site_packages`, `torch_spec`).
-    pub errors: BTreeMap<String, String>,
-    /// `files` or `deep`.
-    pub mode: Option<String>,
-    pub python: PyInfo,
-    pub site_packages: Vec<String>,
-    /// The interpreter's `sys.path` after its normal startup, existing directories only.
-    pub sys_path: Vec<String>,
-    /// `importlib.util.find_spec("torch")`: where `import torch` would load it from.
-    pub torch_spec: Option<TorchSpec>,
-    /// Deep mode only.
-    pub deep: Option<DeepReport>,
-}
-
-impl PyReport {
-    /// The default-mode part (what a run without `--deep` prints).
-    pub(crate) fn files_only(&self) -> PyReport {
-        PyReport {
-            mode: Some("files".into()),
-            deep: None,
-            ..self.clone()
-        }
-    }
-
-    /// Directories to look for distributions and wheel libraries in: `sys.path`, else the
-    /// site-packages list.
-    pub(crate) fn search_dirs(&self) -> Vec<PathBuf> {
-        let dirs = if self.sys_path.is_empty() {
-            &self.site_packages
-        } else {
-            &self.sys_path
-        };
-        dirs.iter().map(PathBuf::from).collect()
-    }
-
-    /// The torch package directory `import torch` would use.
-    pub(crate) fn torch_dir(&self) -> Option<PathBuf> {
-        let s = self.torch_spec.as_ref()?;
-        s.locations.first().map(PathBuf::from).or_else(|| {
-            s.origin
-                .as_deref()
-                .map(Path::new)
-                .filter(|o| o.file_name().is_some_and(|n| n == "__init__.py"))
-                .and_then(Path::parent)
-                .map(Path::to_path_buf)
-        })
-    }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub(crate) struct TorchSpec {
-    pub origin: Option<String>,
-    pub locations: Vec<String>,
-}
-
-/// What `import torch` reported (deep mode).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub(crate) struct DeepReport {
-    pub errors: BTreeMap<String, String>,
-    pub torch_import_error: Option<String>,
-    pub torch_import_seconds: Option<f64>,
-    pub torch: Option<TorchInfo>,
-    pub config_show: Option<String>,
-    pub arch_flags: Option<String>,
-    pub cudnn: Option<CudnnInfo>,
-    pub nccl: Option<Value>,
-    pub sdpa: Option<Sdpa>,
-    pub numerics: Option<BTreeMap<String, Value>>,
-    pub allocator_backend: Option<String>,
-    pub cuda_initialized: Option<bool>,
-    pub loaded_libraries: Vec<String>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub(crate) struct PyInfo {
-    pub executable: Option<String>,
-    pub version: Option<String>,
-    pub implementation: Option<String>,
-    pub prefix: Option<String>,
-    pub base_prefix: Option<String>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub(crate) struct TorchInfo {
-    pub version: Option<String>,
-    pub file: Option<String>,
-    pub git_commit: Option<String>,
-    pub cuda: Option<String>,
-    pub hip: Option<String>,
-    pub debug: Option<bool>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub(crate) struct CudnnInfo {
-    pub compiled: Option<Value>,
-    pub runtime: Option<Value>,
-    pub enabled: Option<bool>,
-    pub benchmark: Option<bool>,
-    pub deterministic: Option<bool>,
-    pub allow_tf32: Option<bool>,
-}
 
 /// `--python`, else the active venv's or conda env's `python3`, else `python3`/`python` on PATH.
 pub(crate) fn choose_interpreter(
@@ -163,68 +44,74 @@ pub(crate) fn choose_interpreter(
         .or_else(|| tools.which("python", &[]))
 }
 
-/// Variables the report depends on: they name the cache entry. The default report (where
-/// packages are) depends on how the interpreter builds `sys.path`; the deep one also on every
-/// variable torch reads at import.
-pub(crate) fn env_signature(
-    env: &BTreeMap<String, String>,
-    deep: bool,
-) -> BTreeMap<String, String> {
-    const FILES: &[&str] = &[
-        "PYTHONPATH",
-        "PYTHONHOME",
-        "PYTHONNOUSERSITE",
-        "PYTHONUSERBASE",
-        "PYTHONSAFEPATH",
-        "PYTHONPLATLIBDIR",
-        "HOME",
-        "VIRTUAL_ENV",
-        "CONDA_PREFIX",
-    ];
-    const DEEP: &[&str] = &[
-        "LD_LIBRARY_PATH",
-        "LD_PRELOAD",
-        "CONDA_DEFAULT_ENV",
-        "NVIDIA_TF32_OVERRIDE",
-    ];
-    const DEEP_PREFIXES: &[&str] = &[
-        "TORCH_", "PYTORCH_", "CUDNN_", "CUBLAS", "TRITON_", "HIP_", "ROCM_", "HSA_",
-    ];
-    env.iter()
-        .filter(|(k, _)| {
-            let k = k.as_str();
-            FILES.contains(&k)
-                || (deep
-                    && (DEEP.contains(&k) || DEEP_PREFIXES.iter().any(|p| k.starts_with(p)))
-                    && !k.ends_with("_VISIBLE_DEVICES"))
-        })
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+/// The `python` and `pytorch` sections, and what the CUDA and ROCm sections need of them.
+#[derive(Debug, Default)]
+pub(crate) struct PySection {
+    pub python: Python,
+    pub pytorch: Pytorch,
+    /// `probe.python_cache`: `hit`, `miss` or `off` (`none` without an interpreter).
+    pub cache_state: Option<String>,
+    /// Only `python_env`, `venv_path` and `conda_env` are set: the rest is the host's.
+    pub runtime: Runtime,
+    /// Where packages are: the report's directories, else a guess from the interpreter's layout.
+    pub site_dirs: Vec<PathBuf>,
+    /// The distributions scanned in `site_dirs`; `None` without a report.
+    pub dists: Option<Vec<installed::Dist>>,
+    pub deep: Option<DeepReport>,
 }
 
-/// Runs the probe script in `interp` (with `import torch` when `deep`) and reads its report.
-pub(crate) fn run_script(
-    tools: &Tools,
+/// How to ask the interpreter: through the cache, with a deadline, deep or not.
+pub(crate) struct Ask<'a> {
+    pub cache: Option<&'a ProbeCache>,
+    pub tools: &'a Tools,
+    pub env: &'a BTreeMap<String, String>,
+    pub timeout: Duration,
+    pub deep: bool,
+}
+
+/// The whole section, on its own thread: the report (cached, step `python`), then the files it
+/// points at (step `torch-files`), read here alongside `nvidia-smi` and hashing.
+pub(crate) fn section(interp: &Path, ask: &Ask, reasons: &Reasons, steps: &Steps) -> PySection {
+    let (r, state) = {
+        let _clock = steps.clock("python");
+        cache::python_report(interp, ask.cache, ask.tools, ask.env, ask.timeout, ask.deep)
+    };
+    let files = {
+        let _clock = steps.clock("torch-files");
+        match &r {
+            Ok(rep) => read_files(interp, rep, reasons),
+            Err(_) => Files::default(),
+        }
+    };
+    let report = reasons.ok("python", r);
+    let mut s = described(interp, report.as_ref(), files, ask.env, reasons);
+    s.cache_state = Some(state.into());
+    s
+}
+
+/// The section from what the interpreter answered; `None` when it did not.
+pub(crate) fn described(
     interp: &Path,
-    timeout: Duration,
-    deep: bool,
-) -> Result<PyReport, ProbeError> {
-    let args: &[&str] = if deep {
-        &["-c", SCRIPT, "deep"]
-    } else {
-        &["-c", SCRIPT]
-    };
-    let o = tools.run(interp, args, timeout)?;
-    let Some(line) = o.stdout.lines().rev().find_map(|l| l.strip_prefix(MARKER)) else {
-        return Err(ProbeError::NoReport {
-            interp: interp.to_path_buf(),
-            exit: o.failure(),
-        });
-    };
-    serde_json::from_str(line).map_err(|source| ProbeError::BadReport {
-        interp: interp.to_path_buf(),
-        source,
-    })
+    report: Option<&PyReport>,
+    files: Files,
+    env: &BTreeMap<String, String>,
+    reasons: &Reasons,
+) -> PySection {
+    let mut s = PySection::default();
+    python_env(&mut s.runtime, interp, report, env);
+    match report {
+        Some(rep) => {
+            (s.python, s.pytorch) = sections(interp, rep, &files, env, reasons);
+            s.site_dirs = rep.search_dirs();
+            s.dists = Some(files.dists);
+            s.deep = rep.deep.clone();
+        }
+        None => {
+            s.python.executable = Some(interp.display().to_string());
+            s.site_dirs = guess_site_packages(interp);
+        }
+    }
+    s
 }
 
 /// What the Rust side read from the interpreter's files (see [`crate::installed`]).

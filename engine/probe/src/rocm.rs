@@ -6,6 +6,7 @@
 //! interpreter's site-packages, `/opt/rocm`, and the newest `/opt/rocm-*` or `/opt/rocm/core-*`.
 //! Versions come from headers (as AORTA), read directly instead of five `hipconfig` runs.
 
+use crate::cmd::Tools;
 use crate::libs::{self, LibSpec, Location, VersionHints};
 use crate::schema::{Candidate, Library, Rocm};
 use crate::util::{
@@ -14,6 +15,7 @@ use crate::util::{
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 struct RocmSpec {
     lib: LibSpec,
@@ -101,6 +103,21 @@ const SPECS: [RocmSpec; 6] = [
         kernel_db: None,
     },
 ];
+
+/// `rocm-sdk path --root` (the ROCm wheels' own tool), from `PATH` or beside the interpreter.
+pub(crate) fn sdk_root(tools: &Tools, interp: Option<&Path>, t: Duration) -> Option<String> {
+    let beside: Vec<PathBuf> = interp
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .into_iter()
+        .collect();
+    tools
+        .which("rocm-sdk", &beside)
+        .and_then(|p| tools.run(&p, &["path", "--root"], t).ok())
+        .filter(|o| o.success())
+        .map(|o| o.stdout.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
 
 /// Every existing ROCm root in precedence order.
 pub(crate) fn candidates(

@@ -6,7 +6,7 @@ use crate::schema::PartialReason;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// Collects `partial_reasons` from every section, including from threads.
 #[derive(Debug, Default)]
@@ -37,6 +37,43 @@ impl Reasons {
         v.sort_by(|a, b| a.field.cmp(&b.field).then(a.reason.cmp(&b.reason)));
         v.dedup();
         v
+    }
+}
+
+/// Collects `probe.steps_ms`, from every thread.
+#[derive(Debug, Default)]
+pub(crate) struct Steps(Mutex<BTreeMap<String, u64>>);
+
+impl Steps {
+    /// Times the step `name` until the returned clock drops, so a step is a scope, not a closure.
+    pub fn clock(&self, name: &'static str) -> Clock<'_> {
+        Clock {
+            steps: self,
+            name,
+            started: Instant::now(),
+        }
+    }
+
+    pub fn take(self) -> BTreeMap<String, u64> {
+        self.0.into_inner().unwrap_or_default()
+    }
+}
+
+/// A running step of [`Steps`]; its milliseconds are recorded when it drops.
+pub(crate) struct Clock<'a> {
+    steps: &'a Steps,
+    name: &'static str,
+    started: Instant,
+}
+
+impl Drop for Clock<'_> {
+    fn drop(&mut self) {
+        let ms = self.started.elapsed().as_millis() as u64;
+        self.steps
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(self.name.to_string(), ms);
     }
 }
 
