@@ -1,6 +1,7 @@
 //! The run's answer: which cells change the failure rate against the baseline, how sure that
-//! is, and what to do next. Computed once from the matrix's cells ([`Answer::of`], called by `Matrix::new`); the terminal
-//! summary, matrix.md, matrix.json and report.html all show this one value.
+//! is, and what to do next. Computed once from the matrix's cells ([`Answer::of`], called by
+//! `Matrix::new`); the terminal summary, matrix.md, matrix.json and report.html all show this
+//! one value.
 //!
 //! **The test** is the agent's ([`crate::evidence`]): Fisher's exact test on each cell's
 //! failed/passed counts against the baseline's, here two-sided (a mitigation may make things
