@@ -65,6 +65,24 @@ fn bad_sidecars() {
 fn bad_flags() {
     let cases: &[(&str, &[&str])] = &[
         (
+            "run-extra-env-not-k-v",
+            &["run", "--workload", "example", "--extra-env", "NCCL_DEBUG"],
+        ),
+        (
+            "run-config-not-an-object",
+            &["run", "--workload", "example", "--config", "[1, 2]"],
+        ),
+        (
+            "run-unknown-mitigation",
+            &[
+                "run",
+                "--workload",
+                "example",
+                "--mitigations",
+                "no_such_knob",
+            ],
+        ),
+        (
             "jobs-zero",
             &[
                 "build",

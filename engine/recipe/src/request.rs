@@ -89,6 +89,23 @@ impl RunRequest {
         if mitigations.is_empty() {
             mitigations.push("none");
         }
+        // Named as the user typed them, not as lines of the generated recipe.
+        for m in &mitigations {
+            if registry.mitigation(m).is_none() {
+                return Err(usage(
+                    "--mitigations",
+                    format!("unknown mitigation '{m}'"),
+                    registry.unknown_mitigation_hint(m),
+                ));
+            }
+        }
+        if registry.environment(&self.environment).is_none() {
+            return Err(usage(
+                "--environment",
+                format!("unknown environment '{}'", self.environment),
+                registry.unknown_environment_hint(&self.environment),
+            ));
+        }
         let mut extra_env = BTreeMap::new();
         for pair in self
             .extra_env
@@ -109,7 +126,7 @@ impl RunRequest {
             Some(text) => serde_json::from_str(text).map_err(|e| {
                 usage(
                     "--config",
-                    format!("--config is not a JSON object: {e}"),
+                    format!("not a JSON object: {e}"),
                     "e.g. --config '{\"model\": \"mlp\"}'",
                 )
             })?,
