@@ -212,7 +212,14 @@ fn render(
             let pending =
                 std::mem::take(&mut *report_env.lock().unwrap_or_else(|e| e.into_inner()));
             let env = pending.wait(c);
-            crate::report_html::render(c, run_dir, matrix, trial_keys, env).into_bytes()
+            let classifier = crate::bodies::classifier_config(&c.recipe).ok();
+            let inputs = aorta_report::PageInputs {
+                run_dir,
+                argv: c.argv.as_deref(),
+                trial_keys,
+                classifier: classifier.as_ref(),
+            };
+            aorta_report::render_page(matrix, env, &inputs).into_bytes()
         }
         Artifact::ResolvedRecipe => aorta_report::resolved_recipe_yaml(&c.recipe).into_bytes(),
         Artifact::EnvJson(_) => {

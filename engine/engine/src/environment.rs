@@ -110,7 +110,8 @@ pub fn probe_options(python: Option<PathBuf>, cache: Option<PathBuf>, deep: bool
 
 /// Probes this machine (`aorta env probe`, `aorta env key`).
 pub fn probe_machine(python: Option<PathBuf>, cache: Option<PathBuf>, deep: bool) -> Snapshot {
-    probe(&probe_options(python, cache, deep))
+    let opts = probe_options(python, cache, deep);
+    probe(&opts)
 }
 
 /// A recorded snapshot that cannot be used, and why.

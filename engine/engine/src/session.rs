@@ -6,7 +6,6 @@
 use crate::compile::{normalize, Compiled, Compiler, TargetId, TargetSpec};
 use crate::environment::{self, EnvSource, SnapshotSlot};
 use crate::error::{EngineError, Result};
-use crate::workloads::{Workload, WorkloadError};
 use aorta_exec::CancelToken;
 use aorta_graph::db::{dag, recipe, trials};
 use aorta_graph::{hash_inputs, KeyContext};
@@ -15,7 +14,6 @@ use aorta_remote::{RemoteCache, RemoteStats, Settings};
 use aorta_store::LocalStore;
 use salsa::Setter;
 use std::collections::BTreeMap;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -63,7 +61,7 @@ pub struct Session {
     remote_reported: Mutex<RemoteStats>,
     env_source: EnvSource,
     snapshot: SnapshotSlot,
-    workloads: Mutex<HashMap<String, std::result::Result<Workload, WorkloadError>>>,
+    workloads: crate::workloads::WorkloadCache,
     cancel: OnceLock<CancelToken>,
     pub(crate) compiler: Mutex<Compiler>,
     /// Set once `opts.rerun` has been applied (by the session's first build).
@@ -126,7 +124,7 @@ impl Session {
             remote_reported: Mutex::default(),
             env_source,
             snapshot: SnapshotSlot::default(),
-            workloads: Mutex::default(),
+            workloads: Default::default(),
             cancel: OnceLock::new(),
             compiler: Mutex::new(Compiler::new()),
             rerun_applied: Default::default(),
@@ -232,26 +230,9 @@ impl Session {
         )
     }
 
-    /// The workload executable by name, resolved (and asked `describe`) once per session.
-    /// `torch_dir`: where the environment snapshot found torch (libtorch is looked for there).
-    pub(crate) fn workload(
-        &self,
-        name: &str,
-        torch_dir: Option<&Path>,
-    ) -> std::result::Result<Workload, WorkloadError> {
-        let mut cache = self.workloads.lock().unwrap_or_else(|e| e.into_inner());
-        cache
-            .entry(name.to_string())
-            .or_insert_with(|| crate::workloads::resolve(name, torch_dir))
-            .clone()
-    }
-
     /// Forgets resolved workloads (watch mode: an executable may have been rebuilt).
     pub fn forget_workloads(&self) {
-        self.workloads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        self.workloads.clear();
     }
 
     /// Adds a target to the compile database. Targets share the texts of the files they read,
@@ -450,7 +431,7 @@ fn compile(session: &Session, id: TargetId) -> Result<Compiled> {
         .collect();
     let input_files = input_digests.iter().map(|(p, _)| p.clone()).collect();
     let workload = (recipe.mode == Mode::Triage).then(|| {
-        session.workload(
+        session.workloads.get(
             &recipe.workload,
             env.snapshot.pytorch.torch_dir.as_deref().map(Path::new),
         )
@@ -483,9 +464,14 @@ fn compile(session: &Session, id: TargetId) -> Result<Compiled> {
         )));
     };
     crate::timing("compile (recipe, environment, keys, DAG)", t0);
+    // A program found neither as a path nor on PATH would make every trial error: said once,
+    // before them (a warning: on a cluster it may exist only on the nodes).
+    let path = std::env::var_os("PATH").unwrap_or_default();
     let warnings = argv
         .as_deref()
-        .and_then(|a| missing_program(&session.cwd, a))
+        .and_then(|a| a.first())
+        .filter(|program| aorta_exec::find_program(program, &path, &session.cwd).is_err())
+        .map(|program| format!("the command's program {program:?} is not an executable file here nor on PATH: every trial will end in error unless it exists where the trials run"))
         .into_iter()
         .collect();
     Ok(Compiled {
@@ -501,25 +487,5 @@ fn compile(session: &Session, id: TargetId) -> Result<Compiled> {
         input_files,
         input_digests,
         warnings,
-    })
-}
-
-/// The wrapped command's program, if it can be found neither as a path nor on `PATH`: every
-/// trial would error, so the build says it once before running them (a warning, not an
-/// error: on a cluster the program may exist only on the nodes).
-fn missing_program(cwd: &Path, argv: &[String]) -> Option<String> {
-    use std::os::unix::fs::PermissionsExt;
-    let program = argv.first()?;
-    let runnable = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    let found = if program.contains('/') {
-        runnable(&cwd.join(program))
-    } else {
-        std::env::var_os("PATH")
-            .is_some_and(|path| std::env::split_paths(&path).any(|d| runnable(&d.join(program))))
-    };
-    (!found).then(|| {
-        format!("the command's program {program:?} is not an executable file here nor on PATH: every trial will end in error unless it exists where the trials run")
     })
 }

@@ -246,3 +246,30 @@ pub fn with_library_path(lib: &Path, cell_value: Option<&str>) -> String {
         None => lib.display().to_string(),
     }
 }
+
+/// The workloads an invocation resolved, each asked `describe` once.
+#[derive(Debug, Default)]
+pub(crate) struct WorkloadCache(
+    std::sync::Mutex<std::collections::HashMap<String, Result<Workload, WorkloadError>>>,
+);
+
+impl WorkloadCache {
+    /// The workload executable by name, resolved once per session. `torch_dir`: where the
+    /// environment snapshot found torch (libtorch is looked for there).
+    pub(crate) fn get(
+        &self,
+        name: &str,
+        torch_dir: Option<&Path>,
+    ) -> Result<Workload, WorkloadError> {
+        let mut cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .entry(name.to_string())
+            .or_insert_with(|| resolve(name, torch_dir))
+            .clone()
+    }
+
+    /// Forgets them all (watch mode: an executable may have been rebuilt).
+    pub(crate) fn clear(&self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}

@@ -699,7 +699,6 @@ fn child_path(spec: &ProcessSpec) -> Option<std::ffi::OsString> {
 /// remembered path that is no longer an executable file is looked up afresh. Names with a `/`
 /// are used as they are. ENOENT when found nowhere, EACCES when found but not executable.
 pub fn resolve_program(spec: &ProcessSpec) -> io::Result<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
     type Cache = Mutex<HashMap<(String, std::ffi::OsString), PathBuf>>;
     static FOUND: OnceLock<Cache> = OnceLock::new();
     let name = &spec.argv[0];
@@ -708,13 +707,10 @@ pub fn resolve_program(spec: &ProcessSpec) -> io::Result<PathBuf> {
     }
     // execvp's default search path when PATH is unset.
     let path_var = child_path(spec).unwrap_or_else(|| "/bin:/usr/bin".into());
-    let executable = |p: &Path| {
-        fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
     let cache = FOUND.get_or_init(Default::default);
     let key = (name.clone(), path_var.clone());
     if let Some(p) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        if executable(p) {
+        if crate::program::is_executable_file(p) {
             return Ok(p.clone());
         }
     }
@@ -722,27 +718,15 @@ pub fn resolve_program(spec: &ProcessSpec) -> io::Result<PathBuf> {
         Some(d) => d.clone(),
         None => std::env::current_dir()?,
     };
-    let mut all_absolute = true;
-    let mut saw_file = false;
-    for dir in std::env::split_paths(&path_var) {
-        all_absolute &= dir.is_absolute();
-        let candidate = child_cwd.join(dir).join(name);
-        if executable(&candidate) {
-            if all_absolute {
-                cache
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(key, candidate.clone());
-            }
-            return Ok(candidate);
-        }
-        saw_file |= candidate.is_file();
+    let found = crate::program::find_program(name, &path_var, &child_cwd)?;
+    // A relative entry depends on the child's directory: only all-absolute PATHs are remembered.
+    if std::env::split_paths(&path_var).all(|d| d.is_absolute()) {
+        cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, found.clone());
     }
-    Err(io::Error::from_raw_os_error(if saw_file {
-        libc::EACCES
-    } else {
-        libc::ENOENT
-    }))
+    Ok(found)
 }
 
 fn open_logs(stdout: &Path, stderr: &Path) -> Result<(File, File), SpawnError> {

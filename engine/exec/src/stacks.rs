@@ -64,10 +64,7 @@ pub fn discover(py_spy_dirs: &[PathBuf]) -> Vec<Sampler> {
     out
 }
 
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
+use crate::program::is_executable_file as is_executable;
 
 /// One thread's stack, innermost frame first, as function names (py-spy: `name (file:line)`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -69,30 +69,6 @@ pub(crate) fn toolkit_version(tk: &Path) -> Option<String> {
         .and_then(|t| t.split_whitespace().last().map(str::to_string))
 }
 
-pub(crate) fn toolkit_lib_dirs(tk: &Path) -> Vec<PathBuf> {
-    let mut dirs = vec![tk.join("lib64"), tk.join("lib")];
-    for n in crate::util::list_dir(&tk.join("targets")) {
-        dirs.push(tk.join("targets").join(n).join("lib"));
-    }
-    dirs.into_iter().filter(|d| d.is_dir()).collect()
-}
-
-/// Wheel library directories: `<dir>/nvidia/*/lib` for every `sys.path` directory, in order,
-/// as torch's own fallback loader searches them (cu12: one dir per library; cu13: most of them
-/// in `nvidia/cu13/lib`).
-pub(crate) fn wheel_lib_dirs(site_dirs: &[PathBuf]) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for s in site_dirs {
-        for n in crate::util::list_dir(&s.join("nvidia")) {
-            let d = s.join("nvidia").join(n).join("lib");
-            if d.is_dir() {
-                out.push(d);
-            }
-        }
-    }
-    out
-}
-
 /// Inputs to library resolution gathered by the orchestrator.
 pub(crate) struct Search<'a> {
     /// The interpreter's `sys.path` directories (site-packages among them).
@@ -109,21 +85,18 @@ pub(crate) struct Search<'a> {
 /// Resolves the six libraries; returns the section's map and every file to hash.
 pub(crate) fn libraries(s: &Search) -> (BTreeMap<String, Library>, Vec<PathBuf>) {
     let locations = vec![
-        Location::dirs("wheel", wheel_lib_dirs(s.site_dirs)),
+        Location::cuda_wheels(s.site_dirs),
         Location::dirs("ld-library-path", s.ld_library_path.clone()),
         Location {
             origin: "ldconfig",
             files: s.ldconfig.to_vec(),
         },
-        Location::dirs(
-            "toolkit",
-            s.toolkit.map(toolkit_lib_dirs).unwrap_or_default(),
-        ),
+        Location::cuda_toolkit(s.toolkit),
     ];
     let hints = VersionHints {
         dists: match s.dists {
-            Some(known) => libs::nvidia_dists(known.iter().cloned()),
-            None => libs::dist_infos(s.site_dirs),
+            Some(known) => crate::installed::nvidia_dists(known.iter().cloned()),
+            None => crate::installed::dist_infos(s.site_dirs),
         },
     };
     let mut include = Vec::new();

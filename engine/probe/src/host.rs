@@ -4,8 +4,9 @@
 
 use crate::cmd::Tools;
 use crate::error::ProbeError;
+use crate::libs::list_dir;
 use crate::schema::{Cpu, Distro, Host, Runtime};
-use crate::util::{list_dir, read_text, rooted, Reasons, Steps};
+use crate::util::{read_text, rooted, Reasons, Steps};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;

@@ -63,7 +63,7 @@ pub(crate) fn normalize(name: &str) -> String {
 pub(crate) fn scan(dirs: &[PathBuf], keep: &dyn Fn(&str) -> bool) -> Vec<Dist> {
     let mut out = Vec::new();
     for site in dirs {
-        for entry in crate::util::list_dir(site) {
+        for entry in crate::libs::list_dir(site) {
             let (stem, meta_file) = if let Some(s) = entry.strip_suffix(".dist-info") {
                 (s, Some("METADATA"))
             } else if let Some(s) = entry.strip_suffix(".egg-info") {
@@ -306,6 +306,23 @@ pub(crate) fn torch(dir: &Path, dists: &[Dist]) -> Result<Torch, ProbeError> {
         version,
         record_blake3,
     })
+}
+
+/// Every `nvidia-*` distribution in the given directories (all copies, in order): (normalised
+/// name, version, directory), for [`version_of`]'s `dist-info:` source.
+pub(crate) fn dist_infos(site_dirs: &[PathBuf]) -> Vec<(String, String, PathBuf)> {
+    nvidia_dists(scan(site_dirs, &|n: &str| n.starts_with("nvidia-")))
+}
+
+/// [`dist_infos`]' answer from distributions scanned already (with a wider filter).
+pub(crate) fn nvidia_dists(
+    dists: impl IntoIterator<Item = Dist>,
+) -> Vec<(String, String, PathBuf)> {
+    dists
+        .into_iter()
+        .filter(|d| d.name.starts_with("nvidia-"))
+        .map(|d| (d.name, d.version, d.site))
+        .collect()
 }
 
 #[cfg(test)]

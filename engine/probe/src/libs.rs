@@ -104,11 +104,36 @@ impl Location {
     pub fn dirs(origin: &'static str, dirs: impl IntoIterator<Item = PathBuf>) -> Self {
         let mut files = Vec::new();
         for d in dirs {
-            let mut names = crate::util::list_dir(&d);
+            let mut names = list_dir(&d);
             names.retain(|n| n.contains(".so"));
             files.extend(names.into_iter().map(|n| d.join(n)));
         }
         Location { origin, files }
+    }
+
+    /// The CUDA wheels' library directories: `<dir>/nvidia/*/lib` for every `sys.path`
+    /// directory, in order, as torch's own fallback loader searches them (cu12: one dir per
+    /// library; cu13: most of them in `nvidia/cu13/lib`).
+    pub fn cuda_wheels(site_dirs: &[PathBuf]) -> Self {
+        let mut dirs = Vec::new();
+        for s in site_dirs {
+            for n in list_dir(&s.join("nvidia")) {
+                dirs.push(s.join("nvidia").join(n).join("lib"));
+            }
+        }
+        Self::dirs("wheel", dirs.into_iter().filter(|d| d.is_dir()))
+    }
+
+    /// A CUDA toolkit's library directories (`lib64`, `lib`, `targets/*/lib`).
+    pub fn cuda_toolkit(toolkit: Option<&Path>) -> Self {
+        let mut dirs = Vec::new();
+        if let Some(tk) = toolkit {
+            dirs = vec![tk.join("lib64"), tk.join("lib")];
+            for n in list_dir(&tk.join("targets")) {
+                dirs.push(tk.join("targets").join(n).join("lib"));
+            }
+        }
+        Self::dirs("toolkit", dirs.into_iter().filter(|d| d.is_dir()))
     }
 }
 
@@ -186,7 +211,7 @@ pub(crate) fn resolve(
     let mut files = vec![main.clone()];
     if let Some(dir) = main.parent() {
         let mut seen_real: BTreeSet<PathBuf> = [real].into();
-        for n in crate::util::list_dir(dir) {
+        for n in list_dir(dir) {
             if spec.companions.iter().any(|c| n.starts_with(c)) && n.contains(".so") {
                 let p = dir.join(&n);
                 if let Ok(r) = std::fs::canonicalize(&p) {
@@ -277,23 +302,17 @@ fn version_of(
     (so.clone(), so.map(|_| "soname".to_string()))
 }
 
-/// Every `nvidia-*` distribution in the given directories (all copies, in order): (normalised
-/// name, version, directory), for [`version_of`]'s `dist-info:` source.
-pub(crate) fn dist_infos(site_dirs: &[PathBuf]) -> Vec<(String, String, PathBuf)> {
-    nvidia_dists(crate::installed::scan(site_dirs, &|n: &str| {
-        n.starts_with("nvidia-")
-    }))
-}
-
-/// [`dist_infos`]' answer from distributions scanned already (with a wider filter).
-pub(crate) fn nvidia_dists(
-    dists: impl IntoIterator<Item = crate::installed::Dist>,
-) -> Vec<(String, String, PathBuf)> {
-    dists
+/// Directory entries' file names, sorted; empty when unreadable: how library directories,
+/// site-packages and install prefixes are searched.
+pub(crate) fn list_dir(p: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(p)
         .into_iter()
-        .filter(|d| d.name.starts_with("nvidia-"))
-        .map(|d| (d.name, d.version, d.site))
-        .collect()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
 }
 
 /// The linker's library list: `/etc/ld.so.cache` read directly, else `ldconfig -p`.

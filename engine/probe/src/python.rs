@@ -608,7 +608,7 @@ pub(crate) fn guess_site_packages(interp: &Path) -> Vec<PathBuf> {
     };
     let mut out = Vec::new();
     for lib in ["lib", "lib64"] {
-        for n in crate::util::list_dir(&prefix.join(lib)) {
+        for n in crate::libs::list_dir(&prefix.join(lib)) {
             if n.starts_with("python3") {
                 for sub in ["site-packages", "dist-packages"] {
                     let d = prefix.join(lib).join(&n).join(sub);

@@ -152,12 +152,12 @@ pub(crate) fn candidates(
     }
     push(rooted(root, "/opt/rocm"), "/opt/rocm");
     let mut versioned: Vec<(String, PathBuf)> = Vec::new();
-    for n in crate::util::list_dir(&rooted(root, "/opt")) {
+    for n in crate::libs::list_dir(&rooted(root, "/opt")) {
         if let Some(v) = n.strip_prefix("rocm-") {
             versioned.push((v.to_string(), rooted(root, "/opt").join(&n)));
         }
     }
-    for n in crate::util::list_dir(&rooted(root, "/opt/rocm")) {
+    for n in crate::libs::list_dir(&rooted(root, "/opt/rocm")) {
         if let Some(v) = n.strip_prefix("core-") {
             versioned.push((v.to_string(), rooted(root, "/opt/rocm").join(&n)));
         }
@@ -173,7 +173,7 @@ pub(crate) fn candidates(
 fn wheel_lib_dirs(site_dirs: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for s in site_dirs {
-        for n in crate::util::list_dir(s) {
+        for n in crate::libs::list_dir(s) {
             if n.starts_with("_rocm_sdk_libraries") || n == "_rocm_sdk_core" {
                 out.push(s.join(n).join("lib"));
             }
@@ -307,7 +307,7 @@ pub(crate) fn kernel_db_revision(dir: &Path, suffixes: &[&str]) -> Option<String
     if !dir.is_dir() {
         return None;
     }
-    let names: Vec<String> = crate::util::list_dir(dir)
+    let names: Vec<String> = crate::libs::list_dir(dir)
         .into_iter()
         .filter(|n| suffixes.iter().any(|s| n.ends_with(s)))
         .collect();

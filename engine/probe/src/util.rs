@@ -206,18 +206,6 @@ pub(crate) fn rfc3339(secs: i64) -> String {
     )
 }
 
-/// Directory entries' file names, sorted; empty when unreadable.
-pub(crate) fn list_dir(p: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(p)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@
 
 use crate::aggregate::WorkloadMetric;
 use crate::matrix::{Matrix, Row};
+use crate::stats::pct;
 use crate::svg::{self, esc, RateBar, StepRow};
 use crate::verdict::Call;
 use std::fmt::Write;
@@ -120,10 +121,6 @@ fn samples(row: &Row, metric: WorkloadMetric) -> Option<&[f64]> {
         .iter()
         .find(|s| s.metric == metric)
         .map(|s| s.values.as_slice())
-}
-
-fn pct(v: f64) -> String {
-    format!("{:.0}%", v * 100.0)
 }
 
 impl Matrix<'_> {

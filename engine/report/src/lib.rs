@@ -1,4 +1,5 @@
-//! What a run reports, as pure functions of the recipe and the trial records.
+//! What a run reports: the matrix as pure functions of the recipe and the trial records, and
+//! report.html from them plus what the run directory holds (logs, env snapshots; [`render_page`]).
 //!
 //! - [`CellStats::aggregate`] folds one cell's [`aorta_trial::TrialRecord`]s into AORTA's
 //!   `CellStats` (§3.5), a pure function of the cell, the recipe and the records.
@@ -22,6 +23,7 @@ pub mod json;
 mod layout;
 mod markdown;
 mod matrix;
+mod page;
 mod resolved;
 mod stats;
 mod summary;
@@ -38,6 +40,7 @@ pub use html::{DetectorLine, EnvDiff, HtmlContext, TrialRow};
 pub use json::{CellJson, MatrixJson};
 pub use layout::{cell_dir, trial_path};
 pub use matrix::{Matrix, Row, RunInfo};
+pub use page::{render as render_page, render_run_dir, EnvSection, PageInputs, RunDirError};
 pub use resolved::resolved_recipe_yaml;
 pub use summary::SummaryOptions;
 pub use svg::wilson;

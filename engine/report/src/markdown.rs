@@ -7,7 +7,7 @@
 use crate::aggregate::CellStats;
 use crate::confound::{one_line, Tag};
 use crate::matrix::{Matrix, Row};
-use crate::stats::{fmt_1, round_half_even};
+use crate::stats::{fmt_1, pct, round_half_even};
 use aorta_recipe::Mode;
 use serde_json::Value;
 use std::fmt::Write;
@@ -91,7 +91,6 @@ impl Matrix<'_> {
         if a.baseline.is_none() || a.cells.is_empty() {
             return;
         }
-        let pct = |x: f64| format!("{:.0}%", x * 100.0);
         let rows: Vec<Vec<String>> = a
             .baseline
             .iter()

@@ -19,6 +19,11 @@ pub fn population_std(xs: &[f64]) -> f64 {
     (xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / xs.len() as f64).sqrt()
 }
 
+/// A rate as a whole percentage (`0.4` → `40%`): how every page and line shows a rate.
+pub fn pct(rate: f64) -> String {
+    format!("{:.0}%", rate * 100.0)
+}
+
 /// Percentile of already-sorted samples by linear interpolation at `k = (n−1)·q`.
 pub fn percentile_sorted(sorted: &[f64], q: f64) -> f64 {
     match sorted.len() {

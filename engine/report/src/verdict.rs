@@ -11,6 +11,7 @@
 //! threshold is never called a fix: slowing a job down can hide a race.
 
 use crate::evidence::{fisher_less, Counts};
+use crate::stats::pct;
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -157,10 +158,6 @@ fn trials_to_decide(baseline: Counts, cell: Counts, alpha: f64) -> Option<u32> {
 /// calls are made on the exact ones.
 fn round(x: f64, scale: f64) -> f64 {
     (x * scale).round() / scale
-}
-
-fn pct(x: f64) -> String {
-    format!("{:.0}%", x * 100.0)
 }
 
 impl Answer {

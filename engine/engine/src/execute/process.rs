@@ -273,13 +273,9 @@ fn prepare_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path) -> Prepare
         // that as it always has (an error verdict), untraced.
         // A path with a `/` comes back unchecked: one that cannot be executed is left to the
         // spawn too, so it stays an exec failure (error) rather than the tracer's exit 127.
-        let executable = |p: &Path| {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        };
         match aorta_exec::resolve_program(&p)
             .ok()
-            .filter(|p| executable(p))
+            .filter(|p| aorta_exec::is_executable_file(p))
         {
             Some(program) => {
                 let mut wrapped = tracer.clone();
