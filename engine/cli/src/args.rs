@@ -373,8 +373,8 @@ pub struct TrialExecArgs {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["cell", "trial", "out", "expect_key", "recipe"])]
     pub manifest: Option<PathBuf>,
     /// Fail unless the trial's key is this one (Buck2 targets can pin it).
-    #[arg(long, value_name = "KEY")]
-    pub expect_key: Option<String>,
+    #[arg(long, value_name = "KEY", value_parser = aorta_engine::Key::parse)]
+    pub expect_key: Option<aorta_engine::Key>,
     /// Store, GPUs, timeouts, `--env-snapshot` (under Buck2: the snapshot the result is valid
     /// for, a declared input), `--remote-cache`: as for `aorta build`.
     #[command(flatten)]

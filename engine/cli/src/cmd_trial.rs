@@ -20,7 +20,7 @@ struct Selected {
     cell: String,
     trial: u32,
     out: Option<PathBuf>,
-    expect_key: Option<String>,
+    expect_key: Option<aorta_engine::Key>,
     /// A Slurm array task: its manifest and trial.
     task: Option<(TaskManifest, aorta_engine::TaskTrial)>,
 }
@@ -55,7 +55,7 @@ pub fn trial(c: &TrialCommand) -> CliResult {
                 cell: t.cell.clone(),
                 trial: t.index,
                 out: None,
-                expect_key: Some(t.key.clone()),
+                expect_key: None,
                 task: Some((m, t)),
             }
         }
@@ -84,7 +84,7 @@ pub fn trial(c: &TrialCommand) -> CliResult {
             &sel.cell,
             sel.trial,
             sel.out.as_deref(),
-            sel.expect_key.as_deref(),
+            sel.expect_key.as_ref(),
         )?,
     };
     if let Some(line) = session.remote_report() {

@@ -29,12 +29,12 @@ impl Session {
         cell: &str,
         index: u32,
         out: Option<&Path>,
-        expect_key: Option<&str>,
+        expect_key: Option<&Key>,
     ) -> Result<OneOutcome> {
         let ci = c.cell_index(cell)?;
         let trial = c.trial(ci, index)?.clone();
         if let Some(want) = expect_key {
-            if want != trial.key.as_str() {
+            if *want != trial.key {
                 return Err(EngineError::usage(
                     format!("trial {index} of cell {cell:?} has key {}, not {want}", trial.key),
                     "the recipe, registries, command inputs or environment changed; regenerate the pinned key",

@@ -57,7 +57,7 @@ pub struct TaskManifest {
 pub struct TaskTrial {
     pub cell: String,
     pub index: u32,
-    pub key: String,
+    pub key: Key,
 }
 
 impl TaskManifest {
@@ -244,7 +244,7 @@ impl Session {
         }
         // Another environment than the plan's: the result goes under this node's own key.
         let out = self.build_one(c, &t.cell, t.index, None, None)?;
-        NodeMismatch::leave(&m.store, &t.key, &plan, &c.env, &out.key)?;
+        NodeMismatch::leave(&m.store, t.key.as_str(), &plan, &c.env, &out.key)?;
         Ok(out)
     }
 
@@ -454,7 +454,7 @@ impl SlurmExecutor<'_> {
             .map(|(k, _)| TaskTrial {
                 cell: self.c.recipe.cells[self.jobs[k].cell].name.clone(),
                 index: self.jobs[k].index,
-                key: k.as_str().to_owned(),
+                key: (*k).clone(),
             })
             .collect();
         let json = serde_json::to_vec_pretty(&manifest)
