@@ -106,9 +106,8 @@ pub struct BuildArgs {
     /// Watch mode: stop after this many rebuilds (for tests and scripts).
     #[arg(long, hide = true, value_name = "N", requires = "watch")]
     pub watch_max_rebuilds: Option<u64>,
-    /// Per-trial events on stderr.
-    #[arg(short, long, action = clap::ArgAction::Count)]
-    pub verbose: u8,
+    #[command(flatten)]
+    pub verbosity: Verbosity,
     /// The command a probe recipe wraps (overrides the BUCK target's `command`).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -164,8 +163,10 @@ pub struct RunArgs {
     /// The workload (an `aorta-workload-<name>` executable).
     #[arg(long)]
     pub workload: String,
+    /// Trials to run (each a fresh process of the workload).
     #[arg(long, default_value_t = 1)]
     pub trials: i64,
+    /// Steps per trial (default: the workload's own).
     #[arg(long)]
     pub steps: Option<i64>,
     /// Registered environment.
@@ -180,6 +181,7 @@ pub struct RunArgs {
     /// Workload config as inline JSON (e.g. '{"model":"mlp"}').
     #[arg(long, value_name = "JSON")]
     pub config: Option<String>,
+    /// Sidecar registry files (JSON), repeatable.
     #[arg(long = "mitigations-file", value_name = "PATH")]
     pub mitigations_files: Vec<PathBuf>,
     /// Where results go (default `results`).
@@ -187,8 +189,8 @@ pub struct RunArgs {
     pub results_dir: Option<PathBuf>,
     #[command(flatten)]
     pub exec: ExecArgs,
-    #[arg(short, long, action = clap::ArgAction::Count)]
-    pub verbose: u8,
+    #[command(flatten)]
+    pub verbosity: Verbosity,
 }
 
 /// Flags shared by everything that executes trials.
@@ -416,6 +418,8 @@ pub enum EnvCommand {
         /// Only the differences that change the key.
         #[arg(long)]
         key_only: bool,
+        /// The differences as JSON: both keys, and per section each changed field with whether
+        /// it feeds the key.
         #[arg(long)]
         json: bool,
         /// Extra fields in the key (dotted paths, * globs).
@@ -434,8 +438,10 @@ pub enum EnvCommand {
         /// Probe deep (`env probe --deep`); implied when --key-include names an import-only field.
         #[arg(long)]
         deep: bool,
+        /// Extra fields in the key (dotted paths, * globs).
         #[arg(long)]
         key_include: Vec<String>,
+        /// Fields kept out of the key.
         #[arg(long)]
         key_exclude: Vec<String>,
     },
@@ -487,6 +493,7 @@ pub enum CacheCommand {
     },
     /// Re-hash every blob and check every entry; exit 1 if anything is wrong.
     Verify {
+        /// Store root (default: $AORTA_STORE, else .aorta/ at the workspace root).
         #[arg(long)]
         store: Option<PathBuf>,
         /// Move bad entries and blobs to quarantine/ so their trials re-execute.
@@ -495,6 +502,7 @@ pub enum CacheCommand {
     },
     /// Remove unreferenced blobs, and entries older or beyond a budget.
     Gc {
+        /// Store root (default: $AORTA_STORE, else .aorta/ at the workspace root).
         #[arg(long)]
         store: Option<PathBuf>,
         /// Drop entries not used for this many days.
@@ -553,9 +561,8 @@ pub struct SweepRunArgs {
     /// Sidecar registry files (JSON), repeatable.
     #[arg(long = "mitigations-file", value_name = "PATH")]
     pub mitigations_files: Vec<PathBuf>,
-    /// Live progress on stderr (-v, -vv).
-    #[arg(short, long, action = clap::ArgAction::Count)]
-    pub verbose: u8,
+    #[command(flatten)]
+    pub verbosity: Verbosity,
     /// The user command (after `--`): selects the subprocess flow.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -645,24 +652,31 @@ pub enum RegistryListCommand {
 #[derive(Debug, Args)]
 #[command(disable_version_flag = true)]
 pub struct ProbeArgs {
+    /// List the classifier's detectors and patterns (as `aorta classify --list-patterns`).
     #[arg(long)]
     pub list_patterns: bool,
+    /// With --list-patterns: print only the pattern library version.
     #[arg(long)]
     pub version: bool,
+    /// The probe recipe (YAML); without it, flag mode builds one from the flags.
     #[arg(long, value_name = "PATH")]
     pub recipe: Option<PathBuf>,
+    /// Output directory (default probe_results/<ticket>).
     #[arg(long, value_name = "DIR")]
     pub output: Option<PathBuf>,
+    /// Ticket id (overrides the recipe's; names the output directory).
     #[arg(long)]
     pub ticket: Option<String>,
+    /// Print the plan; run nothing.
     #[arg(long)]
     pub dry_run: bool,
     #[command(flatten)]
     pub subprocess: SubprocessFlowArgs,
+    /// Sidecar registry files (JSON), repeatable.
     #[arg(long = "mitigations-file", value_name = "PATH")]
     pub mitigations_files: Vec<PathBuf>,
-    #[arg(short, long, action = clap::ArgAction::Count)]
-    pub verbose: u8,
+    #[command(flatten)]
+    pub verbosity: Verbosity,
     #[arg(last = true)]
     pub command: Vec<String>,
 }
@@ -677,22 +691,28 @@ pub enum TriageCommand {
 /// AORTA's `aorta triage run` options (deprecated; the workload flow of `sweep run`).
 #[derive(Debug, Args)]
 pub struct TriageRunArgs {
+    /// The triage recipe (YAML); without it, flag mode builds one from the flags.
     #[arg(long, value_name = "PATH")]
     pub recipe: Option<PathBuf>,
+    /// Print the plan; run nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Only `matrix` exists (AORTA compatibility).
     #[arg(long, value_parser = ["matrix"], default_value = "matrix")]
     pub mode: String,
     #[command(flatten)]
     pub flags: FlagModeArgs,
+    /// Ticket id (overrides the recipe's; names the output directory).
     #[arg(long)]
     pub ticket: Option<String>,
+    /// Output directory (default triage_results/<ticket>/<workload>/<timestamp>).
     #[arg(long = "output-dir", visible_alias = "output")]
     pub output_dir: Option<PathBuf>,
+    /// Sidecar registry files (JSON), repeatable.
     #[arg(long = "mitigations-file")]
     pub mitigations_files: Vec<PathBuf>,
-    #[arg(short, long, action = clap::ArgAction::Count)]
-    pub verbose: u8,
+    #[command(flatten)]
+    pub verbosity: Verbosity,
 }
 
 #[cfg(test)]
@@ -703,6 +723,25 @@ mod tests {
     #[test]
     fn clap_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// `--help` explains every option of every command (a newcomer met several bare ones).
+    #[test]
+    fn every_option_has_help_text() {
+        fn walk(cmd: &clap::Command, path: &str, bare: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                let builtin = matches!(a.get_id().as_str(), "help" | "version");
+                if !builtin && !a.is_hide_set() && !a.is_positional() && a.get_help().is_none() {
+                    bare.push(format!("{path} --{}", a.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), bare);
+            }
+        }
+        let mut bare = Vec::new();
+        walk(&Cli::command(), "aorta", &mut bare);
+        assert!(bare.is_empty(), "options without help text:\n{}", bare.join("\n"));
     }
 
     /// Every flag of the executing commands and what it does to a trial's key: a new field of
@@ -717,7 +756,7 @@ mod tests {
             exec: _,
             watch: _,
             watch_max_rebuilds: _,
-            verbose: _,
+            verbosity: _,
             command: _,
         }) = v
         {}
@@ -731,6 +770,7 @@ mod tests {
             ),
             ("--watch", "not keyed: when builds happen"),
             ("--verbose", "not keyed: output"),
+            ("--quiet", "not keyed: output"),
             (
                 "-- COMMAND",
                 "keyed: workload (argv, input files, traced inputs)",
@@ -910,4 +950,16 @@ pub struct AgentArgs {
     /// The command to triage.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+/// How much a build says while it runs and when it ends.
+#[derive(clap::Args, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Verbosity {
+    /// Each trial's event on stderr as it lands (-v); also its key and run directory, and each
+    /// Slurm poll (-vv).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Only warnings and errors: no progress bar, no summary (the exit code says how it went).
+    #[arg(short, long, conflicts_with = "verbose")]
+    pub quiet: bool,
 }

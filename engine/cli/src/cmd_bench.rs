@@ -2,6 +2,7 @@
 //! driver API (loaded at run time) so that `aorta` itself never does.
 
 use crate::exit::usage;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -26,7 +27,9 @@ pub fn hw_queue(args: &[String]) -> crate::exit::CliResult {
             "build it with `cargo build --release -p aorta-hw-queue` (it is installed beside the aorta binary)",
         ));
     };
+    // Its usage lines then read `aorta bench hw-queue …`, the command the user typed.
     let status = std::process::Command::new(&tool)
+        .arg0("aorta bench hw-queue")
         .args(args)
         .status()
         .map_err(|e| {

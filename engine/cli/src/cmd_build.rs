@@ -35,8 +35,8 @@ pub fn build(a: &BuildArgs) -> CliResult {
     }
     let mut code = ExitCode::SUCCESS;
     for c in &compiled {
-        let out = crate::execute::build(&session, c, a.verbose)?;
-        let rc = crate::execute::report(&out, c.recipe.mode, a.exec.strict);
+        let out = crate::execute::build(&session, c, a.verbosity)?;
+        let rc = crate::execute::report(&out, c.recipe.mode, a.exec.strict, a.verbosity);
         if rc != ExitCode::SUCCESS {
             code = rc;
             if out.cancelled {

@@ -39,9 +39,14 @@ pub fn run(a: &RunArgs) -> CliResult {
     if let Some(Err(e)) = &c.workload {
         return Err(crate::exit::CliError { code: crate::exit::INFRASTRUCTURE, ..usage(format!("the workload could not run: {e}"), "see docs/workload-protocol.md for where workloads are looked up; `aorta run --workload example` runs the one shipped next to aorta") });
     }
-    let out = crate::execute::build(&session, &c, a.verbose)?;
+    let out = crate::execute::build(&session, &c, a.verbosity)?;
     if out.cancelled {
-        return Ok(crate::execute::report(&out, c.recipe.mode, exec.strict));
+        return Ok(crate::execute::report(
+            &out,
+            c.recipe.mode,
+            exec.strict,
+            a.verbosity,
+        ));
     }
     let (passed, errored, total) = out
         .cells

@@ -187,8 +187,13 @@ fn finish(
     if a.dry_run {
         return crate::output::print_plans(&[session.plan(&c)], a.json);
     }
-    let out = crate::execute::build(&session, &c, a.verbose)?;
-    Ok(crate::execute::report(&out, c.recipe.mode, a.exec.strict))
+    let out = crate::execute::build(&session, &c, a.verbosity)?;
+    Ok(crate::execute::report(
+        &out,
+        c.recipe.mode,
+        a.exec.strict,
+        a.verbosity,
+    ))
 }
 
 /// `aorta probe [opts] -- COMMAND` → the subprocess flow of `sweep run`.
@@ -220,7 +225,7 @@ pub fn deprecated_probe(a: ProbeArgs) -> CliResult {
         ticket: a.ticket,
         subprocess: a.subprocess,
         mitigations_files: a.mitigations_files,
-        verbose: a.verbose,
+        verbosity: a.verbosity,
         command: a.command,
         mode: "matrix".into(),
         ..Default::default()
@@ -247,7 +252,7 @@ impl From<TriageRunArgs> for SweepRunArgs {
                 ..Default::default()
             },
             mitigations_files: t.mitigations_files,
-            verbose: t.verbose,
+            verbosity: t.verbosity,
             ..Default::default()
         }
     }

@@ -48,9 +48,10 @@ pub fn watch(a: &BuildArgs) -> CliResult {
             }
             Step::Changed(c) => {
                 eprintln!("aorta watch: building {}", c.label);
-                match crate::execute::build(&session, c, a.verbose) {
+                match crate::execute::build(&session, c, a.verbosity) {
                     Ok(out) => {
-                        let rc = crate::execute::report(&out, c.recipe.mode, a.exec.strict);
+                        let rc =
+                            crate::execute::report(&out, c.recipe.mode, a.exec.strict, a.verbosity);
                         if rc != ExitCode::SUCCESS {
                             code = rc;
                         }

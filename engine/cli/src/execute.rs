@@ -1,6 +1,7 @@
 //! Running a compiled target and printing what happened: the shared tail of `aorta build`,
 //! `aorta sweep run`, `aorta run` and watch rounds.
 
+use crate::args::Verbosity;
 use crate::exit::{self, CliError};
 use aorta_engine::{BuildOutcome, Compiled, Event, Session};
 use aorta_recipe::Mode;
@@ -8,16 +9,26 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-/// Builds `c` with a progress bar (a terminal) or per-trial lines (`-v`).
-pub fn build(session: &Session, c: &Compiled, verbose: u8) -> Result<BuildOutcome, CliError> {
+/// Builds `c` with a progress bar (a terminal), per-trial lines (`-v`, with keys and run
+/// directories `-vv`) or nothing (`-q`).
+pub fn build(session: &Session, c: &Compiled, v: Verbosity) -> Result<BuildOutcome, CliError> {
+    let verbose = v.verbose;
     for w in &c.warnings {
         eprintln!("aorta: warning: {w}");
     }
-    let bar = progress_bar(c.planned().len() as u64, verbose);
+    let bar = progress_bar(c.planned().len() as u64, v);
     let (mut executed, mut reused, mut failed) = (0u64, 0u64, 0u64);
     let mut cluster = String::new();
     // Why stored results were not reused, with how many trials each: said once the build ends.
     let mut stale: std::collections::BTreeMap<String, u64> = Default::default();
+    // -vv: which key a trial has (`aorta explain` takes it further).
+    let where_ = |r: &aorta_engine::TrialResult| {
+        if verbose > 1 {
+            format!("  key {}", r.key)
+        } else {
+            String::new()
+        }
+    };
     let mut on_event = |e: Event| {
         if let Event::Stale { cell, index, why } = &e {
             if verbose > 0 {
@@ -61,17 +72,19 @@ pub fn build(session: &Session, c: &Compiled, verbose: u8) -> Result<BuildOutcom
         if verbose > 0 {
             let line = match &e {
                 Event::Executed(r) => format!(
-                    "[ran]    {} trial {}: {} in {:.2}s",
+                    "[ran]    {} trial {}: {} in {:.2}s{}",
                     r.record.cell_name,
                     r.index,
                     r.record.verdict.as_str(),
-                    r.exec_seconds
+                    r.exec_seconds,
+                    where_(r)
                 ),
                 Event::Reused(r) => format!(
-                    "[cached] {} trial {}: {}",
+                    "[cached] {} trial {}: {}{}",
                     r.record.cell_name,
                     r.index,
-                    r.record.verdict.as_str()
+                    r.record.verdict.as_str(),
+                    where_(r)
                 ),
                 Event::Failed { cell, index, error } => {
                     format!("[error]  {cell} trial {index}: {error}")
@@ -101,8 +114,8 @@ pub fn build(session: &Session, c: &Compiled, verbose: u8) -> Result<BuildOutcom
     Ok(out?)
 }
 
-fn progress_bar(len: u64, verbose: u8) -> ProgressBar {
-    if verbose > 0 || !std::io::stderr().is_terminal() {
+fn progress_bar(len: u64, v: Verbosity) -> ProgressBar {
+    if v.verbose > 0 || v.quiet || !std::io::stderr().is_terminal() {
         return ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden());
     }
     let bar = ProgressBar::new(len);
@@ -116,7 +129,8 @@ fn progress_bar(len: u64, verbose: u8) -> ProgressBar {
 /// Prints the end-of-run lines and picks the exit code: AORTA's 0 even with failing cells;
 /// 1 when the matrix is incomplete (or, with `strict`, a cell errored or never ran); 3 when a
 /// cell's workload could not start; 130 after Ctrl-C.
-pub fn report(o: &BuildOutcome, mode: Mode, strict: bool) -> ExitCode {
+/// `-q` leaves out the summary and where the files went.
+pub fn report(o: &BuildOutcome, mode: Mode, strict: bool, v: Verbosity) -> ExitCode {
     if o.cancelled {
         eprintln!("aorta: interrupted; {} trial(s) finished and are kept in the store; rerun to continue.", o.executed + o.reused);
         return ExitCode::from(exit::INTERRUPTED);
@@ -129,16 +143,23 @@ pub fn report(o: &BuildOutcome, mode: Mode, strict: bool) -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    print!("{}", o.summary);
-    if !o.summary.ends_with('\n') {
-        println!();
+    if !v.quiet {
+        print!("{}", o.summary);
+        if !o.summary.ends_with('\n') {
+            println!();
+        }
+        if v.verbose == 0 {
+            println!("Tip: re-run with -v to stream per-cell progress live.");
+        }
     }
     for f in &o.failed_to_run {
         eprintln!("aorta: {f}");
     }
-    match mode {
-        Mode::Probe => println!("Wrote probe artifacts to {}", o.run_dir.display()),
-        Mode::Triage => println!("Wrote matrix to {}", o.run_dir.display()),
+    if !v.quiet {
+        match mode {
+            Mode::Probe => println!("Wrote probe artifacts to {}", o.run_dir.display()),
+            Mode::Triage => println!("Wrote matrix to {}", o.run_dir.display()),
+        }
     }
     if std::env::var_os("AORTA_TIMING").is_some() {
         eprintln!(

@@ -970,3 +970,41 @@ fn a_missing_program_is_said_once_before_the_trials() {
     let ok = ws.sweep(&["true"]);
     assert!(!String::from_utf8_lossy(&ok.stderr).contains("aorta: warning"));
 }
+
+/// `-q` prints nothing on stdout (the exit code says how it went); without `-v` the summary
+/// ends with AORTA's tip, with `-v` it does not (each trial's line was streamed), and `-vv`
+/// adds each trial's key. `-q -v` is a usage error.
+#[test]
+fn quiet_verbose_and_the_tip() {
+    let ws = Ws::new(&RECIPE.replace("trials: 3", "trials: 1"));
+    let run = |flags: &[&str]| {
+        let mut args = vec!["sweep", "run", "--recipe", "r.yaml", "--output", "out"];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--rerun", "all", "--", "true"]);
+        ws.cmd(&args).output().unwrap()
+    };
+    let tip = "Tip: re-run with -v to stream per-cell progress live.";
+    let plain = run(&[]);
+    assert_eq!(plain.status.code(), Some(0), "{}", common::transcript(&plain));
+    assert!(String::from_utf8_lossy(&plain.stdout).contains(tip));
+    let quiet = run(&["-q"]);
+    assert_eq!(quiet.status.code(), Some(0), "{}", common::transcript(&quiet));
+    assert_eq!(String::from_utf8_lossy(&quiet.stdout), "");
+    let v = run(&["-v"]);
+    let (out, err) = (
+        String::from_utf8_lossy(&v.stdout),
+        String::from_utf8_lossy(&v.stderr),
+    );
+    assert!(!out.contains("Tip:"), "{out}");
+    assert!(err.contains("[ran]    none-none trial 0: pass"), "{err}");
+    assert!(!err.contains("  key "), "{err}");
+    let vv = run(&["-vv"]);
+    let err = String::from_utf8_lossy(&vv.stderr);
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("[ran]    none-none trial 0: pass") && l.contains("  key ")),
+        "{err}"
+    );
+    let both = run(&["-q", "-v"]);
+    assert_eq!(both.status.code(), Some(2), "{}", common::transcript(&both));
+}

@@ -20,8 +20,9 @@ use serde::{Deserialize, Serialize};
 /// Bump when any renderer's output changes for the same inputs: every cached artifact is
 /// rendered again (trials are not re-run). 4: report.html's environment brief names the key
 /// the trials were keyed by (under the recipe's `env_key` rules), not the default-rules key.
-/// 6: the run's answer (each cell's call against the baseline) in every artifact.
-pub const RENDERER_VERSION: u32 = 6;
+/// 6: the run's answer (each cell's call against the baseline) in every artifact. 7: the
+/// summary leaves the `-v` tip to the CLI (which knows whether `-v` was given).
+pub const RENDERER_VERSION: u32 = 7;
 
 const CELL_DOMAIN: &[u8] = b"aorta.cell\0";
 const ARTIFACT_DOMAIN: &[u8] = b"aorta.artifact\0";
@@ -349,7 +350,6 @@ pub(crate) fn finish(
         run_dir: paths.run_dir.clone(),
         summary: matrix.summary(SummaryOptions {
             run_dir: &paths.run_dir.display().to_string(),
-            verbose: false,
             executed: 0,
             reused: trials,
         }),
@@ -405,7 +405,6 @@ pub(crate) fn finish(
     } else {
         matrix.summary(SummaryOptions {
             run_dir: &paths.run_dir.display().to_string(),
-            verbose: false,
             executed: outcome.executed,
             reused: outcome.reused,
         })

@@ -10,8 +10,6 @@ use crate::matrix::{Matrix, Row};
 pub struct SummaryOptions<'a> {
     /// The run directory as the user should see it (used in `Full matrix: <dir>/matrix.md`).
     pub run_dir: &'a str,
-    /// `-v` was given: per-cell progress was already streamed, so no tip.
-    pub verbose: bool,
     /// Trials this invocation executed, over all cells.
     pub executed: usize,
     /// Trials this invocation took from the cache, over all cells.
@@ -97,9 +95,6 @@ impl Matrix<'_> {
             "Full matrix: {}/matrix.md",
             opts.run_dir.trim_end_matches('/')
         ));
-        if !opts.verbose {
-            out.push("Tip: re-run with -v to stream per-cell progress live.".into());
-        }
         lines(out)
     }
 }

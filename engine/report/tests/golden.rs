@@ -168,7 +168,6 @@ fn probe_matrix_md() {
         "probe_summary",
         m.summary(SummaryOptions {
             run_dir: "out/PROBE-7",
-            verbose: false,
             executed: 9,
             reused: 0,
         })
@@ -184,7 +183,6 @@ fn triage_matrix_md() {
         "triage_summary",
         m.summary(SummaryOptions {
             run_dir: "out/TRI-3/training/2026-01-02T03-04-05",
-            verbose: true,
             executed: 8,
             reused: 4,
         })

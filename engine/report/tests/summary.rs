@@ -7,7 +7,6 @@ use common::*;
 
 const OPTS: SummaryOptions = SummaryOptions {
     run_dir: "out/T/training/TS",
-    verbose: false,
     executed: 2,
     reused: 0,
 };
@@ -64,13 +63,12 @@ fn failing_error_only_and_mixed_cells() {
             "Next: Look at why tf32-local fails where the baseline does not (its logs, matrix.md's failure hints): what its mitigation changes is where to look.",
             "Trials: 9 executed, 0 reused from cache.",
             "Full matrix: out/T/training/TS/matrix.md",
-            "Tip: re-run with -v to stream per-cell progress live.",
         ]
     );
 }
 
 #[test]
-fn whole_cell_error_on_one_line_and_verbose_has_no_tip() {
+fn whole_cell_error_on_one_line() {
     let r = triage();
     let cells = vec![
         agg(&r, "baseline-local", &trials(&[P], &[1.0])),
@@ -83,7 +81,6 @@ fn whole_cell_error_on_one_line_and_verbose_has_no_tip() {
     ];
     let s = matrix(&r, cells).summary(SummaryOptions {
         run_dir: "run/",
-        verbose: true,
         executed: 1,
         reused: 0,
     });
@@ -95,7 +92,6 @@ fn whole_cell_error_on_one_line_and_verbose_has_no_tip() {
         "{s}"
     );
     assert!(s.ends_with("Full matrix: run/matrix.md\n"), "{s}");
-    assert!(!s.contains("Tip:"));
 }
 
 /// AORTA's `resumed`: a cell whose trials all came from a prior run. The caller knows only
