@@ -741,7 +741,11 @@ mod tests {
         }
         let mut bare = Vec::new();
         walk(&Cli::command(), "aorta", &mut bare);
-        assert!(bare.is_empty(), "options without help text:\n{}", bare.join("\n"));
+        assert!(
+            bare.is_empty(),
+            "options without help text:\n{}",
+            bare.join("\n")
+        );
     }
 
     /// Every flag of the executing commands and what it does to a trial's key: a new field of

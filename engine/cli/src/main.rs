@@ -167,7 +167,9 @@ fn install_report_handler() {
         Box::new(
             miette::GraphicalReportHandler::new_themed(theme)
                 .with_width(100)
-                .with_links(false),
+                .with_links(false)
+                // Names such as `example-probe-smoke` stay whole when a line wraps.
+                .with_word_splitter(textwrap::WordSplitter::NoHyphenation),
         )
     }));
 }

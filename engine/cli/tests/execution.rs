@@ -985,10 +985,20 @@ fn quiet_verbose_and_the_tip() {
     };
     let tip = "Tip: re-run with -v to stream per-cell progress live.";
     let plain = run(&[]);
-    assert_eq!(plain.status.code(), Some(0), "{}", common::transcript(&plain));
+    assert_eq!(
+        plain.status.code(),
+        Some(0),
+        "{}",
+        common::transcript(&plain)
+    );
     assert!(String::from_utf8_lossy(&plain.stdout).contains(tip));
     let quiet = run(&["-q"]);
-    assert_eq!(quiet.status.code(), Some(0), "{}", common::transcript(&quiet));
+    assert_eq!(
+        quiet.status.code(),
+        Some(0),
+        "{}",
+        common::transcript(&quiet)
+    );
     assert_eq!(String::from_utf8_lossy(&quiet.stdout), "");
     let v = run(&["-v"]);
     let (out, err) = (

@@ -40,7 +40,7 @@ pub enum LabelsErrorKind {
     #[error("{message}")]
     #[diagnostic(code(aorta::labels::no_target))]
     NoTarget {
-        /// e.g. "no target 'x' in //recipes (BUCK declares: a, b) and no file recipes/x.yaml".
+        /// e.g. "no target 'x' in //recipes (BUCK declares 2 recipes) and no file recipes/x.yaml".
         message: String,
         /// Recipe names available in the package, closest to the requested one first.
         available: Vec<String>,

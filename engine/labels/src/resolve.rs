@@ -181,9 +181,11 @@ pub(crate) fn resolve_one(
         .map(str::to_owned)
         .collect();
 
+    // The names are listed once, in the help, closest first; the message only counts them.
     let what = match &declared {
         Some(names) if names.is_empty() => "BUCK declares no recipes".to_owned(),
-        Some(names) => format!("BUCK declares: {}", names.join(", ")),
+        Some(names) if names.len() == 1 => "BUCK declares 1 recipe".to_owned(),
+        Some(names) => format!("BUCK declares {} recipes", names.len()),
         None => "no BUCK file".to_owned(),
     };
     let tried = candidates[0]
@@ -198,14 +200,20 @@ pub(crate) fn resolve_one(
         let guess = suggest::did_you_mean(target, available.iter().map(String::as_str))
             .map(|g| format!("did you mean //{package}:{g}? "))
             .unwrap_or_default();
+        let all = if package.is_empty() {
+            "//...".to_owned()
+        } else {
+            format!("//{package}/...")
+        };
+        const SHOWN: usize = 8;
+        let more = match available.len().saturating_sub(SHOWN) {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        let shown: Vec<&str> = available.iter().take(SHOWN).map(String::as_str).collect();
         format!(
-            "{guess}available in //{package}: {} (or //{}... for all of them)",
-            available.join(", "),
-            if package.is_empty() {
-                String::new()
-            } else {
-                format!("{package}/")
-            }
+            "{guess}in //{package}, closest first: {}{more} (`aorta build {all} --dry-run` lists them all)",
+            shown.join(", "),
         )
     };
     Err(LabelsErrorKind::NoTarget {

@@ -125,7 +125,7 @@ fn missing_target_lists_available_names_closest_first() {
     let e = ws.err("//recipes:quikstart");
     assert_eq!(
         e.to_string(),
-        "no target 'quikstart' in //recipes (BUCK declares: race_smoke, quickstart) and no file recipes/quikstart.yaml"
+        "no target 'quikstart' in //recipes (BUCK declares 2 recipes) and no file recipes/quikstart.yaml"
     );
     let LabelsErrorKind::NoTarget {
         available, help, ..
