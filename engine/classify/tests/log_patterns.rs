@@ -47,7 +47,7 @@ fn tier4_aorta_fixtures_fire_exactly_their_id() {
             .collect();
         assert_eq!(aorta_fired, [&id], "{line:?}");
     }
-    assert_eq!(PATTERN_LIBRARY_VERSION, "3");
+    assert_eq!(PATTERN_LIBRARY_VERSION, "4");
 }
 
 #[test]
