@@ -12,8 +12,18 @@ use std::collections::BTreeMap;
 use std::io::{self, BufRead, Write};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use std::sync::LazyLock;
+
 use aorta_recipe::Redaction;
 use regex::Regex;
+
+/// The BEGIN and END markers of a private key block, for the stream's state.
+static KEY_MARKERS: LazyLock<(Regex, Regex)> = LazyLock::new(|| {
+    (
+        Regex::new(KEY_BEGIN).expect("marker compiles"),
+        Regex::new(KEY_END).expect("marker compiles"),
+    )
+});
 
 /// Lines are redacted whole up to this length; a longer line is cut into pieces this long (a
 /// secret on a cut may be missed; a GPU log line is never this long).
@@ -43,10 +53,66 @@ pub struct Redactor {
     rules: Vec<Rule>,
 }
 
-/// A value after `KEY=`, `KEY: ` or `"KEY": "`: up to a quote, space, comma, brace or
-/// backslash; never a placeholder.
-const VALUE: &str = r#"(?P<s>[^"'\s\\,}<][^"'\s\\,}]*)"#;
-const SEP: &str = r#"["']?\s*[:=]\s*["']?"#;
+/// A value after `KEY=`, `KEY: ` or `"KEY": "`: up to a quote, space, comma, brace,
+/// backslash, `&` (a query string's next field, an HTML entity) or `<`; never a placeholder.
+const VALUE: &str = r#"(?P<s>[^"'\s\\,}<&][^"'\s\\,}<&]*)"#;
+/// `=`, `:` between a key and its value, with the quotes JSON, YAML and HTML (report.html
+/// escapes them as `&quot;`, `&#34;`, `&#39;`) put around either.
+const SEP: &str =
+    r#"(?:["'`]|&quot;|&#34;|&#39;|&#x27;)?\s*[:=]\s*(?:["'`]|&quot;|&#34;|&#39;|&#x27;)?"#;
+/// A private key block (PEM, OpenSSH, PGP) opening and closing on one line: in JSON, a
+/// multi-line value's newlines are `\n` escapes.
+const KEY_BEGIN: &str = r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----";
+const KEY_END: &str = r"-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----";
+
+/// A secret-named key: one whose name holds one of these words, followed by the end of the
+/// name or a separator (`_`, `.`, `-`), in any case and in camelCase: `password`,
+/// `db_password`, `my_secret`, `hf_token_lower`, `SecretAccessKey`, `WANDB_API_KEY`; not
+/// `max_new_tokens` or `tokenizer`.
+const SECRET_KEY: &str = r"(?i)(?:^|[^A-Za-z0-9_.-])(?:[A-Za-z0-9_.-]*?)(?:secret|token|passw(?:or)?d|passphrase|pwd|api_?key|access_?key|private_?key|secret_?key|auth_?key|credentials?|client_?secret)(?:[_.-][A-Za-z0-9_.-]*)?";
+
+/// The keywords of gitleaks' `generic-api-key` rule: a high-entropy value under such a key.
+const GENERIC_KEY: &str = r"(?i)(?:^|[^A-Za-z0-9_.-])[A-Za-z0-9_.-]*?(?:access|auth|api|credential|creds|key|secret|token)[A-Za-z0-9_.-]*";
+
+/// Values a secret-named key often has that are not secrets: numbers, booleans, nothing.
+fn not_a_plain_value(v: &str) -> bool {
+    let l = v.to_ascii_lowercase();
+    !(v.bytes()
+        .all(|b| b.is_ascii_digit() || b == b'.' || b == b'-')
+        || matches!(
+            l.as_str(),
+            "true" | "false" | "null" | "none" | "yes" | "no" | "on" | "off"
+        ))
+}
+
+/// Shannon entropy in bits per character.
+fn entropy(s: &str) -> f64 {
+    let mut counts = [0u32; 256];
+    for b in s.bytes() {
+        counts[b as usize] += 1;
+    }
+    let n = s.len() as f64;
+    counts
+        .iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| {
+            let p = f64::from(c) / n;
+            -p * p.log2()
+        })
+        .sum()
+}
+
+/// gitleaks' generic rule: at least 16 characters with letters and digits, entropy of 3.5
+/// bits or more, not a hex digest (aorta's keys and blake3 sums), not a path.
+fn looks_random(v: &str) -> bool {
+    v.len() >= 16
+        && v.bytes().any(|b| b.is_ascii_digit())
+        && v.bytes().any(|b| b.is_ascii_alphabetic())
+        && !v.bytes().all(|b| b.is_ascii_hexdigit())
+        && !v.starts_with('/')
+        && !v.contains("://")
+        && entropy(v) >= 3.5
+}
 
 fn rule(name: &'static str, re: &str, check: Option<fn(&str) -> bool>) -> Rule {
     Rule {
@@ -86,6 +152,14 @@ const IPV6: &str = r"(?i)(?:^|[^0-9a-z:.])(?P<s>[0-9a-f]*:[0-9a-f]*:[0-9a-f:.]*[
 impl Redactor {
     pub fn new(opts: &RedactOptions) -> Redactor {
         let mut rules = vec![
+            // Private keys first: a block on one line, then one that opens here and goes on
+            // (its next lines are redacted whole by `redact_stream`).
+            rule(
+                "private_key",
+                &format!(r"(?s){KEY_BEGIN}.*?{KEY_END}"),
+                None,
+            ),
+            rule("private_key", &format!(r"{KEY_BEGIN}[^\r\n]*"), None),
             rule("hf_token", r"\b(?P<s>hf_[A-Za-z0-9]{30,})\b", None),
             rule(
                 "github_token",
@@ -99,17 +173,63 @@ impl Redactor {
             ),
             rule(
                 "aws_access_key_id",
-                r"\b(?P<s>(?:AKIA|ASIA|AROA|AIDA)[A-Z0-9]{16})\b",
+                r"\b(?P<s>(?:A3T[A-Z0-9]|AKIA|ASIA|AROA|AIDA|ABIA|ACCA)[A-Z2-7]{16})\b",
                 None,
             ),
             rule(
                 "aws_secret_access_key",
-                &format!(r#"(?i)aws_?secret_?access_?key{SEP}(?P<s>[A-Za-z0-9/+=]{{40}})"#),
+                &format!(r#"(?i)secret_?access_?key{SEP}(?P<s>[A-Za-z0-9/+=]{{40}})"#),
+                None,
+            ),
+            // gitleaks' rules (config/gitleaks.toml): gcp-api-key, slack-*-token,
+            // slack-webhook-url, stripe-access-token, gitlab-*, npm-access-token,
+            // pypi-upload-token, jwt, azure-ad-client-secret; Azure storage account keys.
+            rule("gcp_api_key", r"\b(?P<s>AIza[0-9A-Za-z_-]{35})", None),
+            rule(
+                "slack_token",
+                r"\b(?P<s>xox[baprse]-[0-9A-Za-z-]{10,})",
+                None,
+            ),
+            rule(
+                "slack_webhook",
+                r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<s>[A-Za-z0-9+/]{20,})",
+                None,
+            ),
+            rule(
+                "stripe_key",
+                r"\b(?P<s>(?:sk|rk)_(?:test|live|prod)_[A-Za-z0-9]{10,99})",
+                None,
+            ),
+            rule(
+                "gitlab_token",
+                r"\b(?P<s>(?:glpat|gldt|glrt|glptt|glft|glsoat|glcbt|glimt|glagent)-[0-9A-Za-z_-]{20,}|GR1348941[0-9A-Za-z_-]{20,})",
+                None,
+            ),
+            rule("npm_token", r"(?i)\b(?P<s>npm_[a-z0-9]{36})", None),
+            rule(
+                "pypi_token",
+                r"(?P<s>pypi-AgEIcHlwaS5vcmc[0-9A-Za-z_-]{50,})",
+                None,
+            ),
+            rule(
+                "azure_secret",
+                r"(?:^|[^A-Za-z0-9_~.])(?P<s>[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34})",
+                None,
+            ),
+            rule(
+                "azure_secret",
+                r"(?i)AccountKey=(?P<s>[A-Za-z0-9+/]{86}==)",
                 None,
             ),
             rule(
                 "bearer_token",
                 r"(?i)\b(?:bearer\s+|authorization:\s*token\s+)(?P<s>[A-Za-z0-9._~+/=-]{16,})",
+                None,
+            ),
+            // After bearer_token: a bearer JWT counts as a bearer token.
+            rule(
+                "jwt",
+                r"\b(?P<s>ey[A-Za-z0-9_-]{10,}\.ey[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*)",
                 None,
             ),
             rule(
@@ -119,10 +239,13 @@ impl Redactor {
             ),
             rule(
                 "secret_env",
-                &format!(
-                    r"\b[A-Z][A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS)[A-Z0-9_]*{SEP}{VALUE}"
-                ),
-                None,
+                &format!("{SECRET_KEY}{SEP}{VALUE}"),
+                Some(not_a_plain_value),
+            ),
+            rule(
+                "generic_secret",
+                &format!(r"{GENERIC_KEY}{SEP}(?P<s>[A-Za-z0-9_=+/.-]{{16,150}})"),
+                Some(looks_random),
             ),
             rule("home_user", r#"/(?:home|Users)/(?P<s>[^/\s"':<]+)"#, None),
             rule(
@@ -223,6 +346,7 @@ impl Redactor {
     ) -> io::Result<u64> {
         let mut line = Vec::new();
         let mut written = 0u64;
+        let mut in_key = false;
         loop {
             line.clear();
             let n =
@@ -231,10 +355,39 @@ impl Redactor {
                 return Ok(written);
             }
             let text = String::from_utf8_lossy(&line);
-            let red = self.redact_str(&text, counts);
+            let red = self.redact_line(&text, &mut in_key, counts);
             out.write_all(red.as_bytes())?;
             written += red.len() as u64;
         }
+    }
+
+    /// One line of a stream. Inside a private key block (a line opened it and none closed it
+    /// yet: a PEM file, `SSH_PRIVATE_KEY=-----BEGIN …` in an env dump) the whole line is the
+    /// secret, up to and including the END marker.
+    fn redact_line(&self, line: &str, in_key: &mut bool, counts: &mut Counts) -> String {
+        let mut rest = line;
+        let mut out = String::new();
+        if *in_key {
+            *counts.entry("private_key".into()).or_default() += 1;
+            out.push_str("<redacted:private_key>");
+            match KEY_MARKERS.1.find(line) {
+                Some(m) => {
+                    *in_key = false;
+                    rest = &line[m.end()..];
+                }
+                None => {
+                    let body = line.trim_end_matches(['\n', '\r']);
+                    out.push_str(&line[body.len()..]);
+                    return out;
+                }
+            }
+        }
+        // A block opens on this line if its last BEGIN has no END after it.
+        if let Some(b) = KEY_MARKERS.0.find_iter(rest).last() {
+            *in_key = !KEY_MARKERS.1.is_match(&rest[b.end()..]);
+        }
+        out.push_str(&self.redact_str(rest, counts));
+        out
     }
 }
 

@@ -267,3 +267,183 @@ fn wrong_inputs_are_input_errors() {
     let e = stage(&run, &BundleOptions::default(), tmp.path()).unwrap_err();
     assert!(e.to_string().contains("leaves the run directory"), "{e}");
 }
+
+/// Issue 36: the kinds that leaked (an AWS secret under `"SecretAccessKey"`, PEM and OpenSSH
+/// private key blocks with the continuation lines of a multi-line `SSH_PRIVATE_KEY`, lower-case
+/// keys, secrets inside a recipe regex and `collect_paths` in recipe.resolved.yaml and
+/// report.html, a tracked env var's value in env.json), then one example of each of gitleaks'
+/// common rules ported (config/gitleaks.toml: gcp-api-key, a GCP service-account key file,
+/// azure-ad-client-secret, an Azure storage key, slack-bot-token, slack-webhook-url,
+/// stripe-access-token, gitlab-pat, npm-access-token, pypi-upload-token, jwt). All values are
+/// fakes of the published shapes.
+const ISSUE_36: &[&str] = &[
+    "MNu9Yda5/FS1k7yXwxeTIZWPUpCL6RiHgh0DsJGz",
+    "MIIEowIBAAKCAQEAuPEMBODYLINEONEqwertyuiop",
+    "PEMBODYLINETWOasdfghjkl0123456789",
+    "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUSSHCONTINUATION1",
+    "SSHCONTINUATIONLINE2xyz987",
+    "JSONESCAPEDBODY123abc",
+    "hunter2-lower",
+    "pg-s3cret-77",
+    "mys3cr3t-value",
+    "lowertokenvalue42",
+    "rx-pass-1234",
+    "cp-secret-5566",
+    "pt-S1IJ0BqvmnqJu7UT0",
+    "AIzatqjoV8fAlObMNu9Yda5_FS1k7yXwxeTIZWP",
+    "MIIEvQIBADANBgkqhkiG9w0GCPBODY",
+    "0123456789abcdef0123456789abcdef01234567",
+    "cXC8Q~1URwFAHSl8RUbMt0F6Z6X.VCnW1i-kfulA",
+    "AlObMNu9Yda5+FS1k7yXwxeTIZWPUpCL6RiHgh0DsJGzE/mvQB4r23KnctqjoV8fAlObMNu9Yda5+FS1k7yXwx==",
+    "xoxb-1234567890123-1234567890123-5ofeDsdSNmrorwHuzkxc1Uz2",
+    "10FELW7uX4ZMRQbCPy9Ol0Lg",
+    "sk_live_0NSROFAh2ViZAvWFuFqDw3oR",
+    "glpat-XC54Ro367Ozaj8FI7MJs",
+    "npm_674pmj8tizcpib8hercpyr8d6zslav85absp",
+    "pypi-AgEIcHlwaS5vcmcTevwXSXGhw9yLsbQn2j43cbIlWDGV2lWRgJaZ0jYdwLwHKbut2LUPoVk3mHk",
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+];
+
+/// What is not secret and must stay as it was.
+const ORDINARY: &[&str] = &[
+    "NCCL_DEBUG=INFO",
+    "\"NCCL_DEBUG\": \"INFO\"",
+    "\"key\": \"386a4c1d1f749d342f2220da28e359e30e4885f2aac147f086fbde90c2704abe\"",
+    "/opt/rocm/lib/libamdhip64.so",
+    "max_new_tokens=128",
+    "tokens/s=41230",
+    "tokenizer: gpt2",
+    "token_count: 512",
+    "password_required: true",
+];
+
+fn issue_36_run(root: &Path) {
+    let s = |i: usize| ISSUE_36[i];
+    write(
+        root,
+        "matrix.json",
+        "{\"ticket\": \"T-36\", \"key\": \"386a4c1d1f749d342f2220da28e359e30e4885f2aac147f086fbde90c2704abe\"}\n",
+    );
+    write(
+        root,
+        "recipe.resolved.yaml",
+        &format!(
+            "schema_version: 1\nmode: probe\ncollect_paths: [\"logs/*.txt\", \"/data/secret={}/x.log\"]\ncustom_patterns:\n  - id: leak\n    match: {{regex: 'password={}'}}\n",
+            s(11),
+            s(10)
+        ),
+    );
+    write(
+        root,
+        "report.html",
+        &format!(
+            "<pre>collect_paths: [&quot;/data/secret={}/x.log&quot;]\nregex: &#39;password={}&#39;\n&quot;SecretAccessKey&quot;: &quot;{}&quot;</pre>\n",
+            s(11),
+            s(10),
+            s(0)
+        ),
+    );
+    write(
+        root,
+        "environments/local/env.json",
+        &format!(
+            "{{\n  \"env_vars\": {{\n    \"NCCL_DEBUG\": \"INFO\",\n    \"PYTORCH_HUB_AUTH\": \"{}\",\n    \"SSH_PRIVATE_KEY\": \"-----BEGIN OPENSSH PRIVATE KEY-----\\n{}\\n-----END OPENSSH PRIVATE KEY-----\\n\"\n  }}\n}}\n",
+            s(12),
+            s(5)
+        ),
+    );
+    write(
+        root,
+        "host_env.txt",
+        &format!(
+            "NCCL_DEBUG=INFO\nSSH_PRIVATE_KEY=-----BEGIN OPENSSH PRIVATE KEY-----\n{}\n{}\n-----END OPENSSH PRIVATE KEY-----\nHOME_DIR=/opt/rocm/lib/libamdhip64.so\n",
+            s(3),
+            s(4)
+        ),
+    );
+    write(
+        root,
+        "none-none/trial_0/stdout.log",
+        &format!(
+            "step 1 max_new_tokens=128 tokens/s=41230\ntokenizer: gpt2\ntoken_count: 512\npassword_required: true\naws: {{\"SecretAccessKey\": \"{}\", \"AccessKeyId\": \"x\"}}\n-----BEGIN RSA PRIVATE KEY-----\n{}\n{}\n-----END RSA PRIVATE KEY-----\npassword: {}\nexport db_password={}\nmy_secret={} hf_token_lower={}\n",
+            s(0), s(1), s(2), s(6), s(7), s(8), s(9)
+        ),
+    );
+    write(
+        root,
+        "none-none/trial_0/stderr.log",
+        &format!(
+            "GOOGLE_API_KEY: {}\nclient_secret={}\nDefaultEndpointsProtocol=https;AccountName=acct;AccountKey={};EndpointSuffix=core.windows.net\nslack {} https://hooks.slack.com/services/T0A1B2C3D/B0A1B2C3D/{}\nstripe {} gitlab {} npm {}\npypi {}\njwt {}\n",
+            s(13), s(16), s(17), s(18), s(19), s(20), s(21), s(22), s(23), s(24)
+        ),
+    );
+    write(
+        root,
+        "sa.json",
+        &format!(
+            "{{\"type\": \"service_account\", \"private_key_id\": \"{}\", \"private_key\": \"-----BEGIN PRIVATE KEY-----\\n{}\\n-----END PRIVATE KEY-----\\n\"}}\n",
+            s(15),
+            s(14)
+        ),
+    );
+}
+
+#[test]
+fn issue_36_kinds_and_gitleaks_shapes_leak_nothing_and_ordinary_text_stays() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("T-36");
+    issue_36_run(&run);
+    // Seeded as written (the fixture is right)...
+    let mut all = String::new();
+    for e in walkdir::WalkDir::new(&run).into_iter().flatten() {
+        if e.file_type().is_file() {
+            all.push_str(&std::fs::read_to_string(e.path()).unwrap());
+        }
+    }
+    for secret in ISSUE_36 {
+        assert!(all.contains(secret), "not seeded: {secret}");
+    }
+    let staged = stage(&run, &BundleOptions::default(), tmp.path()).unwrap();
+    let out = tmp.path().join("out.tar.gz");
+    staged.write(&out).unwrap();
+    let members = unpack(&out);
+    let mut bundled = String::new();
+    for (name, bytes) in &members {
+        let text = String::from_utf8_lossy(bytes);
+        for secret in ISSUE_36 {
+            assert!(!name.contains(secret), "{secret} leaked in the name {name}");
+            assert!(!text.contains(secret), "{secret} leaked in {name}:\n{text}");
+        }
+        bundled.push_str(&text);
+    }
+    // ...and what is not secret stays.
+    for keep in ORDINARY {
+        assert!(bundled.contains(keep), "{keep} was redacted:\n{bundled}");
+    }
+    for (n, b) in &members {
+        if n.ends_with(".json") {
+            serde_json::from_slice::<serde_json::Value>(b).unwrap_or_else(|e| panic!("{n}: {e}"));
+        }
+    }
+    let counts = &staged.manifest.redaction.counts;
+    for rule in [
+        "aws_secret_access_key",
+        "private_key",
+        "secret_env",
+        "generic_secret",
+        "gcp_api_key",
+        "azure_secret",
+        "slack_token",
+        "slack_webhook",
+        "stripe_key",
+        "gitlab_token",
+        "npm_token",
+        "pypi_token",
+        "jwt",
+    ] {
+        assert!(
+            counts.get(rule).copied().unwrap_or(0) > 0,
+            "{rule} never counted: {counts:?}"
+        );
+    }
+}

@@ -5,8 +5,14 @@
 //! library "2" added the NVIDIA side (Xid, ECC/row remap, CUDA/cuBLAS/cuDNN/NCCL errors, OOM,
 //! illegal access, device-side asserts). Library "3" matches the shapes real jobs print: a NaN
 //! or Inf loss in any trainer's format, tracebacks behind launcher and logger prefixes, every
-//! spelling of GPU out-of-memory, HIP enum names without AORTA's underscore. The AORTA ids keep
-//! their exact spelling, so recipes that disable them keep working.
+//! spelling of GPU out-of-memory, HIP enum names without AORTA's underscore. Library "4" reads
+//! the kernel's own words (issue 36), taken from the sources: PCIe AER's fatal lines in both
+//! severity spellings (`drivers/pci/pcie/aer.c`), amdgpu ring timeouts on any ring, its GPU
+//! reset and gfxhub/mmhub page-fault lines with or without the `amdgpu: ` sub-prefix
+//! (`drivers/gpu/drm/amd/amdgpu/`), and NVIDIA's ECC-class Xids (48, 63, 64, 92, 94, 95 in the
+//! Xid catalogue) as ECC events; an NVSwitch `SXid` is not a GPU Xid. Fixtures, one per source
+//! and version: `tests/fixtures/kernel/`. The AORTA ids keep their exact spelling, so recipes
+//! that disable them keep working.
 //!
 //! Tier-4 patterns are *line-local* (no match contains a newline) and each lists
 //! [`Trigger`]s, literals every match contains: the scanner looks for triggers first and runs
@@ -15,7 +21,7 @@
 use std::fmt;
 
 /// Bumped whenever a pattern is added or a regex changes (it names what a verdict was judged by).
-pub const PATTERN_LIBRARY_VERSION: &str = "3";
+pub const PATTERN_LIBRARY_VERSION: &str = "4";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Tier {
@@ -426,20 +432,21 @@ pub const TIER4_PATTERNS: &[Pattern] = &[
     ),
 ];
 
-/// Tier-3 kernel-log (dmesg) patterns: AORTA's AMD five, then NVIDIA's driver (NVRM) events.
+/// Tier-3 kernel-log (dmesg) patterns: AORTA's AMD five, then NVIDIA's driver (NVRM) events,
+/// then amdgpu's ring timeouts and page faults (library 4).
 pub const TIER3_LOG_PATTERNS: &[Pattern] = &[
     p(
         "tier3:amdgpu_reset",
-        "amdgpu GPU reset",
-        r"amdgpu: GPU reset",
+        "amdgpu GPU reset (`GPU reset begin!`, `GPU reset(N) succeeded!` / `failed`, `GPU reset end with ret`), with or without the `amdgpu: ` sub-prefix",
+        r"amdgpu: GPU reset|\bGPU reset(?: begin!|\(\d+\) (?:succeeded|failed)| end with ret)",
         MI,
-        ["amdgpu: GPU reset begin!", "amdgpu: GPU recovery disabled."],
+        ["amdgpu 0000:c1:00.0: GPU reset(2) succeeded!", "amdgpu: GPU recovery disabled."],
         &[],
     ),
     p(
         "tier3:sdma_timeout",
-        "SDMA semaphore timeout or hang",
-        r"SDMA semaphore timeout|SDMA hang",
+        "SDMA semaphore timeout or hang, or a job timeout on an SDMA ring (`ring sdma0 timeout`)",
+        r"SDMA semaphore timeout|SDMA hang|\bring sdma\d* timeout\b",
         MI,
         [
             "amdgpu: SDMA hang detected",
@@ -471,12 +478,12 @@ pub const TIER3_LOG_PATTERNS: &[Pattern] = &[
     ),
     p(
         "tier3:pcie_aer_fatal",
-        "PCIe AER fatal error",
-        r"AER:?\s+Fatal",
+        "PCIe AER fatal error: `AER: [Multiple ]Uncorrected|Uncorrectable (Fatal) error received`, `PCIe Bus Error: severity=Uncorrected|Uncorrectable (Fatal)` (aer.c before and after the spec-terms rename)",
+        r"AER:?\s+Fatal|AER: (?:Multiple )?Uncorrect(?:ed|able) \(Fatal\) error received|severity=Uncorrect(?:ed|able) \(Fatal\)",
         M,
         [
-            "pcieport 0000:00:01.1: AER: Fatal error received",
-            "pcieport 0000:00:01.1: AER: Corrected error received: 0000:01:00.0",
+            "pcieport 0000:00:01.0: AER: Multiple Uncorrectable (Fatal) error received: 0000:01:00.0",
+            "pcieport 0000:00:01.0: AER: Uncorrectable (Non-Fatal) error received: 0000:01:00.0",
         ],
         &[],
     ),
@@ -493,12 +500,34 @@ pub const TIER3_LOG_PATTERNS: &[Pattern] = &[
     ),
     p(
         "tier3:nvidia_ecc",
-        "NVIDIA ECC or row-remap event",
-        r"uncorrectable (?:double bit )?ECC|double bit ECC|row remap(?:ping)? (?:failure|pending|event)",
+        "NVIDIA ECC or row-remap event, or an ECC-class Xid of NVIDIA's catalogue (48 DBE, 63/64 page retirement or row remap event/failure, 92 high SBE rate, 94/95 contained/uncontained ECC)",
+        r"uncorrectable (?:double bit )?ECC|double bit ECC|row remap(?:ping)? (?:failure|pending|event)|NVRM: Xid \([^)\n]*\): (?:48|63|64|92|94|95)\b",
         MI,
         [
-            "NVRM: Xid (PCI:0000:3b:00): 48, An uncorrectable double bit ECC error",
-            "nvidia 0000:3b:00.0: enabling device (0000 -> 0003)",
+            "NVRM: Xid (PCI:0000:3b:00): 94, pid=2781, name=python, Ch 00000008",
+            "nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error",
+        ],
+        &[],
+    ),
+    p(
+        "tier3:amdgpu_ring_timeout",
+        "amdgpu job timeout on any ring (`ring gfx_0.0.0 timeout`, `ring sdma0 timeout`, `ring comp_1.0.0 timeout, but soft recovered`)",
+        r"\bring [\w.-]+ timeout\b",
+        M,
+        [
+            "[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx timeout, signaled seq=52231, emitted seq=52233",
+            "amdgpu 0000:03:00.0: amdgpu: ring gfx_0.0.0 uses VM inv eng 0 on hub 0",
+        ],
+        &[],
+    ),
+    p(
+        "tier3:amdgpu_page_fault",
+        "amdgpu GPU page fault reported by a gfxhub or mmhub (`[gfxhub0] retry page fault`, `[mmhub] no-retry page fault`)",
+        r"\[(?:gfx|mm)hub\d*\] [\w -]*?page fault",
+        M,
+        [
+            "amdgpu 0000:c1:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:24 vmid:8 pasid:32770)",
+            "amdgpu 0000:c1:00.0: amdgpu: [gfxhub0] page table base 0x0 (cleared)",
         ],
         &[],
     ),

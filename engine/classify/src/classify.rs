@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use aorta_trial::Capture;
 
+use crate::budget::{Budget, Meter, DEFAULT_BUDGET};
 use crate::catalogue::Tier;
 use crate::model::{Classification, ClassifierConfig, Observation};
 use crate::stream::{WindowParams, DEFAULT_WINDOWS};
@@ -17,15 +18,16 @@ use crate::{patterns, tier1, tier3};
 
 /// Classifies one finished trial. Never panics: see the module docs.
 pub fn classify(obs: &Observation, cfg: &ClassifierConfig) -> Classification {
-    classify_with(obs, cfg, DEFAULT_WINDOWS)
+    classify_with(obs, cfg, DEFAULT_WINDOWS, DEFAULT_BUDGET)
 }
 
 pub(crate) fn classify_with(
     obs: &Observation,
     cfg: &ClassifierConfig,
     params: WindowParams,
+    budget: Budget,
 ) -> Classification {
-    match catch_unwind(AssertUnwindSafe(|| run(obs, cfg, params))) {
+    match catch_unwind(AssertUnwindSafe(|| run(obs, cfg, params, budget))) {
         Ok(c) => c,
         Err(payload) => {
             let msg = payload
@@ -89,7 +91,12 @@ thread_local! {
     static INJECT_PANIC: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-fn run(obs: &Observation, cfg: &ClassifierConfig, params: WindowParams) -> Classification {
+fn run(
+    obs: &Observation,
+    cfg: &ClassifierConfig,
+    params: WindowParams,
+    budget: Budget,
+) -> Classification {
     #[cfg(test)]
     if INJECT_PANIC.get() {
         panic!("injected classifier bug");
@@ -128,8 +135,9 @@ fn run(obs: &Observation, cfg: &ClassifierConfig, params: WindowParams) -> Class
         .iter()
         .filter(|c| !eff.detector_off(&c.detector_id()))
         .collect();
+    let mut meter = Meter::new(budget);
     let t5 = timed(&mut d, Tier::Tier5, eff.tier_on(Tier::Tier5), || {
-        patterns::tier5(obs, &custom, params, &mut capture, &mut errors)
+        patterns::tier5(obs, &custom, params, &mut meter, &mut capture, &mut errors)
     });
 
     let mut unique: Vec<String> = Vec::new();
@@ -160,6 +168,7 @@ fn run(obs: &Observation, cfg: &ClassifierConfig, params: WindowParams) -> Class
 mod tests {
     use super::*;
     use aorta_trial::Verdict;
+    use std::time::Instant;
 
     #[test]
     fn fallback_keeps_tier1_and_disables() {
@@ -235,6 +244,7 @@ mod tests {
                 chunk: 64,
                 overlap: 48,
             },
+            DEFAULT_BUDGET,
         );
         let mut big = classify(&obs, &cfg);
         big.tier_durations_ms = small.tier_durations_ms.clone();
@@ -254,6 +264,109 @@ mod tests {
             ),
             ("custom:hi", Some("2.6"))
         );
+    }
+
+    /// Issue 36: `(?=(a+)+$)x` costs n² per line of n bytes (50 lines of 1 MiB: hours). `seek`
+    /// now skips it to the `x`s it needs; the second alternative defeats that (every `a` is a
+    /// candidate), and with spans and a time budget the trial's classification ends within the
+    /// budget plus one span's search, names the pattern it cut short, and every other detector
+    /// still runs.
+    #[test]
+    fn a_hostile_lookaround_pattern_is_cut_short_within_the_budget_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut line = "a".repeat(1 << 20);
+        line.push('\n');
+        let mut log = line.repeat(8);
+        log.push_str("Traceback (most recent call last):\nlate marker\n");
+        let path = dir.path().join("stdout.log");
+        std::fs::write(&path, &log).unwrap();
+        let obs = Observation {
+            stdout_log: Some(path),
+            ..Default::default()
+        };
+        let det = |id: &str, re: &str| {
+            crate::CustomDetector::new(id, re, None, crate::OnMatch::Fail, false).unwrap()
+        };
+        let cfg = ClassifierConfig {
+            custom: vec![
+                det("hostile", "(?=(a+)+$)x|(?=(a+)+b)a"),
+                det("hostile2", "(?=(a+)+$)y|(?=(a+)+c)a"),
+                det("late", r"late (?=marker)"),
+            ],
+            ..Default::default()
+        };
+        let budget = Budget {
+            per_pattern: std::time::Duration::from_millis(300),
+            total: std::time::Duration::from_millis(500),
+            ..DEFAULT_BUDGET
+        };
+        let start = Instant::now();
+        let c = classify_with(&obs, &cfg, DEFAULT_WINDOWS, budget);
+        let took = start.elapsed();
+        assert!(took.as_secs_f64() < 5.0, "took {took:?}");
+        let err = c.capture.classifier_error.as_deref().unwrap();
+        assert!(
+            err.contains("PatternTimeBudgetExceeded: custom:hostile: "),
+            "{err}"
+        );
+        // The second pattern got what the first left of the total, then was cut too; the
+        // third, a look-around pattern on short lines, is cut as well: the total is spent.
+        assert!(
+            err.contains("CustomPatternsTimeBudgetExceeded: custom:hostile2: ")
+                || err.contains("PatternTimeBudgetExceeded: custom:hostile2: "),
+            "{err}"
+        );
+        assert_eq!(c.failure_detectors_fired, ["tier4:python_traceback"]);
+    }
+
+    /// A backtracking pattern searched span by span finds what it finds over the whole window:
+    /// matches across lines, behind look-behinds, after a long line, at a span's cut.
+    #[test]
+    fn spans_find_what_whole_windows_find() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stdout.log");
+        let obs = Observation {
+            stdout_log: Some(path.clone()),
+            ..Default::default()
+        };
+        let budget = Budget {
+            span: 64,
+            ..DEFAULT_BUDGET
+        };
+        let cases = [
+            (
+                "step 1\nstep 2\n".repeat(40) + "ERROR x\ncaused by y\n",
+                r"(?s)ERROR(?=.{0,12}caused by) x",
+            ),
+            (
+                "a".repeat(500) + "\nloss=nan\n",
+                r"(?<!best_)loss=(?P<v>nan)",
+            ),
+            ("b".repeat(300) + "Z" + &"b".repeat(300), r"(?<=b{3})Z(?=b)"),
+            ("ok\n".repeat(100), r"(?<=o)k(?=\nnever)"),
+        ];
+        for (log, re) in cases {
+            std::fs::write(&path, &log).unwrap();
+            let cfg = ClassifierConfig {
+                custom: vec![crate::CustomDetector::new(
+                    "p",
+                    re,
+                    None,
+                    crate::OnMatch::Warn,
+                    false,
+                )
+                .unwrap()],
+                ..Default::default()
+            };
+            let whole = classify(&obs, &cfg);
+            let spans = classify_with(&obs, &cfg, DEFAULT_WINDOWS, budget);
+            assert!(cfg.custom[0].backtracks, "{re}");
+            assert_eq!(
+                whole.warn_detectors_fired, spans.warn_detectors_fired,
+                "{re}"
+            );
+            assert_eq!(whole.capture, spans.capture, "{re}");
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! | 2 | the executor's hang flag, dropped on a clean exit | `tier2:hang` |
 //! | 3 | dmesg text ([`collect_dmesg`]), GPU counters before/after | `tier3:*` |
 //! | 4 | [`TIER4_PATTERNS`] over the whole stdout and stderr, prefiltered by literals | `tier4:*` |
-//! | 5 | the recipe's [`CustomDetector`]s over the same streams | `custom:<id>` |
+//! | 5 | the recipe's [`CustomDetector`]s over the same streams, in bounded time ([`PATTERN_TIME_BUDGET`], [`CUSTOM_TIME_BUDGET`], [`BACKTRACKING_SPAN_BYTES`]) | `custom:<id>` |
 //!
 //! [`classify_logs`] judges logs that already exist (`aorta classify`) by Tiers 3–5.
 //!
@@ -28,6 +28,7 @@
 //! `disabled_detectors` and `disabled_detector_tiers` (the effective disables, sorted, when the
 //! recipe set any) as fields. The JSON is AORTA's flat dict.
 
+mod budget;
 mod catalogue;
 mod classify;
 mod disables;
@@ -43,6 +44,7 @@ mod tier3;
 mod verdict;
 
 pub use aorta_trial::Verdict;
+pub use budget::{BACKTRACKING_SPAN_BYTES, CUSTOM_TIME_BUDGET, PATTERN_TIME_BUDGET};
 pub use catalogue::{
     detector_ids, Pattern, PatternFlags, Tier, Trigger, PATTERN_LIBRARY_VERSION,
     TIER3_LOG_PATTERNS, TIER4_PATTERNS,

@@ -18,6 +18,7 @@ use std::ops::ControlFlow;
 
 use serde::Serialize;
 
+use crate::budget::{Budget, Meter, DEFAULT_BUDGET};
 use crate::catalogue::{Tier, PATTERN_LIBRARY_VERSION};
 use crate::model::{ClassifierConfig, CustomDetector, Observation, OnMatch};
 use crate::patterns::{first_firing, State};
@@ -112,14 +113,17 @@ pub fn classify_logs<'a>(
     inputs: impl IntoIterator<Item = LogInput<'a>>,
     cfg: &ClassifierConfig,
 ) -> Result<LogClassification, LogReadError> {
-    classify_logs_with(inputs, cfg, DEFAULT_WINDOWS)
+    classify_logs_with(inputs, cfg, DEFAULT_WINDOWS, DEFAULT_BUDGET)
 }
 
+/// [`classify_logs`] with its window geometry and time budget (one budget for all the logs).
 pub(crate) fn classify_logs_with<'a>(
     inputs: impl IntoIterator<Item = LogInput<'a>>,
     cfg: &ClassifierConfig,
     params: WindowParams,
+    budget: Budget,
 ) -> Result<LogClassification, LogReadError> {
+    let mut meter = Meter::new(budget);
     let d = &cfg.disables;
     let custom: Vec<&CustomDetector> = cfg
         .custom
@@ -155,9 +159,9 @@ pub(crate) fn classify_logs_with<'a>(
                 output(
                     &mut reader,
                     cfg,
-                    t4,
-                    t5,
+                    (t4, t5),
                     params,
+                    &mut meter,
                     &mut found,
                     &mut out.errors,
                 )
@@ -303,9 +307,9 @@ fn kernel(
 fn output(
     reader: impl Read,
     cfg: &ClassifierConfig,
-    tier4: bool,
-    custom: &[&CustomDetector],
+    (tier4, custom): (bool, &[&CustomDetector]),
     params: WindowParams,
+    meter: &mut Meter,
     found: &mut Vec<Raw>,
     errors: &mut Vec<String>,
 ) -> io::Result<Vec<bool>> {
@@ -337,7 +341,7 @@ fn output(
             if st.fired || st.retired {
                 continue;
             }
-            if let Some((groups, pos)) = first_firing(d, w.text, w.start, &obs, st, errors) {
+            if let Some((groups, pos)) = first_firing(d, w.text, w.start, &obs, st, meter, errors) {
                 st.fired = true;
                 let sev = match d.on_match {
                     OnMatch::Fail => Severity::Fail,
@@ -406,8 +410,13 @@ mod tests {
             chunk: 50,
             overlap: 120,
         };
-        let small =
-            classify_logs_with([input("train.log", LogKind::Output, &log)], &cfg, tiny).unwrap();
+        let small = classify_logs_with(
+            [input("train.log", LogKind::Output, &log)],
+            &cfg,
+            tiny,
+            DEFAULT_BUDGET,
+        )
+        .unwrap();
         assert_eq!(big, small);
         assert_eq!(
             ids_lines(&big),

@@ -8,10 +8,12 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::ops::ControlFlow;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use aorta_condition::Vars;
 use aorta_trial::Capture;
 
+use crate::budget::{span_end, span_restart, Cut, Meter};
 use crate::model::{CustomDetector, Observation, OnMatch};
 use crate::scan::TIER4;
 use crate::stream::{scan_windows, WindowParams};
@@ -87,6 +89,8 @@ pub(crate) struct State {
     pub fired: bool,
     evals: u32,
     pub retired: bool,
+    /// Time spent in its searches and conditions ([`crate::budget`]).
+    spent: Duration,
 }
 
 /// Tier 5 over `detectors` (disabled ones already removed), in declaration order per window.
@@ -96,6 +100,7 @@ pub(crate) fn tier5(
     obs: &Observation,
     detectors: &[&CustomDetector],
     params: WindowParams,
+    meter: &mut Meter,
     capture: &mut Capture,
     errors: &mut Vec<String>,
 ) -> Tier5 {
@@ -110,7 +115,7 @@ pub(crate) fn tier5(
             if st.fired || st.retired {
                 continue;
             }
-            if let Some((groups, _)) = first_firing(d, w, s, obs, st, &mut notes) {
+            if let Some((groups, _)) = first_firing(d, w, s, obs, st, meter, &mut notes) {
                 st.fired = true;
                 for (k, v) in groups {
                     capture.groups.insert(k, v);
@@ -136,22 +141,66 @@ pub(crate) fn tier5(
     out
 }
 
+/// Why a search for a pattern's next match stopped without one.
+enum Stop {
+    Regex(fancy_regex::Error),
+    Cut(Cut),
+}
+
+/// The first match of `d` in `w` starting at or after `pos` (context before it visible), with
+/// its time charged to the pattern and the scan. A backtracking pattern searches bounded spans
+/// (`crate::budget`), and the budget is checked before every search.
+fn next_match<'t>(
+    d: &CustomDetector,
+    w: &'t str,
+    pos: usize,
+    st: &mut State,
+    meter: &mut Meter,
+) -> Result<Option<fancy_regex::Captures<'t, str>>, Stop> {
+    let span = meter.budget.span;
+    let mut a = pos;
+    loop {
+        meter.check(st.spent).map_err(Stop::Cut)?;
+        let b = if d.backtracks && a < w.len() {
+            span_end(w, a, span)
+        } else {
+            w.len()
+        };
+        let start = Instant::now();
+        let found = d.regex.captures_from_pos(&w[..b], a);
+        meter.charge(&mut st.spent, start);
+        match found {
+            Ok(Some(caps)) => return Ok(Some(caps)),
+            Ok(None) if b >= w.len() => return Ok(None),
+            Ok(None) => a = span_restart(w, a, b, span),
+            Err(e) => return Err(Stop::Regex(e)),
+        }
+    }
+}
+
 /// The named groups and start of the first match in `w[s..]` whose condition holds, if any.
+/// A pattern whose time is spent ([`Meter`]) is retired with a note naming it.
 pub(crate) fn first_firing(
     d: &CustomDetector,
     w: &str,
     s: usize,
     obs: &Observation,
     st: &mut State,
+    meter: &mut Meter,
     notes: &mut Vec<String>,
 ) -> Option<(BTreeMap<String, String>, usize)> {
     let mut pos = s;
     while pos <= w.len() {
-        let caps = match d.regex.captures_from_pos(w, pos) {
+        let caps = match next_match(d, w, pos, st, meter) {
             Ok(Some(c)) => c,
             Ok(None) => return None,
-            Err(e) => {
+            Err(Stop::Regex(e)) => {
                 notes.push(format!("RegexRuntimeError: {}: {e}", d.detector_id()));
+                return None;
+            }
+            Err(Stop::Cut(cut)) => {
+                st.retired = true;
+                notes.push(meter.note(&d.detector_id(), cut, st.spent));
                 return None;
             }
         };
@@ -174,7 +223,10 @@ pub(crate) fn first_firing(
             walltime_sec: obs.walltime_sec,
             peak_vram_mib: obs.peak_vram_mib,
         };
-        if cond.evaluate(&vars).unwrap_or(false) {
+        let clock = Instant::now();
+        let holds = cond.evaluate(&vars).unwrap_or(false);
+        meter.charge(&mut st.spent, clock);
+        if holds {
             return Some((groups, start));
         }
         st.evals += 1;

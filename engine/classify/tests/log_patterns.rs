@@ -47,7 +47,7 @@ fn tier4_aorta_fixtures_fire_exactly_their_id() {
             .collect();
         assert_eq!(aorta_fired, [&id], "{line:?}");
     }
-    assert_eq!(PATTERN_LIBRARY_VERSION, "3");
+    assert_eq!(PATTERN_LIBRARY_VERSION, "4");
 }
 
 #[test]
@@ -408,7 +408,12 @@ fn unreadable_log_is_recorded_and_the_other_stream_still_scanned() {
 #[test]
 fn tier5_catastrophic_regex_hits_the_backtrack_limit_not_a_hang() {
     let t = Trial::new();
-    let cfg = with_custom(vec![custom("evil", r"(x+x+)+(?>y)"), custom("ok", "tail")]);
+    // A look-behind that fails after every split: `seek` cannot skip it, since the pattern
+    // without it (`(x+x+)+ y`) matches.
+    let cfg = with_custom(vec![
+        custom("evil", r"(x+x+)+(?<!x) y"),
+        custom("ok", "tail"),
+    ]);
     let c = classify(&t.logs(format!("{} y\ntail\n", "x".repeat(40)), ""), &cfg);
     assert_eq!(c.failure_detectors_fired, ["custom:ok"]);
     let err = c.capture.classifier_error.as_deref().unwrap();

@@ -181,6 +181,54 @@ fn tier3_benign_kernel_lines_fire_nothing() {
     assert!(c.failure_detectors_fired.is_empty());
 }
 
+/// Issue 36: the kernel's and the drivers' own wordings, one fixture per source and version
+/// (`tests/fixtures/kernel/*.log`, each naming its source and the detectors it must fire, and
+/// no other), judged as a trial's dmesg and by `aorta classify --dmesg` alike.
+#[test]
+fn tier3_kernel_wordings_fire_exactly_what_their_fixture_expects() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kernel");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "{files:?}");
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        assert!(text.starts_with("# source: "), "{name} names no source");
+        let expect: std::collections::BTreeSet<String> = text
+            .lines()
+            .find_map(|l| l.strip_prefix("# expect:"))
+            .unwrap_or_else(|| panic!("{name} has no `# expect:` line"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        let log: String = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let trial: std::collections::BTreeSet<String> = run(&dmesg(&log))
+            .failure_detectors_fired
+            .into_iter()
+            .collect();
+        assert_eq!(trial, expect, "{name} as a trial's dmesg");
+        let post = aorta_classify::classify_logs(
+            [aorta_classify::LogInput {
+                name: name.clone(),
+                kind: aorta_classify::LogKind::Kernel,
+                reader: Box::new(std::io::Cursor::new(log.into_bytes())),
+            }],
+            &Default::default(),
+        )
+        .unwrap();
+        let post: std::collections::BTreeSet<String> =
+            post.findings.into_iter().map(|f| f.detector).collect();
+        assert_eq!(post, expect, "{name} through classify_logs");
+    }
+}
+
 #[test]
 fn tier3_huge_dmesg_keeps_the_tail() {
     let head = "[    1.0] amdgpu 0000:c1:00.0: amdgpu: GPU reset begin!\n";

@@ -246,14 +246,14 @@ fn list_commands_as_tables_and_json() {
 fn list_patterns_catalogue_and_version() {
     let out = aorta(&["sweep", "list-patterns"]);
     let s = stdout(&out);
-    assert!(s.starts_with("aorta sweep built-in pattern library (v3)\n\n  tier4:python_traceback\n      description: Python traceback header"), "{s}");
+    assert!(s.starts_with("aorta sweep built-in pattern library (v4)\n\n  tier4:python_traceback\n      description: Python traceback header"), "{s}");
     assert!(s.contains("      negative  : note: Traceback (most recent call last): is printed by the handler below\n"), "{s}");
     assert!(s.contains("  tier3:nvidia_xid"));
     let v = stdout(&aorta(&["sweep", "list-patterns", "--version"]));
     assert_eq!(
         v,
         format!(
-            "aorta sweep pattern library v3 (aorta {})\n",
+            "aorta sweep pattern library v4 (aorta {})\n",
             env!("CARGO_PKG_VERSION")
         )
     );
