@@ -100,4 +100,37 @@ proptest! {
         }
         check(&text, Syntax::Yaml);
     }
+
+    /// A recipe with one byte that is not UTF-8 (a lone continuation byte, a cut-off
+    /// sequence, an impossible byte) anywhere, even in a comment: the file is refused with the
+    /// line and column of that byte, never read as empty.
+    #[test]
+    fn invalid_utf8_is_located(
+        entries in prop::collection::vec((key(), value()), 1..8),
+        at in any::<prop::sample::Index>(),
+        bad in prop::sample::select(vec![0x80u8, 0xbf, 0xc3, 0xe2, 0xf0, 0xff]),
+        comment in any::<bool>(),
+    ) {
+        let mut text = String::from("schema_version: 1\n");
+        for (k, v) in entries {
+            text.push_str(&format!("{k}: {v}"));
+            text.push_str(if comment { " # café\n" } else { "\n" });
+        }
+        // Insert at a character boundary, followed by ASCII so the byte stays invalid.
+        let boundaries: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+        let offset = boundaries[at.index(boundaries.len())];
+        let mut bytes = text.as_bytes()[..offset].to_vec();
+        bytes.push(bad);
+        bytes.push(b'x');
+        bytes.extend_from_slice(&text.as_bytes()[offset..]);
+        let before = &text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.yaml");
+        std::fs::write(&path, &bytes).unwrap();
+        let err = SourceFile::read(&path).expect_err("invalid UTF-8 must be refused");
+        prop_assert!(err.to_string().contains("is not valid UTF-8"), "{}", err);
+        prop_assert_eq!(err.line_col(), Some((line, col)));
+    }
 }
