@@ -762,6 +762,12 @@ fn regression_cases() -> Vec<(&'static str, Vec<u8>, bool, Option<&'static str>)
             Some(":6:"),
         ),
         (
+            "a Latin-1 byte in a comment: refused at its line and column, not read as empty",
+            [probe.as_bytes(), b"# caf\xe9\n"].concat(),
+            false,
+            Some(":6:6]"),
+        ),
+        (
             "a 20 MB line",
             format!("{probe}ticket: '{}'\n", "z".repeat(20 << 20)).into_bytes(),
             false,
