@@ -37,7 +37,13 @@ pub fn run(a: &RunArgs) -> CliResult {
     });
     let c = session.compile(id)?;
     if let Some(Err(e)) = &c.workload {
-        return Err(crate::exit::CliError { code: crate::exit::INFRASTRUCTURE, ..usage(format!("the workload could not run: {e}"), "see docs/workload-protocol.md for where workloads are looked up; `aorta run --workload example` runs the one shipped next to aorta") });
+        return Err(crate::exit::CliError {
+            code: crate::exit::INFRASTRUCTURE,
+            ..usage(
+                format!("the workload could not run: {e}"),
+                workload_hint(&a.workload),
+            )
+        });
     }
     let out = crate::execute::build(&session, &c, a.verbosity)?;
     if out.cancelled {
@@ -76,4 +82,16 @@ pub fn run(a: &RunArgs) -> CliResult {
     } else {
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// How to get a workload that was not found: how each shipped one is built.
+fn workload_hint(name: &str) -> String {
+    let build = match name {
+        "example" => "the example is built beside aorta by `cargo build --release -p aorta-cli`".to_owned(),
+        "training" | "inference" | "inference_continuous" | "llm_determinism" | "race" => format!(
+            "aorta-workload-{name} links libtorch: `tests/install-libtorch`, then build it as docs/workloads.md shows"
+        ),
+        _ => "a workload is an `aorta-workload-<name>` executable speaking docs/workload-protocol.md".to_owned(),
+    };
+    format!("{build}; it is looked up in $AORTA_WORKLOAD_PATH, next to aorta, then on $PATH")
 }

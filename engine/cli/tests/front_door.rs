@@ -418,3 +418,24 @@ fn an_argument_that_is_not_utf8_is_an_input_error_not_a_panic() {
         );
     }
 }
+
+/// An aorta without the example workload beside it (as `cargo run --bin aorta` leaves it) says
+/// how the example is built, not a circular "run the one shipped next to aorta".
+#[test]
+fn a_missing_example_workload_says_how_to_build_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let alone = dir.path().join("aorta");
+    std::fs::copy(assert_cmd::cargo::cargo_bin("aorta"), &alone).unwrap();
+    let out = std::process::Command::new(&alone)
+        .args(["run", "--workload", "example", "--trials", "1"])
+        .current_dir(dir.path())
+        .env("NO_COLOR", "1")
+        .env("PATH", "/usr/bin:/bin")
+        .env_remove("AORTA_WORKLOAD_PATH")
+        .env("AORTA_STORE", dir.path().join("store"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("cargo build --release -p aorta-cli"), "{err}");
+}
