@@ -177,7 +177,9 @@ impl RemoteCache {
         }
     }
 
-    /// Runs `op` with bounded retries; an unreachable cache trips the breaker at once.
+    /// Runs `op` with bounded retries; an unreachable cache trips the breaker at once, and a
+    /// transient failure that outlasts the retries trips it too (a name that does not resolve,
+    /// a cache that keeps failing): an outage costs one operation's retries, not every trial's.
     fn attempt<T>(&self, mut op: impl FnMut() -> Outcome<T>) -> Result<T, StoreError> {
         if self.is_disabled() {
             return Err(self.err("switched off for this run after an earlier failure"));
@@ -194,6 +196,11 @@ impl RemoteCache {
                     std::thread::sleep(self.backoff * 2u32.pow(tries));
                     tries += 1;
                     let _ = r;
+                }
+                Err(Failure::Transient(r)) => {
+                    let why = format!("{r} (after {} retries)", self.cfg.retries);
+                    self.trip(&why);
+                    return Err(self.err(why));
                 }
                 Err(f) => return Err(self.err(f.reason().to_owned())),
             }

@@ -204,6 +204,62 @@ fn an_unreachable_cache_costs_one_timeout_and_fails_nothing() {
     assert!(gone.remote.is_disabled());
 }
 
+/// A cache that answers 503 to everything (a real server on loopback, counting requests), and
+/// a host name that never resolves: once the retries of one operation are spent the cache is
+/// switched off, so 50 trials cost one operation's attempts and one warning, not 50.
+#[test]
+fn a_cache_failing_past_its_retries_is_switched_off_after_one_operation() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let requests = Arc::new(AtomicUsize::new(0));
+    let seen = requests.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            seen.fetch_add(1, Ordering::SeqCst);
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                line.clear();
+            }
+            let mut conn = conn;
+            let _ = conn.write_all(
+                b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let a = LocalStore::open(tmp.path().join("a")).unwrap();
+    let keys: Vec<Key> = (0..50).map(|i| commit(&a, &format!("k{i}"))).collect();
+    let b = LocalStore::open(tmp.path().join("b")).unwrap();
+    let url = format!("http://127.0.0.1:{port}/cache");
+    let cfg = config(Location::Http(url.clone()), &url, Mode::Read, "default");
+    let t = Tiered::new(Arc::new(open(&cfg).unwrap()));
+    assert_eq!(t.pull_many(&b, &keys), 0);
+    let s = t.remote.stats();
+    assert!(
+        s.disabled.as_deref().is_some_and(|r| r.contains("503")),
+        "{s:?}"
+    );
+    // One operation per puller thread (8) at most, each its first attempt and `retries` (1)
+    // more: not two attempts for each of the 50 keys.
+    let n = requests.load(Ordering::SeqCst);
+    assert!((2..=16).contains(&n), "{n} requests");
+
+    let url = "http://no-such-host.invalid:9/cache";
+    let cfg = config(Location::Http(url.into()), url, Mode::Read, "default");
+    let t = Tiered::new(Arc::new(open(&cfg).unwrap()));
+    let t0 = Instant::now();
+    assert_eq!(t.pull_many(&b, &keys), 0);
+    assert!(t.remote.is_disabled());
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        t0.elapsed()
+    );
+}
+
 #[test]
 fn cloud_urls_need_the_cloud_feature_or_work() {
     let cfg = config(
