@@ -155,6 +155,14 @@ pub fn report(o: &BuildOutcome, mode: Mode, strict: bool, v: Verbosity) -> ExitC
     for f in &o.failed_to_run {
         eprintln!("aorta: {f}");
     }
+    if !o.pruned.is_empty() {
+        eprintln!(
+            "aorta: removed {} path(s) an earlier matrix left in {} (e.g. {})",
+            o.pruned.len(),
+            o.run_dir.display(),
+            o.pruned[0]
+        );
+    }
     if !v.quiet {
         match mode {
             Mode::Probe => println!("Wrote probe artifacts to {}", o.run_dir.display()),

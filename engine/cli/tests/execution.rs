@@ -1018,3 +1018,49 @@ fn quiet_verbose_and_the_tip() {
     let both = run(&["-q", "-v"]);
     assert_eq!(both.status.code(), Some(2), "{}", common::transcript(&both));
 }
+
+/// A run directory rebuilt from an edited recipe holds the new matrix only: the cell and the
+/// trials the recipe no longer has are removed (so a bundle of it has none of them), files
+/// aorta did not write are left alone, and the build says what it removed.
+#[test]
+fn an_edited_recipe_leaves_no_cells_or_trials_of_the_earlier_matrix() {
+    let ws = Ws::new(RECIPE);
+    let first = ws.sweep(&["true"]);
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        common::transcript(&first)
+    );
+    let run = ws.path().join("out/T");
+    assert!(run
+        .join("cuda_launch_blocking-none/trial_2/result.json")
+        .is_file());
+    ws.write("out/T/notes.txt", "mine");
+    ws.write(
+        "r.yaml",
+        &RECIPE
+            .replace("trials: 3", "trials: 1")
+            .replace("[none, cuda_launch_blocking]", "[none]"),
+    );
+    let second = ws.sweep(&["true"]);
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(
+        second.status.code(),
+        Some(0),
+        "{}",
+        common::transcript(&second)
+    );
+    assert!(!run.join("cuda_launch_blocking-none").exists());
+    assert!(run.join("none-none/trial_0/result.json").is_file());
+    assert!(!run.join("none-none/trial_1").exists());
+    assert!(!run.join("none-none/trial_2").exists());
+    assert!(run.join("notes.txt").is_file());
+    assert!(
+        err.contains("aorta: removed 5 path(s) an earlier matrix left in"),
+        "{err}"
+    );
+    // Nothing stale the next time.
+    let third = ws.sweep(&["true"]);
+    assert!(!String::from_utf8_lossy(&third.stderr).contains("removed"));
+}

@@ -394,8 +394,11 @@ pub(crate) fn finish(
         }
         if how != Placed::Unchanged {
             index.set(artifact.path(), key.to_string());
+        } else {
+            index.keep(&artifact.path());
         }
     }
+    outcome.pruned = index.prune(&paths.run_dir);
     index
         .save()
         .map_err(|e| EngineError::infra(format!("cannot write the run directory's index: {e}")))?;
@@ -481,6 +484,7 @@ pub(crate) fn cached_rebuild(
     Some(BuildOutcome {
         detached: 0,
         healed: 0,
+        pruned: Vec::new(),
         run_dir: paths.run_dir.clone(),
         executed: 0,
         reused: c.planned().len(),

@@ -183,6 +183,7 @@ impl Session {
             cancelled: executed.cancelled,
             detached: executed.detached,
             healed: 0,
+            pruned: Vec::new(),
             summary: String::new(),
             incomplete: None,
             cells: Vec::new(),

@@ -21,6 +21,9 @@ pub struct BuildOutcome {
     /// Stored trials re-run because their outputs no longer read back (a corrupt or missing
     /// blob): the store healed.
     pub healed: usize,
+    /// Paths in the run directory (relative) that an earlier matrix left and this build
+    /// removed: trial or cell directories no longer in the recipe.
+    pub pruned: Vec<String>,
     /// The end-of-run summary (AORTA's lines).
     pub summary: String,
     /// Set when the matrix could not name a usable baseline.

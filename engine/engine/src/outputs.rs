@@ -109,6 +109,8 @@ pub(crate) struct RunIndex {
     path: PathBuf,
     entries: BTreeMap<String, String>,
     changed: bool,
+    /// What this build placed or found in place: the rest is an earlier matrix's.
+    current: std::collections::BTreeSet<String>,
 }
 
 impl RunIndex {
@@ -122,6 +124,7 @@ impl RunIndex {
             path,
             entries,
             changed: false,
+            current: Default::default(),
         }
     }
 
@@ -136,8 +139,49 @@ impl RunIndex {
     }
 
     pub(crate) fn set(&mut self, rel: String, key: String) {
+        self.current.insert(rel.clone());
         self.entries.insert(rel, key);
         self.changed = true;
+    }
+
+    /// `rel` is part of this build as it is.
+    pub(crate) fn keep(&mut self, rel: &str) {
+        self.current.insert(rel.to_owned());
+    }
+
+    /// Removes what an earlier build placed that this one did not (a cell or trials no longer
+    /// in the recipe, an environment no longer used), so the run directory — and a bundle of
+    /// it — holds this matrix only. Only paths this index recorded are touched; a cell
+    /// directory left empty goes too. Returns the paths removed.
+    pub(crate) fn prune(&mut self, run_dir: &Path) -> Vec<String> {
+        let stale: Vec<String> = self
+            .entries
+            .keys()
+            .filter(|rel| !self.current.contains(*rel))
+            .cloned()
+            .collect();
+        for rel in &stale {
+            let path = run_dir.join(rel);
+            let gone = match std::fs::symlink_metadata(&path) {
+                Ok(m) if m.is_dir() => std::fs::remove_dir_all(&path),
+                Ok(_) => std::fs::remove_file(&path),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(e),
+            };
+            if gone.is_ok() {
+                self.entries.remove(rel);
+                self.changed = true;
+                // Empty parents up to the run directory (a cell's, an environment's).
+                let mut parent = path.parent();
+                while let Some(p) = parent.filter(|p| *p != run_dir && p.starts_with(run_dir)) {
+                    if std::fs::remove_dir(p).is_err() {
+                        break;
+                    }
+                    parent = p.parent();
+                }
+            }
+        }
+        stale
     }
 
     /// Saves the index once what it names is durable: trial directories are written plainly in
@@ -183,6 +227,7 @@ pub fn materialize(
         }
         let dest = paths.run_dir.join(&rel);
         if index.holds(&rel, &id, &dest.join("result.json")) {
+            index.keep(&rel);
             continue;
         }
         let mut staged = match &r.dir {
