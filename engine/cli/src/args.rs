@@ -91,7 +91,8 @@ pub struct BuildArgs {
     /// Print the plan only: cells, resolved env vars, trials and their key inputs.
     #[arg(long)]
     pub dry_run: bool,
-    /// Print the plan as JSON.
+    /// JSON on stdout: with --dry-run the plan; else per target built one line with its
+    /// counts, cells and answer (JSON Lines).
     #[arg(long)]
     pub json: bool,
     /// Extra sidecar registry files (JSON), after the target's own.
@@ -543,7 +544,8 @@ pub struct SweepRunArgs {
     /// Validate and print the plan; write nothing, run nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Print the plan as JSON (with --dry-run).
+    /// JSON on stdout: with --dry-run the plan; else one line with the run's counts, cells
+    /// and answer.
     #[arg(long)]
     pub json: bool,
     /// Only `matrix` exists (AORTA compatibility).

@@ -36,7 +36,7 @@ pub fn build(a: &BuildArgs) -> CliResult {
     let mut code = ExitCode::SUCCESS;
     for c in &compiled {
         let out = crate::execute::build(&session, c, a.verbosity)?;
-        let rc = crate::execute::report(&out, c.recipe.mode, a.exec.strict, a.verbosity);
+        let rc = crate::execute::report(&out, c.recipe.mode, a.exec.strict, a.verbosity, a.json);
         if rc != ExitCode::SUCCESS {
             code = rc;
             if out.cancelled {

@@ -52,6 +52,7 @@ pub fn run(a: &RunArgs) -> CliResult {
             c.recipe.mode,
             exec.strict,
             a.verbosity,
+            false,
         ));
     }
     let (passed, errored, total) = out

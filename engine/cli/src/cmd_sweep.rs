@@ -193,6 +193,7 @@ fn finish(
         c.recipe.mode,
         a.exec.strict,
         a.verbosity,
+        a.json,
     ))
 }
 

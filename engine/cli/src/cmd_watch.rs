@@ -50,8 +50,13 @@ pub fn watch(a: &BuildArgs) -> CliResult {
                 eprintln!("aorta watch: building {}", c.label);
                 match crate::execute::build(&session, c, a.verbosity) {
                     Ok(out) => {
-                        let rc =
-                            crate::execute::report(&out, c.recipe.mode, a.exec.strict, a.verbosity);
+                        let rc = crate::execute::report(
+                            &out,
+                            c.recipe.mode,
+                            a.exec.strict,
+                            a.verbosity,
+                            false,
+                        );
                         if rc != ExitCode::SUCCESS {
                             code = rc;
                         }

@@ -129,11 +129,61 @@ fn progress_bar(len: u64, v: Verbosity) -> ProgressBar {
 /// Prints the end-of-run lines and picks the exit code: AORTA's 0 even with failing cells;
 /// 1 when the matrix is incomplete (or, with `strict`, a cell errored or never ran); 3 when a
 /// cell's workload could not start; 130 after Ctrl-C.
+/// [`print_outcome`], then with `json` the outcome as one JSON line on stdout (instead of the
+/// summary): what CI reads.
+pub fn report(o: &BuildOutcome, mode: Mode, strict: bool, v: Verbosity, json: bool) -> ExitCode {
+    let quiet = Verbosity {
+        quiet: v.quiet || json,
+        ..v
+    };
+    let code = print_outcome(o, mode, strict, quiet);
+    if json {
+        let line = serde_json::to_string(&BuildJson::of(o, code)).unwrap_or_default();
+        println!("{line}");
+    }
+    ExitCode::from(code)
+}
+
+/// `aorta build --json`: one object per target built (JSON Lines), docs/report.md.
+#[derive(serde::Serialize)]
+struct BuildJson<'a> {
+    run_dir: &'a std::path::Path,
+    /// The exit code this target alone would give.
+    exit_code: u8,
+    executed: usize,
+    reused: usize,
+    cancelled: bool,
+    detached: usize,
+    incomplete: Option<&'a str>,
+    failed_to_run: &'a [String],
+    cells: &'a [aorta_engine::CellOutcome],
+    /// matrix.json's `answer`: each cell's call against the baseline, the headline and the
+    /// next step.
+    answer: Option<&'a aorta_engine::Answer>,
+}
+
+impl<'a> BuildJson<'a> {
+    fn of(o: &'a BuildOutcome, exit_code: u8) -> BuildJson<'a> {
+        BuildJson {
+            run_dir: &o.run_dir,
+            exit_code,
+            executed: o.executed,
+            reused: o.reused,
+            cancelled: o.cancelled,
+            detached: o.detached,
+            incomplete: o.incomplete.as_deref(),
+            failed_to_run: &o.failed_to_run,
+            cells: &o.cells,
+            answer: o.answer.as_ref(),
+        }
+    }
+}
+
 /// `-q` leaves out the summary and where the files went.
-pub fn report(o: &BuildOutcome, mode: Mode, strict: bool, v: Verbosity) -> ExitCode {
+fn print_outcome(o: &BuildOutcome, mode: Mode, strict: bool, v: Verbosity) -> u8 {
     if o.cancelled {
         eprintln!("aorta: interrupted; {} trial(s) finished and are kept in the store; rerun to continue.", o.executed + o.reused);
-        return ExitCode::from(exit::INTERRUPTED);
+        return exit::INTERRUPTED;
     }
     if o.detached > 0 {
         eprintln!(
@@ -141,7 +191,7 @@ pub fn report(o: &BuildOutcome, mode: Mode, strict: bool, v: Verbosity) -> ExitC
             o.detached,
             o.executed + o.reused
         );
-        return ExitCode::SUCCESS;
+        return 0;
     }
     if !v.quiet {
         print!("{}", o.summary);
@@ -183,14 +233,14 @@ pub fn report(o: &BuildOutcome, mode: Mode, strict: bool, v: Verbosity) -> ExitC
                 c.error.as_deref().unwrap_or_default()
             );
         }
-        return ExitCode::from(exit::INFRASTRUCTURE);
+        return exit::INFRASTRUCTURE;
     }
     if let Some(reason) = &o.incomplete {
         eprintln!("aorta: the matrix is incomplete: {reason}");
-        return ExitCode::from(exit::INCOMPLETE);
+        return exit::INCOMPLETE;
     }
     if !o.failed_to_run.is_empty() {
-        return ExitCode::from(exit::INCOMPLETE);
+        return exit::INCOMPLETE;
     }
     if strict {
         let unfinished = o.unfinished_cells();
@@ -201,8 +251,8 @@ pub fn report(o: &BuildOutcome, mode: Mode, strict: bool, v: Verbosity) -> ExitC
                 names.len(),
                 names.join(", ")
             );
-            return ExitCode::from(exit::INCOMPLETE);
+            return exit::INCOMPLETE;
         }
     }
-    ExitCode::SUCCESS
+    0
 }

@@ -1064,3 +1064,43 @@ fn an_edited_recipe_leaves_no_cells_or_trials_of_the_earlier_matrix() {
     let third = ws.sweep(&["true"]);
     assert!(!String::from_utf8_lossy(&third.stderr).contains("removed"));
 }
+
+/// `--json` without `--dry-run`: stdout is one JSON line per target with the counts, each
+/// cell's outcome and the run's answer (what CI reads), and nothing else; on a fully cached
+/// rebuild the answer is the same.
+#[test]
+fn build_json_states_the_answer() {
+    let ws = Ws::new(&RECIPE.replace("trials: 3", "trials: 4"));
+    let cmd = ["sh", "-c", "test \"$CUDA_LAUNCH_BLOCKING\" = 1"];
+    let run = || {
+        let mut args = vec![
+            "sweep", "run", "--recipe", "r.yaml", "--output", "out", "--json", "--",
+        ];
+        args.extend_from_slice(&cmd);
+        ws.cmd(&args).output().unwrap()
+    };
+    for (round, executed) in [(0, 8), (1, 0)] {
+        let out = run();
+        assert_eq!(out.status.code(), Some(0), "{}", common::transcript(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(stdout.lines().count(), 1, "round {round}: {stdout}");
+        let j: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(j["exit_code"], 0);
+        assert_eq!(j["executed"], executed, "round {round}");
+        assert_eq!(j["cells"].as_array().unwrap().len(), 2);
+        let answer = &j["answer"];
+        assert_eq!(answer["baseline"]["cell"], "none-none");
+        assert_eq!(answer["cells"][0]["cell"], "cuda_launch_blocking-none");
+        assert_eq!(
+            answer["cells"][0]["call"], "fixes",
+            "round {round}: {answer}"
+        );
+        assert!(
+            answer["headline"]
+                .as_str()
+                .unwrap()
+                .contains("cuda_launch_blocking"),
+            "{answer}"
+        );
+    }
+}

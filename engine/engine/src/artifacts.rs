@@ -51,6 +51,9 @@ pub struct RerunFacts {
     /// cached rebuild verifies them before it reports nothing to do.
     #[serde(default)]
     pub input_lists: Vec<String>,
+    /// The run's answer, for `--json` on a fully cached rebuild.
+    #[serde(default)]
+    pub answer: Option<aorta_report::Answer>,
 }
 
 /// What a cell's key is made of: the results it folds, in trial order.
@@ -362,7 +365,9 @@ pub(crate) fn finish(
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect(),
+        answer: Some(matrix.answer.clone()),
     };
+    outcome.answer = Some(matrix.answer.clone());
     // Each artifact on its own rayon task: rendering is most of a build's tail.
     let report_env = std::sync::Mutex::new(report_env);
     let keyed = c
@@ -496,5 +501,6 @@ pub(crate) fn cached_rebuild(
         summary: facts.summary,
         incomplete: facts.incomplete,
         cells: facts.cells,
+        answer: facts.answer,
     })
 }

@@ -184,6 +184,7 @@ impl Session {
             detached: executed.detached,
             healed: 0,
             pruned: Vec::new(),
+            answer: None,
             summary: String::new(),
             incomplete: None,
             cells: Vec::new(),

@@ -29,6 +29,8 @@ pub struct BuildOutcome {
     /// Set when the matrix could not name a usable baseline.
     pub incomplete: Option<String>,
     pub cells: Vec<CellOutcome>,
+    /// The run's answer (each cell's call against the baseline), once the matrix is folded.
+    pub answer: Option<aorta_report::Answer>,
 }
 
 /// One cell's outcome, for exit codes and one-line reports.

@@ -12,7 +12,7 @@
 
 use crate::evidence::{fisher_less, Counts};
 use crate::stats::pct;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
 /// The confidence every verdict is stated at.
@@ -22,7 +22,7 @@ pub const CONFIDENCE: f64 = 0.95;
 const MAX_TRIALS_SUGGESTED: u32 = 1000;
 
 /// How one cell compares with the baseline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Call {
     /// The cell every other is compared with.
@@ -67,7 +67,7 @@ impl Call {
 }
 
 /// One cell's evidence and call.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellCall {
     pub cell: String,
     /// The mitigations the cell applies (how the answer names a fix).
@@ -86,7 +86,7 @@ pub struct CellCall {
 }
 
 /// The run's answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Answer {
     pub confidence: f64,
     /// The baseline's name and evidence (`None`: it has none, so nothing can be compared).
