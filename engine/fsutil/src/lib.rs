@@ -344,11 +344,13 @@ pub fn user_path_error(e: &io::Error) -> bool {
                 | libc::ELOOP
                 | libc::ENAMETOOLONG
                 | libc::EEXIST
+                | libc::ENOTEMPTY
                 | libc::ETXTBSY
         ),
         None => matches!(
             e.kind(),
             io::ErrorKind::InvalidInput
+                | io::ErrorKind::AlreadyExists
                 | io::ErrorKind::IsADirectory
                 | io::ErrorKind::NotADirectory
                 | io::ErrorKind::PermissionDenied
