@@ -246,6 +246,15 @@ fn env_probe_writes_through_a_fifo_and_a_symlink_and_never_into_a_directory() {
     let text = std::fs::read_to_string(ws.p("target.json")).unwrap();
     assert!(text.contains("schema_version"), "{text}");
 
+    // `/dev/stdout` (a link to /proc/self/fd/1, here a pipe with no path): written through.
+    let out = ws.aorta(&["env", "probe", "-o", "/dev/stdout"]);
+    assert_eq!(out.status.code(), Some(0), "{}", transcript(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.starts_with("{") && said.contains("Wrote env probe to /dev/stdout"),
+        "{said}"
+    );
+
     // A directory: exit 2, nothing in it touched.
     let d = ws.dir_with_unrelated("d");
     let out = ws.aorta(&["env", "probe", "-o", "d"]);

@@ -223,7 +223,8 @@ fn clear_nonblock(f: &File) -> io::Result<()> {
 /// - missing, or a regular file: written atomically, as [`write_atomic`] (temp file beside
 ///   it, fsync, rename); a missing directory above it is created;
 /// - a symlink: followed (every link of a chain, as a shell's `>` does) and its target written
-///   by these same rules, so the link stays a link and a dangling one gets its target created;
+///   by these same rules, so the link stays a link and a dangling one gets its target created
+///   (a device or FIFO is opened through the link, so `/dev/stdout` reaches a pipe);
 /// - a character or block device, or a FIFO: opened for writing *without* `O_CREAT` or
 ///   `O_TRUNC` and written through; never renamed over, never synced. The open does not wait:
 ///   a FIFO with no reader is an error at once ("no reader"), never a hang; once open, writes
@@ -245,24 +246,30 @@ impl UserFile {
     /// Opens `path` for writing by the rules above. Nothing at `path` changes until
     /// [`finish`](Self::finish) for a regular file; a device or FIFO is written as bytes come.
     pub fn create(path: &Path) -> io::Result<UserFile> {
-        let dest = follow_symlinks(path)?;
-        let md = match fs::symlink_metadata(&dest) {
+        // What the path leads to, as the kernel follows it: a device or FIFO is opened by the
+        // name given, so `/dev/stdout` (a link to `/proc/self/fd/1`, whose target may be a
+        // pipe with no path) works.
+        let md = match fs::metadata(path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(e),
             Ok(md) => Some(md),
         };
-        let how = match md {
-            None => How::Atomic(temp_beside(&dest)?),
-            Some(md) if md.is_file() => How::Atomic(temp_beside(&dest)?),
-            Some(md) if md.is_dir() => {
-                return Err(io::Error::new(
-                    io::ErrorKind::IsADirectory,
-                    "is a directory; name a file",
-                ))
+        match md {
+            Some(md) if md.is_dir() => Err(io::Error::new(
+                io::ErrorKind::IsADirectory,
+                "is a directory; name a file",
+            )),
+            Some(md) if !md.is_file() => Ok(UserFile {
+                dest: path.to_path_buf(),
+                how: How::Through(open_through(path, &md.file_type())?),
+            }),
+            // A regular file or nothing: replaced or created where the links lead.
+            _ => {
+                let dest = follow_symlinks(path)?;
+                let how = How::Atomic(temp_beside(&dest)?);
+                Ok(UserFile { dest, how })
             }
-            Some(md) => How::Through(open_through(&dest, &md.file_type())?),
-        };
-        Ok(UserFile { dest, how })
+        }
     }
 
     /// What is written: the symlink's target when the user named a symlink.
