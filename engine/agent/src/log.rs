@@ -7,9 +7,9 @@
 use crate::policy::AgentStep;
 use crate::stats::{BaselineStep, CandidateStep, Counts, Design};
 use serde::{Deserialize, Serialize};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 pub const LOG_FILE: &str = "agent_log.jsonl";
@@ -123,14 +123,12 @@ pub struct AgentLog {
 }
 
 impl AgentLog {
-    /// Opens (creating) `<run_dir>/agent_log.jsonl` for appending.
+    /// Opens (creating, mode 0600) `<run_dir>/agent_log.jsonl` for appending. Only a regular
+    /// file: a symlink there is refused, never followed into some other file, and a FIFO or
+    /// device is refused at once, never waited on (`aorta_fsutil::open_append_regular`).
     pub fn open(run_dir: &Path) -> std::io::Result<AgentLog> {
         let path = run_dir.join(LOG_FILE);
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&path)?;
+        let file = aorta_fsutil::open_append_regular(&path, 0o600)?;
         Ok(AgentLog { path, file })
     }
 
@@ -146,13 +144,16 @@ impl AgentLog {
         line.push(b'\n');
         self.file.write_all(&line)?;
         self.file.sync_data()?;
-        std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o600))
+        // On the open descriptor: a name swapped for a symlink since is not followed.
+        self.file
+            .set_permissions(std::fs::Permissions::from_mode(0o600))
     }
 }
 
-/// Every well-formed entry of a log (missing file: none). Malformed lines are skipped.
+/// Every well-formed entry of a log (missing file, or anything but a regular file: none; a FIFO
+/// is not waited on). Malformed lines are skipped.
 pub fn read(run_dir: &Path) -> Vec<Entry> {
-    let Ok(f) = File::open(run_dir.join(LOG_FILE)) else {
+    let Ok(f) = aorta_fsutil::open_regular(&run_dir.join(LOG_FILE)) else {
         return Vec::new();
     };
     BufReader::new(f)

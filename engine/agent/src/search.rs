@@ -198,14 +198,16 @@ pub fn run(
     progress: &mut dyn FnMut(&str),
 ) -> Result<AgentResult, EngineError> {
     let dir = run_dir(session, cfg.ticket.as_deref())?;
+    // The run directory is under the user's --output: a path that cannot be written is the
+    // user's to fix (exit 2), a full disk the machine's (exit 3), as for every writer.
     std::fs::create_dir_all(&dir)
-        .map_err(|e| EngineError::infra(format!("cannot create {}: {e}", dir.display())))?;
+        .map_err(|e| EngineError::output(format!("cannot create {}", dir.display()), &e))?;
     let replay = log::steps_to_replay(&log::read(&dir), &cfg.fingerprint);
     let log = AgentLog::open(&dir).map_err(|e| {
-        EngineError::infra(format!(
-            "cannot open {}: {e}",
-            dir.join(log::LOG_FILE).display()
-        ))
+        EngineError::output(
+            format!("cannot open {}", dir.join(log::LOG_FILE).display()),
+            &e,
+        )
     })?;
     let mut run = Run {
         session,

@@ -344,27 +344,29 @@ impl Staged {
         format!("{}.bundle.tar.gz", self.name)
     }
 
-    /// Writes the archive to `output` atomically (temp file beside it, fsync, rename): members
-    /// sorted, `manifest.json` last, headers with mtime 0 and uid/gid 0, a gzip header without
-    /// a time. The same staged run gives the same bytes.
-    pub fn write(&self, output: &Path) -> Result<(), BundleError> {
-        let parent = match output.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        std::fs::create_dir_all(&parent).map_err(|e| BundleError::io(&parent, e))?;
-        let mut tmp = aorta_fsutil::TempFile::new_in(&parent, ".aorta-bundle-")
-            .map_err(|e| BundleError::io(&parent, e))?;
-        let io = |e| BundleError::io(output, e);
+    /// Writes the archive to `output`, a path the user named, by `aorta_fsutil::UserFile`'s
+    /// rules: a new or regular file atomically (temp file beside it, fsync, rename), a device
+    /// or FIFO written through, a symlink followed. Members sorted, `manifest.json` last,
+    /// headers with mtime 0 and uid/gid 0, a gzip header without a time: the same staged run
+    /// gives the same bytes. Returns how many bytes were written.
+    pub fn write(&self, output: &Path) -> Result<u64, BundleError> {
+        let io = |e| BundleError::output(output, e);
+        let mut out = aorta_fsutil::UserFile::create(output).map_err(io)?;
+        let bytes;
         {
+            let counted = Hashing {
+                inner: BufWriter::new(out.file()),
+                hasher: blake3::Hasher::new(),
+                bytes: 0,
+            };
             let gz = flate2::GzBuilder::new()
                 .mtime(0)
                 .operating_system(255)
-                .write(BufWriter::new(tmp.file()), flate2::Compression::default());
+                .write(counted, flate2::Compression::default());
             let mut tar = tar::Builder::new(gz);
             for (path, staged, mode) in &self.files {
-                let f = File::open(staged).map_err(io)?;
-                let len = f.metadata().map_err(io)?.len();
+                let f = File::open(staged).map_err(|e| BundleError::io(staged, e))?;
+                let len = f.metadata().map_err(|e| BundleError::io(staged, e))?.len();
                 tar.append_data(&mut header(len, *mode), format!("{}/{path}", self.name), f)
                     .map_err(io)?;
             }
@@ -377,9 +379,12 @@ impl Staged {
             )
             .map_err(io)?;
             let gz = tar.into_inner().map_err(io)?;
-            gz.finish().map_err(io)?.flush().map_err(io)?;
+            let mut counted = gz.finish().map_err(io)?;
+            counted.flush().map_err(io)?;
+            bytes = counted.bytes;
         }
-        tmp.persist(output).map_err(io)
+        out.finish().map_err(io)?;
+        Ok(bytes)
     }
 
     /// What `--review` shows: the members, their sizes and redactions, and the totals.

@@ -16,6 +16,13 @@ pub enum BundleError {
         #[source]
         source: std::io::Error,
     },
+    /// The archive's path (the user's `-o`) cannot be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Output {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("manifest.json: {0}")]
     Json(#[source] serde_json::Error),
     #[error("manifest.json has schema_version {0:?}; this aorta reads aorta.bundle/1")]
@@ -32,8 +39,21 @@ impl BundleError {
         }
     }
 
+    pub(crate) fn output(path: &Path, source: std::io::Error) -> Self {
+        BundleError::Output {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
     /// The user pointed at the wrong thing (exit 2), rather than the machine failing (exit 3).
+    /// An output path that cannot be written is the user's when `aorta_fsutil::user_path_error`
+    /// says so (a read-only directory, a FIFO with no reader), the machine's otherwise.
     pub fn is_input(&self) -> bool {
-        !matches!(self, BundleError::Io { .. })
+        match self {
+            BundleError::Io { .. } => false,
+            BundleError::Output { source, .. } => aorta_fsutil::user_path_error(source),
+            _ => true,
+        }
     }
 }

@@ -114,10 +114,10 @@ pub fn agent(a: &AgentArgs) -> CliResult {
     };
     let result = aorta_agent::run(&session, &cfg, proposer.as_mut(), &mut progress)?;
     let report = aorta_agent::report::write(&result, &result.run_dir).map_err(|e| {
-        exit::infra(format!(
-            "cannot write the report in {}: {e}",
-            result.run_dir.display()
-        ))
+        aorta_engine::EngineError::output(
+            format!("cannot write the report in {}", result.run_dir.display()),
+            &e,
+        )
     })?;
     let outcome = result.outcome;
     match &result.detail {

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 fn bundle_error(e: BundleError) -> CliError {
-    if e.is_input() {
+    if matches!(e, BundleError::Output { .. }) && e.is_input() {
+        usage(e.to_string(), aorta_engine::OUTPUT_HELP)
+    } else if e.is_input() {
         usage(
             e.to_string(),
             "point at a run directory such as probe_results/<ticket>",
@@ -39,18 +41,19 @@ pub fn bundle(a: &BundleArgs) -> CliResult {
     };
     let cwd = std::env::current_dir()
         .map_err(|e| infra(format!("cannot read the current directory: {e}")))?;
-    // Stage next to where the archive goes, so the final rename stays on one filesystem.
+    // Stage where the archive goes (a directory the user can write, on the archive's
+    // filesystem); for a device or FIFO (written through, nothing beside it of ours), in the
+    // system's temp directory.
     let out_dir = match &a.output {
         Some(p) if p.is_dir() => p.clone(),
+        Some(p) if std::fs::metadata(p).is_ok_and(|m| !m.is_file()) => std::env::temp_dir(),
         Some(p) => p
             .parent()
             .filter(|d| !d.as_os_str().is_empty())
             .map_or(cwd.clone(), Path::to_path_buf),
         None => cwd.clone(),
     };
-    std::fs::create_dir_all(&out_dir)
-        .map_err(|e| infra(format!("cannot create {}: {e}", out_dir.display())))?;
-    let staged = stage(run_dir, &opts, &out_dir).map_err(bundle_error)?;
+    let staged = stage_in(run_dir, &opts, &out_dir)?;
     let output: PathBuf = match &a.output {
         Some(p) if p.is_dir() => p.join(staged.file_name()),
         Some(p) => p.clone(),
@@ -63,9 +66,29 @@ pub fn bundle(a: &BundleArgs) -> CliResult {
             return Ok(ExitCode::from(INCOMPLETE));
         }
     }
-    staged.write(&output).map_err(bundle_error)?;
-    println!("{}", wrote(&output, &staged));
+    let bytes = staged.write(&output).map_err(bundle_error)?;
+    println!("{}", wrote(&output, &staged, bytes));
     Ok(ExitCode::SUCCESS)
+}
+
+/// Stages the run in `out_dir` (created if missing): a directory that cannot be written there
+/// is the output's fault (exit 2, as for every writer), not the run directory's.
+fn stage_in(
+    run_dir: &Path,
+    opts: &BundleOptions,
+    out_dir: &Path,
+) -> Result<aorta_bundle::Staged, CliError> {
+    let output_error = |e: &std::io::Error| {
+        CliError::from(aorta_engine::EngineError::output(
+            format!("cannot write in {}", out_dir.display()),
+            e,
+        ))
+    };
+    std::fs::create_dir_all(out_dir).map_err(|e| output_error(&e))?;
+    stage(run_dir, opts, out_dir).map_err(|e| match e {
+        BundleError::Io { path, source } if path == out_dir => output_error(&source),
+        e => bundle_error(e),
+    })
 }
 
 /// The recipe's `redaction` block: `from` (--redaction-from, the agent's --recipe), else the
@@ -86,9 +109,8 @@ fn recipe_redaction(
 }
 
 /// The line a written bundle is reported with.
-fn wrote(output: &Path, staged: &aorta_bundle::Staged) -> String {
+fn wrote(output: &Path, staged: &aorta_bundle::Staged, size: u64) -> String {
     let m = &staged.manifest;
-    let size = std::fs::metadata(output).map(|x| x.len()).unwrap_or(0);
     let counts: Vec<String> = m
         .redaction
         .counts
@@ -125,12 +147,10 @@ pub fn bundle_agent_run(
         },
         aorta_version: env!("CARGO_PKG_VERSION").into(),
     };
-    std::fs::create_dir_all(out_dir)
-        .map_err(|e| infra(format!("cannot create {}: {e}", out_dir.display())))?;
-    let staged = stage(run_dir, &opts, out_dir).map_err(bundle_error)?;
+    let staged = stage_in(run_dir, &opts, out_dir)?;
     let output = out_dir.join(staged.file_name());
-    staged.write(&output).map_err(bundle_error)?;
-    Ok(wrote(&output, &staged))
+    let bytes = staged.write(&output).map_err(bundle_error)?;
+    Ok(wrote(&output, &staged, bytes))
 }
 
 /// Asks on the terminal; anything but y/yes, or a stdin that is not a terminal, is no.

@@ -15,10 +15,34 @@ fn open(store: &Option<PathBuf>) -> Result<Session, crate::exit::CliError> {
     .session()
 }
 
+/// A session on a store that must already exist: `cache stats` and `verify` only read, so a
+/// mistyped `--store` is said to be no store, never made into an empty one.
+fn open_existing(store: &Option<PathBuf>) -> Result<Session, crate::exit::CliError> {
+    let session = open(store)?;
+    let root = session.store_root();
+    // VERSION, or for a store older than it, its action cache or blob directory.
+    let is_store = ["VERSION", "ac", "cas"]
+        .iter()
+        .any(|n| root.join(n).symlink_metadata().is_ok());
+    if !is_store {
+        let what = if root.exists() {
+            "is not an aorta store"
+        } else {
+            "does not exist"
+        };
+        return Err(usage(
+            format!("no store at {}: it {what}", root.display()),
+            "pass the store a build used (--store DIR, $AORTA_STORE, else .aorta/ at the \
+             workspace root); nothing was created",
+        ));
+    }
+    Ok(session)
+}
+
 pub fn cache(cmd: &CacheCommand) -> CliResult {
     match cmd {
         CacheCommand::Stats { store } => {
-            let session = open(store)?;
+            let session = open_existing(store)?;
             let root = session.store_root().to_path_buf();
             let s = session
                 .store()?
@@ -38,7 +62,7 @@ pub fn cache(cmd: &CacheCommand) -> CliResult {
             Ok(ExitCode::SUCCESS)
         }
         CacheCommand::Verify { store, repair } => {
-            let session = open(store)?;
+            let session = open_existing(store)?;
             let root = session.store_root().to_path_buf();
             let r = session
                 .store()?

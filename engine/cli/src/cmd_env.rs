@@ -60,14 +60,11 @@ pub fn env(cmd: &EnvCommand) -> CliResult {
             }
             let out = output.clone().unwrap_or_else(|| "env.json".into());
             let abs = std::path::absolute(&out).unwrap_or(out);
-            aorta_engine::write_atomic(&abs, (snap.to_json_pretty() + "\n").as_bytes()).map_err(
-                |e| {
-                    usage(
-                        format!("cannot write {}: {e}", abs.display()),
-                        "check the directory exists and is writable",
-                    )
-                },
-            )?;
+            // A user-named path: written through a device, FIFO or symlink, never renamed over.
+            aorta_engine::write_user_file(&abs, (snap.to_json_pretty() + "\n").as_bytes())
+                .map_err(|e| {
+                    aorta_engine::EngineError::output(format!("cannot write {}", abs.display()), &e)
+                })?;
             println!(
                 "Wrote env probe to {} (schema_version={}){}",
                 abs.display(),

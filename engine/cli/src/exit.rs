@@ -5,7 +5,7 @@
 //! |---|---|
 //! | 0 | the build finished (failing trials are results, as in AORTA) |
 //! | 1 | the result is incomplete: no usable baseline, a trial could not run, or under `--strict` a cell errored or ran no trial |
-//! | 2 | bad input: a recipe, flag, sidecar registry or label |
+//! | 2 | bad input: a recipe, flag, sidecar registry or label, or an output path that cannot be written (`EngineError::output`) |
 //! | 3 | infrastructure: the store, the environment snapshot, a workload that cannot start |
 //! | 130 | interrupted (Ctrl-C) |
 

@@ -76,11 +76,12 @@ impl Session {
             .output
             .clone()
             .unwrap_or_else(|| default_output(&c.recipe));
+        // The user's --output: a read-only one is exit 2, as for every writer.
         let paths = crate::outputs::RunPaths::create(&c.recipe, &output).map_err(|e| {
-            EngineError::infra(format!(
-                "cannot create the run directory under {}: {e}",
-                output.display()
-            ))
+            EngineError::output(
+                format!("cannot create the run directory under {}", output.display()),
+                &e,
+            )
         })?;
         crate::timing_mark("run directory made");
         let forced = match self.take_rerun() {

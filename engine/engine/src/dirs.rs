@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-pub use aorta_fsutil::write_atomic;
+pub use aorta_fsutil::{user_path_error, write_atomic, write_user_file, UserFile};
 
 /// Replaces directory `dest` with `staged` (both in the same parent): the old tree moves
 /// aside first, so readers see either the old or the new complete directory. A new `dest` in

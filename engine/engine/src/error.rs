@@ -13,6 +13,11 @@ pub enum Category {
     Infrastructure,
 }
 
+/// The hint of an output path that is the user's to fix.
+pub const OUTPUT_HELP: &str = "name a path you can write: a new or regular file (or an empty \
+     directory where a directory goes) in a writable directory, a device, or a FIFO with a \
+     reader (docs/store.md, \"User-named outputs\")";
+
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     /// A diagnostic pointing into the input (file, span, field path, hint).
@@ -31,6 +36,20 @@ impl EngineError {
         EngineError::Input(Box::new(
             Diag::new(DiagKind::Usage, message).with_help(help),
         ))
+    }
+
+    /// A path the user named (or a file aorta writes in a directory the user named) that
+    /// cannot be written: bad input (exit 2) when it is the path's fault, whatever the writer
+    /// (read-only directory, permission, a directory or a FIFO with no reader where a file
+    /// goes: `aorta_fsutil::user_path_error`), infrastructure (exit 3) when it is the
+    /// machine's (a full disk, an I/O error). `message` says what could not be written.
+    pub fn output(message: impl Into<String>, e: &std::io::Error) -> Self {
+        let message = format!("{}: {e}", message.into());
+        if aorta_fsutil::user_path_error(e) {
+            EngineError::usage(message, OUTPUT_HELP)
+        } else {
+            EngineError::infra(message)
+        }
     }
 
     pub fn infra(message: impl Into<String>) -> Self {

@@ -39,9 +39,9 @@ pub use aorta_report::Answer;
 pub use artifacts::{ArtifactRecord, RENDERER_VERSION};
 pub use bodies::classifier_config;
 pub use compile::{normalize, Compiled, RecipeOrigin, TargetId, TargetSpec};
-pub use dirs::write_atomic;
+pub use dirs::{user_path_error, write_atomic, write_user_file, UserFile};
 pub use environment::EnvRecord;
-pub use error::{Category, EngineError, Result};
+pub use error::{Category, EngineError, Result, OUTPUT_HELP};
 /// What a Slurm array task of `--executor slurm` runs (`aorta trial exec --manifest`).
 pub use execute::cluster::{TaskManifest, TaskTrial};
 pub use explain::{Explanation, NodeQuery};

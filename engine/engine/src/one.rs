@@ -33,6 +33,8 @@ impl Session {
     ) -> Result<OneOutcome> {
         let ci = c.cell_index(cell)?;
         let trial = c.trial(ci, index)?.clone();
+        // Before anything runs: `out` must be new or an empty directory.
+        let target = out.map(out_dir).transpose()?;
         if let Some(want) = expect_key {
             if *want != trial.key {
                 return Err(EngineError::usage(
@@ -83,9 +85,9 @@ impl Session {
         );
         let executed = schedule.run(&mut local, &mut |_| {})?;
         self.save_digests();
-        let placed = match out {
-            Some(out) => place(&store, &executed, ci, out),
-            None => first_result(&executed, ci),
+        let placed = match (out, &target) {
+            (Some(out), Some(target)) => place(&store, &executed, ci, target, out),
+            _ => first_result(&executed, ci),
         };
         let _ = std::fs::remove_dir_all(&staging);
         let r = placed?;
@@ -110,22 +112,83 @@ impl Session {
     }
 }
 
-/// Writes the one result's outputs and its `result.json` into `out` (replacing what was there),
-/// copied from the store entry whether the trial ran just now or was reused. The recipe's
-/// retention policy is not applied: Buck2 keeps what the action declared.
-fn place(store: &LocalStore, executed: &Executed, cell: usize, out: &Path) -> Result<TrialResult> {
+/// Where `aorta trial exec --out PATH` writes. The rule (docs/exec.md): PATH must be new or an
+/// empty directory (a symlink to one is followed); anything else — a directory with files in
+/// it, a file, a FIFO, a device — is refused before the trial runs, and nothing is ever deleted.
+/// A rerun into the same PATH so needs it emptied or removed first, as Buck2 does with an
+/// action's declared outputs.
+#[derive(Debug)]
+enum OutDir {
+    /// Nothing there: the outputs are staged beside it and renamed into place at once.
+    New(std::path::PathBuf),
+    /// An empty directory (its real path): the outputs are staged inside it and moved up,
+    /// so the directory itself (a mount point, the current directory) stays.
+    Empty(std::path::PathBuf),
+}
+
+fn out_dir(out: &Path) -> Result<OutDir> {
+    let shown = out.display();
+    let abs = std::path::absolute(out)
+        .map_err(|e| EngineError::output(format!("cannot resolve --out {shown}"), &e))?;
+    let refuse = |what: String| {
+        EngineError::usage(
+            format!(
+                "--out {shown} {what}: aorta trial exec writes only to a new path or an empty \
+                 directory, and deletes nothing"
+            ),
+            "name a new path, or empty or remove this one yourself (Buck2 removes an action's \
+             declared outputs before it runs it)",
+        )
+    };
+    let md = match std::fs::symlink_metadata(&abs) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(OutDir::New(abs)),
+        Err(e) => {
+            return Err(EngineError::output(
+                format!("cannot read --out {shown}"),
+                &e,
+            ))
+        }
+        Ok(md) => md,
+    };
+    let followed = match std::fs::metadata(&abs) {
+        Ok(m) => m,
+        Err(_) => {
+            return Err(refuse(format!(
+                "is {} that leads nowhere",
+                aorta_fsutil::describe(&md.file_type())
+            )))
+        }
+    };
+    if !followed.is_dir() {
+        return Err(refuse(format!(
+            "is {}",
+            aorta_fsutil::describe(&followed.file_type())
+        )));
+    }
+    let dir = std::fs::canonicalize(&abs)
+        .map_err(|e| EngineError::output(format!("cannot read --out {shown}"), &e))?;
+    let mut entries = std::fs::read_dir(&dir)
+        .map_err(|e| EngineError::output(format!("cannot read --out {shown}"), &e))?;
+    if entries.next().is_some() {
+        return Err(refuse("is a directory that is not empty".into()));
+    }
+    Ok(OutDir::Empty(dir))
+}
+
+/// Writes the one result's outputs and its `result.json` to `target` (see [`OutDir`]), copied
+/// from the store entry whether the trial ran just now or was reused. The recipe's retention
+/// policy is not applied: Buck2 keeps what the action declared.
+fn place(
+    store: &LocalStore,
+    executed: &Executed,
+    cell: usize,
+    target: &OutDir,
+    out: &Path,
+) -> Result<TrialResult> {
     let r = first_result(executed, cell)?;
     let into = |e: std::io::Error| {
-        EngineError::infra(format!(
-            "cannot write the outputs to {}: {e}",
-            out.display()
-        ))
+        EngineError::output(format!("cannot write the outputs to {}", out.display()), &e)
     };
-    let parent = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(into)?;
     // Always from the store (verified copies): the staging directory may sit on another
     // filesystem than `out`, and the store entry is what a cache hit would give anyway.
     let manifest = match store.lookup_as::<serde::de::IgnoredAny>(&r.key) {
@@ -143,23 +206,61 @@ fn place(store: &LocalStore, executed: &Executed, cell: usize, out: &Path) -> Re
             )))
         }
     };
-    let name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let staged = parent.join(format!(".{name}.aorta-{}", std::process::id()));
+    let pid = std::process::id();
+    let staged = match target {
+        OutDir::New(dest) => {
+            let parent = dest.parent().unwrap_or(Path::new("/"));
+            std::fs::create_dir_all(parent).map_err(into)?;
+            let name = dest
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            parent.join(format!(".{name}.aorta-{pid}"))
+        }
+        OutDir::Empty(dir) => dir.join(format!(".aorta-staging-{pid}")),
+    };
+    // Our own pid's leftover, if any; then a fresh directory, whose failure (a read-only
+    // directory) is the path's.
     let _ = std::fs::remove_dir_all(&staged);
-    store.materialize(&manifest, &staged).map_err(|e| {
-        EngineError::infra(format!(
-            "cannot write the outputs to {}: {e}",
-            out.display()
-        ))
-    })?;
-    let json = serde_json::to_vec_pretty(&*r.record)
-        .map_err(|e| EngineError::infra(format!("cannot encode result.json: {e}")))?;
-    crate::dirs::write_atomic(&staged.join("result.json"), &json).map_err(into)?;
-    crate::dirs::replace_dir(&staged, out).map_err(into)?;
-    Ok(r)
+    std::fs::create_dir(&staged).map_err(into)?;
+    let written = (|| {
+        store.materialize(&manifest, &staged).map_err(|e| {
+            EngineError::infra(format!(
+                "cannot write the outputs to {}: {e}",
+                out.display()
+            ))
+        })?;
+        let json = serde_json::to_vec_pretty(&*r.record)
+            .map_err(|e| EngineError::infra(format!("cannot encode result.json: {e}")))?;
+        crate::dirs::write_atomic(&staged.join("result.json"), &json).map_err(into)?;
+        match target {
+            // Renaming a directory never replaces a non-empty directory or a file: if one
+            // appeared meanwhile, this fails and it stays as it was.
+            OutDir::New(dest) => std::fs::rename(&staged, dest).map_err(into),
+            OutDir::Empty(dir) => move_up(&staged, dir).map_err(into),
+        }
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_dir_all(&staged);
+    }
+    written.map(|()| r)
+}
+
+/// Moves every entry of `staged` (inside `dir`) up into `dir`, then removes `staged`. An entry
+/// whose name appeared in `dir` meanwhile is an error, never replaced.
+fn move_up(staged: &Path, dir: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(staged)? {
+        let entry = entry?;
+        let dest = dir.join(entry.file_name());
+        if dest.symlink_metadata().is_ok() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                format!("{} appeared while the outputs were written", dest.display()),
+            ));
+        }
+        std::fs::rename(entry.path(), dest)?;
+    }
+    std::fs::remove_dir(staged)
 }
 
 /// The one result, or why there is none.

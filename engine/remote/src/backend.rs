@@ -138,9 +138,14 @@ impl Backend for FileBackend {
     fn get(&self, path: &str, out: &mut dyn Write, limit: u64) -> Outcome<bool> {
         self.reachable()?;
         let p = self.root.join(path);
-        let f = match File::open(&p) {
+        // Never blocks: a FIFO (or device) where a record or blob should be is refused unread,
+        // where a plain open would wait forever for a writer (no timeout covers file://).
+        let f = match aorta_fsutil::open_regular(&p) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
+                return Err(Failure::Refused(format!("{} is {e}", p.display())))
+            }
             Err(e) => return Err(Self::io("open", &p, &e)),
         };
         let copied = io::copy(&mut f.take(limit + 1), out).map_err(|e| Self::io("read", &p, &e))?;

@@ -100,7 +100,10 @@ pub(crate) fn ensure_dir(dir: &Path) -> Result<()> {
 }
 
 /// Opens an existing store file for reading without following a symlink at the final component,
-/// and insists on a regular file. `Ok(None)` means "not there".
+/// and insists on a regular file. `Ok(None)` means "not there". The open never blocks
+/// (`O_NONBLOCK`: a FIFO planted in the store would otherwise wait forever for a writer, with
+/// the store lock held); the `fstat` of the opened file then refuses a FIFO or device unread.
+/// `O_NONBLOCK` means nothing to a regular file's reads.
 pub(crate) fn open_regular(path: &Path) -> Result<Option<(File, u64)>> {
     Ok(open_regular_md(path)?.map(|(f, md)| (f, md.len())))
 }
@@ -112,7 +115,7 @@ pub(crate) fn open_regular_md(path: &Path) -> Result<Option<(File, fs::Metadata)
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
-        opts.custom_flags(libc::O_NOFOLLOW);
+        opts.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY);
     }
     #[cfg(not(unix))]
     if let Ok(md) = fs::symlink_metadata(path) {
@@ -135,7 +138,10 @@ pub(crate) fn open_regular_md(path: &Path) -> Result<Option<(File, fs::Metadata)
     if !md.is_file() {
         return Err(StoreError::UnsafeEntry {
             path: path.to_owned(),
-            reason: "not a regular file".into(),
+            reason: format!(
+                "{}, not a regular file: refused unread",
+                aorta_fsutil::describe(&md.file_type())
+            ),
         });
     }
     Ok(Some((file, md)))
