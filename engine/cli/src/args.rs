@@ -11,7 +11,8 @@ use std::path::PathBuf;
     long_about = "aorta runs a matrix of mitigations × environments × trials over a workload or your own launch command, \
 and reports which cells fail, how often, and at what speed cost.",
     after_help = "Exit codes: 0 the build finished (failing trials are results); 1 incomplete (no usable baseline, a trial \
-could not run, or under --strict a cell errored or ran no trial); 2 bad input (recipe, flag, sidecar, label); \
+could not run, or under --strict a cell errored or ran no trial); 2 bad input (recipe, flag, sidecar, label, \
+an output path you named that cannot be written); \
 3 infrastructure (store I/O, environment snapshot, a workload that cannot start); 130 interrupted.
 
 Coming from AORTA 0.2.1: docs/compatibility.md lists every difference, why, and how to get AORTA's behaviour.",
@@ -98,6 +99,11 @@ pub struct BuildArgs {
     /// Extra sidecar registry files (JSON), after the target's own.
     #[arg(long = "mitigations-file", value_name = "PATH")]
     pub mitigations_files: Vec<PathBuf>,
+    /// Go on past a target that cannot be compiled or built (as cargo's --keep-going, Bazel's
+    /// -k): each is reported as it happens and listed at the end; the exit code is the first
+    /// failing target's.
+    #[arg(short = 'k', long)]
+    pub keep_going: bool,
     #[command(flatten)]
     pub exec: ExecArgs,
     /// Keep running: rebuild when a recipe, registry or input file changes (only invalidated
@@ -759,6 +765,7 @@ mod tests {
             dry_run: _,
             json: _,
             mitigations_files: _,
+            keep_going: _,
             exec: _,
             watch: _,
             watch_max_rebuilds: _,
@@ -770,6 +777,7 @@ mod tests {
             ("targets", "keyed: the recipe they name"),
             ("--dry-run", "not keyed: prints the plan"),
             ("--json", "not keyed: output format"),
+            ("--keep-going", "not keyed: which targets are attempted"),
             (
                 "--mitigations-file",
                 "keyed through env: the values it resolves",

@@ -439,3 +439,58 @@ fn a_missing_example_workload_says_how_to_build_it() {
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(err.contains("cargo build --release -p aorta-cli"), "{err}");
 }
+
+/// `aorta build //recipes/...` with a target that cannot build (a probe recipe with no command):
+/// without `--keep-going` it stops there and says how to go on; with it, the other targets
+/// build, the bad one is reported and listed at the end, and the exit code is its.
+#[test]
+fn keep_going_builds_the_other_targets_and_lists_the_skipped() {
+    let ws = tempfile::tempdir().unwrap();
+    let root = ws.path();
+    std::fs::write(root.join(".aorta-root"), "").unwrap();
+    std::fs::create_dir_all(root.join("rules")).unwrap();
+    std::fs::copy(
+        repo_root().join("rules/aorta.bzl"),
+        root.join("rules/aorta.bzl"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(root.join("recipes")).unwrap();
+    let recipe = |ticket: &str| {
+        format!("schema_version: 1\nmode: probe\nticket: {ticket}\ntrials: 1\nmitigation_axis: [none]\ndiagnostic_axis: [none]\n")
+    };
+    std::fs::write(root.join("recipes/a_nocmd.yaml"), recipe("A")).unwrap();
+    std::fs::write(root.join("recipes/b_good.yaml"), recipe("B")).unwrap();
+    std::fs::write(
+        root.join("recipes/BUCK"),
+        "load(\"//rules:aorta.bzl\", \"aorta_recipe\")\naorta_recipe(name = \"a_nocmd\", recipe = \"a_nocmd.yaml\")\naorta_recipe(name = \"b_good\", recipe = \"b_good.yaml\", command = [\"true\"])\n",
+    )
+    .unwrap();
+    let build = |extra: &[&str]| {
+        let mut args = vec!["build", "//recipes/..."];
+        args.extend_from_slice(extra);
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("aorta"))
+            .args(&args)
+            .current_dir(root)
+            .env("NO_COLOR", "1")
+            .env("AORTA_STORE", root.join("store"))
+            .output()
+            .unwrap()
+    };
+    let stop = build(&[]);
+    let err = String::from_utf8_lossy(&stop.stderr);
+    assert_eq!(stop.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--keep-going builds the other targets"),
+        "{err}"
+    );
+    assert!(!root.join("probe_results/B/matrix.json").exists());
+
+    let go = build(&["--keep-going"]);
+    let err = String::from_utf8_lossy(&go.stderr);
+    assert_eq!(go.status.code(), Some(2), "{err}");
+    assert!(root.join("probe_results/B/matrix.json").is_file(), "{err}");
+    assert!(
+        err.contains("aorta: 1 of 2 target(s) skipped: //recipes:a_nocmd (exit 2)"),
+        "{err}"
+    );
+}

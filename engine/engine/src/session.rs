@@ -230,6 +230,15 @@ impl Session {
         )
     }
 
+    /// How a target is named to the user: its label, else its recipe's origin.
+    pub fn target_name(&self, id: TargetId) -> String {
+        let c = self.compiler.lock().unwrap_or_else(|e| e.into_inner());
+        let spec = &c.targets[id.0].spec;
+        spec.label
+            .clone()
+            .unwrap_or_else(|| spec.origin.display_name())
+    }
+
     /// Forgets resolved workloads (watch mode: an executable may have been rebuilt).
     pub fn forget_workloads(&self) {
         self.workloads.clear();
