@@ -159,6 +159,85 @@ pub fn render(r: &AgentResult) -> String {
     s
 }
 
+/// The agent's verdict as the run's [`aorta_report::Answer`] (so report.html's answer box,
+/// calls and colours are the sequential test's, not the last look's), and its search.
+pub fn page(r: &AgentResult) -> (aorta_report::Answer, aorta_report::AgentPage) {
+    use aorta_report::{AgentCandidate, AgentPage, Answer, Call, CellCall};
+    let conf = r.design.confidence();
+    let baseline = CellCall {
+        cell: crate::probe::cell_name("none"),
+        mitigations: vec!["none".into()],
+        call: Call::Baseline,
+        failed: r.baseline.failed,
+        trials: r.baseline.trials,
+        interval: r.baseline.wilson(conf),
+        p_value: 1.0,
+        trials_to_decide: None,
+    };
+    let cells = r
+        .tested
+        .iter()
+        .map(|t| CellCall {
+            cell: crate::probe::cell_name(&t.mitigation),
+            mitigations: vec![t.mitigation.clone()],
+            call: match t.verdict {
+                CandidateVerdict::Fix => Call::Fixes,
+                CandidateVerdict::SpeedConfound => Call::SpeedConfounded,
+                CandidateVerdict::NotFix | CandidateVerdict::Undecided => Call::Inconclusive,
+            },
+            failed: t.counts.failed,
+            trials: t.counts.trials,
+            interval: t.counts.wilson(conf),
+            p_value: t.p_value,
+            trials_to_decide: None,
+        })
+        .collect();
+    let headline = match (r.outcome, r.winner.as_deref(), r.tested.iter().find(|t| t.verdict == CandidateVerdict::Fix)) {
+        (Outcome::Converged, Some(w), Some(t)) => format!(
+            "{w} fixes it: {}/{} failed against the baseline's {}/{} (aorta agent's sequential test at {}).",
+            t.counts.failed,
+            t.counts.trials,
+            r.baseline.failed,
+            r.baseline.trials,
+            pct(conf)
+        ),
+        _ => format!("{} {}", r.outcome.headline(), r.detail.as_deref().unwrap_or("")).trim().to_string(),
+    };
+    let answer = Answer {
+        confidence: conf,
+        baseline: Some(baseline),
+        cells,
+        headline,
+        next_step: recommendation(r),
+    };
+    let search = AgentPage {
+        outcome: r.outcome.to_string(),
+        trials_used: r.trials_used,
+        iterations: r.iterations,
+        candidates: r
+            .tested
+            .iter()
+            .map(|t| AgentCandidate {
+                mitigation: t.mitigation.clone(),
+                failed: t.counts.failed,
+                trials: t.counts.trials,
+                p_value: t.p_value,
+                stopped: match t.verdict {
+                    CandidateVerdict::Fix => "decided: fails less often (a fix)".into(),
+                    CandidateVerdict::SpeedConfound => {
+                        format!("fails less often but slower ({}): not a fix", t.confound)
+                    }
+                    CandidateVerdict::NotFix => {
+                        "decided: not a fix (no better than the baseline)".into()
+                    }
+                    CandidateVerdict::Undecided => "undecided when the search stopped".into(),
+                },
+            })
+            .collect(),
+    };
+    (answer, search)
+}
+
 /// Writes the report atomically into the run directory.
 pub fn write(r: &AgentResult, run_dir: &Path) -> std::io::Result<PathBuf> {
     let path = run_dir.join(REPORT_FILE);

@@ -119,6 +119,18 @@ pub fn agent(a: &AgentArgs) -> CliResult {
             &e,
         )
     })?;
+    // The last look rendered report.html for its own matrix: render it again with the
+    // agent's verdict as the answer and its search.
+    if result.run_dir.join("report.html").is_file() {
+        let (answer, search) = aorta_agent::report::page(&result);
+        if let Err(e) = aorta_engine::render_run_dir(
+            &result.run_dir,
+            &a.mitigations_files,
+            Some((&answer, &search)),
+        ) {
+            eprintln!("aorta agent: warning: report.html keeps the last look's matrix: {e}");
+        }
+    }
     let outcome = result.outcome;
     match &result.detail {
         Some(d) if outcome != Outcome::Converged => {

@@ -100,7 +100,7 @@ fn run(cli: Cli) -> CliResult {
             run_dir,
             mitigations_files,
         } => {
-            let path = aorta_engine::render_run_dir(&run_dir, &mitigations_files)?;
+            let path = aorta_engine::render_run_dir(&run_dir, &mitigations_files, None)?;
             println!("Wrote {}", path.display());
             Ok(ExitCode::SUCCESS)
         }

@@ -116,6 +116,21 @@ fn finds_the_fix_and_never_the_slow_down_at_p_1_0_5_0_2() {
             .and_then(|n| n.parse().ok())
             .unwrap();
         assert_eq!(d.executions().len(), used, "p={permille}");
+        // report.html carries the agent's verdict and search, not the last look's matrix.
+        let html = std::fs::read_to_string(d.run_dir().join("report.html")).unwrap();
+        let answer = html.split("<div id=\"answer\"").nth(1).unwrap();
+        assert!(
+            answer.starts_with(" class=\"answer\"><p><b>fix fixes it:"),
+            "{}",
+            &answer[..200.min(answer.len())]
+        );
+        assert!(html.contains("<table id=\"agent\">"), "p={permille}");
+        assert!(html.contains("decided: fails less often (a fix)"));
+        assert!(
+            html.contains(&format!("<td>Trials used</td><td>{used} over ")),
+            "p={permille}"
+        );
+        assert!(!html.contains("_subprocess"));
     }
 }
 

@@ -35,7 +35,7 @@ mod traced;
 pub mod watch;
 pub mod workloads;
 
-pub use aorta_report::Answer;
+pub use aorta_report::{AgentCandidate, AgentPage, Answer};
 pub use artifacts::{ArtifactRecord, RENDERER_VERSION};
 pub use bodies::classifier_config;
 pub use compile::{normalize, Compiled, RecipeOrigin, TargetId, TargetSpec};

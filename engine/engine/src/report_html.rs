@@ -45,6 +45,7 @@ impl PendingEnvSection {
 pub fn render_run_dir(
     run_dir: &std::path::Path,
     sidecars: &[std::path::PathBuf],
+    agent: Option<(&aorta_report::Answer, &aorta_report::AgentPage)>,
 ) -> crate::Result<std::path::PathBuf> {
     use crate::EngineError;
     let resolved = run_dir.join("recipe.resolved.yaml");
@@ -86,6 +87,7 @@ pub fn render_run_dir(
         &key_rules(&recipe),
         classifier.as_ref(),
         crate::outputs::utc_timestamp(),
+        agent,
     )
     .map_err(|e| match e {
         aorta_report::RunDirError::NotARecord { .. } => EngineError::usage(

@@ -120,6 +120,7 @@ fn main() {
             trial_keys: &keys,
             detector_lines: &[],
             env_diffs: &[],
+            ..Default::default()
         });
         html_t.push(t.elapsed().as_secs_f64());
         bytes = html.len();

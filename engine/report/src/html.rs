@@ -24,6 +24,36 @@ pub struct HtmlContext<'a> {
     pub detector_lines: &'a [Vec<DetectorLine>],
     /// Where cells or environments differ, `aorta env diff` between them.
     pub env_diffs: &'a [EnvDiff],
+    /// The command the trials ran (probe recipes): the page's title names it.
+    pub command: Option<&'a [String]>,
+    /// An `aorta agent` run: its search, shown after the answer (which is the agent's).
+    pub agent: Option<&'a AgentPage>,
+}
+
+/// What `aorta agent` adds to its run's report.html. Its verdict is the page's answer (set as
+/// the matrix's before rendering), so the calls and colours are the agent's sequential test's,
+/// not the last look's.
+#[derive(Debug, Clone, Default)]
+pub struct AgentPage {
+    /// The outcome as agent_report.md names it (`converged`, `exhausted_candidates`, …).
+    pub outcome: String,
+    /// Trials the search used, over every look.
+    pub trials_used: u64,
+    /// The search's iterations (proposer steps).
+    pub iterations: u32,
+    /// The candidates in the order they were tried.
+    pub candidates: Vec<AgentCandidate>,
+}
+
+/// One candidate of an agent search and how its test ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentCandidate {
+    pub mitigation: String,
+    pub failed: u32,
+    pub trials: u32,
+    pub p_value: f64,
+    /// Why its test stopped: decided a fix, a speed confound, not a fix, or undecided at the cap.
+    pub stopped: String,
 }
 
 /// One trial in "How to reproduce": its key and what its inputs are.
@@ -123,6 +153,32 @@ fn samples(row: &Row, metric: WorkloadMetric) -> Option<&[f64]> {
         .map(|s| s.values.as_slice())
 }
 
+/// The agent's search: its outcome, and each candidate in the order tried with how its
+/// sequential test ended.
+fn agent_search(out: &mut String, a: &AgentPage) {
+    let _ = write!(
+        out,
+        "<h2>Agent search</h2><p>Outcome: <b>{}</b>; {} trial(s) over {} iteration(s). Candidates in the order tried, each tested against the baseline until decided or its trial cap:</p>",
+        esc(&a.outcome),
+        a.trials_used,
+        a.iterations
+    );
+    out.push_str("<table id=\"agent\"><thead><tr><th>#</th><th>Candidate</th><th>Failed / trials</th><th>p-value</th><th>Stopped because</th></tr></thead><tbody>");
+    for (i, c) in a.candidates.iter().enumerate() {
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{} / {}</td><td>{:.2e}</td><td>{}</td></tr>",
+            i + 1,
+            esc(&c.mitigation),
+            c.failed,
+            c.trials,
+            c.p_value,
+            esc(&c.stopped)
+        );
+    }
+    out.push_str("</tbody></table>");
+}
+
 impl Matrix<'_> {
     /// The whole report.html.
     pub fn to_html(&self, cx: &HtmlContext) -> String {
@@ -134,16 +190,36 @@ impl Matrix<'_> {
             "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>aorta report: {}</title><style>{STYLE}</style></head><body>",
             esc(ticket)
         );
-        let _ = write!(out, "<h1>{} — {}</h1>", esc(ticket), esc(&r.workload));
-        let recipe = r
-            .source
-            .as_ref()
-            .map_or("(flag mode)".into(), |s| s.path.display().to_string());
+        // A probe recipe's workload is the command it wraps, not the internal `_subprocess`.
+        let what = match cx.command.filter(|c| !c.is_empty()) {
+            Some(argv) if r.mode == aorta_recipe::Mode::Probe => {
+                let line = argv.join(" ");
+                match line.char_indices().nth(80) {
+                    Some((i, _)) => format!("{}…", &line[..i]),
+                    None => line,
+                }
+            }
+            _ if r.mode == aorta_recipe::Mode::Probe => "command".to_string(),
+            _ => r.workload.clone(),
+        };
+        let _ = write!(out, "<h1>{} — {}</h1>", esc(ticket), esc(&what));
+        let recipe = match (&r.source, cx.agent) {
+            (_, Some(_)) => "aorta agent (each look a generated recipe)".into(),
+            (Some(s), None) => s.path.display().to_string(),
+            (None, None) => "(flag mode)".into(),
+        };
+        let trials = match cx.agent {
+            Some(a) => (
+                "Trials used",
+                format!("{} over {} iteration(s)", a.trials_used, a.iterations),
+            ),
+            None => ("Trials per cell", self.trials_per_cell().to_string()),
+        };
         out.push_str("<table class=\"meta\">");
         for (k, v) in [
             ("Recipe", recipe),
             ("Mode", format!("{:?}", r.mode).to_lowercase()),
-            ("Trials per cell", self.trials_per_cell().to_string()),
+            trials,
             ("Baseline cell", self.baseline.name.clone()),
             ("Rendered", self.run_timestamp.clone()),
         ] {
@@ -154,7 +230,10 @@ impl Matrix<'_> {
             let _ = write!(out, "<p class=\"warn\">{}</p>", esc(w));
         }
         self.answer_box(&mut out);
-        self.matrix_table(&mut out);
+        if let Some(a) = cx.agent {
+            agent_search(&mut out, a);
+        }
+        self.matrix_table(&mut out, cx.agent.is_some());
         out.push_str("<h2>Plots</h2>");
         let bars: Vec<RateBar> = self
             .rows
@@ -226,8 +305,13 @@ impl Matrix<'_> {
         );
     }
 
-    fn matrix_table(&self, out: &mut String) {
-        out.push_str("<h2>Matrix</h2><p>Failure rates exclude errored trials; the interval is the 95% Wilson score interval. Call: each cell against the baseline at 95% confidence across all cells (Fisher's exact test, Holm's correction); a cell that fails less but runs slower is a speed confound, not a fix. Click a header to sort.</p>");
+    fn matrix_table(&self, out: &mut String, agent: bool) {
+        let calls = if agent {
+            "the agent's sequential test of each candidate against the baseline (one-sided Fisher's exact test at each look, the error rate spent over looks and candidates)"
+        } else {
+            "each cell against the baseline at 95% confidence across all cells (Fisher's exact test, Holm's correction)"
+        };
+        let _ = write!(out, "<h2>Matrix</h2><p>Failure rates exclude errored trials; the interval is the 95% Wilson score interval. Call: {calls}; a cell that fails less but runs slower is a speed confound, not a fix. Click a header to sort.</p>");
         out.push_str("<table id=\"matrix\" class=\"sortable\"><thead><tr><th>Cell</th><th>Call</th><th>Failure rate</th><th>95% interval</th><th>Failed / judged</th><th>Errored</th><th>Top detector</th><th>Confound</th><th>Step-time ratio [95%]</th><th>Mean step (ms)</th><th>p50 / p99 step (ms)</th></tr></thead><tbody>");
         for row in &self.rows {
             let s = &row.stats;

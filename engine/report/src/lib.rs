@@ -36,7 +36,7 @@ pub use aggregate::{
     LOGITS_DISAGREE_HINT,
 };
 pub use confound::{Baseline, Tag};
-pub use html::{DetectorLine, EnvDiff, HtmlContext, TrialRow};
+pub use html::{AgentCandidate, AgentPage, DetectorLine, EnvDiff, HtmlContext, TrialRow};
 pub use json::{CellJson, MatrixJson};
 pub use layout::{cell_dir, trial_path};
 pub use matrix::{Matrix, Row, RunInfo};

@@ -4,8 +4,9 @@
 //! run directory alone (`aorta report RUN_DIR`). All of it is covered by the artifact's key
 //! (recipe, cells — hence trial keys and the wrapped command —, environment record).
 
-use crate::html::{DetectorLine, EnvDiff, HtmlContext, TrialRow};
+use crate::html::{AgentPage, DetectorLine, EnvDiff, HtmlContext, TrialRow};
 use crate::matrix::{Matrix, RunInfo};
+use crate::verdict::Answer;
 use aorta_classify::{classify_logs, ClassifierConfig, LogInput, LogKind, Severity};
 use aorta_probe::{EnvKey, KeyRules, Prepared, Snapshot};
 use aorta_recipe::Recipe;
@@ -86,6 +87,7 @@ pub fn render(matrix: &Matrix, env: EnvSection, inputs: &PageInputs) -> String {
         inputs.trial_keys,
         &lines,
         &diffs,
+        None,
     )
 }
 
@@ -108,13 +110,15 @@ pub enum RunDirError {
 
 /// report.html again from what a run directory holds (each trial's result.json, each
 /// `environments/<name>/env.json`), for `recipe` (its recipe.resolved.yaml, compiled by the
-/// caller). `run_timestamp` is the page's.
+/// caller). `run_timestamp` is the page's. With `agent`, an `aorta agent` run's page: its
+/// answer replaces the matrix's, and its search is shown.
 pub fn render_run_dir(
     run_dir: &Path,
     recipe: &Recipe,
     rules: &KeyRules,
     classifier: Option<&ClassifierConfig>,
     run_timestamp: String,
+    agent: Option<(&Answer, &AgentPage)>,
 ) -> Result<String, RunDirError> {
     let mut argv: Option<Vec<String>> = None;
     let mut stats = Vec::with_capacity(recipe.cells.len());
@@ -136,7 +140,10 @@ pub fn render_run_dir(
         run_timestamp,
         warnings: Vec::new(),
     };
-    let matrix = Matrix::new(recipe, stats, info);
+    let mut matrix = Matrix::new(recipe, stats, info);
+    if let Some((answer, _)) = agent {
+        matrix.answer = answer.clone();
+    }
     let mut environments: Vec<(String, Snapshot)> = std::fs::read_dir(run_dir.join("environments"))
         .into_iter()
         .flatten()
@@ -161,6 +168,7 @@ pub fn render_run_dir(
         &keys,
         &lines,
         &diffs,
+        agent.map(|(_, a)| a),
     ))
 }
 
@@ -344,6 +352,7 @@ fn page(
     trial_keys: &[Vec<TrialRow>],
     detector_lines: &[Vec<DetectorLine>],
     env_diffs: &[EnvDiff],
+    agent: Option<&AgentPage>,
 ) -> String {
     let recipe = matrix
         .recipe
@@ -372,5 +381,7 @@ fn page(
         trial_keys,
         detector_lines,
         env_diffs,
+        command: argv,
+        agent,
     })
 }

@@ -323,6 +323,7 @@ fn report_html_is_self_contained_and_complete() {
             key_relevant: 1,
             text: "  + env_vars.NVIDIA_TF32_OVERRIDE  → \"0\"  [key]".into(),
         }],
+        ..Default::default()
     };
     let html = m.to_html(&cx);
     assert!(html.starts_with("<!DOCTYPE html>") && html.ends_with("</html>\n"));
