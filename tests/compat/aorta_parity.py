@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DELIBERATE = {
     "extra-env-bad-name.yaml": ("load-env-names", "aorta checks env var names at load; AORTA only when a trial runs"),
     "no-baseline.yaml": ("load-baseline", "AORTA's loader accepts it but its dry-run and run pre-flight reject it; aorta rejects at load"),
+    "duplicate-key.yaml": ("load-duplicate-key", "PyYAML keeps the last of two equal keys; aorta refuses the recipe naming both lines"),
     "probe-reserved-group.yaml": ("load-reserved-group", "a named group called like a capture key overwrote the classifier's own entry in AORTA's one dict; aorta refuses the name at load"),
 }
 DOC = ROOT / "docs/compatibility.md"

@@ -243,6 +243,24 @@ fn top_level(cx: &Ctx, root: &Node) -> Res<Mode> {
             ))
         }
     };
+    // YAML keys are unique; PyYAML (AORTA) silently keeps the last of two, which hides a typo'd
+    // edit: refused here, both places shown (docs/compatibility.md).
+    let mut seen: std::collections::HashMap<&str, &Node> = std::collections::HashMap::new();
+    for (k, _) in entries {
+        let Some(name) = k.as_str() else { continue };
+        if let Some(first) = seen.insert(name, k) {
+            return Err(Box::new(
+                aorta_source::Diag::new(
+                    aorta_source::DiagKind::Schema,
+                    format!("'{name}' is set twice"),
+                )
+                .with_path(&top.key(name))
+                .at(cx.file, k.span.clone(), "second time")
+                .also_at(first.span.clone(), "first set here")
+                .with_help("keep one of them: a recipe's keys are unique (AORTA 0.2.1 silently used the last)"),
+            ));
+        }
+    }
     if let Some((k, _)) = root.get_entry("condition") {
         return Err(cx.schema(
             k,
@@ -256,13 +274,17 @@ fn top_level(cx: &Ctx, root: &Node) -> Res<Mode> {
         Some((_, v)) => match v.as_str() {
             Some("triage") => Mode::Triage,
             Some("probe") => Mode::Probe,
-            _ => {
+            other => {
+                let mut msg = format!("unknown mode {}", v.repr());
+                if let Some(s) = other.and_then(|m| suggest::did_you_mean(m, ["triage", "probe"])) {
+                    msg.push_str(&format!(" (did you mean '{s}'?)"));
+                }
                 return Err(cx.schema(
                     v,
                     &top.key("mode"),
-                    format!("unknown mode {}", v.repr()),
+                    msg,
                     "mode is 'triage' (the default) or 'probe'",
-                ))
+                ));
             }
         },
     };
