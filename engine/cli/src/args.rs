@@ -247,6 +247,42 @@ pub struct ExecArgs {
     pub slurm: SlurmArgs,
 }
 
+impl ExecArgs {
+    /// The flags given that only a whole build uses (its exit code, run directory, Slurm
+    /// submission): `explain` and `trial exec` refuse them rather than silently ignore them.
+    pub fn build_only_flags(&self) -> Vec<&'static str> {
+        let s = &self.slurm;
+        [
+            (self.strict, "--strict"),
+            (self.output.is_some(), "--output"),
+            (s.executor.is_some(), "--executor"),
+            (s.detach, "--detach"),
+            (s.slurm_partition.is_some(), "--slurm-partition"),
+            (s.slurm_account.is_some(), "--slurm-account"),
+            (s.slurm_max_parallel.is_some(), "--slurm-max-parallel"),
+        ]
+        .into_iter()
+        .filter_map(|(given, flag)| given.then_some(flag))
+        .collect()
+    }
+
+    /// A usage error naming the build-only flags given to `command`, if any.
+    pub fn refuse_build_only(&self, command: &str) -> Result<(), crate::exit::CliError> {
+        let given = self.build_only_flags();
+        let Some((last, rest)) = given.split_last() else {
+            return Ok(());
+        };
+        let (flags, verb) = match rest {
+            [] => (last.to_string(), "does"),
+            _ => (format!("{} and {last}", rest.join(", ")), "do"),
+        };
+        Err(crate::exit::usage(
+            format!("{flags} {verb} not apply to {command}"),
+            "build-only flags change how a whole build runs or where it writes: give them to `aorta build`",
+        ))
+    }
+}
+
 /// `--executor slurm` and its settings; the environment (`$AORTA_EXECUTOR`,
 /// `$AORTA_SLURM_*`) and the `[aorta]` section of `.buckconfig` fill what the flags leave unset
 /// (docs/slurm.md).
@@ -360,7 +396,17 @@ pub enum TrialCommand {
     Exec(TrialExecArgs),
 }
 
+/// Build-only flags (`ExecArgs::build_only_flags`) are hidden here and refused if given.
 #[derive(Debug, Args)]
+#[command(
+    mut_arg("strict", |a| a.hide(true)),
+    mut_arg("output", |a| a.hide(true)),
+    mut_arg("executor", |a| a.hide(true)),
+    mut_arg("detach", |a| a.hide(true)),
+    mut_arg("slurm_partition", |a| a.hide(true)),
+    mut_arg("slurm_account", |a| a.hide(true)),
+    mut_arg("slurm_max_parallel", |a| a.hide(true))
+)]
 pub struct TrialExecArgs {
     /// The recipe file.
     #[arg(long, required_unless_present = "manifest")]
@@ -465,7 +511,17 @@ pub enum BenchCommand {
     },
 }
 
+/// Build-only flags (`ExecArgs::build_only_flags`) are hidden here and refused if given.
 #[derive(Debug, Args)]
+#[command(
+    mut_arg("strict", |a| a.hide(true)),
+    mut_arg("output", |a| a.hide(true)),
+    mut_arg("executor", |a| a.hide(true)),
+    mut_arg("detach", |a| a.hide(true)),
+    mut_arg("slurm_partition", |a| a.hide(true)),
+    mut_arg("slurm_account", |a| a.hide(true)),
+    mut_arg("slurm_max_parallel", |a| a.hide(true))
+)]
 pub struct ExplainArgs {
     /// A label (`//recipes:quickstart`) or recipe file.
     pub target: String,

@@ -146,6 +146,7 @@ fn human_bytes(b: u64) -> String {
 /// `aorta explain TARGET (--cell C [--trial N] | --artifact PATH)`: a node's key, what fed
 /// it, and whether the next build would run (or render) it.
 pub fn explain(a: &ExplainArgs) -> CliResult {
+    a.exec.refuse_build_only("aorta explain")?;
     let session = a.exec.session()?;
     let ids = crate::targets::add(
         &session,

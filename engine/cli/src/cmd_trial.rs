@@ -33,6 +33,7 @@ pub fn trial(c: &TrialCommand) -> CliResult {
             "aorta trial exec --recipe r.yaml --cell C --trial 0 --out DIR",
         ));
     }
+    a.exec.refuse_build_only("aorta trial exec")?;
     let mut exec = a.exec.clone();
     // One trial, here: an `AORTA_EXECUTOR=slurm` exported to a Slurm task is not for it.
     exec.slurm.executor = Some("local".into());

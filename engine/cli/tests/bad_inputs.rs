@@ -65,6 +65,36 @@ fn bad_sidecars() {
 fn bad_flags() {
     let cases: &[(&str, &[&str])] = &[
         (
+            "explain-build-only-flags",
+            &[
+                "explain",
+                "recipes/quickstart.yaml",
+                "--cell",
+                "none-none",
+                "--strict",
+                "--slurm-partition",
+                "gpu",
+            ],
+        ),
+        (
+            "trial-exec-build-only-flag",
+            &[
+                "trial",
+                "exec",
+                "--recipe",
+                "recipes/quickstart.yaml",
+                "--cell",
+                "none-none",
+                "--trial",
+                "0",
+                "--out",
+                "/nonexistent/out",
+                "--detach",
+                "--",
+                "true",
+            ],
+        ),
+        (
             "run-extra-env-not-k-v",
             &["run", "--workload", "example", "--extra-env", "NCCL_DEBUG"],
         ),
