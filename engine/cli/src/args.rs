@@ -165,7 +165,10 @@ pub struct ClassifyArgs {
     pub json: bool,
 }
 
+/// `--results-dir` is AORTA's name for where results go; the shared `--output` is hidden here
+/// and may not be given with it.
 #[derive(Debug, Args)]
+#[command(mut_arg("output", |a| a.hide(true)))]
 pub struct RunArgs {
     /// The workload (an `aorta-workload-<name>` executable).
     #[arg(long)]
@@ -191,8 +194,8 @@ pub struct RunArgs {
     /// Sidecar registry files (JSON), repeatable.
     #[arg(long = "mitigations-file", value_name = "PATH")]
     pub mitigations_files: Vec<PathBuf>,
-    /// Where results go (default `results`).
-    #[arg(long, value_name = "DIR")]
+    /// Where results go (default `results`; `--output` is the same).
+    #[arg(long, value_name = "DIR", conflicts_with = "output")]
     pub results_dir: Option<PathBuf>,
     #[command(flatten)]
     pub exec: ExecArgs,

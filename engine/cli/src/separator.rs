@@ -39,11 +39,22 @@ pub fn check(raw: &[OsString], cli: &clap::Command) -> miette::Result<()> {
             named && a.get_action().takes_values()
         })
     };
+    let known = |flag: &str| {
+        let flag = flag.split_once('=').map_or(flag, |(f, _)| f);
+        sub.get_arguments().any(|a| {
+            a.get_long().is_some_and(|l| flag == format!("--{l}"))
+                || a.get_all_aliases()
+                    .is_some_and(|al| al.iter().any(|l| flag == format!("--{l}")))
+                || a.get_short().is_some_and(|s| flag == format!("-{s}"))
+        })
+    };
     let mut tokens = rest;
     while let Some(tok) = tokens.next() {
         match tok {
             "--" => return after_separator(name, tokens.collect()),
-            "-h" | "--help" => return Ok(()),
+            "-h" | "--help" | "-V" | "--version" => return Ok(()),
+            // A mistyped flag: its value would otherwise read as a command missing its `--`.
+            t if t.starts_with("--") && !known(t) => return Err(unknown_flag(name, t, sub)),
             t if t.starts_with('-') => {
                 if !t.contains('=') && takes_value(t) {
                     tokens.next();
@@ -62,6 +73,25 @@ pub fn check(raw: &[OsString], cli: &clap::Command) -> miette::Result<()> {
         }
     }
     Ok(())
+}
+
+fn unknown_flag(name: &str, flag: &str, sub: &clap::Command) -> miette::Report {
+    let flag = flag.split_once('=').map_or(flag, |(f, _)| f);
+    let longs: Vec<String> = sub
+        .get_arguments()
+        .filter(|a| !a.is_hide_set())
+        .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+        .collect();
+    let guess = aorta_source::suggest::did_you_mean(flag, longs.iter().map(String::as_str));
+    let mut message = format!("{name}: unknown flag '{flag}'");
+    if let Some(g) = guess {
+        message.push_str(&format!(" (did you mean '{g}'?)"));
+    }
+    Diag::new(DiagKind::Usage, message)
+        .with_help(format!(
+            "`{name} --help` lists its flags; the command to run goes after --"
+        ))
+        .into()
 }
 
 fn after_separator(name: &str, argv: Vec<&str>) -> miette::Result<()> {

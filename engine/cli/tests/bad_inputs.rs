@@ -65,6 +65,19 @@ fn bad_sidecars() {
 fn bad_flags() {
     let cases: &[(&str, &[&str])] = &[
         (
+            "sweep-run-mistyped-flag",
+            &[
+                "sweep",
+                "run",
+                "--recipe",
+                "recipes/quickstart.yaml",
+                "--trails",
+                "3",
+                "--",
+                "true",
+            ],
+        ),
+        (
             "explain-build-only-flags",
             &[
                 "explain",

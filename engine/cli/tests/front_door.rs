@@ -494,3 +494,21 @@ fn keep_going_builds_the_other_targets_and_lists_the_skipped() {
         "{err}"
     );
 }
+
+/// `aorta run` names where results go once: `--results-dir` (AORTA's) and `--output` together
+/// are a usage error, not one silently winning.
+#[test]
+fn run_takes_one_results_directory() {
+    let out = aorta(&[
+        "run",
+        "--workload",
+        "example",
+        "--results-dir",
+        "a",
+        "--output",
+        "b",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("cannot be used with"), "{err}");
+}
