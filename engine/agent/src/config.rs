@@ -56,7 +56,7 @@ impl AgentConfig {
     /// Resolves a request against the session: the template (a probe recipe) and registry
     /// through the compile database, the candidates checked against that registry.
     pub fn prepare(session: &Session, req: AgentRequest) -> Result<AgentConfig, EngineError> {
-        let (template, registry) = match &req.template {
+        let (template, registry, id) = match &req.template {
             Some(path) => {
                 let id = session.add_target(TargetSpec {
                     label: None,
@@ -77,7 +77,7 @@ impl AgentConfig {
                         "the agent's template is a probe recipe (it wraps the command after --)",
                     ));
                 }
-                (Some((*recipe).clone()), session.registry(id)?)
+                (Some((*recipe).clone()), session.registry(id)?, id)
             }
             None => {
                 // A look's origin without a template: its registry is the sidecars alone.
@@ -96,7 +96,7 @@ impl AgentConfig {
                     },
                     argv: None,
                 });
-                (None, session.registry(id)?)
+                (None, session.registry(id)?, id)
             }
         };
         for m in &req.mitigations {
@@ -112,9 +112,12 @@ impl AgentConfig {
         } else if let Some(p) = template.as_ref().and_then(|t| t.probe.as_ref()) {
             p.mitigation_axis.clone()
         } else {
-            let mut all: Vec<String> = registry.mitigations().map(|m| m.name.clone()).collect();
-            all.sort();
-            all
+            // Every registered mitigation, this machine's platform's first (a HIP knob cannot
+            // fix a CUDA job), then those for any platform, the other platform's last.
+            let gpu = session.machine(&*session.recipe(id)?)?.gpu.vendor.clone();
+            let mut all: Vec<&aorta_registry::Mitigation> = registry.mitigations().collect();
+            all.sort_by_key(|m| (platform_rank(m, gpu.as_deref()), m.name.clone()));
+            all.into_iter().map(|m| m.name.clone()).collect()
         };
         candidates.retain(|m| m != "none");
         let mut seen = std::collections::HashSet::new();
@@ -168,5 +171,68 @@ impl AgentConfig {
             design,
             fingerprint,
         })
+    }
+}
+
+/// Which GPU vendor a mitigation's env vars are for, if only one: ROCm's (`HIP_`, `HSA_`,
+/// `ROC`, `AMD_`, `MIOPEN_`, `HIPBLASLT_`, `TENSILE_`, `RCCL_`) or CUDA's (`CUDA_`, `NVIDIA_`,
+/// `CUBLAS`, `CUDNN_`). NCCL's and PyTorch's variables serve both.
+fn vendor_of(m: &aorta_registry::Mitigation) -> Option<&'static str> {
+    const AMD: [&str; 8] = [
+        "HIP_",
+        "HSA_",
+        "ROC",
+        "AMD_",
+        "MIOPEN_",
+        "HIPBLASLT_",
+        "TENSILE_",
+        "RCCL_",
+    ];
+    const NVIDIA: [&str; 4] = ["CUDA_", "NVIDIA_", "CUBLAS", "CUDNN_"];
+    let any = |prefixes: &[&str]| {
+        m.env
+            .keys()
+            .any(|k| prefixes.iter().any(|p| k.starts_with(p)))
+    };
+    match (any(&AMD), any(&NVIDIA)) {
+        (true, false) => Some("amd"),
+        (false, true) => Some("nvidia"),
+        _ => None,
+    }
+}
+
+/// 0: for this machine's GPU vendor; 1: for any; 2: for the other vendor.
+fn platform_rank(m: &aorta_registry::Mitigation, machine_vendor: Option<&str>) -> u8 {
+    match (vendor_of(m), machine_vendor) {
+        (None, _) | (_, None) => 1,
+        (Some(v), Some(g)) if v == g => 0,
+        _ => 2,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mitigation(name: &str, var: &str) -> aorta_registry::Mitigation {
+        aorta_registry::Registry::builtin()
+            .mitigation(name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} ({var}) is not built in"))
+    }
+
+    #[test]
+    fn this_platforms_mitigations_come_first() {
+        let hip = mitigation("hip_launch_blocking", "HIP_LAUNCH_BLOCKING");
+        let cuda = mitigation("cuda_launch_blocking", "CUDA_LAUNCH_BLOCKING");
+        let nccl = mitigation("nccl_p2p_disable", "NCCL_P2P_DISABLE");
+        assert_eq!(vendor_of(&hip), Some("amd"));
+        assert_eq!(vendor_of(&cuda), Some("nvidia"));
+        assert_eq!(vendor_of(&nccl), None);
+        assert_eq!(platform_rank(&cuda, Some("nvidia")), 0);
+        assert_eq!(platform_rank(&nccl, Some("nvidia")), 1);
+        assert_eq!(platform_rank(&hip, Some("nvidia")), 2);
+        assert_eq!(platform_rank(&hip, Some("amd")), 0);
+        assert_eq!(platform_rank(&hip, None), 1);
     }
 }

@@ -40,7 +40,7 @@ pub fn recommendation(r: &AgentResult) -> String {
         ),
         Outcome::ExhaustedCandidates => format!("No candidate reduced the failure rate at {conf} confidence without slowing the job; add candidates (--mitigation, --mitigations-file) or raise --max-trials-per-cell."),
         Outcome::ApprovalRequired => "Review the proposed mitigation; re-run without --require-approval to let the agent try it.".into(),
-        Outcome::WalltimeExhausted | Outcome::PolicyStop => "Re-run with the same arguments and a larger budget: completed trials are reused from the store.".into(),
+        Outcome::WalltimeExhausted | Outcome::PolicyStop => "Re-run with the same arguments and a larger budget (--max-iterations, --max-walltime-sec, --max-trials-per-cell): completed trials are reused from the store.".into(),
         Outcome::RegistryError | Outcome::AgentStop => "Check the proposer's last step in agent_log.jsonl; the candidate list may need a mitigations file.".into(),
         Outcome::Error => "See agent_log.jsonl for the error; re-running with the same arguments resumes.".into(),
         Outcome::DryRun => "Run without --dry-run to start the search.".into(),

@@ -207,6 +207,12 @@ impl Session {
             && self.env_source.snapshot_file.is_none()
     }
 
+    /// The environment snapshot a build of `recipe` is keyed by (probed once per session, or
+    /// the `--env-snapshot` file, or the Slurm partition's).
+    pub fn machine(&self, recipe: &aorta_recipe::Recipe) -> Result<Arc<aorta_probe::Snapshot>> {
+        Ok(self.environment(recipe)?.snapshot)
+    }
+
     pub(crate) fn environment(
         &self,
         recipe: &aorta_recipe::Recipe,

@@ -339,7 +339,7 @@ fn say(baseline_name: &str, baseline: Option<&CellCall>, cells: &[CellCall]) -> 
                     c.trials, c.cell
                 ),
             },
-            None => "Try other mitigations (`aorta registry list`), or let `aorta agent` search them.".into(),
+            None => "Try other mitigations (`aorta mitigations list`), or let `aorta agent` search them.".into(),
         };
     (head, next)
 }
