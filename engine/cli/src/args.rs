@@ -556,6 +556,9 @@ pub enum CacheCommand {
         /// Store root (default: $AORTA_STORE, else .aorta/ at the workspace root).
         #[arg(long)]
         store: Option<PathBuf>,
+        /// One JSON object on stdout (the store's path and every count, sizes in bytes).
+        #[arg(long)]
+        json: bool,
     },
     /// Re-hash every blob and check every entry; exit 1 if anything is wrong.
     Verify {

@@ -41,13 +41,27 @@ fn open_existing(store: &Option<PathBuf>) -> Result<Session, crate::exit::CliErr
 
 pub fn cache(cmd: &CacheCommand) -> CliResult {
     match cmd {
-        CacheCommand::Stats { store } => {
+        CacheCommand::Stats { store, json } => {
             let session = open_existing(store)?;
             let root = session.store_root().to_path_buf();
             let s = session
                 .store()?
                 .stats()
                 .map_err(|e| crate::exit::infra(e.to_string()))?;
+            if *json {
+                #[derive(serde::Serialize)]
+                struct StatsJson<'a> {
+                    store: &'a std::path::Path,
+                    #[serde(flatten)]
+                    stats: &'a aorta_engine::StoreStats,
+                }
+                let out = StatsJson {
+                    store: &root,
+                    stats: &s,
+                };
+                println!("{}", serde_json::to_string(&out).unwrap_or_default());
+                return Ok(ExitCode::SUCCESS);
+            }
             println!("store: {}", root.display());
             println!("blobs: {} ({})", s.blobs, human_bytes(s.blob_bytes));
             println!(
