@@ -1103,4 +1103,10 @@ fn build_json_states_the_answer() {
             "{answer}"
         );
     }
+    // `cache stats --json`: the store's counts as one object (8 trials, the artifacts).
+    let stats = ws.cmd(&["cache", "stats", "--json"]).output().unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
+    assert!(j["ac_entries"].as_u64().unwrap() >= 8, "{j}");
+    assert!(j["blob_bytes"].as_u64().unwrap() > 0, "{j}");
+    assert!(j["store"].as_str().unwrap().ends_with("store"), "{j}");
 }
