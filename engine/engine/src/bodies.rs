@@ -133,7 +133,17 @@ pub(crate) fn bodies(
     match recipe.mode {
         Mode::Probe => {
             let argv = c.argv.as_deref().filter(|a| !a.is_empty()).ok_or_else(|| {
-                EngineError::usage(format!("{}: a probe recipe needs a command: give it after -- or as the target's `command` in BUCK", c.label), format!("aorta build {} -- bash launch.sh", c.label))
+                // The hint names the target as it can be typed: its label, else its file.
+                let file = c.recipe.source.as_ref().map(|s| s.path.display().to_string());
+                let target = match (&c.target_label, file) {
+                    (Some(l), _) if l.starts_with("//") => l.clone(),
+                    (_, Some(f)) => f,
+                    (l, None) => l.clone().unwrap_or_else(|| c.label.clone()),
+                };
+                EngineError::usage(
+                    format!("{}: a probe recipe needs a command: give it after -- or as the target's `command` in BUCK", c.label),
+                    format!("aorta build {target} -- bash launch.sh"),
+                )
             })?;
             let settings = Arc::new(
                 command_settings(
