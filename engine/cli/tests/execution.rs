@@ -1110,3 +1110,25 @@ fn build_json_states_the_answer() {
     assert!(j["blob_bytes"].as_u64().unwrap() > 0, "{j}");
     assert!(j["store"].as_str().unwrap().ends_with("store"), "{j}");
 }
+
+/// A failing workload trial is classified like a command trial: the HIP illegal-memory-access
+/// line in its stderr is its top detector in matrix.json (the verdict stays the workload's).
+#[test]
+fn a_failing_workload_trial_names_its_detector() {
+    let recipe = "schema_version: 1\nticket: W\nworkload: pyecho\ntrials: 1\nsteps: 2\nworkload_config: {fail_without_fix: true, step_ms: 1, stderr_line: 'HIP error: an illegal memory access was encountered'}\ncells:\n  - {name: baseline, mitigations: [none], environment: local}\n";
+    let ws = Ws::new(recipe);
+    let dir = ws.run_pyecho("W");
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("matrix.json")).unwrap()).unwrap();
+    let cell = &m["cells"][0];
+    assert_eq!(cell["failed_count"], 1, "{cell}");
+    let top = cell["top_failure_detector_id"].as_str().unwrap_or("");
+    assert!(top.starts_with("tier4:"), "{cell}");
+    let record: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("cells/baseline/trial_0/result.json")).unwrap(),
+    )
+    .unwrap();
+    let fired = record["failure_detectors_fired"].to_string();
+    assert!(fired.contains("illegal_memory_access"), "{fired}");
+    assert_eq!(record["verdict"], "fail");
+}

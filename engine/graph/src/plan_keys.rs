@@ -118,6 +118,11 @@ fn cell_config(recipe: &Recipe, cell: &Cell) -> Result<String, HashError> {
             if !collect.is_empty() {
                 cfg.insert("_collect".into(), collect.into());
             }
+            // A failing workload trial's logs are classified (its detectors are in its record).
+            cfg.insert(
+                "_classifier_library".into(),
+                aorta_classify::PATTERN_LIBRARY_VERSION.into(),
+            );
             canonical_json(&serde_json::Value::Object(cfg))
         }
     }

@@ -678,7 +678,43 @@ fn workload_record(
         record.error_detectors_fired.push("tier1:timeout".into());
     }
     record.result = result;
+    if record.verdict != Verdict::Pass {
+        if let Some(dir) = res_path.parent() {
+            classify_workload_logs(&mut record, dir, outcome);
+        }
+    }
     record
+}
+
+/// A workload trial that did not pass is classified as a command trial is (its verdict stays
+/// the workload's own): the detectors its logs fire name the failure in matrix.md and
+/// report.html (a HIP illegal-memory-access line, not just "exited 1"). The pattern library's
+/// version is in workload trial keys.
+fn classify_workload_logs(record: &mut TrialRecord, dir: &Path, outcome: &ProcessOutcome) {
+    let obs = Observation {
+        exit_code: outcome.exit_code,
+        timed_out: outcome.timed_out,
+        walltime_sec: outcome.walltime.as_secs_f64(),
+        stdout_log: Some(dir.join("stdout.log")),
+        stderr_log: Some(dir.join("stderr.log")),
+        trial_dir: dir.to_path_buf(),
+        ..Default::default()
+    };
+    let cls = classify(&obs, &ClassifierConfig::default());
+    if record.failure_type.is_none() {
+        let ftype = failure_type(
+            &cls,
+            outcome.exit_code,
+            outcome.timed_out,
+            !outcome.launched,
+        );
+        record.failure_type = ftype.map(str::to_string);
+    }
+    for d in cls.failure_detectors_fired {
+        if !record.failure_detectors_fired.contains(&d) {
+            record.failure_detectors_fired.push(d);
+        }
+    }
 }
 
 /// Why a batch scheduler killed a trial's task: its own limit, so a result for triage.
