@@ -250,6 +250,26 @@ pub struct ExecArgs {
     pub slurm: SlurmArgs,
 }
 
+/// The ids of [`ExecArgs::build_only_flags`].
+const BUILD_ONLY: [&str; 7] = [
+    "strict",
+    "output",
+    "executor",
+    "detach",
+    "slurm_partition",
+    "slurm_account",
+    "slurm_max_parallel",
+];
+
+/// Hides the build-only flags from a command's help (`explain`, `trial exec`).
+fn hide_build_only(a: clap::Arg) -> clap::Arg {
+    if BUILD_ONLY.contains(&a.get_id().as_str()) {
+        a.hide(true)
+    } else {
+        a
+    }
+}
+
 impl ExecArgs {
     /// The flags given that only a whole build uses (its exit code, run directory, Slurm
     /// submission): `explain` and `trial exec` refuse them rather than silently ignore them.
@@ -401,15 +421,7 @@ pub enum TrialCommand {
 
 /// Build-only flags (`ExecArgs::build_only_flags`) are hidden here and refused if given.
 #[derive(Debug, Args)]
-#[command(
-    mut_arg("strict", |a| a.hide(true)),
-    mut_arg("output", |a| a.hide(true)),
-    mut_arg("executor", |a| a.hide(true)),
-    mut_arg("detach", |a| a.hide(true)),
-    mut_arg("slurm_partition", |a| a.hide(true)),
-    mut_arg("slurm_account", |a| a.hide(true)),
-    mut_arg("slurm_max_parallel", |a| a.hide(true))
-)]
+#[command(mut_args(hide_build_only))]
 pub struct TrialExecArgs {
     /// The recipe file.
     #[arg(long, required_unless_present = "manifest")]
@@ -516,15 +528,7 @@ pub enum BenchCommand {
 
 /// Build-only flags (`ExecArgs::build_only_flags`) are hidden here and refused if given.
 #[derive(Debug, Args)]
-#[command(
-    mut_arg("strict", |a| a.hide(true)),
-    mut_arg("output", |a| a.hide(true)),
-    mut_arg("executor", |a| a.hide(true)),
-    mut_arg("detach", |a| a.hide(true)),
-    mut_arg("slurm_partition", |a| a.hide(true)),
-    mut_arg("slurm_account", |a| a.hide(true)),
-    mut_arg("slurm_max_parallel", |a| a.hide(true))
-)]
+#[command(mut_args(hide_build_only))]
 pub struct ExplainArgs {
     /// A label (`//recipes:quickstart`) or recipe file.
     pub target: String,
