@@ -22,7 +22,8 @@ use serde::{Deserialize, Serialize};
 /// the trials were keyed by (under the recipe's `env_key` rules), not the default-rules key.
 /// 6: the run's answer (each cell's call against the baseline) in every artifact. 7: the
 /// summary leaves the `-v` tip to the CLI (which knows whether `-v` was given).
-pub const RENDERER_VERSION: u32 = 7;
+/// 8: report.html's matrix scrolls in its box; an agent run's page; a probe page's title.
+pub const RENDERER_VERSION: u32 = 8;
 
 const CELL_DOMAIN: &[u8] = b"aorta.cell\0";
 const ARTIFACT_DOMAIN: &[u8] = b"aorta.artifact\0";

@@ -104,7 +104,7 @@ pub struct DetectorLine {
 
 const STYLE: &str = "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1180px;color:#222;padding:0 16px}\
 h1{font-size:22px}h3{font-size:14px;margin:14px 0 0}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}\
-table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ddd;padding:3px 8px;text-align:left}\
+table{border-collapse:collapse;font-size:13px}.scroll{overflow-x:auto}th,td{border:1px solid #ddd;padding:3px 8px;text-align:left}\
 th{background:#f4f4f4;cursor:pointer;user-select:none}.sortable td+td{white-space:nowrap}tr.baseline td{font-weight:bold}\
 tr.call-fixes td{background:#dcebf6}tr.call-worse td{background:#f8e1d4}tr.call-speed_confounded td{background:#fbeed3}\
 .answer{border:2px solid #0072B2;border-radius:6px;padding:8px 14px;margin:12px 0;font-size:15px}.answer.none{border-color:#999}\
@@ -312,7 +312,8 @@ impl Matrix<'_> {
             "each cell against the baseline at 95% confidence across all cells (Fisher's exact test, Holm's correction)"
         };
         let _ = write!(out, "<h2>Matrix</h2><p>Failure rates exclude errored trials; the interval is the 95% Wilson score interval. Call: {calls}; a cell that fails less but runs slower is a speed confound, not a fix. Click a header to sort.</p>");
-        out.push_str("<table id=\"matrix\" class=\"sortable\"><thead><tr><th>Cell</th><th>Call</th><th>Failure rate</th><th>95% interval</th><th>Failed / judged</th><th>Errored</th><th>Top detector</th><th>Confound</th><th>Step-time ratio [95%]</th><th>Mean step (ms)</th><th>p50 / p99 step (ms)</th></tr></thead><tbody>");
+        // A wide matrix scrolls inside its box rather than running off the page.
+        out.push_str("<div class=\"scroll\"><table id=\"matrix\" class=\"sortable\"><thead><tr><th>Cell</th><th>Call</th><th>Failure rate</th><th>95% interval</th><th>Failed / judged</th><th>Errored</th><th>Top detector</th><th>Confound</th><th>Step-time ratio [95%]</th><th>Mean step (ms)</th><th>p50 / p99 step (ms)</th></tr></thead><tbody>");
         for row in &self.rows {
             let s = &row.stats;
             let (k, n) = judged(row);
@@ -353,7 +354,7 @@ impl Matrix<'_> {
                 s.step.p99
             );
         }
-        out.push_str("</tbody></table>");
+        out.push_str("</tbody></table></div>");
     }
 
     /// The workload metrics some trial reports (tokens/s, p50/p99 step, MFU, corrupt
