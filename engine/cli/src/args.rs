@@ -542,6 +542,10 @@ pub struct ExplainArgs {
     /// environments/<name>/env.json.
     #[arg(long, value_name = "PATH", conflicts_with = "cell")]
     pub artifact: Option<String>,
+    /// One JSON object on stdout: the node, its key, whether it is cached and why, its
+    /// details and (a trial) the key's inputs as JSON.
+    #[arg(long)]
+    pub json: bool,
     /// Store, environment snapshot, Python: as for `aorta build`.
     #[command(flatten)]
     pub exec: ExecArgs,

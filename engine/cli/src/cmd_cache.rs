@@ -185,6 +185,14 @@ pub fn explain(a: &ExplainArgs) -> CliResult {
         (None, _, Some(path)) => NodeQuery::Artifact(Artifact::from_path(path).ok_or_else(|| usage(format!("{path} is not an artifact of a run directory"), "one of matrix.json, matrix.md, recipe.resolved.yaml, environments/<name>/env.json"))?),
         (None, _, None) => return Err(usage("explain needs --cell (and --trial) or --artifact", "aorta explain //recipes:quickstart --cell none-none --trial 0")),
     };
-    print!("{}", session.explain(&c, &query)?);
+    let explanation = session.explain(&c, &query)?;
+    if a.json {
+        let line = serde_json::to_string(&explanation).map_err(|e| {
+            crate::exit::infra(format!("cannot write the explanation as JSON: {e}"))
+        })?;
+        println!("{line}");
+    } else {
+        print!("{explanation}");
+    }
     Ok(ExitCode::SUCCESS)
 }

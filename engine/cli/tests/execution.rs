@@ -1109,6 +1109,24 @@ fn build_json_states_the_answer() {
     assert!(j["ac_entries"].as_u64().unwrap() >= 8, "{j}");
     assert!(j["blob_bytes"].as_u64().unwrap() > 0, "{j}");
     assert!(j["store"].as_str().unwrap().ends_with("store"), "{j}");
+    // `explain --json`: a built trial is cached, and its key's inputs are JSON, not text.
+    let mut args = vec![
+        "explain",
+        "r.yaml",
+        "--cell",
+        "none-none",
+        "--trial",
+        "0",
+        "--json",
+        "--",
+    ];
+    args.extend_from_slice(&cmd);
+    let out = ws.cmd(&args).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", common::transcript(&out));
+    let e: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(e["status"]["store"], "cached", "{e}");
+    assert_eq!(e["key"].as_str().unwrap().len(), 64, "{e}");
+    assert!(e["key_inputs"]["key_schema"].is_number(), "{e}");
 }
 
 /// A failing workload trial is classified like a command trial: the HIP illegal-memory-access

@@ -19,7 +19,8 @@ pub enum NodeQuery {
 }
 
 /// Whether the next build would do the node's work.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(tag = "store", content = "why", rename_all = "snake_case")]
 pub enum Status {
     /// In the store: reused (a trial) or restored without rendering (an artifact).
     Cached(String),
@@ -27,7 +28,7 @@ pub enum Status {
     WillRun(String),
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Explanation {
     pub target: String,
     pub node: String,
@@ -36,8 +37,24 @@ pub struct Explanation {
     pub status: Status,
     /// Further lines: a cell's trials, an artifact's inputs.
     pub details: Vec<String>,
-    /// A trial's key inputs: the canonical JSON hashed after the domain tag, pretty-printed.
+    /// A trial's key inputs: the canonical JSON hashed after the domain tag, pretty-printed
+    /// (in `--json`, embedded as JSON).
+    #[serde(serialize_with = "as_json")]
     pub key_inputs: Option<String>,
+}
+
+/// JSON text written as the JSON it is (not as a string of it).
+fn as_json<S: serde::Serializer>(
+    text: &Option<String>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    match text {
+        Some(t) => serde_json::from_str::<Box<serde_json::value::RawValue>>(t)
+            .map_err(serde::ser::Error::custom)?
+            .serialize(s),
+        None => s.serialize_none(),
+    }
 }
 
 impl std::fmt::Display for Explanation {
