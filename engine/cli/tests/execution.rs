@@ -1150,3 +1150,52 @@ fn a_failing_workload_trial_names_its_detector() {
     assert!(fired.contains("illegal_memory_access"), "{fired}");
     assert_eq!(record["verdict"], "fail");
 }
+
+/// A corrupt blob that several stored trials share (the same stdout): the first trial that
+/// reads it quarantines it, the others then find their entries unusable too, and all of them
+/// are re-run in the same build, which exits 0 and leaves a store that verifies.
+#[test]
+fn a_corrupt_blob_shared_by_several_trials_heals_in_one_build() {
+    let ws = Ws::new(&one_trial_recipe("").replace("trials: 1", "trials: 4"));
+    let cmd = ["sh", "-c", "echo shared-output-line"];
+    let first = ws.sweep(&cmd);
+    assert!(first.status.success(), "{}", common::transcript(&first));
+    let mut blob = None;
+    for shard in std::fs::read_dir(ws.path().join("store/cas"))
+        .unwrap()
+        .flatten()
+    {
+        for f in std::fs::read_dir(shard.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if std::fs::read(f.path()).is_ok_and(|b| b == b"shared-output-line\n") {
+                blob = Some(f.path());
+            }
+        }
+    }
+    let blob = blob.expect("the shared stdout blob");
+    std::fs::write(&blob, b"shared-output-linE\n").unwrap();
+    let mut args = vec![
+        "sweep", "run", "--recipe", "r.yaml", "--output", "out2", "--",
+    ];
+    args.extend(cmd);
+    let second = ws.cmd(&args).output().unwrap();
+    assert_eq!(
+        second.status.code(),
+        Some(0),
+        "{}",
+        common::transcript(&second)
+    );
+    for i in 0..4 {
+        let out = std::fs::read_to_string(
+            ws.path()
+                .join(format!("out2/T/none-none/trial_{i}/stdout.log")),
+        )
+        .unwrap();
+        assert_eq!(out, "shared-output-line\n");
+    }
+    let verify = ws.cmd(&["cache", "verify"]).output().unwrap();
+    assert!(verify.status.success(), "{}", common::transcript(&verify));
+}

@@ -238,8 +238,16 @@ pub fn materialize(
                 let _ = std::fs::remove_dir_all(&staged);
                 let manifest = match store.lookup_as::<serde::de::IgnoredAny>(&r.key) {
                     Ok(aorta_store::Lookup::Hit(m)) => m,
-                    Ok(_) => return Err(PlaceError::Other(format!("cannot materialise {rel}: its store entry {} vanished or went bad during the build; run the build again", r.key))),
-                    Err(e) => return Err(PlaceError::Other(format!("cannot materialise {rel}: {e}"))),
+                    // Gone bad since the build looked it up (a blob it shares with a trial
+                    // placed before it was found corrupt and quarantined): re-run it, as one
+                    // whose blob reads back wrong.
+                    Ok(_) => {
+                        unreadable.push((r.key.clone(), format!("{rel}: its store entry went bad during the build (a blob it shares was quarantined)")));
+                        continue;
+                    }
+                    Err(e) => {
+                        return Err(PlaceError::Other(format!("cannot materialise {rel}: {e}")))
+                    }
                 };
                 match store.materialize(&manifest, &staged) {
                     Ok(()) => {}
