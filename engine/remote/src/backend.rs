@@ -275,6 +275,18 @@ impl Backend for HttpBackend {
             404 | 410 => return Ok(false),
             code => return Err(Self::status(&url, "GET", code)),
         }
+        // A body declared larger than the caller expects is refused before it is read.
+        let declared = resp
+            .headers()
+            .get("content-length")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if declared.is_some_and(|n| n > limit) {
+            return Err(Failure::Refused(format!(
+                "GET {url}: declares {} bytes, more than the {limit} expected",
+                declared.unwrap_or_default()
+            )));
+        }
         let reader = resp.into_body().into_reader();
         let copied = io::copy(&mut reader.take(limit + 1), out)
             .map_err(|e| Failure::Transient(format!("GET {url}: {e}")))?;

@@ -247,6 +247,55 @@ impl RemoteCache {
     }
 }
 
+impl RemoteCache {
+    /// Downloads blob `d` into `dest`, verified, reading at most `limit` bytes: a manifest
+    /// declares each blob's size, so an oversized or endless body is cut off there (one that
+    /// declares more is refused before it is read).
+    fn fetch_blob(&self, d: &Digest, limit: u64, dest: &Path) -> Result<(), StoreError> {
+        let parent = match dest.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        let path = self.cas_object(d);
+        let tmp = self.attempt(|| {
+            let tmp = tempfile::Builder::new()
+                .prefix(".aorta-remote-")
+                .tempfile_in(&parent)
+                .map_err(|e| {
+                    Failure::Refused(format!("create temp file in {}: {e}", parent.display()))
+                })?;
+            let mut w = Hashing {
+                inner: tmp.as_file(),
+                hasher: blake3::Hasher::new(),
+                len: 0,
+            };
+            if !self.backend.get(&path, &mut w, limit)? {
+                return Ok(None);
+            }
+            let actual = Digest::from_hash(w.hasher.finalize());
+            Ok(Some((tmp, actual)))
+        })?;
+        let Some((tmp, actual)) = tmp else {
+            return Err(StoreError::MissingBlob {
+                digest: d.clone(),
+                path: PathBuf::from(format!("{}/{path}", self.cfg.url)),
+            });
+        };
+        if &actual != d {
+            // Not the local store's Corrupt: nothing was quarantined, the bytes were dropped.
+            return Err(self.err(format!(
+                "{path}: the downloaded bytes hash to {actual}, not {d}; refused"
+            )));
+        }
+        tmp.as_file()
+            .sync_all()
+            .map_err(StoreError::io("fsync", tmp.path().to_owned()))?;
+        tmp.persist(dest)
+            .map_err(|e| StoreError::io("rename into", dest.to_owned())(e.error))?;
+        Ok(())
+    }
+}
+
 impl CacheTier for RemoteCache {
     fn get_manifest(&self, key: &Key) -> Result<Lookup, StoreError> {
         let path = self.ac_object(key);
@@ -331,47 +380,7 @@ impl CacheTier for RemoteCache {
     }
 
     fn get_blob_to(&self, d: &Digest, dest: &Path) -> Result<(), StoreError> {
-        let parent = match dest.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-            _ => PathBuf::from("."),
-        };
-        let path = self.cas_object(d);
-        let tmp = self.attempt(|| {
-            let tmp = tempfile::Builder::new()
-                .prefix(".aorta-remote-")
-                .tempfile_in(&parent)
-                .map_err(|e| {
-                    Failure::Refused(format!("create temp file in {}: {e}", parent.display()))
-                })?;
-            let mut w = Hashing {
-                inner: tmp.as_file(),
-                hasher: blake3::Hasher::new(),
-                len: 0,
-            };
-            if !self.backend.get(&path, &mut w, MAX_BLOB_BYTES)? {
-                return Ok(None);
-            }
-            let actual = Digest::from_hash(w.hasher.finalize());
-            Ok(Some((tmp, actual)))
-        })?;
-        let Some((tmp, actual)) = tmp else {
-            return Err(StoreError::MissingBlob {
-                digest: d.clone(),
-                path: PathBuf::from(format!("{}/{path}", self.cfg.url)),
-            });
-        };
-        if &actual != d {
-            // Not the local store's Corrupt: nothing was quarantined, the bytes were dropped.
-            return Err(self.err(format!(
-                "{path}: the downloaded bytes hash to {actual}, not {d}; refused"
-            )));
-        }
-        tmp.as_file()
-            .sync_all()
-            .map_err(StoreError::io("fsync", tmp.path().to_owned()))?;
-        tmp.persist(dest)
-            .map_err(|e| StoreError::io("rename into", dest.to_owned())(e.error))?;
-        Ok(())
+        self.fetch_blob(d, MAX_BLOB_BYTES, dest)
     }
 
     fn put_blob_from(&self, src: &Path) -> Result<BlobRef, StoreError> {
@@ -476,7 +485,7 @@ impl Tiered {
                 .tempdir_in(&tmp_dir)
                 .map_err(StoreError::io("create temp dir in", tmp_dir.clone()))?;
             let file = tmp.path().join("blob");
-            self.remote.get_blob_to(&blob.digest, &file)?;
+            self.remote.fetch_blob(&blob.digest, blob.size, &file)?;
             let stored = local.put_blob_file(&file)?;
             if stored != *blob {
                 return Err(StoreError::Corrupt {

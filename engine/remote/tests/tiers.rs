@@ -419,3 +419,65 @@ fn abandoned_uploads_in_tmp_are_swept_by_the_next_write() {
     age(&live, 10);
     assert_eq!(b.sweep_tmp(), 0, "swept again within the interval");
 }
+
+/// A blob whose response declares more bytes than the manifest says it has (a 2 GB body for a
+/// 9-byte stdout) is refused before its body is read, so the pull costs one round trip, not a
+/// download until the timeout; the trial then runs locally (a miss), nothing enters the store.
+#[test]
+fn an_oversized_blob_is_refused_by_its_declared_size() {
+    use std::io::{BufRead, BufReader, Write};
+    let tmp = tempfile::tempdir().unwrap();
+    let a = LocalStore::open(tmp.path().join("a")).unwrap();
+    let key = commit(&a, "big");
+    // A genuine remote layout, written through a file:// remote.
+    let served = tmp.path().join("served");
+    std::fs::create_dir(&served).unwrap();
+    assert!(file_remote(&served, Mode::ReadWrite, "default").push(&a, &key));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let root = served.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut first = String::new();
+            let _ = reader.read_line(&mut first);
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                line.clear();
+            }
+            let path = first.split_whitespace().nth(1).unwrap_or("/");
+            let rel = path.trim_start_matches("/cache/");
+            let mut conn = conn;
+            if rel.contains("/cas/") {
+                // Declares 2 GB, sends a little, then stalls: the client must not wait on it.
+                let _ =
+                    conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2000000000\r\n\r\nxxxx");
+                std::thread::sleep(Duration::from_secs(5));
+            } else {
+                match std::fs::read(root.join(rel)) {
+                    Ok(body) => {
+                        let _ = write!(
+                            conn,
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                            body.len()
+                        );
+                        let _ = conn.write_all(&body);
+                    }
+                    Err(_) => {
+                        let _ = conn.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                    }
+                }
+            }
+        }
+    });
+    let b = LocalStore::open(tmp.path().join("b")).unwrap();
+    let t = http_remote(&format!("http://127.0.0.1:{port}"), Mode::Read, None);
+    let t0 = Instant::now();
+    assert_eq!(t.pull(&b, &key), Pulled::Miss);
+    assert!(
+        t0.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        t0.elapsed()
+    );
+    assert!(matches!(b.lookup(&key), Ok(Lookup::Miss)));
+}
