@@ -481,3 +481,43 @@ fn an_oversized_blob_is_refused_by_its_declared_size() {
     );
     assert!(matches!(b.lookup(&key), Ok(Lookup::Miss)));
 }
+
+/// A cache whose bodies stall (Content-Length 100000, then one byte a second) is an outage: each
+/// transfer thread's first operation times out through its retries, then the cache is off, so
+/// 50 trials cost about (retries + 1) × timeout, not that per trial.
+#[test]
+fn a_stalled_body_switches_the_cache_off() {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                    line.clear();
+                }
+                let mut conn = conn;
+                let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n");
+                for _ in 0..30 {
+                    if conn.write_all(b"x").is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            });
+        }
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let a = LocalStore::open(tmp.path().join("a")).unwrap();
+    let keys: Vec<Key> = (0..50).map(|i| commit(&a, &format!("s{i}"))).collect();
+    let b = LocalStore::open(tmp.path().join("b")).unwrap();
+    let t = http_remote(&format!("http://127.0.0.1:{port}"), Mode::Read, None);
+    let t0 = Instant::now();
+    assert_eq!(t.pull_many(&b, &keys), 0);
+    let took = t0.elapsed();
+    assert!(t.remote.is_disabled(), "{:?}", t.remote.stats());
+    // config(): a 2 s timeout and 1 retry, with back-off: well under 50 × that.
+    assert!(took < Duration::from_secs(12), "took {took:?}");
+}
