@@ -1014,6 +1014,10 @@ pub struct AgentArgs {
     /// Bundle the run directory afterwards (AORTA's --bundle).
     #[arg(long)]
     pub bundle: bool,
+    /// One JSON line on stdout when the search ends (instead of the outcome lines): outcome,
+    /// winner, run directory, the answer and the search.
+    #[arg(long)]
+    pub json: bool,
     /// Print each look's counts and each candidate's verdict on stderr.
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,

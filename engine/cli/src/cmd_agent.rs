@@ -121,8 +121,8 @@ pub fn agent(a: &AgentArgs) -> CliResult {
     })?;
     // The last look rendered report.html for its own matrix: render it again with the
     // agent's verdict as the answer and its search.
+    let (answer, search) = aorta_agent::report::page(&result);
     if result.run_dir.join("report.html").is_file() {
-        let (answer, search) = aorta_agent::report::page(&result);
         if let Err(e) = aorta_engine::render_run_dir(
             &result.run_dir,
             &a.mitigations_files,
@@ -132,14 +132,38 @@ pub fn agent(a: &AgentArgs) -> CliResult {
         }
     }
     let outcome = result.outcome;
-    match &result.detail {
-        Some(d) if outcome != Outcome::Converged => {
-            println!("Agent outcome: {outcome} — {} ({d})", outcome.headline())
+    if a.json {
+        #[derive(serde::Serialize)]
+        struct AgentJson<'a> {
+            outcome: String,
+            winner: Option<&'a str>,
+            run_dir: &'a std::path::Path,
+            report: &'a std::path::Path,
+            trials_used: u64,
+            answer: &'a aorta_engine::Answer,
+            search: &'a aorta_engine::AgentPage,
         }
-        _ => println!("Agent outcome: {outcome} — {}", outcome.headline()),
+        let line = serde_json::to_string(&AgentJson {
+            outcome: outcome.to_string(),
+            winner: result.winner.as_deref(),
+            run_dir: &result.run_dir,
+            report: &report,
+            trials_used: result.trials_used,
+            answer: &answer,
+            search: &search,
+        })
+        .unwrap_or_default();
+        println!("{line}");
+    } else {
+        match &result.detail {
+            Some(d) if outcome != Outcome::Converged => {
+                println!("Agent outcome: {outcome} — {} ({d})", outcome.headline())
+            }
+            _ => println!("Agent outcome: {outcome} — {}", outcome.headline()),
+        }
+        println!("Wrote {}", report.display());
+        println!("{}", aorta_agent::report::recommendation(&result));
     }
-    println!("Wrote {}", report.display());
-    println!("{}", aorta_agent::report::recommendation(&result));
     if a.bundle {
         match crate::cmd_bundle::bundle_agent_run(
             &result.run_dir,
@@ -147,6 +171,8 @@ pub fn agent(a: &AgentArgs) -> CliResult {
             result.ticket.clone(),
             &a.output,
         ) {
+            // With --json, stdout holds the one JSON line.
+            Ok(line) if a.json => eprintln!("{line}"),
             Ok(line) => println!("{line}"),
             // AORTA: a failed bundle is a warning; the search's outcome stands.
             Err(e) => eprintln!(

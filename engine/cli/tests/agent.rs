@@ -134,6 +134,23 @@ fn finds_the_fix_and_never_the_slow_down_at_p_1_0_5_0_2() {
     }
 }
 
+/// `--json`: stdout is one line with the outcome, the winner and the agent's answer.
+#[test]
+fn json_states_the_outcome_and_the_answer() {
+    let d = Dirs::new();
+    let mut extra: Vec<&str> = SLOW_THEN_FIX.to_vec();
+    extra.push("--json");
+    let out = agent(&d, &extra, 1000, 1);
+    assert_eq!(out.status.code(), Some(0), "{}", transcript(&out));
+    let stdout = stdout(&out);
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    let j: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(j["outcome"], "converged", "{j}");
+    assert_eq!(j["winner"], "fix", "{j}");
+    assert_eq!(j["answer"]["cells"].as_array().unwrap().len(), 2, "{j}");
+    assert_eq!(j["search"]["candidates"][0]["mitigation"], "slow", "{j}");
+}
+
 #[test]
 fn a_rerun_replays_the_log_and_executes_nothing() {
     let d = Dirs::new();

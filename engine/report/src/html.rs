@@ -33,7 +33,7 @@ pub struct HtmlContext<'a> {
 /// What `aorta agent` adds to its run's report.html. Its verdict is the page's answer (set as
 /// the matrix's before rendering), so the calls and colours are the agent's sequential test's,
 /// not the last look's.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct AgentPage {
     /// The outcome as agent_report.md names it (`converged`, `exhausted_candidates`, …).
     pub outcome: String,
@@ -46,7 +46,7 @@ pub struct AgentPage {
 }
 
 /// One candidate of an agent search and how its test ended.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct AgentCandidate {
     pub mitigation: String,
     pub failed: u32,
