@@ -181,6 +181,7 @@ impl Session {
             restored: 0,
             unchanged: 0,
             failed_to_run: executed.failures.clone(),
+            unrecorded_infrastructure: executed.infrastructure,
             cancelled: executed.cancelled,
             detached: executed.detached,
             healed: 0,
