@@ -1,6 +1,7 @@
 //! The exit code and the summary tell the truth (issue 36, part 3): a trial whose result could
 //! not be recorded is never counted as passed; a full disk is infrastructure (exit 3), a trial
-//! that removes its own directory leaves the result incomplete (exit 1) (docs/exec.md).
+//! that removes its own directory leaves the result incomplete (exit 1); builds of one run
+//! directory at once take turns instead of colliding (docs/exec.md).
 
 mod common;
 use std::path::{Path, PathBuf};
@@ -120,4 +121,61 @@ fn a_trial_that_removes_its_own_directory_is_not_counted_as_passed() {
         String::from_utf8_lossy(&out.stderr).contains("removed its own staging directory"),
         "{text}"
     );
+}
+
+#[test]
+fn concurrent_builds_of_one_ticket_into_one_output_take_turns() {
+    let recipe = "schema_version: 1\nmode: probe\nticket: T\ntrials: 2\nmitigation_axis: [none, cuda_launch_blocking]\ndiagnostic_axis: [none]\nconfound: {baseline_cell: none-none}\n";
+    let ws = Ws::new(recipe);
+    for round in 0..20 {
+        // A fresh store and output each round: every round executes and places again.
+        let out_dir = ws.path().join(format!("out-{round}"));
+        let store = ws.path().join(format!("store-{round}"));
+        let children: Vec<_> = (0..4)
+            .map(|_| {
+                ws.sweep(&out_dir, &store, &["true"])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "round {round}: {}",
+                common::transcript(&out)
+            );
+        }
+        let run = out_dir.join("T");
+        let matrix: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(run.join("matrix.json")).unwrap())
+                .unwrap();
+        let cells = matrix["cells"].as_array().expect("cells");
+        let names: Vec<&str> = cells.iter().filter_map(|c| c["name"].as_str()).collect();
+        assert_eq!(
+            names,
+            ["none-none", "cuda_launch_blocking-none"],
+            "round {round}"
+        );
+        for cell in cells {
+            assert_eq!(cell["trials"], 2, "round {round}: {cell}");
+            let paths = cell["trial_paths"].as_array().expect("trial_paths");
+            assert_eq!(paths.len(), 2, "round {round}: {cell}");
+            for p in paths {
+                let result = run.join(p.as_str().unwrap());
+                assert!(result.is_file(), "round {round}: no {}", result.display());
+            }
+        }
+        assert!(
+            !run.join(".aorta-staging").exists()
+                || std::fs::read_dir(run.join(".aorta-staging"))
+                    .unwrap()
+                    .next()
+                    .is_none(),
+            "round {round}: staging left behind"
+        );
+    }
 }

@@ -215,6 +215,8 @@ impl Session {
                         .map_err(|e| EngineError::infra(e.to_string()))?;
                 }
                 drop(build_lock);
+                // The second pass locks the run directory again.
+                drop(paths);
                 let first: HashSet<Key> = executed
                     .results
                     .iter()
