@@ -235,6 +235,12 @@ fn print_outcome(o: &BuildOutcome, mode: Mode, strict: bool, v: Verbosity) -> u8
         }
         return exit::INFRASTRUCTURE;
     }
+    // A trial the store or the run directory could not take (a full disk) is the
+    // infrastructure's failure; one that could not run through its own doing (it removed its
+    // own directory) or whose input changed leaves the result incomplete (docs/exec.md).
+    if o.unrecorded_infrastructure {
+        return exit::INFRASTRUCTURE;
+    }
     if let Some(reason) = &o.incomplete {
         eprintln!("aorta: the matrix is incomplete: {reason}");
         return exit::INCOMPLETE;

@@ -319,6 +319,7 @@ pub(crate) fn finish(
             trials: stats.trials,
             passed: stats.passed_count,
             errored: stats.error_count,
+            unrecorded: ex.unrecorded.get(&i).copied().unwrap_or(0),
             error,
         });
         cells.push(stats);
@@ -350,12 +351,16 @@ pub(crate) fn finish(
         })
         .collect();
     let trials = outcome.executed + outcome.reused;
+    let lost: Vec<usize> = (0..recipe.cells.len())
+        .map(|i| ex.unrecorded.get(&i).copied().unwrap_or(0))
+        .collect();
     let rerun = RerunFacts {
         run_dir: paths.run_dir.clone(),
         summary: matrix.summary(SummaryOptions {
             run_dir: &paths.run_dir.display().to_string(),
             executed: 0,
             reused: trials,
+            unrecorded: &lost,
         }),
         incomplete: matrix.incomplete_reason().map(str::to_string),
         cells: outcome.cells.clone(),
@@ -416,6 +421,7 @@ pub(crate) fn finish(
             run_dir: &paths.run_dir.display().to_string(),
             executed: outcome.executed,
             reused: outcome.reused,
+            unrecorded: &lost,
         })
     };
     outcome.incomplete = rerun.incomplete;
@@ -498,6 +504,7 @@ pub(crate) fn cached_rebuild(
         restored: 0,
         unchanged: artifacts,
         failed_to_run: Vec::new(),
+        unrecorded_infrastructure: false,
         cancelled: false,
         summary: facts.summary,
         incomplete: facts.incomplete,

@@ -181,6 +181,7 @@ impl Session {
             restored: 0,
             unchanged: 0,
             failed_to_run: executed.failures.clone(),
+            unrecorded_infrastructure: executed.infrastructure,
             cancelled: executed.cancelled,
             detached: executed.detached,
             healed: 0,
@@ -214,6 +215,8 @@ impl Session {
                         .map_err(|e| EngineError::infra(e.to_string()))?;
                 }
                 drop(build_lock);
+                // The second pass locks the run directory again.
+                drop(paths);
                 let first: HashSet<Key> = executed
                     .results
                     .iter()

@@ -15,6 +15,9 @@ pub struct BuildOutcome {
     pub unchanged: usize,
     /// Trials that could not run (the store refused them, a claim failed).
     pub failed_to_run: Vec<String>,
+    /// Whether any of `failed_to_run` was the store's or the run directory's doing (a full
+    /// disk, …): an infrastructure failure, not the trial's own.
+    pub unrecorded_infrastructure: bool,
     pub cancelled: bool,
     /// Trials left running on the cluster (`--executor slurm --detach`).
     pub detached: usize,
@@ -41,6 +44,9 @@ pub struct CellOutcome {
     pub passed: usize,
     /// Trials whose verdict is `error` (they could not say pass or fail).
     pub errored: usize,
+    /// Trials that ended without a result (not run or not recorded): not in `trials`.
+    #[serde(default)]
+    pub unrecorded: usize,
     /// Why the cell could not run at all (an unknown workload, a workload that cannot start).
     pub error: Option<String>,
 }

@@ -12,6 +12,40 @@ pub struct RunPaths {
     pub run_dir: PathBuf,
     pub staging: PathBuf,
     pub timestamp: String,
+    /// Held for the whole build: builds of one run directory (a probe ticket built twice at
+    /// once) take turns, so neither removes the other's staging or half-writes its index.
+    _lock: std::fs::File,
+}
+
+/// The run directory's lock file (left in place: removing a lock file while another build
+/// waits on it would let a third build lock a new one). `aorta bundle` leaves `.aorta-*` out.
+const RUN_LOCK: &str = ".aorta-build.lock";
+
+/// Locks `run_dir` for one build, saying so if another build holds it.
+fn lock_run_dir(run_dir: &Path) -> std::io::Result<std::fs::File> {
+    let path = run_dir.join(RUN_LOCK);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)?;
+    // By path: std's inherent `File::lock` is newer than the workspace's MSRV.
+    match fs4::FileExt::try_lock(&file) {
+        Ok(()) => return Ok(file),
+        Err(fs4::TryLockError::WouldBlock) => {}
+        Err(fs4::TryLockError::Error(e)) => return Err(e),
+    }
+    eprintln!(
+        "aorta: waiting for another build of this run directory ({}) to finish",
+        run_dir.display()
+    );
+    loop {
+        match fs4::FileExt::lock(&file) {
+            Ok(()) => return Ok(file),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 pub(crate) fn utc_timestamp() -> String {
@@ -91,12 +125,14 @@ impl RunPaths {
         } else {
             std::fs::create_dir_all(&run_dir)?;
         }
+        let lock = lock_run_dir(&run_dir)?;
         let staging = run_dir.join(".aorta-staging");
         std::fs::create_dir_all(&staging)?;
         Ok(RunPaths {
             run_dir,
             staging,
             timestamp,
+            _lock: lock,
         })
     }
 }

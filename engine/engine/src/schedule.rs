@@ -111,6 +111,11 @@ pub struct Executed {
     pub results: Vec<TrialResult>,
     pub cell_errors: BTreeMap<usize, String>,
     pub failures: Vec<String>,
+    /// Trials of each cell (by index) that ended without a result: counted as errors.
+    pub unrecorded: BTreeMap<usize, usize>,
+    /// Whether any failure was the store's or the run directory's (infrastructure), not the
+    /// trial's own.
+    pub infrastructure: bool,
     pub cancelled: bool,
     /// Trials left running on the cluster (`--detach`): a later build collects them.
     pub detached: usize,
@@ -144,6 +149,9 @@ struct CellState {
     cutoff: Option<u32>,
 }
 
+/// An error, the trials (cell, index) it stopped, and whether it was infrastructure's.
+type Failure = (Vec<(usize, u32)>, String, bool);
+
 /// The scheduler's state during one run.
 struct Walk<'s> {
     by_cell: Vec<Vec<&'s PlannedTrial>>,
@@ -151,8 +159,8 @@ struct Walk<'s> {
     position: Vec<HashMap<u32, usize>>,
     states: Vec<CellState>,
     results: Vec<TrialResult>,
-    /// Errors, with the trials they stopped.
-    failures: Vec<(Vec<(usize, u32)>, String)>,
+    /// Errors, with the trials they stopped and whether they were infrastructure's.
+    failures: Vec<Failure>,
     /// The trials waiting on each started key, the one that started it first.
     waiting_on: HashMap<Key, Vec<(usize, u32)>>,
     /// Results by key, kept only for keys planned more than once (cells sharing a trial).
@@ -259,6 +267,7 @@ impl Schedule<'_> {
                 for &(c, _) in &waiters {
                     w.states[c].in_flight -= 1;
                 }
+                let infra = matches!(outcome, Outcome::Unrecorded(_));
                 match outcome {
                     Outcome::Done(m, source, dir) => {
                         let r = resolve(*m, dir);
@@ -271,7 +280,7 @@ impl Schedule<'_> {
                         }
                     }
                     Outcome::Cancelled => cancelled = true,
-                    Outcome::Failed(e) => {
+                    Outcome::Failed(e) | Outcome::Unrecorded(e) => {
                         for &(c, index) in &waiters {
                             on_event(Event::Failed {
                                 cell: &self.recipe.cells[c].name,
@@ -280,7 +289,7 @@ impl Schedule<'_> {
                             });
                             self.ended(c, index, None, &mut w);
                         }
-                        w.failures.push((waiters, e));
+                        w.failures.push((waiters, e, infra));
                     }
                 }
             }
@@ -301,15 +310,25 @@ impl Schedule<'_> {
         let in_cell = |c: usize, i: u32| states[c].cutoff.is_none_or(|cut| i <= cut);
         results.retain(|r| in_cell(r.cell, r.index));
         results.sort_by_key(|r| (r.cell, r.index));
-        let failures = failures
+        let failures: Vec<_> = failures
             .into_iter()
-            .filter(|(users, _)| users.iter().any(|&(c, i)| in_cell(c, i)))
-            .map(|(_, e)| e)
+            .filter(|(users, _, _)| users.iter().any(|&(c, i)| in_cell(c, i)))
             .collect();
+        let mut unrecorded = BTreeMap::new();
+        for &(c, _) in failures
+            .iter()
+            .flat_map(|(users, _, _)| users)
+            .filter(|&&(c, i)| in_cell(c, i))
+        {
+            *unrecorded.entry(c).or_insert(0) += 1;
+        }
+        let infrastructure = failures.iter().any(|(_, _, infra)| *infra);
         Ok(Executed {
             results,
             cell_errors,
-            failures,
+            failures: failures.into_iter().map(|(_, e, _)| e).collect(),
+            unrecorded,
+            infrastructure,
             cancelled,
             detached,
         })
@@ -381,7 +400,7 @@ impl Schedule<'_> {
                         error: &e,
                     });
                     self.ended(c, p.index, None, w);
-                    w.failures.push((vec![(c, p.index)], e));
+                    w.failures.push((vec![(c, p.index)], e, true));
                     continue;
                 }
             };

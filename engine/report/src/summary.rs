@@ -14,6 +14,9 @@ pub struct SummaryOptions<'a> {
     pub executed: usize,
     /// Trials this invocation took from the cache, over all cells.
     pub reused: usize,
+    /// Trials of each row (by position) that ended without a result (they could not be
+    /// run or recorded): such a cell is not clean, and they count as errored.
+    pub unrecorded: &'a [usize],
 }
 
 impl SummaryOptions<'_> {
@@ -44,7 +47,11 @@ impl Matrix<'_> {
             "Trials: {} executed, {} reused from cache.",
             opts.executed, opts.reused
         );
-        let clean = self.rows.iter().filter(|r| r.stats.is_clean()).count();
+        let lost = |i: usize| opts.unrecorded.get(i).copied().unwrap_or(0);
+        let is_clean = |i: usize, r: &Row| r.stats.is_clean() && lost(i) == 0;
+        let clean = (self.rows.iter().enumerate())
+            .filter(|&(i, r)| is_clean(i, r))
+            .count();
         let mut out = Vec::new();
         let answer = self.answer.lines();
         if clean == n {
@@ -59,7 +66,7 @@ impl Matrix<'_> {
             .filter(|r| r.stats.error.is_none() && r.stats.failed_count > 0)
             .count();
         out.push(format!("Sweep summary: {n} cell(s) -- {clean} clean, {failing} with failing trials, {} with errors.{suffix}", n - clean - failing));
-        for row in self.rows.iter().filter(|r| !r.stats.is_clean()) {
+        for (i, row) in (self.rows.iter().enumerate()).filter(|&(i, r)| !is_clean(i, r)) {
             let s = &row.stats;
             let (bucket, detail) = match &s.error {
                 Some(e) => ("error", format!("cell did not run ({})", one_line(e))),
@@ -71,9 +78,12 @@ impl Matrix<'_> {
                     if s.error_count > 0 {
                         parts.push(format!("{} errored", s.error_count));
                     }
+                    if lost(i) > 0 {
+                        parts.push(format!("{} not recorded", lost(i)));
+                    }
                     (
                         if s.failed_count > 0 { "fail" } else { "error" },
-                        format!("{} of {} trial(s)", parts.join(", "), s.trials),
+                        format!("{} of {} trial(s)", parts.join(", "), s.trials + lost(i)),
                     )
                 }
             };

@@ -167,6 +167,7 @@ fn probe_matrix_md() {
     insta::assert_snapshot!(
         "probe_summary",
         m.summary(SummaryOptions {
+            unrecorded: &[],
             run_dir: "out/PROBE-7",
             executed: 9,
             reused: 0,
@@ -182,6 +183,7 @@ fn triage_matrix_md() {
     insta::assert_snapshot!(
         "triage_summary",
         m.summary(SummaryOptions {
+            unrecorded: &[],
             run_dir: "out/TRI-3/training/2026-01-02T03-04-05",
             executed: 8,
             reused: 4,

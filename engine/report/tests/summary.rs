@@ -6,6 +6,7 @@ use aorta_report::{CellStats, SummaryOptions};
 use common::*;
 
 const OPTS: SummaryOptions = SummaryOptions {
+    unrecorded: &[],
     run_dir: "out/T/training/TS",
     executed: 2,
     reused: 0,
@@ -80,6 +81,7 @@ fn whole_cell_error_on_one_line() {
         ),
     ];
     let s = matrix(&r, cells).summary(SummaryOptions {
+        unrecorded: &[],
         run_dir: "run/",
         executed: 1,
         reused: 0,

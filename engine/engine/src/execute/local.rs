@@ -189,7 +189,11 @@ fn stage_one(
         eprintln!("aorta: {}", w.message(key))
     }) {
         Ok(c) => c,
-        Err(e) => return Err(Outcome::Failed(format!("cannot claim trial {key}: {e}"))),
+        Err(e) => {
+            return Err(Outcome::Unrecorded(format!(
+                "cannot claim trial {key}: {e}"
+            )))
+        }
     };
     if let Ok(Lookup::Hit(m)) = claim.lookup_as::<TrialRecord>() {
         if crate::reuse::reusable(&m.trial, store, inputs).is_ok() {
@@ -198,7 +202,7 @@ fn stage_one(
     }
     let dir = staging.join(format!("{}-{}", &key.as_str()[..16], std::process::id()));
     if let Err(e) = crate::dirs::fresh_dir(&dir) {
-        return Err(Outcome::Failed(format!(
+        return Err(Outcome::Unrecorded(format!(
             "cannot create {}: {e}",
             dir.display()
         )));
@@ -293,7 +297,15 @@ fn finish_running(
                     };
                     Outcome::Done(Box::new(m), Source::Executed, dir)
                 }
-                Err(e) => Outcome::Failed(e.to_string()),
+                // The trial removed its own directory: its own doing, not the store's.
+                Err(e) if !dir.path().is_dir() => Outcome::Failed(format!(
+                    "trial {key} removed its own staging directory {}; its result cannot be recorded: {e}",
+                    dir.path().display()
+                )),
+                // The store or the disk refused the result (full, read-only, …).
+                Err(e) => Outcome::Unrecorded(format!(
+                    "trial {key} ran, but its result could not be recorded: {e}"
+                )),
             },
         },
     }

@@ -37,8 +37,13 @@ pub(crate) enum Outcome {
     Done(Box<Manifest<TrialRecord>>, Source, TrialDir),
     /// Ctrl-C stopped it; nothing was stored.
     Cancelled,
-    /// It could not be run or judged, or its result could not be stored: no verdict.
+    /// It could not be run or judged (the trial removed its own directory, an input changed
+    /// while it ran): no verdict, and the build is incomplete.
     Failed(String),
+    /// The store or the run directory could not take it (a full disk, a claim or staging
+    /// directory that cannot be made, a result that cannot be written): no verdict, and an
+    /// infrastructure failure of the build.
+    Unrecorded(String),
 }
 
 /// What [`Executor::wait`] returns.
