@@ -162,7 +162,7 @@ pub fn render(r: &AgentResult) -> String {
 /// The agent's verdict as the run's [`aorta_report::Answer`] (so report.html's answer box,
 /// calls and colours are the sequential test's, not the last look's), and its search.
 pub fn page(r: &AgentResult) -> (aorta_report::Answer, aorta_report::AgentPage) {
-    use aorta_report::{AgentCandidate, AgentPage, Answer, Call, CellCall};
+    use aorta_report::{AgentCandidate, AgentPage, Answer, Call, CellCall, Stability};
     let conf = r.design.confidence();
     let baseline = CellCall {
         cell: crate::probe::cell_name("none"),
@@ -173,6 +173,8 @@ pub fn page(r: &AgentResult) -> (aorta_report::Answer, aorta_report::AgentPage) 
         interval: r.baseline.wilson(conf),
         p_value: 1.0,
         trials_to_decide: None,
+        stability: Stability::of(r.baseline),
+        auto: None,
     };
     let cells = r
         .tested
@@ -190,6 +192,8 @@ pub fn page(r: &AgentResult) -> (aorta_report::Answer, aorta_report::AgentPage) 
             interval: t.counts.wilson(conf),
             p_value: t.p_value,
             trials_to_decide: None,
+            stability: Stability::of(t.counts),
+            auto: None,
         })
         .collect();
     let headline = match (r.outcome, r.winner.as_deref(), r.tested.iter().find(|t| t.verdict == CandidateVerdict::Fix)) {
@@ -205,6 +209,7 @@ pub fn page(r: &AgentResult) -> (aorta_report::Answer, aorta_report::AgentPage) 
     };
     let answer = Answer {
         confidence: conf,
+        sequential: false,
         baseline: Some(baseline),
         cells,
         headline,

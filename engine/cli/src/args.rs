@@ -647,6 +647,22 @@ pub struct SweepRunArgs {
 }
 
 /// The workload flow's recipe as flags (flag mode), shared by `sweep run` and `triage run`.
+/// `--trials`: a count, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrialsArg {
+    Count(i64),
+    Auto,
+}
+
+fn parse_trials(s: &str) -> Result<TrialsArg, String> {
+    if s == "auto" {
+        return Ok(TrialsArg::Auto);
+    }
+    s.parse()
+        .map(TrialsArg::Count)
+        .map_err(|_| format!("'{s}' is not a number of trials or 'auto'"))
+}
+
 #[derive(Debug, Args, Clone, Default)]
 pub struct FlagModeArgs {
     /// Flag mode: the workload to run.
@@ -658,9 +674,12 @@ pub struct FlagModeArgs {
     /// Flag mode: comma-separated environments; `image:<ref>` is an inline docker environment.
     #[arg(long, value_name = "CSV")]
     pub environment_axis: Option<String>,
-    /// Flag mode: trials per cell.
-    #[arg(long, allow_negative_numbers = true)]
-    pub trials: Option<i64>,
+    /// Flag mode: trials per cell, or `auto` (run each cell until its answer is known).
+    #[arg(long, allow_negative_numbers = true, value_name = "N|auto", value_parser = parse_trials)]
+    pub trials: Option<TrialsArg>,
+    /// Flag mode with `--trials auto`: the most trials one cell may run (default 64).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub max_trials_per_cell: Option<i64>,
     /// Flag mode: steps per trial.
     #[arg(long, allow_negative_numbers = true)]
     pub steps: Option<i64>,

@@ -1,7 +1,7 @@
 //! `aorta sweep run` (and the deprecated `probe` / `triage run`): AORTA's flow selection and
 //! its flag-conflict rules build the recipe; the engine plans or builds it.
 
-use crate::args::{ProbeArgs, SweepRunArgs, TriageRunArgs};
+use crate::args::{ProbeArgs, SweepRunArgs, TriageRunArgs, TrialsArg};
 use crate::exit::{usage, CliResult};
 use aorta_engine::{RecipeOrigin, TargetSpec};
 use aorta_recipe::{
@@ -17,6 +17,7 @@ fn flag_mode_flags(a: &SweepRunArgs) -> Vec<&'static str> {
         ("--mitigation-axis", a.mitigation_axis.is_some()),
         ("--environment-axis", a.environment_axis.is_some()),
         ("--trials", a.trials.is_some()),
+        ("--max-trials-per-cell", a.max_trials_per_cell.is_some()),
         ("--steps", a.steps.is_some()),
         ("--baseline-cell", a.baseline_cell.is_some()),
         ("--confound-threshold", a.confound_threshold.is_some()),
@@ -147,7 +148,12 @@ fn workload_flow(a: &SweepRunArgs, name: &str) -> CliResult {
                 workload: a.flags.workload.clone(),
                 mitigation_axis: a.flags.mitigation_axis.clone(),
                 environment_axis: a.flags.environment_axis.clone(),
-                trials: a.flags.trials,
+                trials: match a.flags.trials {
+                    Some(TrialsArg::Count(n)) => Some(n),
+                    _ => None,
+                },
+                trials_auto: a.flags.trials == Some(TrialsArg::Auto),
+                max_trials_per_cell: a.flags.max_trials_per_cell,
                 steps: a.flags.steps,
                 ticket: a.ticket.clone(),
                 baseline_cell: a.flags.baseline_cell.clone(),

@@ -2,9 +2,14 @@
 //! every trial key up in the store (all at once, on all cores), reuse what the reuse rule
 //! allows ([`crate::reuse::reusable`], saying why a stored result is not reused), hand every
 //! other trial to the [`Executor`] (a key shared by several cells runs once for all of them),
-//! relabel a shared result for each cell, apply `stop_after` (forgetting trials no cell needs
-//! any more), and report it all as [`Event`]s. Cells and artifacts follow in `build` once the
-//! trials are done.
+//! relabel a shared result for each cell, apply `stop_after` or `trials: auto` (forgetting
+//! trials no cell needs any more), and report it all as [`Event`]s. Cells and artifacts follow
+//! in `build` once the trials are done.
+//!
+//! Under `trials: auto` each cell may start only the trials its sequential test asks for next
+//! ([`aorta_report::sequential::plan`], re-evaluated as each trial ends, in trial order), the
+//! cells take turns one trial at a time (the baseline first, then the cell closest to a
+//! verdict), and a decided cell keeps its first n trials.
 
 use crate::execute::process::TrialSpec;
 pub(crate) use crate::execute::{result_id, TrialDir};
@@ -13,12 +18,14 @@ use crate::execute::{Executor, Job, Outcome, Waited};
 use crate::workloads::WorkloadError;
 use aorta_exec::CancelToken;
 use aorta_graph::{Dag, PlannedTrial};
-use aorta_recipe::Recipe;
+use aorta_recipe::{AutoTrials, Recipe};
+use aorta_report::sequential::{self, Decision, Design, Outcome as Seen};
 use aorta_store::{Key, LocalStore, Lookup, Manifest};
 use aorta_trial::{TrialRecord, Verdict};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// A store lookup that failed (not a miss): the trial is reported as one that could not run.
 #[derive(Debug, thiserror::Error)]
@@ -149,6 +156,119 @@ struct CellState {
     cutoff: Option<u32>,
 }
 
+/// `trials: auto`: the sequential test's state over the run.
+struct Auto {
+    design: Design,
+    settings: AutoTrials,
+    baseline: Option<usize>,
+    /// Each cell's ended trials in order, from its first, without gaps.
+    outcomes: Vec<Vec<Seen>>,
+    decisions: Vec<Decision>,
+    started: Instant,
+    /// GPUs one trial holds, for `max_gpu_hours` (1 when the recipe names none).
+    gpus_per_trial: f64,
+    gpu_hours: f64,
+    budget_spent: bool,
+}
+
+impl Auto {
+    fn new(recipe: &Recipe, settings: AutoTrials) -> Auto {
+        let cells = recipe.cells.len();
+        let baseline = recipe
+            .cells
+            .iter()
+            .position(|c| c.name == recipe.confound.resolved_baseline);
+        let comparisons = cells.saturating_sub(usize::from(baseline.is_some()));
+        let design = Design::new(
+            settings.confidence,
+            u32::try_from(comparisons).unwrap_or(u32::MAX),
+            settings.max_trials_per_cell,
+        );
+        let outcomes = vec![Vec::new(); cells];
+        let decisions = sequential::plan(&design, baseline, &outcomes, false);
+        Auto {
+            design,
+            settings,
+            baseline,
+            outcomes,
+            decisions,
+            started: Instant::now(),
+            gpus_per_trial: f64::from(recipe.resources.gpus_per_trial.unwrap_or(1).max(1)),
+            gpu_hours: 0.0,
+            budget_spent: false,
+        }
+    }
+
+    /// Whether the budget is spent now (once spent, it stays spent).
+    fn check_budget(&mut self) -> bool {
+        let s = &self.settings;
+        let wall = s
+            .max_walltime_sec
+            .is_some_and(|max| self.started.elapsed().as_secs_f64() >= max);
+        let gpu = s.max_gpu_hours.is_some_and(|max| self.gpu_hours >= max);
+        self.budget_spent |= wall || gpu;
+        self.budget_spent
+    }
+
+    /// Re-evaluates after cell `changed` got an outcome (`None`: everything): that cell, or
+    /// every cell when the baseline changed or the budget ran out; the baseline always.
+    fn replan(&mut self, changed: Option<usize>) {
+        let was_spent = self.budget_spent;
+        self.check_budget();
+        let single =
+            changed.filter(|&c| Some(c) != self.baseline && was_spent == self.budget_spent);
+        match (single, self.baseline) {
+            (Some(c), Some(b)) if self.outcomes.len() > 1 => {
+                self.decisions[c] = sequential::decide(
+                    &self.design,
+                    &self.outcomes[b],
+                    &self.outcomes[c],
+                    self.budget_spent,
+                );
+                self.decisions[b] = sequential::baseline_decision(
+                    self.decisions
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| *i != b)
+                        .map(|(_, d)| d),
+                );
+            }
+            _ => {
+                self.decisions = sequential::plan(
+                    &self.design,
+                    self.baseline,
+                    &self.outcomes,
+                    self.budget_spent,
+                )
+            }
+        }
+    }
+
+    /// The trials cell `c` may have started by now.
+    fn limit(&self, c: usize) -> usize {
+        self.decisions[c].trials as usize
+    }
+
+    /// The order cells take turns in: the baseline, then the cells closest to a verdict.
+    fn turns(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.outcomes.len()).collect();
+        let closeness = |c: usize| match Some(c) == self.baseline {
+            true => f64::NEG_INFINITY,
+            false => self.decisions[c].p_fewer.min(self.decisions[c].p_more),
+        };
+        order.sort_by(|&a, &b| closeness(a).total_cmp(&closeness(b)));
+        order
+    }
+}
+
+fn outcome(verdict: Option<Verdict>) -> Seen {
+    match verdict {
+        Some(Verdict::Fail) => Some(true),
+        Some(Verdict::Pass) => Some(false),
+        Some(Verdict::Error) | None => None,
+    }
+}
+
 /// An error, the trials (cell, index) it stopped, and whether it was infrastructure's.
 type Failure = (Vec<(usize, u32)>, String, bool);
 
@@ -165,12 +285,37 @@ struct Walk<'s> {
     waiting_on: HashMap<Key, Vec<(usize, u32)>>,
     /// Results by key, kept only for keys planned more than once (cells sharing a trial).
     known: HashMap<Key, Arc<Resolved>>,
+    auto: Option<Auto>,
 }
 
 impl Walk<'_> {
     /// Whether trial `index` of `cell` is in the cell (before or at its stop point).
     fn in_cell(&self, cell: usize, index: u32) -> bool {
-        self.states[cell].cutoff.is_none_or(|cut| index <= cut)
+        in_cell(
+            &self.states,
+            self.auto.as_ref(),
+            &self.position,
+            cell,
+            index,
+        )
+    }
+}
+
+/// Whether trial `index` of `cell` is in the cell: before or at its `stop_after` stop point,
+/// or under `trials: auto` among the first trials a stopped cell's verdict rests on.
+fn in_cell(
+    states: &[CellState],
+    auto: Option<&Auto>,
+    position: &[HashMap<u32, usize>],
+    cell: usize,
+    index: u32,
+) -> bool {
+    match auto {
+        Some(a) if !a.decisions[cell].running() => position[cell]
+            .get(&index)
+            .is_some_and(|&pos| pos < a.limit(cell)),
+        Some(_) => true,
+        None => states[cell].cutoff.is_none_or(|cut| index <= cut),
     }
 }
 
@@ -193,7 +338,7 @@ impl Schedule<'_> {
                     .collect()
             })
             .collect();
-        let stop = self.recipe.stop_after.is_some();
+        let stop = self.recipe.stop_after.is_some() || self.recipe.auto.is_some();
         let mut w = Walk {
             position: by_cell
                 .iter()
@@ -218,6 +363,7 @@ impl Schedule<'_> {
             failures: Vec::new(),
             waiting_on: HashMap::new(),
             known: HashMap::new(),
+            auto: self.recipe.auto.map(|a| Auto::new(self.recipe, a)),
         };
         let mut cell_errors = BTreeMap::new();
         for (c, b) in self.bodies.iter().enumerate() {
@@ -232,14 +378,36 @@ impl Schedule<'_> {
         let mut cancelled = false;
         let mut detached = 0;
         loop {
-            if !cancelled {
+            if !cancelled && w.auto.is_some() {
+                // Cells take turns, one started trial each, until none can move on (a reused
+                // trial may let another cell's next look in).
+                loop {
+                    let turns = w.auto.as_ref().map(Auto::turns).unwrap_or_default();
+                    let mut moved = 0;
+                    for c in turns {
+                        moved += self.advance(
+                            c,
+                            &mut w,
+                            &mut prefetched,
+                            executor,
+                            (runs_ahead, 1),
+                            &mut cell_errors,
+                            on_event,
+                        );
+                    }
+                    if moved == 0 {
+                        break;
+                    }
+                }
+                self.forget_unneeded(&mut w, executor);
+            } else if !cancelled {
                 for c in 0..w.by_cell.len() {
                     self.advance(
                         c,
                         &mut w,
                         &mut prefetched,
                         executor,
-                        runs_ahead,
+                        (runs_ahead, usize::MAX),
                         &mut cell_errors,
                         on_event,
                     );
@@ -305,9 +473,16 @@ impl Schedule<'_> {
             mut results,
             failures,
             states,
+            mut auto,
+            position,
             ..
         } = w;
-        let in_cell = |c: usize, i: u32| states[c].cutoff.is_none_or(|cut| i <= cut);
+        if let Some(a) = &mut auto {
+            // Over: a cell still running stops where it is (the report says why).
+            a.budget_spent = true;
+            a.replan(None);
+        }
+        let in_cell = |c: usize, i: u32| in_cell(&states, auto.as_ref(), &position, c, i);
         results.retain(|r| in_cell(r.cell, r.index));
         results.sort_by_key(|r| (r.cell, r.index));
         let failures: Vec<_> = failures
@@ -337,7 +512,9 @@ impl Schedule<'_> {
     /// Moves cell `c` through its trials as far as it can go without waiting: a result known
     /// (stored, or run by another cell sharing the key) is accepted, a key already started is
     /// waited on, any other is started on the executor. A cell with `stop_after` starts its
-    /// next trial only once the previous one ended, unless the executor runs ahead.
+    /// next trial only once the previous one ended, unless the executor runs ahead; under
+    /// `trials: auto` it starts only what its next look needs. Starts at most `max_starts`
+    /// trials on the executor, and returns how many trials it moved past (reused or started).
     #[allow(clippy::too_many_arguments)]
     fn advance(
         &self,
@@ -345,12 +522,13 @@ impl Schedule<'_> {
         w: &mut Walk<'_>,
         prefetched: &mut HashMap<Key, Result<Found, LookupFailed>>,
         executor: &mut dyn Executor,
-        runs_ahead: bool,
+        (runs_ahead, max_starts): (bool, usize),
         cell_errors: &mut BTreeMap<usize, String>,
         on_event: &mut dyn FnMut(Event),
-    ) {
+    ) -> usize {
         let in_order = self.recipe.stop_after.is_some() && !runs_ahead;
-        while !w.states[c].done {
+        let (mut started, first) = (0, w.states[c].next);
+        while !w.states[c].done && started < max_starts {
             let st = &w.states[c];
             if st.next >= w.by_cell[c].len() {
                 w.states[c].done = true;
@@ -358,6 +536,11 @@ impl Schedule<'_> {
             }
             if in_order && st.in_flight > 0 {
                 break;
+            }
+            if let Some(a) = &mut w.auto {
+                if a.check_budget() || st.next >= a.limit(c) {
+                    break;
+                }
             }
             let p = w.by_cell[c][st.next];
             w.states[c].next += 1;
@@ -418,6 +601,7 @@ impl Schedule<'_> {
                 Ok(()) => {
                     w.states[c].in_flight += 1;
                     w.waiting_on.insert(key.clone(), vec![(c, p.index)]);
+                    started += 1;
                 }
                 Err(e) => {
                     cell_errors.insert(c, e.to_string());
@@ -425,12 +609,13 @@ impl Schedule<'_> {
                 }
             }
         }
+        w.states[c].next - first
     }
 
     /// Pending keys no cell needs any more (every trial waiting on them is past its cell's
     /// stop point) are forgotten, and the executor told.
     fn forget_unneeded(&self, w: &mut Walk<'_>, executor: &mut dyn Executor) {
-        if self.recipe.stop_after.is_none() {
+        if self.recipe.stop_after.is_none() && w.auto.is_none() {
             return;
         }
         let unneeded: Vec<Key> = w
@@ -453,6 +638,27 @@ impl Schedule<'_> {
     /// `stop_after`: trial `index` of cell `c` ended with `verdict` (`None`: it failed to run).
     /// The cell decides once `events` of its trials, in order, have the event verdict.
     fn ended(&self, c: usize, index: u32, verdict: Option<Verdict>, w: &mut Walk<'_>) {
+        if let Some(a) = &mut w.auto {
+            let st = &mut w.states[c];
+            let Some(&pos) = w.position[c].get(&index) else {
+                return;
+            };
+            if pos >= st.ended.len() || !a.decisions[c].running() {
+                return;
+            }
+            st.ended[pos] = Some(verdict);
+            while let Some(Some(v)) = st.ended.get(st.decided) {
+                a.outcomes[c].push(outcome(*v));
+                st.decided += 1;
+            }
+            a.replan(Some(c));
+            for (cell, d) in a.decisions.iter().enumerate() {
+                if !d.running() {
+                    w.states[cell].done = true;
+                }
+            }
+            return;
+        }
         let Some(stop) = self.recipe.stop_after else {
             return;
         };
@@ -555,6 +761,9 @@ impl Schedule<'_> {
             own.trial_index = index;
             Arc::new(own)
         };
+        if let (Some(a), Source::Executed) = (&mut w.auto, source) {
+            a.gpu_hours += r.exec_seconds * a.gpus_per_trial / 3600.0;
+        }
         self.ended(c, index, Some(record.verdict), w);
         // Only the first user of an executed trial's directory has it (placed or staged); the
         // others copy theirs out of the store.

@@ -226,6 +226,7 @@ mod classification {
         collect => "keyed: config (workload flow's collectors)",
         confound => "not keyed: how cells are summarised",
         stop_after => "not keyed: how many trials run",
+        auto => "not keyed: how many trials run (trials: auto)",
         env_key => "keyed: the rules that make env_snapshot",
         inputs => "keyed: workload.inputs (the files its globs match)",
         ignore_inputs => "not keyed: which traced paths reuse verifies",

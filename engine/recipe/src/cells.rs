@@ -102,6 +102,15 @@ pub(crate) fn triage(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> 
                 "stop_after.max_trials caps every cell; remove the cell's trials",
             ));
         }
+        if common.auto.is_some() && cell.trials.is_some() {
+            let t = item.get("trials").unwrap_or(item);
+            return Err(cx.schema(
+                t,
+                &p.key("trials"),
+                "a per-cell 'trials' override conflicts with trials: auto",
+                "max_trials_per_cell caps every cell; remove the cell's trials",
+            ));
+        }
         name_nodes.push(name_node);
         by_name.insert(cell.name.clone(), cells.len());
         cells.push(cell);
@@ -137,6 +146,7 @@ pub(crate) fn triage(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> 
             resolved_baseline,
         },
         stop_after: common.stop_after,
+        auto: common.auto,
         env_key: common.env_key,
         inputs: common.inputs,
         ignore_inputs: common.ignore_inputs,

@@ -13,6 +13,7 @@ pub(crate) struct Common {
     pub threshold: f64,
     pub baseline_cell: Option<(String, Node)>,
     pub stop_after: Option<StopAfter>,
+    pub auto: Option<AutoTrials>,
     pub env_key: EnvKeyRules,
     pub resources: Resources,
     pub inputs: Vec<String>,
@@ -33,7 +34,11 @@ pub(crate) fn common(cx: &Ctx, root: &Node) -> Res<Common> {
             .to_string(),
         ),
     };
-    let trials = cx.positive_u32(root.get("trials").unwrap_or(root), &top.key("trials"))?;
+    let auto = auto_trials(cx, root)?;
+    let trials = match auto {
+        Some(a) => a.max_trials_per_cell,
+        None => cx.positive_u32(root.get("trials").unwrap_or(root), &top.key("trials"))?,
+    };
     let (mut threshold, mut baseline_cell) = (1.15, None);
     if let Some(conf) = root.get("confound") {
         let p = top.key("confound");
@@ -55,6 +60,14 @@ pub(crate) fn common(cx: &Ctx, root: &Node) -> Res<Common> {
         None => None,
         Some(n) => Some(blocks::stop_after(cx, n, &top.key("stop_after"))?),
     };
+    if let (Some(_), Some(n)) = (auto, root.get("stop_after")) {
+        return Err(cx.schema(
+            n,
+            &top.key("stop_after"),
+            "stop_after conflicts with trials: auto",
+            "trials: auto already stops each cell once its answer is known; remove stop_after",
+        ));
+    }
     let env_key = match root.get("env_key") {
         None => EnvKeyRules::default(),
         Some(n) => blocks::env_key(cx, n, &top.key("env_key"))?,
@@ -86,8 +99,104 @@ pub(crate) fn common(cx: &Ctx, root: &Node) -> Res<Common> {
         threshold,
         baseline_cell,
         stop_after,
+        auto,
         env_key,
     })
+}
+
+/// The top-level keys that only `trials: auto` reads.
+pub(crate) const AUTO_KEYS: &[&str] = &[
+    "max_trials_per_cell",
+    "confidence",
+    "max_walltime",
+    "max_gpu_hours",
+];
+
+/// `trials: auto` and its settings; `None` for a numeric `trials` (whose auto-only keys are
+/// refused).
+fn auto_trials(cx: &Ctx, root: &Node) -> Res<Option<AutoTrials>> {
+    let top = FieldPath::root();
+    let is_auto = root
+        .get("trials")
+        .and_then(|n| n.as_str())
+        .is_some_and(|s| s == "auto");
+    if !is_auto {
+        if let Some(key) = AUTO_KEYS.iter().find(|k| root.get(k).is_some()) {
+            let node = root.get(key).unwrap_or(root);
+            return Err(cx.schema(
+                node,
+                &top.key(key),
+                format!("'{key}' applies only to trials: auto"),
+                "write trials: auto, or remove this key",
+            ));
+        }
+        return Ok(None);
+    }
+    let max_trials_per_cell = match root.get("max_trials_per_cell") {
+        None => AutoTrials::DEFAULT_MAX_TRIALS_PER_CELL,
+        Some(n) => {
+            let p = top.key("max_trials_per_cell");
+            let v = cx.positive_u32(n, &p)?;
+            if v < 4 {
+                return Err(cx.schema(
+                    n,
+                    &p,
+                    format!("{v} is too few: the first look is at 4 trials"),
+                    "use max_trials_per_cell: 4 or more (default 64)",
+                ));
+            }
+            v
+        }
+    };
+    let confidence = match root.get("confidence") {
+        None => AutoTrials::DEFAULT_CONFIDENCE,
+        Some(n) => {
+            let p = top.key("confidence");
+            let v = cx.number(n, &p)?;
+            if !(0.5..1.0).contains(&v) {
+                return Err(cx.schema(
+                    n,
+                    &p,
+                    format!("confidence {v} is outside [0.5, 1)"),
+                    "write a probability such as 0.95",
+                ));
+            }
+            v
+        }
+    };
+    let max_walltime_sec = match root.get("max_walltime") {
+        None => None,
+        Some(n) => Some(duration(cx, n, &top.key("max_walltime"))?),
+    };
+    let max_gpu_hours = match root.get("max_gpu_hours") {
+        None => None,
+        Some(n) => Some(cx.positive_number(n, &top.key("max_gpu_hours"))?),
+    };
+    Ok(Some(AutoTrials {
+        max_trials_per_cell,
+        confidence,
+        max_walltime_sec,
+        max_gpu_hours,
+    }))
+}
+
+/// A duration: seconds as a number, or a string with a unit (`90s`, `45m`, `2h`).
+fn duration(cx: &Ctx, node: &Node, path: &FieldPath) -> Res<f64> {
+    let help = "seconds as a number, or a string such as 90m or 2h";
+    if let Some(s) = node.as_str() {
+        let s = s.trim();
+        let (num, scale) = match s.chars().last() {
+            Some('s') => (&s[..s.len() - 1], 1.0),
+            Some('m') => (&s[..s.len() - 1], 60.0),
+            Some('h') => (&s[..s.len() - 1], 3600.0),
+            _ => (s, 1.0),
+        };
+        return match num.trim().parse::<f64>() {
+            Ok(v) if v > 0.0 && v.is_finite() => Ok(v * scale),
+            _ => Err(cx.schema(node, path, format!("'{s}' is not a duration"), help)),
+        };
+    }
+    cx.positive_number(node, path)
 }
 
 /// Checks an explicit baseline names a cell; the error lists the cells.

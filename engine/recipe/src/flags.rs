@@ -26,6 +26,12 @@ pub struct FlagRecipe {
     pub mitigation_axis: Option<String>,
     pub environment_axis: Option<String>,
     pub trials: Option<i64>,
+    /// `--trials auto`: run each cell until its answer is known (`trials` is then unset).
+    #[serde(default)]
+    pub trials_auto: bool,
+    /// `--max-trials-per-cell N` with `--trials auto`.
+    #[serde(default)]
+    pub max_trials_per_cell: Option<i64>,
     pub steps: Option<i64>,
     pub ticket: Option<String>,
     pub baseline_cell: Option<String>,
@@ -91,7 +97,7 @@ impl FlagRecipe {
             ("--workload", self.workload.is_none()),
             ("--mitigation-axis", self.mitigation_axis.is_none()),
             ("--environment-axis", self.environment_axis.is_none()),
-            ("--trials", self.trials.is_none()),
+            ("--trials", self.trials.is_none() && !self.trials_auto),
             ("--steps", self.steps.is_none()),
         ]
         .into_iter()
@@ -114,7 +120,38 @@ impl FlagRecipe {
                 "e.g. --workload training",
             ));
         }
-        let trials = positive("--trials", self.trials)?;
+        let auto = match (self.trials_auto, self.max_trials_per_cell) {
+            (false, Some(_)) => {
+                return Err(usage(
+                    "--max-trials-per-cell",
+                    "applies only to --trials auto",
+                    "pass --trials auto, or drop --max-trials-per-cell",
+                ))
+            }
+            (false, None) => None,
+            (true, cap) => {
+                let cap = match cap {
+                    None => AutoTrials::DEFAULT_MAX_TRIALS_PER_CELL,
+                    Some(c) => u32::try_from(c).ok().filter(|c| *c >= 4).ok_or_else(|| {
+                        usage(
+                            "--max-trials-per-cell",
+                            format!("must be >= 4 (the first look is at 4 trials), got {c}"),
+                            "the default is 64",
+                        )
+                    })?,
+                };
+                Some(AutoTrials {
+                    max_trials_per_cell: cap,
+                    confidence: AutoTrials::DEFAULT_CONFIDENCE,
+                    max_walltime_sec: None,
+                    max_gpu_hours: None,
+                })
+            }
+        };
+        let trials = match auto {
+            Some(a) => a.max_trials_per_cell,
+            None => positive("--trials", self.trials)?,
+        };
         let steps = positive("--steps", self.steps)?;
         let threshold = self.confound_threshold.unwrap_or(1.15);
         if threshold <= 0.0 || !threshold.is_finite() {
@@ -274,6 +311,7 @@ impl FlagRecipe {
                 resolved_baseline,
             },
             stop_after: None,
+            auto,
             env_key: EnvKeyRules::default(),
             inputs: Vec::new(),
             ignore_inputs: Vec::new(),

@@ -27,6 +27,10 @@ pub const TRIAGE_KEYS: &[&str] = crate::resources::with_resource_keys![
     "collect",
     "stop_after",
     "env_key",
+    "max_trials_per_cell",
+    "confidence",
+    "max_walltime",
+    "max_gpu_hours",
 ];
 pub const PROBE_KEYS: &[&str] = crate::resources::with_resource_keys![
     "schema_version",
@@ -52,6 +56,10 @@ pub const PROBE_KEYS: &[&str] = crate::resources::with_resource_keys![
     "env_key",
     "inputs",
     "ignore_inputs",
+    "max_trials_per_cell",
+    "confidence",
+    "max_walltime",
+    "max_gpu_hours",
 ];
 const TRIAGE_REQUIRED: &[&str] = &["schema_version", "workload", "trials", "steps", "cells"];
 const PROBE_REQUIRED: &[&str] = &[

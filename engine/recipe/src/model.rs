@@ -59,6 +59,9 @@ pub struct Recipe {
     pub collect: Collect,
     pub confound: Confound,
     pub stop_after: Option<StopAfter>,
+    /// `trials: auto` (an aorta extension): each cell runs until its comparison with the
+    /// baseline is decided; `trials` is then the cap, `max_trials_per_cell`.
+    pub auto: Option<AutoTrials>,
     /// `env_key: {include, exclude}`: which environment-snapshot fields feed trial keys, on top
     /// of the defaults (docs/env-snapshot.md). An aorta extension; AORTA 0.2.1 has no such key.
     pub env_key: EnvKeyRules,
@@ -228,6 +231,24 @@ pub struct StopAfter {
     pub events: u32,
     pub max_trials: u32,
     pub event_verdict: Verdict,
+}
+
+/// `trials: auto`: the cap, the confidence and the optional budget (docs/recipes.md,
+/// "trials: auto"). The rule itself is `aorta_report::sequential`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct AutoTrials {
+    pub max_trials_per_cell: u32,
+    pub confidence: f64,
+    /// Stop starting trials once the build has run this long (seconds).
+    pub max_walltime_sec: Option<f64>,
+    /// Stop starting trials once executed trials used this many GPU-hours (trial wall time ×
+    /// the GPUs it held).
+    pub max_gpu_hours: Option<f64>,
+}
+
+impl AutoTrials {
+    pub const DEFAULT_MAX_TRIALS_PER_CELL: u32 = 64;
+    pub const DEFAULT_CONFIDENCE: f64 = 0.95;
 }
 
 /// How a probe trial hands the cell's env to the command (shared with the trial record).

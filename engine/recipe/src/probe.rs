@@ -205,6 +205,7 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
             resolved_baseline,
         },
         stop_after: common.stop_after,
+        auto: common.auto,
         env_key: common.env_key,
         inputs: common.inputs,
         ignore_inputs: common.ignore_inputs,

@@ -187,6 +187,9 @@ pub struct CellStats {
     pub logits_checksums: Vec<(String, usize)>,
     /// The [`WorkloadMetric`]s some trial reports, in [`WorkloadMetric::ALL`] order.
     pub workload_metrics: Vec<MetricSamples>,
+    /// Each trial's outcome by index, a missing index as no evidence (`trials: auto` replays
+    /// its sequential test on these).
+    pub outcomes: Vec<crate::sequential::Outcome>,
 }
 
 /// The hint added to a cell whose trials disagree on `logits_checksum`.
@@ -194,6 +197,9 @@ pub const LOGITS_DISAGREE_HINT: &str =
     "logits checksum differs across trials: the same prompts gave different bits between runs (nondeterministic kernels); try workload_config deterministic: true";
 
 const EM_DASH: &str = "—";
+
+/// The most trial positions [`CellStats::outcomes`] holds.
+const MAX_OUTCOMES: usize = 1 << 20;
 
 impl CellStats {
     /// Folds `trials` (any order; sorted by index here) for `cell`. `cell_error` marks a cell
@@ -255,10 +261,25 @@ impl CellStats {
             stop_after_note: None,
             logits_checksums,
             workload_metrics: workload_metrics(&ts),
+            outcomes: Vec::new(),
         };
         if stats.error.is_some() {
             // AORTA keeps the row with zeros; hints and detectors are still reported.
             return stats;
+        }
+        // Indices come from the plan (bounded by the recipe's trial limit); the cap only keeps a
+        // hand-edited record from asking for a huge vector.
+        let len = ts
+            .last()
+            .map_or(0, |t| t.trial_index as usize + 1)
+            .min(MAX_OUTCOMES);
+        stats.outcomes = vec![None; len];
+        for t in ts.iter().filter(|t| (t.trial_index as usize) < len) {
+            stats.outcomes[t.trial_index as usize] = match t.verdict {
+                Verdict::Fail => Some(true),
+                Verdict::Pass => Some(false),
+                Verdict::Error => None,
+            };
         }
         stats.passed_count = ts.iter().filter(|t| t.verdict == Verdict::Pass).count();
         stats.error_count = ts.iter().filter(|t| t.verdict == Verdict::Error).count();

@@ -44,9 +44,27 @@ impl Counts {
     }
 }
 
-/// ln(n!) by summation: the counts here are at most a few thousand.
+/// ln(n!) for n below this comes from a table (the sequential test calls Fisher's test after
+/// every trial); larger n by summation.
+const LN_FACTORIAL_TABLE: usize = 4096;
+
+/// ln(n!): the counts here are at most a few thousand.
 fn ln_factorial(n: u32) -> f64 {
-    (2..=n).map(|i| f64::from(i).ln()).sum()
+    static TABLE: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let mut t = Vec::with_capacity(LN_FACTORIAL_TABLE);
+        let mut acc = 0.0;
+        t.push(0.0);
+        for i in 1..LN_FACTORIAL_TABLE {
+            acc += (i as f64).ln();
+            t.push(acc);
+        }
+        t
+    });
+    match table.get(n as usize) {
+        Some(v) => *v,
+        None => (2..=n).map(|i| f64::from(i).ln()).sum(),
+    }
 }
 
 fn ln_choose(n: u32, k: u32) -> f64 {

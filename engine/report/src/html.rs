@@ -213,7 +213,13 @@ impl Matrix<'_> {
                 "Trials used",
                 format!("{} over {} iteration(s)", a.trials_used, a.iterations),
             ),
-            None => ("Trials per cell", self.trials_per_cell().to_string()),
+            None => match self.recipe.auto {
+                Some(a) => (
+                    "Trials per cell",
+                    format!("auto (until decided, up to {})", a.max_trials_per_cell),
+                ),
+                None => ("Trials per cell", self.trials_per_cell().to_string()),
+            },
         };
         out.push_str("<table class=\"meta\">");
         for (k, v) in [
@@ -293,6 +299,23 @@ impl Matrix<'_> {
             .map_or(Call::NoEvidence, |c| c.call)
     }
 
+    /// The call as the matrix shows it: with the outcome (pass, fail, flaky) and, under
+    /// `trials: auto`, where and why the cell stopped.
+    fn call_text(&self, row: &Row, call: Call) -> String {
+        let cc = match call {
+            Call::Baseline => self.answer.baseline.as_ref(),
+            _ => self.answer.call_of(&row.stats.name),
+        };
+        let Some(cc) = cc else {
+            return call.label().to_string();
+        };
+        let mut text = format!("{} · {}", call.label(), cc.stability.label());
+        if let Some(a) = cc.auto {
+            let _ = write!(text, " ({} after {})", a.stop.describe(), a.trials);
+        }
+        esc(&text)
+    }
+
     /// The run's answer, first: the headline and the next step.
     fn answer_box(&self, out: &mut String) {
         let found = self.answer.cells.iter().any(|c| c.call == Call::Fixes);
@@ -308,6 +331,8 @@ impl Matrix<'_> {
     fn matrix_table(&self, out: &mut String, agent: bool) {
         let calls = if agent {
             "the agent's sequential test of each candidate against the baseline (one-sided Fisher's exact test at each look, the error rate spent over looks and candidates)"
+        } else if self.answer.sequential {
+            "trials: auto, each cell against the baseline at 4, 8, 16, … trials until decided (Fisher's exact test, the error rate spent over looks and cells); the call says where and why each cell stopped"
         } else {
             "each cell against the baseline at 95% confidence across all cells (Fisher's exact test, Holm's correction)"
         };
@@ -323,7 +348,7 @@ impl Matrix<'_> {
                 Call::Fixes | Call::Worse | Call::SpeedConfounded => {
                     format!(" class=\"call-{}\"", call.slug())
                 }
-                Call::Inconclusive | Call::NoEvidence => String::new(),
+                Call::Inconclusive | Call::NoDifferent | Call::NoEvidence => String::new(),
             };
             let (rate, rate_v) = match n {
                 0 => ("—".to_string(), "-1".to_string()),
@@ -343,7 +368,7 @@ impl Matrix<'_> {
                 out,
                 "<tr{class}><td>{}</td><td>{}</td><td data-v=\"{rate_v}\">{rate}</td><td>{ci}</td><td data-v=\"{k}\">{k} / {n}</td><td>{}</td><td>{}</td><td>{}</td><td data-v=\"{}\">{ratio}</td><td>{:.3}</td><td data-v=\"{}\">{:.3} / {:.3}</td></tr>",
                 esc(&s.name),
-                call.label(),
+                self.call_text(row, call),
                 s.error_count,
                 esc(s.top_failure_detector_id.as_deref().unwrap_or("—")),
                 esc(&row.confound.tag.to_string()),

@@ -25,6 +25,7 @@ mod markdown;
 mod matrix;
 mod page;
 mod resolved;
+pub mod sequential;
 mod stats;
 mod summary;
 mod svg;
@@ -44,4 +45,4 @@ pub use page::{render as render_page, render_run_dir, EnvSection, PageInputs, Ru
 pub use resolved::resolved_recipe_yaml;
 pub use summary::SummaryOptions;
 pub use svg::wilson;
-pub use verdict::{Answer, Call, CellCall, CONFIDENCE};
+pub use verdict::{Answer, AutoStop, Call, CellCall, Stability, CONFIDENCE};

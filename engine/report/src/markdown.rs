@@ -35,9 +35,14 @@ impl Matrix<'_> {
             ),
             None => "(flag-mode; in-memory)".into(),
         };
-        let trials = match r.stop_after {
-            Some(s) => format!("up to {}", s.max_trials),
-            None => r.trials.to_string(),
+        let trials = match (r.stop_after, r.auto) {
+            (Some(s), _) => format!("up to {}", s.max_trials),
+            (None, Some(a)) => format!(
+                "auto (until decided at {} confidence, up to {})",
+                pct(a.confidence),
+                a.max_trials_per_cell
+            ),
+            (None, None) => r.trials.to_string(),
         };
         let base_mean = match self.baseline_row() {
             Some(b) if b.stats.error.is_none() && b.stats.step.mean > 0.0 => {
@@ -96,9 +101,10 @@ impl Matrix<'_> {
             .iter()
             .chain(&a.cells)
             .map(|c| {
-                vec![
+                let mut row = vec![
                     escape_cell(&c.cell),
                     c.call.label().to_string(),
+                    c.stability.label().to_string(),
                     format!("{}/{}", c.failed, c.trials),
                     format!("{}–{}", pct(c.interval.0), pct(c.interval.1)),
                     if c.call == crate::verdict::Call::Baseline {
@@ -108,24 +114,34 @@ impl Matrix<'_> {
                     },
                     c.trials_to_decide
                         .map_or_else(|| "—".into(), |n| n.to_string()),
-                ]
+                ];
+                if a.sequential {
+                    row.push(c.auto.map_or_else(
+                        || "—".into(),
+                        |s| format!("{} after {} trial(s)", s.stop.describe(), s.trials),
+                    ));
+                }
+                row
             })
             .collect();
-        out.push_str(&table(
-            &[
-                "Cell",
-                "Call",
-                "Failed",
-                &format!("{} interval", pct(a.confidence)),
-                "p (two-sided)",
-                "Trials to decide",
-            ]
-            .map(String::from),
-            &rows,
-        ));
-        out.push_str(
-            "\nCalls hold at the stated confidence across all cells (Fisher's exact test, Holm's correction); errored trials are no evidence.\n\n",
-        );
+        let mut header = vec![
+            "Cell".to_string(),
+            "Call".into(),
+            "Outcome".into(),
+            "Failed".into(),
+            format!("{} interval", pct(a.confidence)),
+            "p (two-sided)".into(),
+            "Trials to decide".into(),
+        ];
+        if a.sequential {
+            header.push("Stopped".into());
+        }
+        out.push_str(&table(&header, &rows));
+        out.push_str(if a.sequential {
+            "\nCalls hold at the stated confidence across all cells and looks (trials: auto: Fisher's exact test at 4, 8, 16, … trials, the error rate spent over looks and cells); errored trials are no evidence. Outcome: pass, fail, or flaky (both).\n\n"
+        } else {
+            "\nCalls hold at the stated confidence across all cells (Fisher's exact test, Holm's correction); errored trials are no evidence. Outcome: pass, fail, or flaky (both).\n\n"
+        });
     }
 
     fn hints_section(&self, out: &mut String) {
@@ -201,6 +217,9 @@ impl Matrix<'_> {
         }
         if cols.top_failure || cols.top_warn {
             n.push("- **Top failure** / **Top warn**: the detector that fired in the most trials of the cell (ties: the first seen).".into());
+        }
+        if let Some(a) = self.recipe.auto {
+            n.push(format!("- **trials: auto**: each cell ran until its comparison with the baseline was decided (fixes, worse, or no different), at most {} trial(s); the Answer table's Stopped column says where and why.", a.max_trials_per_cell));
         }
         if let Some(s) = self.recipe.stop_after {
             n.push(format!("- **Stop after**: each cell ran until {} `{}` trial(s) or {} trial(s), whichever came first.", s.events, s.event_verdict.as_str(), s.max_trials));

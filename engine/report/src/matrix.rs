@@ -61,9 +61,10 @@ impl<'r> Matrix<'r> {
                 failed: r.stats.failed_count,
                 passed: r.stats.passed_count,
                 slower: matches!(r.confound.tag, confound::Tag::Speed { .. }),
+                outcomes: &r.stats.outcomes,
             })
             .collect();
-        let answer = Answer::of(&baseline.name, &evidence);
+        let answer = Answer::of(&baseline.name, &evidence, recipe.auto.as_ref());
         Matrix {
             recipe,
             rows,

@@ -46,7 +46,7 @@ fn triage(r: &Recipe) -> Vec<(String, Y)> {
         kv("mode", Y::str("triage")),
         kv("workload", Y::str(&r.workload)),
     ];
-    e.push(kv("trials", Y::int(r.trials)));
+    trials(r, &mut e);
     e.push(kv("steps", Y::int(r.steps)));
     if let Some(t) = &r.ticket {
         e.push(kv("ticket", Y::str(t)));
@@ -139,6 +139,23 @@ fn confound(r: &Recipe) -> Y {
     Y::Map(e)
 }
 
+/// `trials: N`, or `trials: auto` with its settings (top-level keys, as written).
+fn trials(r: &Recipe, e: &mut Vec<(String, Y)>) {
+    let Some(a) = r.auto else {
+        e.push(kv("trials", Y::int(r.trials)));
+        return;
+    };
+    e.push(kv("trials", Y::str("auto")));
+    e.push(kv("max_trials_per_cell", Y::int(a.max_trials_per_cell)));
+    e.push(kv("confidence", Y::float(a.confidence)));
+    if let Some(w) = a.max_walltime_sec {
+        e.push(kv("max_walltime", Y::float(w)));
+    }
+    if let Some(g) = a.max_gpu_hours {
+        e.push(kv("max_gpu_hours", Y::float(g)));
+    }
+}
+
 fn stop_after(r: &Recipe, e: &mut Vec<(String, Y)>) {
     if let Some(s) = r.stop_after {
         e.push(kv(
@@ -160,7 +177,7 @@ fn probe(r: &Recipe) -> Vec<(String, Y)> {
     if let Some(t) = &r.ticket {
         e.push(kv("ticket", Y::str(t)));
     }
-    e.push(kv("trials", Y::int(r.trials)));
+    trials(r, &mut e);
     let Some(p) = &r.probe else {
         // A probe recipe always has probe settings; without them only the shared keys exist.
         e.push(kv("confound", confound(r)));

@@ -43,7 +43,7 @@ pub fn call_colour(call: Call) -> &'static str {
         Call::Worse => "#D55E00",
         Call::SpeedConfounded => "#E69F00",
         Call::Baseline => "#555",
-        Call::Inconclusive | Call::NoEvidence => "#a9b4c2",
+        Call::Inconclusive | Call::NoDifferent | Call::NoEvidence => "#a9b4c2",
     }
 }
 

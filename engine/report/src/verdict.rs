@@ -9,9 +9,16 @@
 //! call in the run stays at or below 1 − confidence. Trials whose verdict is `error` are no
 //! evidence either way. A cell that fails less often but runs slower beyond the confound
 //! threshold is never called a fix: slowing a job down can hide a race.
+//!
+//! Under `trials: auto` the calls are the sequential test's instead
+//! ([`crate::sequential::decide`], replayed on the cells' trials in order, exactly as the
+//! scheduler decided when to stop): a fixed-N test applied to trials whose number depended on
+//! what they showed would overstate the confidence.
 
 use crate::evidence::{fisher_less, Counts};
+use crate::sequential::{self, Finding, Outcome, Stop};
 use crate::stats::pct;
+use aorta_recipe::AutoTrials;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
@@ -36,6 +43,8 @@ pub enum Call {
     Worse,
     /// The trials do not tell it apart from the baseline.
     Inconclusive,
+    /// `trials: auto` stopped it as futile: it fails about as often as the baseline.
+    NoDifferent,
     /// No trial gave a pass or a fail (the cell errored, or did not run).
     NoEvidence,
 }
@@ -49,6 +58,7 @@ impl Call {
             Call::SpeedConfounded => "speed_confounded",
             Call::Worse => "worse",
             Call::Inconclusive => "inconclusive",
+            Call::NoDifferent => "no_different",
             Call::NoEvidence => "no_evidence",
         }
     }
@@ -61,9 +71,51 @@ impl Call {
             Call::SpeedConfounded => "speed confound",
             Call::Worse => "worse",
             Call::Inconclusive => "inconclusive",
+            Call::NoDifferent => "no different",
             Call::NoEvidence => "no evidence",
         }
     }
+}
+
+/// Whether a cell's judged trials passed, failed or both: a flaky cell reproduces the failure
+/// intermittently (the normal case for a race), which is not the same as always failing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stability {
+    Pass,
+    Fail,
+    Flaky,
+    /// No trial passed or failed.
+    None,
+}
+
+impl Stability {
+    pub fn of(c: Counts) -> Stability {
+        match (c.failed, c.trials - c.failed) {
+            (0, 0) => Stability::None,
+            (0, _) => Stability::Pass,
+            (_, 0) => Stability::Fail,
+            _ => Stability::Flaky,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Stability::Pass => "pass",
+            Stability::Fail => "fail",
+            Stability::Flaky => "flaky",
+            Stability::None => "—",
+        }
+    }
+}
+
+/// `trials: auto`: how far a cell's sequential test went.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct AutoStop {
+    /// The trials its verdict rests on.
+    pub trials: u32,
+    /// Why it stopped.
+    pub stop: Stop,
 }
 
 /// One cell's evidence and call.
@@ -83,12 +135,20 @@ pub struct CellCall {
     /// For an inconclusive cell whose rate differs from the baseline's: the trials per cell
     /// (in it and in the baseline) that would decide it if the observed rates held.
     pub trials_to_decide: Option<u32>,
+    /// Passed, failed, or both (flaky).
+    pub stability: Stability,
+    /// `trials: auto`: where its sequential test stopped and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto: Option<AutoStop>,
 }
 
 /// The run's answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Answer {
     pub confidence: f64,
+    /// `trials: auto`: the calls are the sequential test's (see the module's doc).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sequential: bool,
     /// The baseline's name and evidence (`None`: it has none, so nothing can be compared).
     pub baseline: Option<CellCall>,
     /// Every other cell, in the matrix's order.
@@ -107,6 +167,8 @@ pub(crate) struct Evidence<'a> {
     pub passed: usize,
     /// Slower than the baseline beyond the confound threshold (its `speed` tag).
     pub slower: bool,
+    /// Every trial's outcome by index (`trials: auto` replays its test on them).
+    pub outcomes: &'a [Outcome],
 }
 
 fn counts(e: &Evidence) -> Counts {
@@ -162,13 +224,14 @@ fn round(x: f64, scale: f64) -> f64 {
 
 impl Answer {
     /// The run's answer over `cells` against the one named `baseline` (see the module's doc).
-    pub(crate) fn of(baseline_name: &str, cells: &[Evidence]) -> Answer {
-        let alpha = 1.0 - CONFIDENCE;
+    pub(crate) fn of(baseline_name: &str, cells: &[Evidence], auto: Option<&AutoTrials>) -> Answer {
+        let confidence = auto.map_or(CONFIDENCE, |a| a.confidence);
+        let alpha = 1.0 - confidence;
         let base_row = cells.iter().find(|e| e.name == baseline_name);
         let base = base_row.map(counts).filter(|c| c.trials > 0);
         let evidence = |row: &Evidence| {
             let c = counts(row);
-            let (lo, hi) = c.wilson(CONFIDENCE);
+            let (lo, hi) = c.wilson(confidence);
             CellCall {
                 cell: row.name.to_string(),
                 mitigations: row.mitigations.to_vec(),
@@ -178,6 +241,8 @@ impl Answer {
                 interval: (round(lo, 1e4), round(hi, 1e4)),
                 p_value: 1.0,
                 trials_to_decide: None,
+                stability: Stability::of(c),
+                auto: None,
             }
         };
         let baseline = base_row.filter(|_| base.is_some()).map(|r| CellCall {
@@ -186,7 +251,36 @@ impl Answer {
         });
         let others: Vec<&Evidence> = cells.iter().filter(|e| e.name != baseline_name).collect();
         let mut calls: Vec<CellCall> = others.iter().map(|r| evidence(r)).collect();
-        if let Some(b) = base {
+        if let (Some(a), Some(b), Some(base_row)) = (auto, base, base_row) {
+            let design = sequential::Design::new(
+                a.confidence,
+                u32::try_from(others.len()).unwrap_or(u32::MAX),
+                a.max_trials_per_cell,
+            );
+            for (i, row) in others.iter().enumerate() {
+                // The run is over: an undecided cell stopped where it is.
+                let d = sequential::decide(&design, base_row.outcomes, row.outcomes, true);
+                let stop = d.stop.unwrap_or(Stop::Budget);
+                let c = counts(row);
+                calls[i].p_value = round(2.0 * d.p_fewer.min(d.p_more), 1e6).min(1.0);
+                calls[i].auto = Some(AutoStop {
+                    trials: d.trials,
+                    stop,
+                });
+                calls[i].call = match d.finding {
+                    _ if c.trials == 0 => Call::NoEvidence,
+                    Finding::Fewer if row.slower => Call::SpeedConfounded,
+                    Finding::Fewer => Call::Fixes,
+                    Finding::More => Call::Worse,
+                    Finding::NoDifferent => Call::NoDifferent,
+                    Finding::Undecided => Call::Inconclusive,
+                };
+                if calls[i].call == Call::Inconclusive {
+                    calls[i].trials_to_decide =
+                        trials_to_decide(b, c, alpha / others.len().max(1) as f64);
+                }
+            }
+        } else if let Some(b) = base {
             // Holm's step-down over the cells that have evidence.
             let mut tested: Vec<(usize, f64, bool)> = Vec::new();
             for (i, row) in others.iter().enumerate() {
@@ -215,9 +309,10 @@ impl Answer {
                 }
             }
         }
-        let (headline, next_step) = say(baseline_name, baseline.as_ref(), &calls);
+        let (headline, next_step) = say(baseline_name, baseline.as_ref(), &calls, confidence);
         Answer {
-            confidence: CONFIDENCE,
+            confidence,
+            sequential: auto.is_some(),
             baseline,
             cells: calls,
             headline,
@@ -227,8 +322,14 @@ impl Answer {
 }
 
 /// The headline and the next step, from the calls.
-fn say(baseline_name: &str, baseline: Option<&CellCall>, cells: &[CellCall]) -> (String, String) {
-    let conf = pct(CONFIDENCE);
+fn say(
+    baseline_name: &str,
+    baseline: Option<&CellCall>,
+    cells: &[CellCall],
+    confidence: f64,
+) -> (String, String) {
+    let conf = pct(confidence);
+    let sequential = cells.iter().any(|c| c.auto.is_some());
     let Some(b) = baseline else {
         return (
                 format!(
@@ -330,6 +431,11 @@ fn say(baseline_name: &str, baseline: Option<&CellCall>, cells: &[CellCall]) -> 
         };
     let next = match inconclusive.first() {
             Some(c) => match c.trials_to_decide {
+                Some(n) if sequential => format!(
+                    "Raise max_trials_per_cell to {} or more to decide {} if the observed rates hold; the trials run so far are reused and the test continues where it stopped.",
+                    n.next_power_of_two(),
+                    c.cell
+                ),
                 Some(n) => format!(
                     "Run {n} trials per cell (`trials: {n}`) to decide {} if the observed rates hold; the trials run so far are reused.",
                     c.cell

@@ -213,6 +213,7 @@ fn flag_mode_recipes_round_trip() {
         baseline_cell: None,
         confound_threshold: Some(1.25),
         collect: Some("rocprof".into()),
+        ..Default::default()
     };
     let r = flags.build(&registry).unwrap();
     assert_round_trip(&r, &registry);
