@@ -90,6 +90,7 @@ impl AgentConfig {
                             mitigations: vec!["none".into()],
                             diagnostics: vec!["none".into()],
                             trials: Default::default(),
+                            auto: None,
                         }),
                         sidecars: req.sidecars.clone(),
                         template: None,
@@ -128,9 +129,14 @@ impl AgentConfig {
                 "name some with --mitigation, or give a template whose mitigation_axis has more than none",
             ));
         }
+        // The run tests at most max_iterations × the proposer's mitigations per step: its error
+        // rate is spread over that many, or over every candidate when there are fewer.
+        let testable = req
+            .max_iterations
+            .saturating_mul(crate::policy::mitigations_per_step(&req.proposer.0));
         let design = Design::new(
             req.confidence,
-            candidates.len() as u32,
+            (candidates.len() as u32).min(testable),
             req.max_baseline_trials,
             req.max_trials_per_cell,
         );

@@ -1,5 +1,6 @@
-//! The two phases of a search, look by look: the baseline estimate, and the sequential test
-//! of one candidate (with the matrix's speed-confound check on a candidate that wins).
+//! The two phases of a search: the baseline alone until it has failed, then each iteration's
+//! candidates as one `trials: auto` build (with the matrix's speed-confound check on a
+//! candidate that wins).
 
 use crate::log::Event;
 use crate::outcome::Outcome;
@@ -7,11 +8,11 @@ use crate::probe::{cell_name, counts};
 use crate::search::{CandidateVerdict, Run, Stop, Tested};
 use crate::stats::{BaselineStep, CandidateStep, Counts, NotFixReason};
 use aorta_engine::TrialRecord;
-use aorta_report::confound;
+use aorta_report::{confound, sequential};
 use std::collections::BTreeMap;
 
 impl Run<'_> {
-    /// The baseline phase: double its trials until it is informative.
+    /// The baseline phase: double its trials until it has failed once.
     pub(crate) fn baseline(&mut self) -> Result<Counts, Stop> {
         let looks = self.cfg.design.baseline_looks.clone();
         for (k, &n) in looks.iter().enumerate() {
@@ -51,7 +52,7 @@ impl Run<'_> {
                     return Err(Stop(
                         Outcome::PolicyStop,
                         Some(format!(
-                            "the baseline failed only {} of {} trials: too rare for any candidate to reach the confidence within the trial caps; raise --max-baseline-trials / --max-trials-per-cell",
+                            "the baseline failed only {} of {} trials: too rare to test candidates against",
                             c.failed, c.trials
                         )),
                     ))
@@ -61,23 +62,43 @@ impl Run<'_> {
         Err(Stop(Outcome::Error, Some("no baseline look".into())))
     }
 
-    /// The sequential test of one candidate against the fixed baseline.
-    pub(crate) fn candidate(&mut self, m: &str, baseline: Counts) -> Result<Tested, Stop> {
-        self.axis.push(m.to_string());
-        self.res.tested.push(Tested {
-            mitigation: m.to_string(),
-            counts: Counts::default(),
-            errored: 0,
-            p_value: 1.0,
-            verdict: CandidateVerdict::Undecided,
-            confound: "n/a".into(),
-        });
-        let looks = self.cfg.design.candidate_looks.clone();
-        for (k, &n) in looks.iter().enumerate() {
-            self.trials.insert(m.to_string(), n);
-            let by_m = self.build()?;
-            let recs = by_m.get(m).map(Vec::as_slice).unwrap_or_default();
-            let (c, errored) = counts(recs);
+    /// One iteration's fresh candidates, tested together: a build with `trials: auto` (every
+    /// earlier candidate's trials are store hits, so their decisions replay unchanged), each
+    /// candidate run until the engine's sequential test decides it. The first fix, in the
+    /// proposer's order, wins.
+    pub(crate) fn candidates(&mut self, fresh: &[String]) -> Result<Option<Tested>, Stop> {
+        for m in fresh {
+            self.axis.push(m.clone());
+            self.res.tested.push(Tested {
+                mitigation: m.clone(),
+                counts: Counts::default(),
+                errored: 0,
+                p_value: 1.0,
+                verdict: CandidateVerdict::Undecided,
+                confound: "n/a".into(),
+            });
+        }
+        self.auto = true;
+        let by_m = self.build()?;
+        let design = self.cfg.design.sequential();
+        let outcomes = |m: &str| {
+            sequential::outcomes_of(
+                by_m.get(m)
+                    .into_iter()
+                    .flatten()
+                    .map(|r| (r.trial_index, r.verdict)),
+            )
+        };
+        let base = outcomes("none");
+        let mut used_of_baseline = 0;
+        let mut winner = None;
+        for m in fresh {
+            let seen = outcomes(m);
+            // The run is over for this look: an undecided candidate stopped where it is.
+            let d = sequential::decide(&design, &base, &seen, true);
+            used_of_baseline = used_of_baseline.max(d.trials);
+            let c = sequential::counts(&seen, d.trials);
+            let errored = d.trials.min(seen.len() as u32) - c.trials;
             let step = if c.trials == 0 && errored > 0 {
                 // The mitigation keeps the command from giving any verdict: not a fix.
                 CandidateStep::NotFix {
@@ -85,40 +106,37 @@ impl Run<'_> {
                     reason: NotFixReason::AllErrored,
                 }
             } else {
-                self.cfg.design.candidate_step(k, baseline, c)
+                self.cfg.design.candidate_step(&d)
             };
             let confound = self.confound(&by_m, m);
-            let t = self.res.tested.last_mut().expect("pushed above");
-            t.counts = c;
-            t.errored = errored;
-            t.confound = confound.0.to_string();
             self.event(Event::CandidateLook {
-                mitigation: m.to_string(),
+                mitigation: m.clone(),
                 counts: c,
                 step,
             })?;
-            let mut why = "";
-            let verdict = match step {
-                CandidateStep::More { p_value, .. } => {
-                    self.res.tested.last_mut().expect("pushed").p_value = p_value;
-                    continue;
+            let (verdict, why) = match step {
+                CandidateStep::Fix { .. }
+                    if matches!(confound.0, aorta_report::Tag::Speed { .. }) =>
+                {
+                    (CandidateVerdict::SpeedConfound, "")
                 }
-                CandidateStep::Fix { p_value } => {
-                    self.res.tested.last_mut().expect("pushed").p_value = p_value;
-                    if matches!(confound.0, aorta_report::Tag::Speed { .. }) {
-                        CandidateVerdict::SpeedConfound
-                    } else {
-                        CandidateVerdict::Fix
-                    }
+                CandidateStep::Fix { .. } => (CandidateVerdict::Fix, ""),
+                CandidateStep::NotFix { reason, .. } => {
+                    (CandidateVerdict::NotFix, reason.describe())
                 }
-                CandidateStep::NotFix { p_value, reason } => {
-                    self.res.tested.last_mut().expect("pushed").p_value = p_value;
-                    why = reason.describe();
-                    CandidateVerdict::NotFix
-                }
+                CandidateStep::More { .. } => (CandidateVerdict::Undecided, ""),
             };
-            let t = self.res.tested.last_mut().expect("pushed");
+            let t = self
+                .res
+                .tested
+                .iter_mut()
+                .find(|t| t.mitigation == *m)
+                .expect("pushed above");
+            t.counts = c;
+            t.errored = errored;
+            t.p_value = d.p_fewer;
             t.verdict = verdict;
+            t.confound = confound.0.to_string();
             let t = t.clone();
             self.say(format!(
                 "{m}: {} of {} trials failed, p = {:.4}: {}{}{} (confound: {})",
@@ -131,13 +149,29 @@ impl Run<'_> {
                 t.confound
             ));
             self.event(Event::CandidateVerdict {
-                mitigation: m.to_string(),
+                mitigation: m.clone(),
                 verdict: verdict.as_str().into(),
                 confound: t.confound.clone(),
             })?;
-            return Ok(t);
+            if verdict == CandidateVerdict::Fix && winner.is_none() {
+                winner = Some(t);
+            }
         }
-        Err(Stop(Outcome::Error, Some("no candidate look".into())))
+        // The baseline as the decisions used it (its first n trials, n the furthest look).
+        let n = used_of_baseline.max(self.res.baseline.trials + self.res.baseline_errored);
+        let b = sequential::counts(&base, n);
+        self.res.baseline = b;
+        self.res.baseline_errored = n.min(base.len() as u32) - b.trials;
+        // Every distinct trial the search used: the baseline's and each candidate's, up to
+        // where its test stopped (store hits past that point are not the search's).
+        self.res.trials_used = u64::from(n)
+            + self
+                .res
+                .tested
+                .iter()
+                .map(|t| u64::from(t.counts.trials + t.errored))
+                .sum::<u64>();
+        Ok(winner)
     }
 
     /// The matrix's speed-confound verdict of `<m>-none` against `none-none`.

@@ -107,6 +107,17 @@ pub enum Violation {
     Registry(String),
 }
 
+/// The most fresh mitigations one step may have tested, by proposer: the fake proposer names
+/// one at a time, a model up to three (more are dropped, in its order). With
+/// `--max-iterations` this bounds how many candidates a run can test, which is what its
+/// error rate is spread over.
+pub fn mitigations_per_step(backend: &str) -> u32 {
+    match backend {
+        "fake" => 1,
+        _ => 3,
+    }
+}
+
 /// AORTA's name rule: `^[A-Za-z0-9_][A-Za-z0-9_.\-]*$` (so no spaces, no leading `-`).
 pub fn valid_name(s: &str) -> bool {
     let mut chars = s.chars();

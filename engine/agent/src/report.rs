@@ -133,9 +133,9 @@ pub fn render(r: &AgentResult) -> String {
         }
         let _ = writeln!(
             s,
-            "\nMethod: one-sided Fisher exact test per look (looks at {:?} trials), each candidate allotted {:.2e} of the {:.2} error budget (α / {} candidates); a fix must also not be a speed confound. See docs/agent.md.",
+            "\nMethod: `trials: auto`'s sequential test, Fisher's exact test at looks of {:?} trials against the baseline's first as many, each candidate allotted {:.2e} of the {:.2} error budget (α / {} candidates, both directions and the looks sharing it); a fix must also not be a speed confound. See docs/agent.md.",
             r.design.candidate_looks,
-            r.design.alpha_per_candidate(),
+            r.design.alpha / f64::from(r.design.candidates),
             r.design.alpha,
             r.design.candidates
         );

@@ -1,6 +1,6 @@
-//! The loop (AORTA §10.2, with evidence): estimate the baseline, then per proposal run the
-//! sequential test look by look, each look an ordinary engine build of a generated probe
-//! recipe. Every step is logged; a re-run with the same arguments replays the logged
+//! The loop (AORTA §10.2, with evidence): run the baseline until it fails, then per proposal
+//! one ordinary engine build of a generated probe recipe with `trials: auto`, whose
+//! sequential test runs each candidate (and the baseline beside it) until it is decided. Every step is logged; a re-run with the same arguments replays the logged
 //! proposer steps and finds every trial already in the store.
 
 use crate::log::{self, AgentLog, Event};
@@ -130,6 +130,8 @@ pub(crate) struct Run<'a> {
     pub(crate) trials: BTreeMap<String, u32>,
     pub(crate) axis: Vec<String>,
     pub(crate) diagnostics: Vec<String>,
+    /// Candidate looks: builds use `trials: auto` (the baseline phase's do not).
+    pub(crate) auto: bool,
 }
 
 /// The run directory: `<output>/<slug(ticket)|_no_ticket_>`, as the builds use.
@@ -150,6 +152,7 @@ fn look(
     axis: &[String],
     diagnostics: &[String],
     trials: &BTreeMap<String, u32>,
+    auto: bool,
 ) -> RecipeOrigin {
     RecipeOrigin::Request {
         request: RecipeRequest::AgentLook(AgentLook {
@@ -158,6 +161,7 @@ fn look(
             mitigations: axis.to_vec(),
             diagnostics: diagnostics.to_vec(),
             trials: trials.clone(),
+            auto: auto.then(|| cfg.design.auto()),
         }),
         sidecars: cfg.sidecars.clone(),
         template: cfg.template_path.clone(),
@@ -183,7 +187,13 @@ pub fn dry_run(session: &Session, cfg: &AgentConfig) -> Result<Compiled, EngineE
     trials.insert("none".to_string(), cfg.design.baseline_looks[0]);
     let id = session.add_target(TargetSpec {
         label: None,
-        origin: look(cfg, &["none".to_string()], &diagnostic_axis(cfg), &trials),
+        origin: look(
+            cfg,
+            &["none".to_string()],
+            &diagnostic_axis(cfg),
+            &trials,
+            false,
+        ),
         argv: Some(cfg.argv.clone()),
     });
     session.compile(id)
@@ -235,6 +245,7 @@ pub fn run(
         trials: BTreeMap::new(),
         axis: vec!["none".into()],
         diagnostics: diagnostic_axis(cfg),
+        auto: false,
     };
     let Stop(outcome, detail) = match run.search(proposer, replay.into()) {
         Ok(()) => Stop(
@@ -279,24 +290,54 @@ impl Run<'_> {
         self.check_walltime()?;
         let id = self.session.add_target(TargetSpec {
             label: None,
-            origin: look(self.cfg, &self.axis, &self.diagnostics, &self.trials),
+            origin: look(
+                self.cfg,
+                &self.axis,
+                &self.diagnostics,
+                &self.trials,
+                self.auto,
+            ),
             argv: Some(self.cfg.argv.clone()),
         });
         let c = self.session.compile(id).map_err(|e| match e {
             EngineError::Input(d) => Stop::from(d),
             e => Stop::from(e),
         })?;
+        // The most the look can use: under trials: auto every cell may run to the cap, but the
+        // cells decided in earlier looks are store hits up to where they stopped.
         let planned: u64 = c
             .recipe
             .cells
             .iter()
             .map(|cell| u64::from(cell.effective_trials(&c.recipe)))
             .sum();
-        if let Some(max) = self.cfg.max_trials.filter(|&m| planned > m) {
+        let bound = match self.auto {
+            false => planned,
+            true => {
+                let decided: u64 = self
+                    .res
+                    .tested
+                    .iter()
+                    .filter(|t| t.verdict != CandidateVerdict::Undecided)
+                    .map(|t| u64::from(t.counts.trials + t.errored))
+                    .sum();
+                let open = self
+                    .res
+                    .tested
+                    .iter()
+                    .filter(|t| t.verdict == CandidateVerdict::Undecided)
+                    .count() as u64;
+                // Each open candidate, and the baseline beside them, up to the cap.
+                let cap = u64::from(self.cfg.design.max_candidate_trials());
+                let baseline = u64::from(self.res.baseline.trials + self.res.baseline_errored);
+                decided + open * cap + baseline.max(cap)
+            }
+        };
+        if let Some(max) = self.cfg.max_trials.filter(|&m| bound > m) {
             return Err(Stop(
                 Outcome::PolicyStop,
                 Some(format!(
-                    "the next look needs {planned} trials in all; --max-trials is {max}"
+                    "the next look may need {bound} trials in all; --max-trials is {max}"
                 )),
             ));
         }
@@ -306,7 +347,9 @@ impl Run<'_> {
             self.res.interrupted = true;
             return Err(Stop(Outcome::Error, Some("interrupted".into())));
         }
-        self.res.trials_used = planned;
+        if !self.auto {
+            self.res.trials_used = planned;
+        }
         let records = self.session.trial_records(&c)?;
         self.res.cells = c
             .recipe
@@ -349,7 +392,7 @@ impl Run<'_> {
                 replayed_steps: replay.len(),
             })?;
         }
-        let baseline = self.baseline()?;
+        self.baseline()?;
         loop {
             if self.res.iterations >= self.cfg.max_iterations {
                 return Err(Stop(
@@ -423,10 +466,12 @@ impl Run<'_> {
                     Some(format!("{bad:?} is not a candidate of this search")),
                 ));
             }
+            let per_step = crate::policy::mitigations_per_step(proposer.backend()) as usize;
             let fresh: Vec<String> = step
                 .next_mitigations
                 .iter()
                 .filter(|m| !tried.contains(m))
+                .take(per_step)
                 .cloned()
                 .collect();
             if fresh.is_empty() {
@@ -448,16 +493,17 @@ impl Run<'_> {
                     self.diagnostics.push(d.clone());
                 }
             }
-            for m in fresh {
+            for m in &fresh {
                 self.event(Event::MitigationTried {
                     mitigation: m.clone(),
                 })?;
-                let t = self.candidate(&m, baseline)?;
-                if t.verdict == CandidateVerdict::Fix {
-                    self.res.winner = Some(m.clone());
-                    self.event(Event::Converged { mitigation: m })?;
-                    return Err(Stop(Outcome::Converged, None));
-                }
+            }
+            if let Some(t) = self.candidates(&fresh)? {
+                self.res.winner = Some(t.mitigation.clone());
+                self.event(Event::Converged {
+                    mitigation: t.mitigation,
+                })?;
+                return Err(Stop(Outcome::Converged, None));
             }
             self.res.iterations += 1;
             self.event(Event::IterationComplete {

@@ -2,25 +2,21 @@
 //! and the error-rate simulation (`tests/sim/mod.rs`) drive the same rules.
 //!
 //! **The question** for each candidate mitigation: is its failure rate below the baseline's?
-//! H0: it is not (q ≥ p). The agent declares a fix only when H0 is rejected.
+//! The agent declares a fix only when the engine's sequential test says so.
 //!
-//! **The test**: Fisher's exact test, one-sided, on the 2×2 table (baseline failed/passed,
-//! candidate failed/passed). It conditions on the total number of failures, so it is exact
-//! for any sample sizes and needs no large-sample approximation (the counts here are small).
+//! **The test** is `trials: auto`'s ([`aorta_report::sequential`], one implementation for
+//! builds and the agent): Fisher's exact test at looks of 4, 8, 16, … trials up to the cap, on
+//! the first n trials of the candidate and of the baseline, the error rate α = 1 − confidence
+//! spread over the M candidates the run may test (not only those it gets to), both directions
+//! and the looks. By the union bound the chance that a run declares *any* non-fix a fix is at
+//! most α; `tests/simulation.rs` measures it. The baseline runs alongside each candidate, as
+//! far as that candidate needs it (trials of an earlier look are store hits).
 //!
-//! **Sequential looks and error control**: a candidate is tested at looks of 4, 8, 16, …
-//! trials up to a cap; look k may reject at level α_k, with Σ_k α_k = α_c, spending more of
-//! the budget at later looks (α_k ∝ trials at look k). Across candidates, α_c = α / M where M
-//! is the number of candidates the run may test. By the union bound the probability that a
-//! run declares *any* non-fix a fix is at most α = 1 − confidence for a baseline of fixed
-//! size, whatever the candidates' stopping decisions; futility stops only remove chances to
-//! reject, so they cannot raise it. The baseline's size is adaptive (below), which the bound
-//! does not cover, so `tests/simulation.rs` measures the whole procedure's rate against α.
-//!
-//! **The baseline** is estimated first, doubling its trials (8, 16, … up to a cap) until it
-//! is informative: until a candidate that never failed could reach significance by its
-//! second-to-last look. A baseline with no failure at the cap is `baseline_pass`.
+//! **The baseline** is first run alone (8, 16, … up to its cap) only until it has failed once:
+//! a failure that never shows is `baseline_pass`, and testing candidates against it would only
+//! burn trials.
 
+use aorta_report::sequential::{self, Finding, Stop};
 use serde::{Deserialize, Serialize};
 
 pub use aorta_report::evidence::{fisher_less, probit, Counts};
@@ -104,13 +100,13 @@ fn doubling(first: u32, cap: u32) -> Vec<u32> {
 }
 
 impl Design {
-    /// `confidence` in (0, 1); `candidates` ≥ 1; caps ≥ 1.
+    /// `confidence` in (0, 1); `candidates` ≥ 1; caps ≥ 1 (the candidate cap at least 4).
     pub fn new(confidence: f64, candidates: u32, max_baseline: u32, max_candidate: u32) -> Design {
         Design {
             alpha: 1.0 - confidence,
             candidates: candidates.max(1),
             baseline_looks: doubling(8, max_baseline),
-            candidate_looks: doubling(4, max_candidate),
+            candidate_looks: doubling(sequential::FIRST_LOOK, max_candidate),
         }
     }
 
@@ -118,78 +114,62 @@ impl Design {
         1.0 - self.alpha
     }
 
-    /// α / M: one candidate's share of the error budget.
-    pub fn alpha_per_candidate(&self) -> f64 {
-        self.alpha / f64::from(self.candidates)
-    }
-
-    /// The level of look `k` (alpha spending proportional to the look's trial count).
-    pub fn alpha_at(&self, k: usize) -> f64 {
-        let total: u32 = self.candidate_looks.iter().sum();
-        let n = self.candidate_looks.get(k).copied().unwrap_or(0);
-        self.alpha_per_candidate() * f64::from(n) / f64::from(total)
-    }
-
     pub fn max_candidate_trials(&self) -> u32 {
         self.candidate_looks.last().copied().unwrap_or(1)
     }
 
-    /// After the baseline's look `k` (its counts so far).
-    pub fn baseline_step(&self, k: usize, baseline: Counts) -> BaselineStep {
-        let last = k + 1 >= self.baseline_looks.len();
-        // Informative: a candidate that never failed would be a fix by its second-to-last look.
-        let probe_look = self.candidate_looks.len().saturating_sub(2);
-        let perfect = Counts::new(0, self.candidate_looks[probe_look]);
-        if baseline.failed > 0 && fisher_less(baseline, perfect) <= self.alpha_at(probe_look) {
-            return BaselineStep::Ready;
-        }
-        if !last {
-            return BaselineStep::More(self.baseline_looks[k + 1]);
-        }
-        if baseline.failed == 0 {
-            return BaselineStep::Passes;
-        }
-        let best = Counts::new(0, self.max_candidate_trials());
-        if fisher_less(baseline, best) <= self.alpha_at(self.candidate_looks.len() - 1) {
-            BaselineStep::Ready
-        } else {
-            BaselineStep::Uninformative
+    /// The engine's sequential test for this run: M = every candidate it may test.
+    pub fn sequential(&self) -> sequential::Design {
+        sequential::Design::new(
+            self.confidence(),
+            self.candidates,
+            self.max_candidate_trials(),
+        )
+    }
+
+    /// What `trials: auto` gets for this run's candidate looks.
+    pub fn auto(&self) -> aorta_recipe::AutoTrials {
+        aorta_recipe::AutoTrials {
+            max_trials_per_cell: self.max_candidate_trials(),
+            confidence: self.confidence(),
+            max_walltime_sec: None,
+            max_gpu_hours: None,
+            comparisons: Some(self.candidates),
         }
     }
 
-    /// After a candidate's look `k` (its counts so far) against the fixed baseline.
-    pub fn candidate_step(&self, k: usize, baseline: Counts, candidate: Counts) -> CandidateStep {
-        let p_value = fisher_less(baseline, candidate);
-        if p_value <= self.alpha_at(k) {
-            return CandidateStep::Fix { p_value };
+    /// After the baseline's look `k` (its counts so far): ready once it has failed.
+    pub fn baseline_step(&self, k: usize, baseline: Counts) -> BaselineStep {
+        if baseline.failed > 0 {
+            BaselineStep::Ready
+        } else if k + 1 < self.baseline_looks.len() {
+            BaselineStep::More(self.baseline_looks[k + 1])
+        } else {
+            BaselineStep::Passes
         }
-        let last = self.candidate_looks.len() - 1;
-        if k >= last {
-            return CandidateStep::NotFix {
+    }
+
+    /// A candidate's sequential decision as the log records it.
+    pub fn candidate_step(&self, d: &sequential::Decision) -> CandidateStep {
+        let p_value = d.p_fewer;
+        match (d.finding, d.stop) {
+            (_, None) => CandidateStep::More {
                 p_value,
-                reason: NotFixReason::CapReached,
-            };
-        }
-        if candidate.trials > 0 && candidate.rate() >= baseline.rate() {
-            return CandidateStep::NotFix {
+                next: d.trials,
+            },
+            (Finding::Fewer, Some(_)) => CandidateStep::Fix { p_value },
+            (Finding::More | Finding::NoDifferent, Some(_)) => CandidateStep::NotFix {
                 p_value,
                 reason: NotFixReason::NoReduction,
-            };
-        }
-        // Curtailment: the most favourable future is every remaining trial passing.
-        let best = Counts::new(
-            candidate.failed,
-            self.max_candidate_trials().max(candidate.trials),
-        );
-        if fisher_less(baseline, best) > self.alpha_at(last) {
-            return CandidateStep::NotFix {
+            },
+            (Finding::Undecided, Some(Stop::Cap)) => CandidateStep::NotFix {
+                p_value,
+                reason: NotFixReason::CapReached,
+            },
+            (Finding::Undecided, Some(_)) => CandidateStep::NotFix {
                 p_value,
                 reason: NotFixReason::CannotReach,
-            };
-        }
-        CandidateStep::More {
-            p_value,
-            next: self.candidate_looks[k + 1],
+            },
         }
     }
 }
@@ -197,38 +177,13 @@ impl Design {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
 
     #[test]
-    fn the_error_budget_is_spent_exactly() {
-        let d = Design::new(0.95, 3, 64, 32);
-        assert_eq!(d.candidate_looks, [4, 8, 16, 32]);
+    fn the_baseline_is_ready_once_it_failed_and_passes_at_its_cap_without() {
+        let d = Design::new(0.95, 2, 64, 32);
         assert_eq!(d.baseline_looks, [8, 16, 32, 64]);
-        let spent: f64 = (0..d.candidate_looks.len()).map(|k| d.alpha_at(k)).sum();
-        assert!((spent - 0.05 / 3.0).abs() < 1e-12);
-    }
-
-    #[test]
-    fn an_always_failing_baseline_is_ready_at_once_and_a_clean_candidate_wins_early() {
-        let d = Design::new(0.95, 2, 64, 32);
-        assert_eq!(d.baseline_step(0, Counts::new(8, 8)), BaselineStep::Ready);
-        assert!(matches!(
-            d.candidate_step(1, Counts::new(8, 8), Counts::new(0, 8)),
-            CandidateStep::Fix { .. }
-        ));
-        // The same candidate failing as often as the baseline stops at the first look.
-        assert!(matches!(
-            d.candidate_step(0, Counts::new(8, 8), Counts::new(4, 4)),
-            CandidateStep::NotFix {
-                reason: NotFixReason::NoReduction,
-                ..
-            }
-        ));
-    }
-
-    #[test]
-    fn a_baseline_that_never_fails_passes_only_at_the_cap() {
-        let d = Design::new(0.95, 2, 64, 32);
+        assert_eq!(d.candidate_looks, [4, 8, 16, 32]);
+        assert_eq!(d.baseline_step(0, Counts::new(1, 8)), BaselineStep::Ready);
         assert_eq!(
             d.baseline_step(0, Counts::new(0, 8)),
             BaselineStep::More(16)
@@ -240,26 +195,20 @@ mod tests {
     fn one_lucky_pass_is_not_evidence() {
         // AORTA's rule would converge on this: the baseline failed its one trial, the
         // candidate passed its one trial.
-        let d = Design::new(0.95, 1, 1, 1);
-        assert!(matches!(
-            d.candidate_step(0, Counts::new(1, 1), Counts::new(0, 1)),
-            CandidateStep::NotFix { .. }
-        ));
+        let d = Design::new(0.95, 1, 8, 4).sequential();
+        let x = sequential::decide(&d, &[Some(true)], &[Some(false)], true);
+        assert_ne!(x.finding, Finding::Fewer);
     }
 
-    proptest! {
-        #[test]
-        fn every_look_decides_something_sane(
-            k in 0usize..4, fb in 0u32..64, fc in 0u32..32, m in 1u32..25
-        ) {
-            let d = Design::new(0.95, m, 64, 32);
-            let b = Counts::new(fb, 64);
-            let c = Counts::new(fc.min(d.candidate_looks[k]), d.candidate_looks[k]);
-            match d.candidate_step(k, b, c) {
-                CandidateStep::Fix { p_value } => prop_assert!(p_value <= d.alpha_per_candidate()),
-                CandidateStep::More { next, .. } => prop_assert_eq!(next, d.candidate_looks[k + 1]),
-                CandidateStep::NotFix { .. } => {}
-            }
-        }
+    #[test]
+    fn the_run_spreads_alpha_over_every_candidate_it_may_test() {
+        let d = Design::new(0.95, 36, 64, 32);
+        assert_eq!(d.sequential().comparisons, 36);
+        assert_eq!(d.auto().comparisons, Some(36));
+        // An always-failing baseline and a clean candidate: a fix at 8 trials even among 36.
+        let s = d.sequential();
+        let fix = sequential::decide(&s, &[Some(true); 8], &[Some(false); 8], false);
+        assert_eq!((fix.finding, fix.trials), (Finding::Fewer, 8));
+        assert!(matches!(d.candidate_step(&fix), CandidateStep::Fix { .. }));
     }
 }

@@ -57,7 +57,7 @@ fn aortas_rule_converges_falsely_on_an_intermittent_bug() {
 fn a_real_fix_is_found() {
     for (p, min_power) in [(1.0, 0.99), (0.5, 0.95), (0.2, 0.6)] {
         let q = [p, p, 0.0];
-        let design = Design::new(0.95, 3, 64, 32);
+        let design = Design::new(0.95, 3, 64, 64);
         let r = rates(SEEDS, &[false, false, true], |seed| {
             agent_run(&design, &Scenario { p, q: &q }, seed)
         });

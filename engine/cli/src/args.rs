@@ -997,11 +997,11 @@ pub struct AgentArgs {
     /// Confidence that a declared fix really lowers the failure rate (the whole run's).
     #[arg(long, default_value_t = 0.95)]
     pub confidence: f64,
-    /// Most trials for the baseline estimate.
+    /// Most trials the baseline runs alone, waiting for its first failure.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_baseline_trials: u32,
-    /// Most trials for one candidate.
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    /// Most trials for one candidate (and the baseline beside it); at least 4, the first look.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(4..=10_000))]
     pub max_trials_per_cell: u32,
     /// `fake` (deterministic, AORTA's rules) or `openai` (an OpenAI-compatible chat endpoint;
     /// AORTA's `litellm` is accepted as its alias).

@@ -178,10 +178,10 @@ impl Auto {
             .cells
             .iter()
             .position(|c| c.name == recipe.confound.resolved_baseline);
-        let comparisons = cells.saturating_sub(usize::from(baseline.is_some()));
+        let compared = cells.saturating_sub(usize::from(baseline.is_some()));
         let design = Design::new(
             settings.confidence,
-            u32::try_from(comparisons).unwrap_or(u32::MAX),
+            settings.comparisons_for(compared),
             settings.max_trials_per_cell,
         );
         let outcomes = vec![Vec::new(); cells];

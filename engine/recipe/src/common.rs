@@ -110,6 +110,7 @@ pub(crate) const AUTO_KEYS: &[&str] = &[
     "confidence",
     "max_walltime",
     "max_gpu_hours",
+    "comparisons",
 ];
 
 /// `trials: auto` and its settings; `None` for a numeric `trials` (whose auto-only keys are
@@ -172,11 +173,16 @@ fn auto_trials(cx: &Ctx, root: &Node) -> Res<Option<AutoTrials>> {
         None => None,
         Some(n) => Some(cx.positive_number(n, &top.key("max_gpu_hours"))?),
     };
+    let comparisons = match root.get("comparisons") {
+        None => None,
+        Some(n) => Some(cx.positive_u32(n, &top.key("comparisons"))?),
+    };
     Ok(Some(AutoTrials {
         max_trials_per_cell,
         confidence,
         max_walltime_sec,
         max_gpu_hours,
+        comparisons,
     }))
 }
 

@@ -145,6 +145,7 @@ impl FlagRecipe {
                     confidence: AutoTrials::DEFAULT_CONFIDENCE,
                     max_walltime_sec: None,
                     max_gpu_hours: None,
+                    comparisons: None,
                 })
             }
         };

@@ -31,6 +31,7 @@ pub const TRIAGE_KEYS: &[&str] = crate::resources::with_resource_keys![
     "confidence",
     "max_walltime",
     "max_gpu_hours",
+    "comparisons",
 ];
 pub const PROBE_KEYS: &[&str] = crate::resources::with_resource_keys![
     "schema_version",
@@ -60,6 +61,7 @@ pub const PROBE_KEYS: &[&str] = crate::resources::with_resource_keys![
     "confidence",
     "max_walltime",
     "max_gpu_hours",
+    "comparisons",
 ];
 const TRIAGE_REQUIRED: &[&str] = &["schema_version", "workload", "trials", "steps", "cells"];
 const PROBE_REQUIRED: &[&str] = &[

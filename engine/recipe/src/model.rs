@@ -235,7 +235,7 @@ pub struct StopAfter {
 
 /// `trials: auto`: the cap, the confidence and the optional budget (docs/recipes.md,
 /// "trials: auto"). The rule itself is `aorta_report::sequential`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 pub struct AutoTrials {
     pub max_trials_per_cell: u32,
     pub confidence: f64,
@@ -244,11 +244,21 @@ pub struct AutoTrials {
     /// Stop starting trials once executed trials used this many GPU-hours (trial wall time ×
     /// the GPUs it held).
     pub max_gpu_hours: Option<f64>,
+    /// Spread the error rate over this many comparisons instead of the recipe's cells (at
+    /// least them): the agent sets the number of candidates its whole run may test.
+    pub comparisons: Option<u32>,
 }
 
 impl AutoTrials {
     pub const DEFAULT_MAX_TRIALS_PER_CELL: u32 = 64;
     pub const DEFAULT_CONFIDENCE: f64 = 0.95;
+
+    /// The comparisons the error rate is spread over, for a recipe whose `cells` cells are
+    /// compared with one baseline: `comparisons` when set, never fewer than the cells.
+    pub fn comparisons_for(&self, cells: usize) -> u32 {
+        let m = u32::try_from(cells).unwrap_or(u32::MAX);
+        self.comparisons.map_or(m, |c| c.max(m)).max(1)
+    }
 }
 
 /// How a probe trial hands the cell's env to the command (shared with the trial record).

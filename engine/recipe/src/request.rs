@@ -6,7 +6,7 @@
 
 use crate::flags::FlagRecipe;
 use crate::load::parse_recipe;
-use crate::model::Recipe;
+use crate::model::{AutoTrials, Recipe};
 use crate::names::segment;
 use aorta_registry::Registry;
 use aorta_source::{Diag, DiagKind, FieldPath, SourceFile, Syntax};
@@ -173,7 +173,7 @@ pub fn agent_cell_name(m: &str) -> String {
 /// One look of the agent's search: candidates × diagnostics, with its own trial count in each
 /// `<m>-none` cell. Trial keys depend neither on a cell's trial count nor on which other
 /// cells exist, so every trial of an earlier look (or agent run) is a store hit.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentLook {
     pub ticket: Option<String>,
     /// Trials of each diagnostic cell (the template's `trials`, default 1).
@@ -181,8 +181,11 @@ pub struct AgentLook {
     /// The mitigation axis, `none` first.
     pub mitigations: Vec<String>,
     pub diagnostics: Vec<String>,
-    /// Trials of `<m>-none`, by mitigation.
+    /// Trials of `<m>-none`, by mitigation (ignored under `auto`).
     pub trials: BTreeMap<String, u32>,
+    /// `trials: auto` for every cell: each runs until its sequential test decides.
+    #[serde(default)]
+    pub auto: Option<AutoTrials>,
 }
 
 impl AgentLook {
@@ -193,17 +196,29 @@ impl AgentLook {
             mode: &'static str,
             #[serde(skip_serializing_if = "Option::is_none")]
             ticket: Option<&'a str>,
-            trials: u32,
+            trials: serde_json::Value,
             mitigation_axis: &'a [String],
             diagnostic_axis: &'a [String],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            max_trials_per_cell: Option<u32>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            confidence: Option<f64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            comparisons: Option<u32>,
         }
         let generated = Generated {
             schema_version: 1,
             mode: "probe",
             ticket: self.ticket.as_deref(),
-            trials: self.diagnostic_trials,
+            trials: match self.auto {
+                Some(_) => "auto".into(),
+                None => self.diagnostic_trials.into(),
+            },
             mitigation_axis: &self.mitigations,
             diagnostic_axis: &self.diagnostics,
+            max_trials_per_cell: self.auto.map(|a| a.max_trials_per_cell),
+            confidence: self.auto.map(|a| a.confidence),
+            comparisons: self.auto.and_then(|a| a.comparisons),
         };
         let mut recipe = parse_generated("<agent probe recipe>", &generated, registry)?;
         if let (Some(t), Some(p)) = (template, recipe.probe.as_mut()) {
@@ -221,7 +236,7 @@ impl AgentLook {
             recipe.confound.threshold = t.confound.threshold;
             recipe.registry_files = t.registry_files.clone();
         }
-        for cell in &mut recipe.cells {
+        for cell in recipe.cells.iter_mut().filter(|_| self.auto.is_none()) {
             let n = self
                 .mitigations
                 .iter()

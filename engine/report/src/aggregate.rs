@@ -198,9 +198,6 @@ pub const LOGITS_DISAGREE_HINT: &str =
 
 const EM_DASH: &str = "—";
 
-/// The most trial positions [`CellStats::outcomes`] holds.
-const MAX_OUTCOMES: usize = 1 << 20;
-
 impl CellStats {
     /// Folds `trials` (any order; sorted by index here) for `cell`. `cell_error` marks a cell
     /// that could not run.
@@ -267,20 +264,8 @@ impl CellStats {
             // AORTA keeps the row with zeros; hints and detectors are still reported.
             return stats;
         }
-        // Indices come from the plan (bounded by the recipe's trial limit); the cap only keeps a
-        // hand-edited record from asking for a huge vector.
-        let len = ts
-            .last()
-            .map_or(0, |t| t.trial_index as usize + 1)
-            .min(MAX_OUTCOMES);
-        stats.outcomes = vec![None; len];
-        for t in ts.iter().filter(|t| (t.trial_index as usize) < len) {
-            stats.outcomes[t.trial_index as usize] = match t.verdict {
-                Verdict::Fail => Some(true),
-                Verdict::Pass => Some(false),
-                Verdict::Error => None,
-            };
-        }
+        stats.outcomes =
+            crate::sequential::outcomes_of(ts.iter().map(|t| (t.trial_index, t.verdict)));
         stats.passed_count = ts.iter().filter(|t| t.verdict == Verdict::Pass).count();
         stats.error_count = ts.iter().filter(|t| t.verdict == Verdict::Error).count();
         stats.failed_count = n - stats.passed_count - stats.error_count;

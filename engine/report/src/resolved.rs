@@ -154,6 +154,9 @@ fn trials(r: &Recipe, e: &mut Vec<(String, Y)>) {
     if let Some(g) = a.max_gpu_hours {
         e.push(kv("max_gpu_hours", Y::float(g)));
     }
+    if let Some(m) = a.comparisons {
+        e.push(kv("comparisons", Y::int(m)));
+    }
 }
 
 fn stop_after(r: &Recipe, e: &mut Vec<(String, Y)>) {

@@ -135,6 +135,31 @@ fn doubling(first: u32, cap: u32) -> Vec<u32> {
     }
 }
 
+/// The most trial positions [`outcomes_of`] lays out (indices come from the plan, bounded by
+/// the recipe's trial limit; the cap keeps a hand-edited record from asking for more).
+const MAX_POSITIONS: usize = 1 << 20;
+
+/// Trials' outcomes by index, from `(trial index, verdict)` pairs in any order: a missing
+/// index is no evidence, as an errored trial is.
+pub fn outcomes_of(trials: impl IntoIterator<Item = (u32, aorta_trial::Verdict)>) -> Vec<Outcome> {
+    let mut out: Vec<Outcome> = Vec::new();
+    for (index, verdict) in trials {
+        let i = index as usize;
+        if i >= MAX_POSITIONS {
+            continue;
+        }
+        if out.len() <= i {
+            out.resize(i + 1, None);
+        }
+        out[i] = match verdict {
+            aorta_trial::Verdict::Fail => Some(true),
+            aorta_trial::Verdict::Pass => Some(false),
+            aorta_trial::Verdict::Error => None,
+        };
+    }
+    out
+}
+
 /// The failures and valid trials among the first `n` outcomes.
 pub fn counts(outcomes: &[Outcome], n: u32) -> Counts {
     let head = &outcomes[..(n as usize).min(outcomes.len())];
@@ -193,6 +218,17 @@ impl Design {
         self.levels.get(k).copied().unwrap_or(0.0)
     }
 
+    /// Whether, if both rates held as observed, the cap's look would reject in neither
+    /// direction: the trend says no verdict is coming (a dud that fails a little less than the
+    /// baseline by chance would otherwise run to the cap).
+    fn trend_falls_short(&self, b: Counts, c: Counts) -> bool {
+        let cap = self.cap();
+        let last = self.alpha_at(self.looks.len() - 1);
+        let at_cap = |x: Counts| Counts::new((x.rate() * f64::from(cap)).round() as u32, cap);
+        let (b, c) = (at_cap(b), at_cap(c));
+        fisher_less(b, c) > last && fisher_less(c, b) > last
+    }
+
     /// Whether neither verdict can be reached by the cap, whatever the later trials do: the
     /// cell's later trials all passing (or all failing) against a baseline that keeps its rate.
     fn out_of_reach(&self, b: Counts, c: Counts) -> bool {
@@ -249,7 +285,11 @@ pub fn decide(d: &Design, baseline: &[Outcome], cell: &[Outcome], budget_spent: 
         }
         let not_fewer = c.failed > 0 && c.rate() >= b.rate();
         let no_sign = c.failed > 0 && p.0 > FUTILE_FEWER_P;
-        if (not_fewer && p.1 > FUTILE_P) || no_sign || d.out_of_reach(b, c) {
+        if (not_fewer && p.1 > FUTILE_P)
+            || no_sign
+            || (c.failed > 0 && d.trend_falls_short(b, c))
+            || d.out_of_reach(b, c)
+        {
             return stopped(Finding::NoDifferent, Stop::Futile, n, p);
         }
     }

@@ -254,7 +254,7 @@ impl Answer {
         if let (Some(a), Some(b), Some(base_row)) = (auto, base, base_row) {
             let design = sequential::Design::new(
                 a.confidence,
-                u32::try_from(others.len()).unwrap_or(u32::MAX),
+                a.comparisons_for(others.len()),
                 a.max_trials_per_cell,
             );
             for (i, row) in others.iter().enumerate() {

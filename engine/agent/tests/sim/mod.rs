@@ -2,7 +2,8 @@
 //! Bernoulli draws instead of builds. Shared by `tests/simulation.rs` and
 //! `examples/simulate.rs` (the figures in docs/benchmarks.md).
 
-use aorta_agent::stats::{BaselineStep, CandidateStep, Counts, Design};
+use aorta_agent::stats::{BaselineStep, Design};
+use aorta_report::sequential::{self, Finding, Outcome};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -27,36 +28,45 @@ fn draw(rng: &mut ChaCha8Rng, rate: f64, n: u32) -> u32 {
     (0..n).filter(|_| rng.gen_bool(rate)).count() as u32
 }
 
-/// One agent run under `design`; returns the ending and the trials spent.
+/// One agent run under `design`, one candidate per iteration as the fake proposer does:
+/// the baseline alone until it fails, then each candidate under the engine's sequential
+/// test, the baseline drawn further only as far as a candidate's look needs it. Returns the
+/// ending and the trials spent.
 pub fn agent_run(design: &Design, s: &Scenario, seed: u64) -> (End, u32) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut base = Counts::default();
-    let mut spent = 0;
+    let mut extend = |v: &mut Vec<Outcome>, rate: f64, n: u32| {
+        while (v.len() as u32) < n {
+            v.push(Some(rng.gen_bool(rate)));
+        }
+    };
+    let mut base: Vec<Outcome> = Vec::new();
     for (k, &n) in design.baseline_looks.iter().enumerate() {
-        let extra = n - base.trials;
-        base = Counts::new(base.failed + draw(&mut rng, s.p, extra), n);
-        spent += extra;
-        match design.baseline_step(k, base) {
+        extend(&mut base, s.p, n);
+        match design.baseline_step(k, sequential::counts(&base, n)) {
             BaselineStep::More(_) => continue,
             BaselineStep::Ready => break,
-            BaselineStep::Passes => return (End::BaselinePass, spent),
-            BaselineStep::Uninformative => return (End::NoFix, spent),
+            BaselineStep::Passes => return (End::BaselinePass, base.len() as u32),
+            BaselineStep::Uninformative => return (End::NoFix, base.len() as u32),
         }
     }
+    let seq = design.sequential();
+    let mut spent = 0;
     for (i, &q) in s.q.iter().enumerate() {
-        let mut c = Counts::default();
-        for (k, &n) in design.candidate_looks.iter().enumerate() {
-            let extra = n - c.trials;
-            c = Counts::new(c.failed + draw(&mut rng, q, extra), n);
-            spent += extra;
-            match design.candidate_step(k, base, c) {
-                CandidateStep::Fix { .. } => return (End::Converged(i), spent),
-                CandidateStep::NotFix { .. } => break,
-                CandidateStep::More { .. } => {}
+        let mut cell = Vec::new();
+        let d = loop {
+            let d = sequential::decide(&seq, &base, &cell, false);
+            if !d.running() {
+                break d;
             }
+            extend(&mut base, s.p, d.trials);
+            extend(&mut cell, q, d.trials);
+        };
+        spent += d.trials;
+        if d.finding == Finding::Fewer {
+            return (End::Converged(i), base.len() as u32 + spent);
         }
     }
-    (End::NoFix, spent)
+    (End::NoFix, base.len() as u32 + spent)
 }
 
 /// AORTA 0.2.1's rule: one trial per cell; a passing baseline ends the search; the first
