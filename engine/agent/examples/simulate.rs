@@ -12,8 +12,8 @@ fn main() {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(20_000);
-    let design = Design::new(0.95, 5, 64, 32);
-    println!("{seeds} seeded runs per row; 5 candidates; agent at 95% confidence, caps 64 baseline / 32 per candidate\n");
+    let design = Design::new(0.95, 5, 64, 64);
+    println!("{seeds} seeded runs per row; 5 candidates; agent at 95% confidence, caps 64 baseline / 64 per candidate\n");
     println!("| scenario | p | agent: false convergence | agent: found fix | agent: mean trials | AORTA: false convergence | AORTA: found fix | AORTA: mean trials |");
     println!("|---|---|---|---|---|---|---|---|");
     for p in [0.05, 0.2, 0.3, 0.5, 0.8, 1.0] {

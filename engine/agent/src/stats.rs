@@ -12,9 +12,10 @@
 //! most α; `tests/simulation.rs` measures it. The baseline runs alongside each candidate, as
 //! far as that candidate needs it (trials of an earlier look are store hits).
 //!
-//! **The baseline** is first run alone (8, 16, … up to its cap) only until it has failed once:
-//! a failure that never shows is `baseline_pass`, and testing candidates against it would only
-//! burn trials.
+//! **The baseline** is first run alone (8, 16, … up to its cap) only until it has failed often
+//! enough that a candidate that never fails could be shown a fix by the cap: a failure that
+//! never shows is `baseline_pass`, one too rare to test against is `policy_stop`, and testing
+//! candidates against either would only burn trials.
 
 use aorta_report::sequential::{self, Finding, Stop};
 use serde::{Deserialize, Serialize};
@@ -138,15 +139,22 @@ impl Design {
         }
     }
 
-    /// After the baseline's look `k` (its counts so far): ready once it has failed.
+    /// After the baseline's look `k` (its counts so far): ready once it has failed often
+    /// enough that a candidate that never fails could be shown a fix by the cap, were the
+    /// baseline's rate at the top of its interval ([`sequential::TREND_CONFIDENCE`]).
     pub fn baseline_step(&self, k: usize, baseline: Counts) -> BaselineStep {
-        if baseline.failed > 0 {
-            BaselineStep::Ready
-        } else if k + 1 < self.baseline_looks.len() {
-            BaselineStep::More(self.baseline_looks[k + 1])
-        } else {
-            BaselineStep::Passes
+        let more = self.baseline_looks.get(k + 1).copied();
+        if baseline.failed == 0 {
+            return more.map_or(BaselineStep::Passes, BaselineStep::More);
         }
+        let s = self.sequential();
+        let cap = s.cap();
+        let top = baseline.wilson(sequential::TREND_CONFIDENCE).1;
+        let at_cap = Counts::new((top * f64::from(cap)).round() as u32, cap);
+        if fisher_less(at_cap, Counts::new(0, cap)) <= s.alpha_at(s.looks.len() - 1) {
+            return BaselineStep::Ready;
+        }
+        more.map_or(BaselineStep::Uninformative, BaselineStep::More)
     }
 
     /// A candidate's sequential decision as the log records it.
@@ -184,6 +192,15 @@ mod tests {
         assert_eq!(d.baseline_looks, [8, 16, 32, 64]);
         assert_eq!(d.candidate_looks, [4, 8, 16, 32]);
         assert_eq!(d.baseline_step(0, Counts::new(1, 8)), BaselineStep::Ready);
+        // One failure in 64 is too rare for any candidate to be shown a fix by the cap.
+        assert_eq!(
+            d.baseline_step(3, Counts::new(1, 64)),
+            BaselineStep::Uninformative
+        );
+        assert_eq!(
+            d.baseline_step(2, Counts::new(1, 32)),
+            BaselineStep::More(64)
+        );
         assert_eq!(
             d.baseline_step(0, Counts::new(0, 8)),
             BaselineStep::More(16)

@@ -92,7 +92,9 @@ fn the_report_renders_in_chromium_with_its_plots_and_no_console_errors() {
         "the answer comes first"
     );
     assert!(
-        dom.contains("<tr class=\"call-fixes\"><td>cuda_launch_blocking-none</td><td>fixes</td>"),
+        dom.contains(
+            "<tr class=\"call-fixes\"><td>cuda_launch_blocking-none</td><td>fixes · pass</td>"
+        ),
         "{dom}"
     );
     assert!(dom.contains("✓ fixes</text>"), "{dom}");

@@ -18,12 +18,14 @@
 //! looks and cells; stopping a cell early (futility) only removes chances to reject.
 //! `bench/sequential` measures the rates by simulation.
 //!
-//! **Futility.** A cell stops as "no different" once it has failed and shows no sign of a
-//! difference: fails at least as often as the baseline with the test for "worse" above
-//! [`FUTILE_P`], or fails with the test for "fewer" above [`FUTILE_FEWER_P`]; or once neither
-//! verdict could be reached by the cap even if every later trial went its way. This is what
-//! makes a dud cheap: an always-failing dud against an always-failing baseline stops at 4. A
-//! cell that never failed is never futile (a real fix keeps running until it is shown).
+//! **Futility.** A cell stops as "no different" once it shows no sign of a difference: it
+//! has failed at least as often as the baseline with the test for "worse" above [`FUTILE_P`],
+//! or it has failed with the test for "fewer" above [`FUTILE_FEWER_P`]; or, if the observed
+//! rates held, the cap's look would decide nothing (for a cell that has not failed, the
+//! baseline's rate is taken at the top of its [`TREND_CONFIDENCE`] interval, so a real fix is
+//! dropped only when even that could not show it); or neither verdict could be reached by the
+//! cap even if every later trial went its way. This is what makes a dud cheap: an
+//! always-failing dud against an always-failing baseline stops at 4.
 //!
 //! **Assumptions**, in plain words: trials of one cell are independent and alike (the failure
 //! probability does not drift during the run), and trials that error are no evidence either
@@ -43,6 +45,10 @@ pub const FUTILE_P: f64 = 0.2;
 /// above this: no sign of a reduction (bench/sequential measured 11–30 trials saved per run
 /// of the suite, at no cost in false calls and 1–4 points of power for a partial fix).
 pub const FUTILE_FEWER_P: f64 = 0.5;
+
+/// The two-sided confidence of the baseline interval whose upper end the trend rule assumes
+/// for a cell that has not failed yet.
+pub const TREND_CONFIDENCE: f64 = 0.8;
 
 /// One trial's outcome by position: `Some(true)` failed, `Some(false)` passed, `None` no
 /// evidence (the trial errored, or ended without a record).
@@ -220,12 +226,19 @@ impl Design {
 
     /// Whether, if both rates held as observed, the cap's look would reject in neither
     /// direction: the trend says no verdict is coming (a dud that fails a little less than the
-    /// baseline by chance would otherwise run to the cap).
+    /// baseline by chance would otherwise run to the cap). For a cell that has not failed the
+    /// baseline's rate is taken at the upper end of its interval ([`TREND_CONFIDENCE`]): a real
+    /// fix is dropped only when even that could not show it, as against a baseline that rarely
+    /// fails.
     fn trend_falls_short(&self, b: Counts, c: Counts) -> bool {
-        let cap = self.cap();
+        let cap = f64::from(self.cap());
         let last = self.alpha_at(self.looks.len() - 1);
-        let at_cap = |x: Counts| Counts::new((x.rate() * f64::from(cap)).round() as u32, cap);
-        let (b, c) = (at_cap(b), at_cap(c));
+        let at_cap = |rate: f64| Counts::new((rate * cap).round() as u32, cap as u32);
+        let base_rate = match c.failed {
+            0 => b.wilson(TREND_CONFIDENCE).1,
+            _ => b.rate(),
+        };
+        let (b, c) = (at_cap(base_rate), at_cap(c.rate()));
         fisher_less(b, c) > last && fisher_less(c, b) > last
     }
 
@@ -287,7 +300,7 @@ pub fn decide(d: &Design, baseline: &[Outcome], cell: &[Outcome], budget_spent: 
         let no_sign = c.failed > 0 && p.0 > FUTILE_FEWER_P;
         if (not_fewer && p.1 > FUTILE_P)
             || no_sign
-            || (c.failed > 0 && d.trend_falls_short(b, c))
+            || d.trend_falls_short(b, c)
             || d.out_of_reach(b, c)
         {
             return stopped(Finding::NoDifferent, Stop::Futile, n, p);

@@ -437,7 +437,7 @@ fn say(
                     c.cell
                 ),
                 Some(n) => format!(
-                    "Run {n} trials per cell (`trials: {n}`) to decide {} if the observed rates hold; the trials run so far are reused.",
+                    "Run {n} trials per cell (`trials: {n}`, or `trials: auto` to run each cell only until it is decided) to decide {} if the observed rates hold; the trials run so far are reused.",
                     c.cell
                 ),
                 None => format!(

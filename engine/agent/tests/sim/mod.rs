@@ -23,11 +23,6 @@ pub struct Scenario<'a> {
     pub q: &'a [f64],
 }
 
-/// Failures among `n` draws at probability `rate`.
-fn draw(rng: &mut ChaCha8Rng, rate: f64, n: u32) -> u32 {
-    (0..n).filter(|_| rng.gen_bool(rate)).count() as u32
-}
-
 /// One agent run under `design`, one candidate per iteration as the fake proposer does:
 /// the baseline alone until it fails, then each candidate under the engine's sequential
 /// test, the baseline drawn further only as far as a candidate's look needs it. Returns the
