@@ -180,36 +180,9 @@ impl AgentConfig {
     }
 }
 
-/// Which GPU vendor a mitigation's env vars are for, if only one: ROCm's (`HIP_`, `HSA_`,
-/// `ROC`, `AMD_`, `MIOPEN_`, `HIPBLASLT_`, `TENSILE_`, `RCCL_`) or CUDA's (`CUDA_`, `NVIDIA_`,
-/// `CUBLAS`, `CUDNN_`). NCCL's and PyTorch's variables serve both.
-fn vendor_of(m: &aorta_registry::Mitigation) -> Option<&'static str> {
-    const AMD: [&str; 8] = [
-        "HIP_",
-        "HSA_",
-        "ROC",
-        "AMD_",
-        "MIOPEN_",
-        "HIPBLASLT_",
-        "TENSILE_",
-        "RCCL_",
-    ];
-    const NVIDIA: [&str; 4] = ["CUDA_", "NVIDIA_", "CUBLAS", "CUDNN_"];
-    let any = |prefixes: &[&str]| {
-        m.env
-            .keys()
-            .any(|k| prefixes.iter().any(|p| k.starts_with(p)))
-    };
-    match (any(&AMD), any(&NVIDIA)) {
-        (true, false) => Some("amd"),
-        (false, true) => Some("nvidia"),
-        _ => None,
-    }
-}
-
 /// 0: for this machine's GPU vendor; 1: for any; 2: for the other vendor.
 fn platform_rank(m: &aorta_registry::Mitigation, machine_vendor: Option<&str>) -> u8 {
-    match (vendor_of(m), machine_vendor) {
+    match (m.vendor(), machine_vendor) {
         (None, _) | (_, None) => 1,
         (Some(v), Some(g)) if v == g => 0,
         _ => 2,
@@ -232,9 +205,9 @@ mod tests {
         let hip = mitigation("hip_launch_blocking", "HIP_LAUNCH_BLOCKING");
         let cuda = mitigation("cuda_launch_blocking", "CUDA_LAUNCH_BLOCKING");
         let nccl = mitigation("nccl_p2p_disable", "NCCL_P2P_DISABLE");
-        assert_eq!(vendor_of(&hip), Some("amd"));
-        assert_eq!(vendor_of(&cuda), Some("nvidia"));
-        assert_eq!(vendor_of(&nccl), None);
+        assert_eq!(hip.vendor(), Some("amd"));
+        assert_eq!(cuda.vendor(), Some("nvidia"));
+        assert_eq!(nccl.vendor(), None);
         assert_eq!(platform_rank(&cuda, Some("nvidia")), 0);
         assert_eq!(platform_rank(&nccl, Some("nvidia")), 1);
         assert_eq!(platform_rank(&hip, Some("nvidia")), 2);

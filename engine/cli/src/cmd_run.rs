@@ -41,7 +41,7 @@ pub fn run(a: &RunArgs) -> CliResult {
             code: crate::exit::INFRASTRUCTURE,
             ..usage(
                 format!("the workload could not run: {e}"),
-                workload_hint(&a.workload),
+                aorta_engine::workloads::how_to_get(&a.workload),
             )
         });
     }
@@ -83,16 +83,4 @@ pub fn run(a: &RunArgs) -> CliResult {
     } else {
         Ok(ExitCode::SUCCESS)
     }
-}
-
-/// How to get a workload that was not found: how each shipped one is built.
-fn workload_hint(name: &str) -> String {
-    let build = match name {
-        "example" => "the example is built beside aorta by `cargo build --release -p aorta-cli`".to_owned(),
-        "training" | "inference" | "inference_continuous" | "llm_determinism" | "race" => format!(
-            "aorta-workload-{name} links libtorch: `tests/install-libtorch`, then build it as docs/workloads.md shows"
-        ),
-        _ => "a workload is an `aorta-workload-<name>` executable speaking docs/workload-protocol.md".to_owned(),
-    };
-    format!("{build}; it is looked up in $AORTA_WORKLOAD_PATH, next to aorta, then on $PATH")
 }

@@ -63,6 +63,14 @@ impl Ws {
         }
     }
 
+    /// A workspace holding `recipe` as r.yaml, rooted (`.aorta-root`) at its directory.
+    pub fn with_recipe(recipe: &str) -> Ws {
+        let ws = Ws::new();
+        ws.write("r.yaml", recipe);
+        ws.write(".aorta-root", "");
+        ws
+    }
+
     pub fn path(&self) -> &Path {
         self.dir.path()
     }

@@ -4,40 +4,26 @@
 //! directory at once take turns instead of colliding (docs/exec.md).
 
 mod common;
+use common::Ws;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-struct Ws {
-    dir: tempfile::TempDir,
-}
-
-impl Ws {
-    fn new(recipe: &str) -> Ws {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("r.yaml"), recipe).unwrap();
-        std::fs::write(dir.path().join(".aorta-root"), "").unwrap();
-        Ws { dir }
-    }
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-    /// `aorta sweep run` of r.yaml into `out` with `store`, then `command`.
-    fn sweep(&self, out: &Path, store: &Path, command: &[&str]) -> Command {
-        let mut c = Command::new(assert_cmd::cargo::cargo_bin("aorta"));
-        c.current_dir(self.path())
-            .env("NO_COLOR", "1")
-            .env("AORTA_STORE", store)
-            .env_remove("AORTA_REMOTE_CACHE")
-            .env(
-                "AORTA_ENV_SNAPSHOT",
-                common::repo_root().join("docs/examples/h200-env.json"),
-            )
-            .args(["sweep", "run", "--recipe", "r.yaml", "--output"])
-            .arg(out)
-            .arg("--")
-            .args(command);
-        c
-    }
+/// `aorta sweep run` of the workspace's r.yaml into `out` with `store`, then `command`.
+fn sweep(ws: &Ws, out: &Path, store: &Path, command: &[&str]) -> Command {
+    let mut c = Command::new(assert_cmd::cargo::cargo_bin("aorta"));
+    c.current_dir(ws.path())
+        .env("NO_COLOR", "1")
+        .env("AORTA_STORE", store)
+        .env_remove("AORTA_REMOTE_CACHE")
+        .env(
+            "AORTA_ENV_SNAPSHOT",
+            common::repo_root().join("docs/examples/h200-env.json"),
+        )
+        .args(["sweep", "run", "--recipe", "r.yaml", "--output"])
+        .arg(out)
+        .arg("--")
+        .args(command);
+    c
 }
 
 const RECIPE: &str = "schema_version: 1\nmode: probe\nticket: T\ntrials: 6\nmitigation_axis: [none]\ndiagnostic_axis: [none]\nconfound: {baseline_cell: none-none}\n";
@@ -62,7 +48,7 @@ fn a_full_disk_during_trials_is_exit_3_and_its_trials_count_as_errors() {
         eprintln!("skipped: mounting a 2 MiB tmpfs needs root");
         return;
     }
-    let ws = Ws::new(RECIPE);
+    let ws = Ws::with_recipe(RECIPE);
     let disk = ws.path().join("disk");
     std::fs::create_dir(&disk).unwrap();
     let mounted = Command::new("mount")
@@ -76,14 +62,14 @@ fn a_full_disk_during_trials_is_exit_3_and_its_trials_count_as_errors() {
     }
     let _guard = Tmpfs(disk.clone());
     // ~700 KB of stdout a trial: the 2 MiB disk holds two or three of the six.
-    let out = ws
-        .sweep(
-            &disk.join("out"),
-            &disk.join("store"),
-            &["bash", "-c", "head -c 700000 /dev/zero | tr '\\0' x"],
-        )
-        .output()
-        .unwrap();
+    let out = sweep(
+        &ws,
+        &disk.join("out"),
+        &disk.join("store"),
+        &["bash", "-c", "head -c 700000 /dev/zero | tr '\\0' x"],
+    )
+    .output()
+    .unwrap();
     let text = common::transcript(&out);
     assert_eq!(out.status.code(), Some(3), "{text}");
     assert!(!stdout(&out).contains("passed"), "{text}");
@@ -98,16 +84,17 @@ fn a_full_disk_during_trials_is_exit_3_and_its_trials_count_as_errors() {
 fn a_trial_that_removes_its_own_directory_is_not_counted_as_passed() {
     // A probe command runs where aorta was started; its staging directory is where
     // AORTA_ENV_FILE (probe.env, with `env_passthrough_mode: file`) lies.
-    let ws = Ws::new(&RECIPE.replace("trials: 6\n", "trials: 2\nenv_passthrough_mode: file\n"));
+    let ws =
+        Ws::with_recipe(&RECIPE.replace("trials: 6\n", "trials: 2\nenv_passthrough_mode: file\n"));
     let script = "case \"$AORTA_ENV_FILE\" in */.aorta-staging/*/probe.env) rm -rf \"$(dirname \"$AORTA_ENV_FILE\")\";; *) exit 7;; esac";
-    let out = ws
-        .sweep(
-            &ws.path().join("out"),
-            &ws.path().join("store"),
-            &["bash", "-c", script],
-        )
-        .output()
-        .unwrap();
+    let out = sweep(
+        &ws,
+        &ws.path().join("out"),
+        &ws.path().join("store"),
+        &["bash", "-c", script],
+    )
+    .output()
+    .unwrap();
     let text = common::transcript(&out);
     // The trial's own doing: the result is incomplete (1), not the infrastructure's (3).
     assert_eq!(out.status.code(), Some(1), "{text}");
@@ -126,14 +113,14 @@ fn a_trial_that_removes_its_own_directory_is_not_counted_as_passed() {
 #[test]
 fn concurrent_builds_of_one_ticket_into_one_output_take_turns() {
     let recipe = "schema_version: 1\nmode: probe\nticket: T\ntrials: 2\nmitigation_axis: [none, cuda_launch_blocking]\ndiagnostic_axis: [none]\nconfound: {baseline_cell: none-none}\n";
-    let ws = Ws::new(recipe);
+    let ws = Ws::with_recipe(recipe);
     for round in 0..20 {
         // A fresh store and output each round: every round executes and places again.
         let out_dir = ws.path().join(format!("out-{round}"));
         let store = ws.path().join(format!("store-{round}"));
         let children: Vec<_> = (0..4)
             .map(|_| {
-                ws.sweep(&out_dir, &store, &["true"])
+                sweep(&ws, &out_dir, &store, &["true"])
                     .stdout(std::process::Stdio::piped())
                     .stderr(std::process::Stdio::piped())
                     .spawn()

@@ -86,7 +86,7 @@ impl Session {
         let executed = schedule.run(&mut local, &mut |_| {})?;
         self.save_digests();
         let placed = match (out, &target) {
-            (Some(out), Some(target)) => place(&store, &executed, ci, target, out),
+            (Some(_), Some(target)) => place(&store, &executed, ci, target),
             _ => first_result(&executed, ci),
         };
         let _ = std::fs::remove_dir_all(&staging);
@@ -124,6 +124,15 @@ enum OutDir {
     /// An empty directory (its real path): the outputs are staged inside it and moved up,
     /// so the directory itself (a mount point, the current directory) stays.
     Empty(std::path::PathBuf),
+}
+
+impl OutDir {
+    /// Where the outputs go (resolved: absolute, or the directory's real path).
+    fn path(&self) -> &Path {
+        match self {
+            OutDir::New(p) | OutDir::Empty(p) => p,
+        }
+    }
 }
 
 fn out_dir(out: &Path) -> Result<OutDir> {
@@ -183,9 +192,9 @@ fn place(
     executed: &Executed,
     cell: usize,
     target: &OutDir,
-    out: &Path,
 ) -> Result<TrialResult> {
     let r = first_result(executed, cell)?;
+    let out = target.path();
     let into = |e: std::io::Error| {
         EngineError::output(format!("cannot write the outputs to {}", out.display()), &e)
     };

@@ -3,6 +3,18 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// How to get a workload that was not found: how each shipped one is built.
+pub fn how_to_get(name: &str) -> String {
+    let build = match name {
+        "example" => "the example is built beside aorta by `cargo build --release -p aorta-cli`".to_owned(),
+        "training" | "inference" | "inference_continuous" | "llm_determinism" | "race" => format!(
+            "aorta-workload-{name} links libtorch: `tests/install-libtorch`, then build it as docs/workloads.md shows"
+        ),
+        _ => "a workload is an `aorta-workload-<name>` executable speaking docs/workload-protocol.md".to_owned(),
+    };
+    format!("{build}; it is looked up in $AORTA_WORKLOAD_PATH, next to aorta, then on $PATH")
+}
+
 /// Why a workload cannot run: the cell's error (a workload recipe's cells all share it).
 /// Clone, since one resolution serves every target of a session.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -82,6 +82,35 @@ pub struct Mitigation {
     pub source: Source,
 }
 
+impl Mitigation {
+    /// Which GPU vendor a mitigation's env vars are for, if only one: ROCm's (`HIP_`, `HSA_`,
+    /// `ROC`, `AMD_`, `MIOPEN_`, `HIPBLASLT_`, `TENSILE_`, `RCCL_`) or CUDA's (`CUDA_`, `NVIDIA_`,
+    /// `CUBLAS`, `CUDNN_`). NCCL's and PyTorch's variables serve both.
+    pub fn vendor(&self) -> Option<&'static str> {
+        const AMD: [&str; 8] = [
+            "HIP_",
+            "HSA_",
+            "ROC",
+            "AMD_",
+            "MIOPEN_",
+            "HIPBLASLT_",
+            "TENSILE_",
+            "RCCL_",
+        ];
+        const NVIDIA: [&str; 4] = ["CUDA_", "NVIDIA_", "CUBLAS", "CUDNN_"];
+        let any = |prefixes: &[&str]| {
+            self.env
+                .keys()
+                .any(|k| prefixes.iter().any(|p| k.starts_with(p)))
+        };
+        match (any(&AMD), any(&NVIDIA)) {
+            (true, false) => Some("amd"),
+            (false, true) => Some("nvidia"),
+            _ => None,
+        }
+    }
+}
+
 /// Where a trial runs. Metadata only at this layer; realising it is the engine's job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Environment {
