@@ -512,3 +512,46 @@ fn run_takes_one_results_directory() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("cannot be used with"), "{err}");
 }
+
+/// `aorta bench hw-queue --help` is the tool's own help, its usage naming the command the user
+/// typed (not `aorta-hw-queue`), and the tool's exit code; with no tool beside aorta or on
+/// PATH it is a usage error that says how to build it.
+#[test]
+fn bench_hw_queue_help_is_the_tools_under_the_typed_name() {
+    let aorta_bin = assert_cmd::cargo::cargo_bin("aorta");
+    let tool = aorta_bin.with_file_name("aorta-hw-queue");
+    if !tool.is_file() {
+        // `cargo test -p aorta-cli` alone does not build the workspace's other binaries.
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let built = std::process::Command::new(cargo)
+            .args(["build", "--quiet", "-p", "aorta-hw-queue"])
+            .current_dir(repo_root())
+            .status()
+            .unwrap();
+        assert!(built.success(), "cannot build aorta-hw-queue");
+    }
+    let out = aorta(&["bench", "hw-queue", "--help"]);
+    assert_eq!(out.status.code(), Some(0), "{}", transcript(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("Usage: aorta bench hw-queue <COMMAND>"),
+        "{text}"
+    );
+    assert!(text.contains("compare"), "{text}");
+    // Without the tool: found neither beside aorta nor on PATH.
+    let dir = tempfile::tempdir().unwrap();
+    let lone = dir.path().join("aorta");
+    std::fs::copy(&aorta_bin, &lone).unwrap();
+    let out = std::process::Command::new(&lone)
+        .args(["bench", "hw-queue", "--help"])
+        .env("PATH", dir.path())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", transcript(&out));
+    assert!(
+        stderr(&out).contains("aorta-hw-queue was not found next to aorta or on PATH"),
+        "{}",
+        transcript(&out)
+    );
+}
