@@ -108,6 +108,9 @@ impl AgentConfig {
                 ));
             }
         }
+        // The registry's own order is the agent's to improve on; a list the user wrote is theirs.
+        let reorder = req.mitigations.is_empty()
+            && template.as_ref().and_then(|t| t.probe.as_ref()).is_none();
         let mut candidates: Vec<String> = if !req.mitigations.is_empty() {
             req.mitigations.clone()
         } else if let Some(p) = template.as_ref().and_then(|t| t.probe.as_ref()) {
@@ -173,10 +176,53 @@ impl AgentConfig {
             max_walltime: req.max_walltime,
             max_trials: req.max_trials,
             candidates,
+            reorder_by_failure: reorder,
             require_approval: req.require_approval,
             design,
             fingerprint,
         })
+    }
+}
+
+/// How likely mitigation `name` is to bear on a failure of `category` (the fake proposer's
+/// categories, from the baseline's detectors): 0 the usual suspects, 1 related, 2 unrelated.
+/// The search tries candidates in this order, platform order within each rank, so the
+/// mitigation a GPU engineer would try first for an illegal address is tried first.
+pub(crate) fn relevance(category: &str, name: &str) -> u8 {
+    let any = |words: &[&str]| words.iter().any(|w| name.contains(w));
+    let (first, then): (&[&str], &[&str]) = match category {
+        "illegal_mem" => (
+            &["launch_blocking"],
+            &[
+                "memory_caching",
+                "alloc",
+                "max_connections_1",
+                "xnack",
+                "sdma",
+                "dynamic_queues",
+            ],
+        ),
+        "launch_error" => (&["launch_blocking", "module_loading"], &["max_connections"]),
+        "rccl_hang" => (
+            &["nccl", "rccl"],
+            &["max_connections", "hw_queues", "launch_blocking"],
+        ),
+        "oom_fragment" => (
+            &["alloc_expandable", "memory_caching"],
+            &["scratch_reclaim", "cublas_workspace"],
+        ),
+        "checkpoint_race" => (
+            &["nccl_blocking_wait", "launch_blocking"],
+            &["nccl", "rccl"],
+        ),
+        _ => (&[], &[]),
+    };
+    if any(first) {
+        0
+    } else if any(then) {
+        1
+    } else {
+        2
     }
 }
 
@@ -198,6 +244,18 @@ mod tests {
             .mitigation(name)
             .cloned()
             .unwrap_or_else(|| panic!("{name} ({var}) is not built in"))
+    }
+
+    #[test]
+    fn the_failures_usual_suspects_come_first() {
+        assert_eq!(relevance("illegal_mem", "cuda_launch_blocking"), 0);
+        assert_eq!(relevance("illegal_mem", "pytorch_no_cuda_memory_caching"), 1);
+        assert_eq!(relevance("illegal_mem", "nccl_algo_ring"), 2);
+        assert_eq!(relevance("rccl_hang", "nccl_p2p_disable"), 0);
+        assert_eq!(relevance("oom_fragment", "pytorch_alloc_expandable_segments"), 0);
+        // An unknown failure keeps the platform order: everything ranks alike.
+        assert_eq!(relevance("unknown", "cuda_launch_blocking"), 2);
+        assert_eq!(relevance("unknown", "tf32_off"), 2);
     }
 
     #[test]

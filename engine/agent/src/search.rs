@@ -35,6 +35,9 @@ pub struct AgentConfig {
     pub max_trials: Option<u64>,
     /// Candidates in order (the allowlist, the template's axis, or every registered name).
     pub candidates: Vec<String>,
+    /// Whether the search may try the candidates in the order the baseline's failure suggests
+    /// (only for the registry's own list, never for one the user gave).
+    pub reorder_by_failure: bool,
     pub require_approval: bool,
     pub design: Design,
     /// Logged with the session so a re-run with other settings does not replay this one.
@@ -393,6 +396,18 @@ impl Run<'_> {
             })?;
         }
         self.baseline()?;
+        let mut order = self.cfg.candidates.clone();
+        if self.cfg.reorder_by_failure {
+            let detectors: Vec<String> = self
+                .res
+                .cells
+                .iter()
+                .flat_map(|c| c.failure_detectors.iter().cloned())
+                .collect();
+            let category = crate::proposer::categorize(&detectors, self.cfg.symptom.as_deref());
+            // Stable: the platform order stays within each rank.
+            order.sort_by_key(|m| crate::config::relevance(category, m));
+        }
         loop {
             if self.res.iterations >= self.cfg.max_iterations {
                 return Err(Stop(
@@ -410,9 +425,7 @@ impl Run<'_> {
                 .iter()
                 .map(|t| t.mitigation.clone())
                 .collect();
-            let untried: Vec<String> = self
-                .cfg
-                .candidates
+            let untried: Vec<String> = order
                 .iter()
                 .filter(|c| !tried.contains(c))
                 .cloned()
