@@ -16,7 +16,8 @@
 # the final state of every job without a slurmdbd. Memory is a consumable resource
 # (DefMemPerCPU) enforced by jobacct_gather/linux polling every second (OverMemoryKill: no
 # cgroups needed), so a task over its --mem is killed; KillWait=1 so a task over its time
-# limit is killed a second after its SIGTERM.
+# limit is killed a second after its SIGTERM. AORTA_TEST_SLURM_MAX_ARRAY_SIZE sets MaxArraySize
+# (a test of arrays split to it).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 
@@ -109,6 +110,7 @@ MpiDefault=none
 SwitchType=switch/none
 ReturnToService=2
 MinJobAge=86400
+${AORTA_TEST_SLURM_MAX_ARRAY_SIZE:+MaxArraySize=$AORTA_TEST_SLURM_MAX_ARRAY_SIZE}
 # A site's TaskProlog exporting variables into every task: tests write task-prolog.env.
 TaskProlog=$dir/task-prolog.sh
 SlurmdParameters=config_overrides

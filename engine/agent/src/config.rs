@@ -184,48 +184,6 @@ impl AgentConfig {
     }
 }
 
-/// How likely mitigation `name` is to bear on a failure of `category` (the fake proposer's
-/// categories, from the baseline's detectors): 0 the usual suspects, 1 related, 2 unrelated.
-/// The search tries candidates in this order, platform order within each rank, so the
-/// mitigation a GPU engineer would try first for an illegal address is tried first.
-pub(crate) fn relevance(category: &str, name: &str) -> u8 {
-    let any = |words: &[&str]| words.iter().any(|w| name.contains(w));
-    let (first, then): (&[&str], &[&str]) = match category {
-        "illegal_mem" => (
-            &["launch_blocking"],
-            &[
-                "memory_caching",
-                "alloc",
-                "max_connections_1",
-                "xnack",
-                "sdma",
-                "dynamic_queues",
-            ],
-        ),
-        "launch_error" => (&["launch_blocking", "module_loading"], &["max_connections"]),
-        "rccl_hang" => (
-            &["nccl", "rccl"],
-            &["max_connections", "hw_queues", "launch_blocking"],
-        ),
-        "oom_fragment" => (
-            &["alloc_expandable", "memory_caching"],
-            &["scratch_reclaim", "cublas_workspace"],
-        ),
-        "checkpoint_race" => (
-            &["nccl_blocking_wait", "launch_blocking"],
-            &["nccl", "rccl"],
-        ),
-        _ => (&[], &[]),
-    };
-    if any(first) {
-        0
-    } else if any(then) {
-        1
-    } else {
-        2
-    }
-}
-
 /// 0: for this machine's GPU vendor; 1: for any; 2: for the other vendor.
 fn platform_rank(m: &aorta_registry::Mitigation, machine_vendor: Option<&str>) -> u8 {
     match (m.vendor(), machine_vendor) {
@@ -244,18 +202,6 @@ mod tests {
             .mitigation(name)
             .cloned()
             .unwrap_or_else(|| panic!("{name} ({var}) is not built in"))
-    }
-
-    #[test]
-    fn the_failures_usual_suspects_come_first() {
-        assert_eq!(relevance("illegal_mem", "cuda_launch_blocking"), 0);
-        assert_eq!(relevance("illegal_mem", "pytorch_no_cuda_memory_caching"), 1);
-        assert_eq!(relevance("illegal_mem", "nccl_algo_ring"), 2);
-        assert_eq!(relevance("rccl_hang", "nccl_p2p_disable"), 0);
-        assert_eq!(relevance("oom_fragment", "pytorch_alloc_expandable_segments"), 0);
-        // An unknown failure keeps the platform order: everything ranks alike.
-        assert_eq!(relevance("unknown", "cuda_launch_blocking"), 2);
-        assert_eq!(relevance("unknown", "tf32_off"), 2);
     }
 
     #[test]

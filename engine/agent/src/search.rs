@@ -406,7 +406,7 @@ impl Run<'_> {
                 .collect();
             let category = crate::proposer::categorize(&detectors, self.cfg.symptom.as_deref());
             // Stable: the platform order stays within each rank.
-            order.sort_by_key(|m| crate::config::relevance(category, m));
+            order.sort_by_key(|m| crate::proposer::relevance(category, m));
         }
         loop {
             if self.res.iterations >= self.cfg.max_iterations {

@@ -25,10 +25,16 @@ struct Cluster {
 
 impl Cluster {
     fn up() -> Option<Cluster> {
+        Cluster::up_with(&[])
+    }
+
+    /// A cluster whose `tests/slurm-cluster.sh up` saw `envs` (AORTA_TEST_SLURM_* settings).
+    fn up_with(envs: &[(&str, &str)]) -> Option<Cluster> {
         let dir = tempfile::tempdir().unwrap();
         let out = Command::new(repo_root().join("tests/slurm-cluster.sh"))
             .arg("up")
             .arg(dir.path().join("cluster"))
+            .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .output()
             .unwrap();
@@ -1081,4 +1087,79 @@ fn a_flag_mode_sweep_runs_on_slurm_with_the_local_keys() {
         "{}",
         text(&local)
     );
+}
+
+/// More trials of one shape than the cluster's MaxArraySize: split into arrays that each fit
+/// (25 trials, MaxArraySize=11: 11 + 11 + 3), all run, and a rebuild executes nothing.
+#[test]
+fn arrays_are_split_to_the_clusters_max_array_size() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = Cluster::up_with(&[("AORTA_TEST_SLURM_MAX_ARRAY_SIZE", "11")]) else {
+        return;
+    };
+    let work = cluster.work();
+    write_recipe(&work, 25, "none", 0);
+    let out = cluster.aorta(&args(&["--", "true"])).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Trials: 25 executed, 0 reused"),
+        "{}",
+        text(&out)
+    );
+    let jobs = cluster.settled();
+    assert_eq!(jobs.len(), 25, "{jobs:?}");
+    let mut arrays: Vec<&str> = jobs
+        .iter()
+        .map(|(id, _)| id.split('_').next().unwrap())
+        .collect();
+    arrays.sort_unstable();
+    arrays.dedup();
+    assert_eq!(arrays.len(), 3, "{jobs:?}");
+    assert!(jobs.iter().all(|(_, s)| s == "COMPLETED"), "{jobs:?}");
+    let again = cluster.aorta(&args(&["--", "true"])).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("Trials: 0 executed, 25 reused"),
+        "{}",
+        text(&again)
+    );
+}
+
+/// `trials: auto` under Slurm: each look is a wave of arrays, the answer is the local one.
+#[test]
+fn trials_auto_runs_in_waves_and_answers_as_locally() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = Cluster::up() else { return };
+    let work = cluster.work();
+    std::fs::write(
+        work.join("probe.yaml"),
+        "schema_version: 1\nmode: probe\nticket: SLURM-TEST\ntrials: auto\nmax_trials_per_cell: 16\n\
+         mitigation_axis: [none, cuda_launch_blocking, cuda_device_max_connections_1]\n\
+         diagnostic_axis: [none]\nconfound: {baseline_cell: none-none, threshold: 100}\n",
+    )
+    .unwrap();
+    // Fails unless CUDA_LAUNCH_BLOCKING=1: the fix is decided at 8, the dud futile at 4.
+    let cmd = ["--", "sh", "-c", "[ \"$CUDA_LAUNCH_BLOCKING\" = 1 ]"];
+    let out = cluster.aorta(&args(&cmd)).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("Trials: 20 executed, 0 reused"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        stdout.contains("cuda_launch_blocking (cell cuda_launch_blocking-none) fixes it"),
+        "{}",
+        text(&out)
+    );
+    // Looks at 4 and 8: more than one wave of arrays, never more tasks than the looks need.
+    let jobs = cluster.settled();
+    assert_eq!(jobs.len(), 20, "{jobs:?}");
+    let mut arrays: Vec<&str> = jobs
+        .iter()
+        .map(|(id, _)| id.split('_').next().unwrap())
+        .collect();
+    arrays.sort_unstable();
+    arrays.dedup();
+    assert!(arrays.len() >= 2, "{jobs:?}");
 }

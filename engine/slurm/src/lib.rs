@@ -216,6 +216,13 @@ impl Slurm {
         Ok(out)
     }
 
+    /// The cluster's `MaxArraySize` (`scontrol show config`): an array's task indices must stay
+    /// below it. `None` when scontrol does not say.
+    pub fn max_array_size(&self) -> Result<Option<u32>, SlurmError> {
+        let text = self.run("scontrol", &["show".into(), "config".into()])?;
+        Ok(parse_config_value(&text, "MaxArraySize").and_then(|v| v.parse().ok()))
+    }
+
     /// Cancels whole arrays (every task, queued or running).
     pub fn cancel(&self, jobs: &[String]) -> Result<(), SlurmError> {
         if jobs.is_empty() {
@@ -228,6 +235,14 @@ impl Slurm {
     pub fn bin_dir(&self) -> Option<&Path> {
         self.bin_dir.as_deref()
     }
+}
+
+/// The value of `key` in `scontrol show config`'s `Key = value` lines.
+fn parse_config_value<'t>(text: &'t str, key: &str) -> Option<&'t str> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        (k.trim() == key).then(|| v.trim())
+    })
 }
 
 /// `array_job|task|STATE` rows; a job that is no array (`N/A`) is skipped.
@@ -260,6 +275,14 @@ mod tests {
         assert_eq!(slurm_time(1), "0-00:01:00");
         assert_eq!(slurm_time(3600), "0-01:00:00");
         assert_eq!(slurm_time(90061), "1-01:02:00");
+    }
+
+    #[test]
+    fn config_values_are_read_by_key() {
+        let text = "MaxArraySize            = 1001\nMaxJobCount             = 10000\n";
+        assert_eq!(parse_config_value(text, "MaxArraySize"), Some("1001"));
+        assert_eq!(parse_config_value(text, "MaxJobCount"), Some("10000"));
+        assert_eq!(parse_config_value(text, "MaxArray"), None);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 mod fake;
 mod openai;
 
-pub use fake::{categorize, Fake};
+pub use fake::{categorize, relevance, Fake};
 pub use openai::{OpenAi, OpenAiSettings};
 
 use crate::policy::{AgentStep, Violation};

@@ -146,6 +146,9 @@ struct ArrayState {
     keep: bool,
 }
 
+/// Slurm's default `MaxArraySize`.
+const DEFAULT_MAX_ARRAY_SIZE: u32 = 1001;
+
 pub(crate) struct SlurmExecutor<'a> {
     c: &'a Compiled,
     store: Arc<LocalStore>,
@@ -166,6 +169,8 @@ pub(crate) struct SlurmExecutor<'a> {
     common: TaskManifest,
     aorta: PathBuf,
     cwd: PathBuf,
+    /// The cluster's `MaxArraySize`, once read.
+    max_array: Option<u32>,
 }
 
 impl Session {
@@ -208,6 +213,7 @@ impl Session {
             fresh: Vec::new(),
             pending: HashMap::new(),
             arrays: BTreeMap::new(),
+            max_array: None,
             common: TaskManifest {
                 format: MANIFEST_FORMAT,
                 origin: self.origin(c).absolute(&self.cwd),
@@ -421,7 +427,8 @@ impl SlurmExecutor<'_> {
             .over(&defaults)
     }
 
-    /// Submits `keys` (each with its attempt number), one array per resource shape.
+    /// Submits `keys` (each with its attempt number), one array per resource shape, split into
+    /// arrays of at most the cluster's `MaxArraySize` tasks.
     fn submit(&mut self, keys: Vec<(Key, u32)>) -> Result<()> {
         let mut by_shape: BTreeMap<Resources, Vec<(Key, u32)>> = BTreeMap::new();
         for (key, attempt) in keys {
@@ -430,10 +437,30 @@ impl SlurmExecutor<'_> {
                 .or_default()
                 .push((key, attempt));
         }
-        for (shape, keys) in by_shape {
-            self.submit_array(&shape, keys)?;
+        let chunk = self.max_array_size() as usize;
+        for (shape, mut keys) in by_shape {
+            while !keys.is_empty() {
+                let rest = keys.split_off(keys.len().min(chunk));
+                self.submit_array(&shape, keys)?;
+                keys = rest;
+            }
         }
         Ok(())
+    }
+
+    /// The most tasks one array may have: the cluster's `MaxArraySize` (task indices run from 0
+    /// to it, exclusive), read once; Slurm's default 1001 when scontrol does not say.
+    fn max_array_size(&mut self) -> u32 {
+        *self.max_array.get_or_insert_with(|| {
+            match self.slurm.max_array_size() {
+                Ok(Some(n)) if n >= 1 => n,
+                Ok(_) => DEFAULT_MAX_ARRAY_SIZE,
+                Err(e) => {
+                    eprintln!("aorta: cannot read the cluster's MaxArraySize ({e}); arrays of at most {DEFAULT_MAX_ARRAY_SIZE} tasks");
+                    DEFAULT_MAX_ARRAY_SIZE
+                }
+            }
+        })
     }
 
     fn submit_array(&mut self, shape: &Resources, keys: Vec<(Key, u32)>) -> Result<()> {
