@@ -88,26 +88,14 @@ impl NotFixReason {
     }
 }
 
-fn doubling(first: u32, cap: u32) -> Vec<u32> {
-    let mut looks = Vec::new();
-    let mut n = first.min(cap).max(1);
-    loop {
-        looks.push(n);
-        if n >= cap {
-            return looks;
-        }
-        n = (n * 2).min(cap);
-    }
-}
-
 impl Design {
     /// `confidence` in (0, 1); `candidates` ≥ 1; caps ≥ 1 (the candidate cap at least 4).
     pub fn new(confidence: f64, candidates: u32, max_baseline: u32, max_candidate: u32) -> Design {
         Design {
             alpha: 1.0 - confidence,
             candidates: candidates.max(1),
-            baseline_looks: doubling(8, max_baseline),
-            candidate_looks: doubling(sequential::FIRST_LOOK, max_candidate),
+            baseline_looks: sequential::doubling(8, max_baseline),
+            candidate_looks: sequential::doubling(sequential::FIRST_LOOK, max_candidate),
         }
     }
 

@@ -1108,12 +1108,7 @@ fn arrays_are_split_to_the_clusters_max_array_size() {
     );
     let jobs = cluster.settled();
     assert_eq!(jobs.len(), 25, "{jobs:?}");
-    let mut arrays: Vec<&str> = jobs
-        .iter()
-        .map(|(id, _)| id.split('_').next().unwrap())
-        .collect();
-    arrays.sort_unstable();
-    arrays.dedup();
+    let arrays = array_ids(&jobs);
     assert_eq!(arrays.len(), 3, "{jobs:?}");
     assert!(jobs.iter().all(|(_, s)| s == "COMPLETED"), "{jobs:?}");
     let again = cluster.aorta(&args(&["--", "true"])).output().unwrap();
@@ -1155,11 +1150,17 @@ fn trials_auto_runs_in_waves_and_answers_as_locally() {
     // Looks at 4 and 8: more than one wave of arrays, never more tasks than the looks need.
     let jobs = cluster.settled();
     assert_eq!(jobs.len(), 20, "{jobs:?}");
-    let mut arrays: Vec<&str> = jobs
+    let arrays = array_ids(&jobs);
+    assert!(arrays.len() >= 2, "{jobs:?}");
+}
+
+/// The distinct array job ids of squeue's `JOBID_TASK` rows.
+fn array_ids(jobs: &[(String, String)]) -> Vec<&str> {
+    let mut ids: Vec<&str> = jobs
         .iter()
         .map(|(id, _)| id.split('_').next().unwrap())
         .collect();
-    arrays.sort_unstable();
-    arrays.dedup();
-    assert!(arrays.len() >= 2, "{jobs:?}");
+    ids.sort_unstable();
+    ids.dedup();
+    ids
 }

@@ -35,7 +35,7 @@
 
 use aorta_report::evidence::{fisher_less, Counts};
 use aorta_report::sequential::{
-    counts, plan, Decision, Design, Finding, Outcome, Stop, FIRST_LOOK, FUTILE_P,
+    counts, doubling, plan, Decision, Design, Finding, Outcome, Stop, FIRST_LOOK, FUTILE_P,
 };
 use std::time::Instant;
 
@@ -219,18 +219,6 @@ struct Variant {
     drop_slow: bool,
     /// Run the crate's own `plan` instead of the copy (the design as it is).
     crate_rules: bool,
-}
-
-fn doubling(first: u32, cap: u32) -> Vec<u32> {
-    let mut looks = Vec::new();
-    let mut n = first.min(cap).max(1);
-    loop {
-        looks.push(n);
-        if n >= cap {
-            return looks;
-        }
-        n = n.saturating_mul(2).min(cap);
-    }
 }
 
 fn spaced(first: u32, cap: u32, factor: f64) -> Vec<u32> {

@@ -129,7 +129,8 @@ impl Decision {
     }
 }
 
-fn doubling(first: u32, cap: u32) -> Vec<u32> {
+/// Looks at `first`, twice that, … up to `cap` (the last look is the cap itself).
+pub fn doubling(first: u32, cap: u32) -> Vec<u32> {
     let mut looks = Vec::new();
     let mut n = first.min(cap).max(1);
     loop {
