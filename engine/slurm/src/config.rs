@@ -42,6 +42,8 @@ pub struct Settings {
     pub retries: Option<String>,
     /// Seconds between polls of the store and squeue.
     pub poll_interval: Option<String>,
+    /// The longest wait, in seconds, between tries while the controller does not answer.
+    pub max_backoff: Option<String>,
     /// Extra sbatch flags for every array, whitespace-separated.
     pub sbatch_args: Option<String>,
     /// The aorta executable the tasks run (default: this one; it must be on the shared
@@ -60,6 +62,9 @@ pub struct SlurmConfig {
     pub max_parallel: Option<u32>,
     pub retries: u32,
     pub poll_interval: Duration,
+    /// While squeue or sbatch fail for want of the controller, tries back off from
+    /// `poll_interval`, doubling, up to this.
+    pub max_backoff: Duration,
     pub sbatch_args: Vec<String>,
     pub aorta: Option<PathBuf>,
     pub bin_dir: Option<PathBuf>,
@@ -75,6 +80,7 @@ impl Settings {
             max_parallel: var("AORTA_SLURM_MAX_PARALLEL"),
             retries: var("AORTA_SLURM_RETRIES"),
             poll_interval: var("AORTA_SLURM_POLL_INTERVAL"),
+            max_backoff: var("AORTA_SLURM_MAX_BACKOFF"),
             sbatch_args: var("AORTA_SLURM_SBATCH_ARGS"),
             aorta: var("AORTA_SLURM_AORTA"),
             bin_dir: var("AORTA_SLURM_BIN"),
@@ -83,7 +89,7 @@ impl Settings {
 
     /// The `[aorta]` section of `<root>/.buckconfig`: `executor`, `slurm_partition`,
     /// `slurm_account`, `slurm_max_parallel`, `slurm_retries`, `slurm_poll_interval`,
-    /// `slurm_sbatch_args`, `slurm_aorta`, `slurm_bin`.
+    /// `slurm_max_backoff`, `slurm_sbatch_args`, `slurm_aorta`, `slurm_bin`.
     pub fn from_project(root: &Path) -> Settings {
         let mut section = aorta_buckconfig::section(root, "aorta");
         let mut take = |k: &str| section.remove(k);
@@ -94,6 +100,7 @@ impl Settings {
             max_parallel: take("slurm_max_parallel"),
             retries: take("slurm_retries"),
             poll_interval: take("slurm_poll_interval"),
+            max_backoff: take("slurm_max_backoff"),
             sbatch_args: take("slurm_sbatch_args"),
             aorta: take("slurm_aorta"),
             bin_dir: take("slurm_bin"),
@@ -109,6 +116,7 @@ impl Settings {
             max_parallel: self.max_parallel.or(lower.max_parallel),
             retries: self.retries.or(lower.retries),
             poll_interval: self.poll_interval.or(lower.poll_interval),
+            max_backoff: self.max_backoff.or(lower.max_backoff),
             sbatch_args: self.sbatch_args.or(lower.sbatch_args),
             aorta: self.aorta.or(lower.aorta),
             bin_dir: self.bin_dir.or(lower.bin_dir),
@@ -138,18 +146,18 @@ impl Settings {
                     })
                     .transpose()
             };
-        let poll = match self.poll_interval.as_deref() {
-            None => Duration::from_secs(2),
+        let seconds = |v: &Option<String>, what: &str, default: f64| match v.as_deref() {
+            None => Ok(Duration::from_secs_f64(default)),
             Some(s) => match s.trim().parse::<f64>() {
-                Ok(v) if v > 0.0 && v.is_finite() => Duration::from_secs_f64(v),
-                _ => {
-                    return Err(bad(
-                        format!("the Slurm poll interval must be seconds > 0, got {s:?}"),
-                        "e.g. 2 or 0.5",
-                    ))
-                }
+                Ok(v) if v > 0.0 && v.is_finite() && v < 1e9 => Ok(Duration::from_secs_f64(v)),
+                _ => Err(bad(
+                    format!("{what} must be seconds > 0, got {s:?}"),
+                    "e.g. 2 or 0.5",
+                )),
             },
         };
+        let poll = seconds(&self.poll_interval, "the Slurm poll interval", 2.0)?;
+        let max_backoff = seconds(&self.max_backoff, "the Slurm max_backoff", 60.0)?.max(poll);
         Ok(SlurmConfig {
             executor,
             partition: self.partition.clone(),
@@ -157,6 +165,7 @@ impl Settings {
             max_parallel: count(&self.max_parallel, "the Slurm max_parallel", 1)?,
             retries: count(&self.retries, "the Slurm retries", 0)?.unwrap_or(2),
             poll_interval: poll,
+            max_backoff,
             sbatch_args: self
                 .sbatch_args
                 .as_deref()
@@ -205,6 +214,10 @@ mod tests {
             },
             Settings {
                 poll_interval: Some("-1".into()),
+                ..Settings::default()
+            },
+            Settings {
+                max_backoff: Some("soon".into()),
                 ..Settings::default()
             },
         ] {

@@ -35,6 +35,32 @@ pub enum SlurmError {
     NoJobId(String),
 }
 
+impl SlurmError {
+    /// Whether trying again later may succeed: the controller down, restarting, busy or
+    /// over a submit limit (its words as Slurm's clients print them). A refusal of the request
+    /// itself (a bad partition, an invalid array) is not.
+    pub fn is_transient(&self) -> bool {
+        const WORDS: [&str; 12] = [
+            "Unable to contact slurm controller",
+            "Socket timed out",
+            "Slurm temporarily unable",
+            "Zero Bytes were transmitted or received",
+            "Connection refused",
+            "Connection timed out",
+            "Resource temporarily unavailable",
+            "Communication connection failure",
+            "Transport endpoint is not connected",
+            "slurmctld is busy",
+            "job submit limit",
+            "MaxJobCount",
+        ];
+        match self {
+            SlurmError::Failed { stderr, .. } => WORDS.iter().any(|w| stderr.contains(w)),
+            SlurmError::Spawn { .. } | SlurmError::NoJobId(_) => false,
+        }
+    }
+}
+
 /// One job array: task `i` runs `script` with `SLURM_ARRAY_TASK_ID=i`.
 #[derive(Debug, Clone, Default)]
 pub struct ArrayJob {
@@ -216,6 +242,30 @@ impl Slurm {
         Ok(out)
     }
 
+    /// The ids of the jobs named `name` that the controller still knows (squeue: queued,
+    /// running, or ended less than MinJobAge ago): how a submission whose id was never
+    /// recorded (the submitter killed right after sbatch) is found again.
+    pub fn jobs_named(&self, name: &str) -> Result<Vec<String>, SlurmError> {
+        let text = self.run(
+            "squeue",
+            &[
+                format!("--name={name}"),
+                "--states=all".into(),
+                "--noheader".into(),
+                "--format=%F".into(),
+            ],
+        )?;
+        let mut ids: Vec<String> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
+            .map(str::to_owned)
+            .collect();
+        ids.sort();
+        ids.dedup();
+        Ok(ids)
+    }
+
     /// The cluster's `MaxArraySize` (`scontrol show config`): an array's task indices must stay
     /// below it. `None` when scontrol does not say.
     pub fn max_array_size(&self) -> Result<Option<u32>, SlurmError> {
@@ -268,6 +318,35 @@ mod tests {
         parse_rows("12|0|COMPLETED\n12|1|RUNNING\n13|N/A|PENDING\n", &mut out);
         assert_eq!(out.len(), 2);
         assert_eq!(out[&("12".to_owned(), 1)], JobState::Running);
+    }
+
+    #[test]
+    fn an_unreachable_controller_is_transient_a_refusal_is_not() {
+        let failed = |stderr: &str| SlurmError::Failed {
+            command: "squeue".into(),
+            status: "exit status: 1".into(),
+            stderr: stderr.into(),
+        };
+        // squeue and sbatch while slurmctld is stopped, and a busy controller.
+        for e in [
+            "slurm_load_jobs error: Unable to contact slurm controller (connect failure)",
+            "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)",
+            "squeue: error: slurm_receive_msg: Socket timed out on send/recv operation",
+            "sbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)",
+        ] {
+            assert!(failed(e).is_transient(), "{e}");
+        }
+        for e in [
+            "sbatch: error: Batch job submission failed: Invalid job array specification",
+            "sbatch: error: invalid partition specified: gpu",
+        ] {
+            assert!(!failed(e).is_transient(), "{e}");
+        }
+        let spawn = SlurmError::Spawn {
+            command: "sbatch".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        };
+        assert!(!spawn.is_transient());
     }
 
     #[test]

@@ -10,7 +10,11 @@
 //! (`slurm/submitted/<key>`), so a later build (after `--detach`, or after a crash) waits for
 //! it instead of submitting it again.
 
-use super::nodes::{array_job, sh_quote, NodeMismatch, PartitionProbe};
+mod submit;
+
+use super::nodes::{NodeMismatch, PartitionProbe};
+use super::patience::Patience;
+use super::submissions::Submissions;
 use super::{ArrayProgress, Source, TrialDir};
 use super::{Executor, Job, Outcome, Waited};
 use crate::compile::{Compiled, RecipeOrigin};
@@ -104,18 +108,24 @@ impl TaskManifest {
     }
 }
 
-/// A submitted task, recorded in the store under its key until its result is collected.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// A submitted task without a result yet, as this build follows it (its array's record in the
+/// store, [`Submissions`], is what survives the build).
+#[derive(Debug, Clone)]
 struct Submitted {
     job: String,
     task: u32,
     attempt: u32,
+    /// Its array's name: the record and the folder.
+    array: String,
     array_dir: PathBuf,
     /// Seconds since the epoch: a task squeue does not list yet is not lost right away.
     at: u64,
+    /// Submitted by an earlier build: a task of it that ended without a result runs again
+    /// (its result was collected and later evicted, or its submitter never saw it end).
+    inherited: bool,
 }
 
-fn now_secs() -> u64 {
+pub(crate) fn now_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -138,16 +148,22 @@ fn scheduler_kill(state: &aorta_slurm::JobState, log: &Path) -> Option<Scheduler
     }
 }
 
+/// An array this build follows, by name.
 struct ArrayState {
+    job: String,
+    /// Tasks that ended in this build, for progress.
     done: usize,
-    size: usize,
+    /// Trials of its record not yet ended in this build nor found with a result: at 0 the
+    /// record goes, and the folder unless a task failed.
+    open: usize,
     dir: PathBuf,
     /// A task failed: its log stays.
     keep: bool,
 }
 
-/// Slurm's default `MaxArraySize`.
-const DEFAULT_MAX_ARRAY_SIZE: u32 = 1001;
+/// How long a task squeue does not list yet, or an array recorded without a job id that squeue
+/// does not know, may still be on its way (sbatch's answer, an orphaned sbatch still running).
+const ON_ITS_WAY_SECS: u64 = 30;
 
 pub(crate) struct SlurmExecutor<'a> {
     c: &'a Compiled,
@@ -164,8 +180,12 @@ pub(crate) struct SlurmExecutor<'a> {
     fresh: Vec<(Key, u32)>,
     /// Submitted tasks (by this build or an earlier one) without a result yet.
     pending: HashMap<Key, Submitted>,
-    /// Per array job: its tasks done so far, for progress and to remove its folder.
+    /// Tasks earlier builds submitted (their records), without a result, until started here.
+    recorded: HashMap<Key, Submitted>,
+    /// The arrays followed, by name.
     arrays: BTreeMap<String, ArrayState>,
+    submissions: Submissions,
+    patience: Patience,
     common: TaskManifest,
     aorta: PathBuf,
     cwd: PathBuf,
@@ -183,6 +203,7 @@ impl Session {
     ) -> Result<SlurmExecutor<'a>> {
         let cfg = &self.slurm;
         let root = store.root().join("slurm");
+        let submissions = Submissions::new(&root);
         std::fs::create_dir_all(root.join("submitted"))
             .and_then(|_| std::fs::create_dir_all(root.join("arrays")))
             .map_err(|e| EngineError::infra(format!("cannot create {}: {e}", root.display())))?;
@@ -201,7 +222,7 @@ impl Session {
                 EngineError::infra(format!("cannot find this aorta's executable: {e}"))
             })?,
         };
-        Ok(SlurmExecutor {
+        let mut executor = SlurmExecutor {
             c,
             store: Arc::clone(store),
             cfg,
@@ -212,7 +233,10 @@ impl Session {
             jobs: HashMap::new(),
             fresh: Vec::new(),
             pending: HashMap::new(),
+            recorded: HashMap::new(),
             arrays: BTreeMap::new(),
+            submissions,
+            patience: Patience::default(),
             max_array: None,
             common: TaskManifest {
                 format: MANIFEST_FORMAT,
@@ -227,7 +251,9 @@ impl Session {
             },
             aorta,
             cwd: self.cwd.clone(),
-        })
+        };
+        executor.load_records()?;
+        Ok(executor)
     }
 
     /// One array task (`aorta trial exec --manifest`): with a partition's snapshot as the plan,
@@ -269,9 +295,8 @@ impl Executor for SlurmExecutor<'_> {
     /// submitted again.
     fn start(&mut self, job: Job) -> std::result::Result<(), aorta_exec::SlotError> {
         let key = job.key.clone();
-        match self.read_record(&key) {
+        match self.recorded.remove(&key) {
             Some(s) => {
-                self.note_array(&s);
                 self.pending.insert(key.clone(), s);
             }
             None => self.fresh.push((key.clone(), 1)),
@@ -286,18 +311,20 @@ impl Executor for SlurmExecutor<'_> {
             self.submit(fresh)?;
         }
         loop {
-            let ended = self.collect_from_store()?;
-            if !ended.is_empty() || self.pending.is_empty() {
-                return Ok(Waited::Ended(ended));
-            }
             if self.cancel.is_cancelled() {
                 self.cancel_all();
                 return Ok(Waited::Cancelled);
             }
+            if self.pending.is_empty() {
+                return Ok(Waited::Ended(Vec::new()));
+            }
             if self.detach {
                 return Ok(Waited::Detached);
             }
-            let (ended, again) = self.poll(progress)?;
+            let Some((ended, again)) = self.poll(progress)? else {
+                self.cancel_all();
+                return Ok(Waited::Cancelled);
+            };
             if !again.is_empty() {
                 self.submit(again)?;
             }
@@ -337,8 +364,7 @@ impl Executor for SlurmExecutor<'_> {
         for k in keys {
             self.jobs.remove(k);
             if let Some(s) = self.pending.remove(k) {
-                let _ = std::fs::remove_file(self.record_path(k));
-                self.task_done(&s.job, false);
+                self.task_done(&s.array, false);
             }
         }
     }
@@ -365,51 +391,7 @@ impl SlurmExecutor<'_> {
     fn ended(&mut self, key: &Key, failed: bool) {
         self.jobs.remove(key);
         if let Some(s) = self.pending.remove(key) {
-            let _ = std::fs::remove_file(self.record_path(key));
-            self.task_done(&s.job, failed);
-        }
-    }
-
-    /// Pending keys whose result is in the store now.
-    fn collect_from_store(&mut self) -> Result<Vec<(Key, Outcome)>> {
-        let keys: Vec<Key> = self.pending.keys().cloned().collect();
-        let mut ended = Vec::new();
-        for key in keys {
-            if let Some(m) = self.result(&key)? {
-                self.ended(&key, false);
-                ended.push((key, executed(m)));
-            }
-        }
-        Ok(ended)
-    }
-
-    fn record_path(&self, key: &Key) -> PathBuf {
-        self.root.join("submitted").join(key.as_str())
-    }
-
-    fn read_record(&self, key: &Key) -> Option<Submitted> {
-        let text = std::fs::read(self.record_path(key)).ok()?;
-        serde_json::from_slice(&text).ok()
-    }
-
-    fn note_array(&mut self, s: &Submitted) {
-        let e = self.arrays.entry(s.job.clone()).or_insert(ArrayState {
-            done: 0,
-            size: 0,
-            dir: s.array_dir.clone(),
-            keep: false,
-        });
-        e.size += 1;
-    }
-
-    /// Every user of `key` gets the result; the first is `source`, the others reuse it.
-    fn task_done(&mut self, job: &str, failed: bool) {
-        if let Some(e) = self.arrays.get_mut(job) {
-            e.done += 1;
-            e.keep |= failed;
-            if e.done >= e.size && !e.keep && !self.pending.values().any(|s| s.job == job) {
-                let _ = std::fs::remove_dir_all(&e.dir);
-            }
+            self.task_done(&s.array, failed);
         }
     }
 
@@ -427,121 +409,15 @@ impl SlurmExecutor<'_> {
             .over(&defaults)
     }
 
-    /// Submits `keys` (each with its attempt number), one array per resource shape, split into
-    /// arrays of at most the cluster's `MaxArraySize` tasks.
-    fn submit(&mut self, keys: Vec<(Key, u32)>) -> Result<()> {
-        let mut by_shape: BTreeMap<Resources, Vec<(Key, u32)>> = BTreeMap::new();
-        for (key, attempt) in keys {
-            by_shape
-                .entry(self.shape(&key))
-                .or_default()
-                .push((key, attempt));
-        }
-        let chunk = self.max_array_size() as usize;
-        for (shape, mut keys) in by_shape {
-            while !keys.is_empty() {
-                let rest = keys.split_off(keys.len().min(chunk));
-                self.submit_array(&shape, keys)?;
-                keys = rest;
-            }
-        }
-        Ok(())
-    }
-
-    /// The most tasks one array may have: the cluster's `MaxArraySize` (task indices run from 0
-    /// to it, exclusive), read once; Slurm's default 1001 when scontrol does not say.
-    fn max_array_size(&mut self) -> u32 {
-        *self.max_array.get_or_insert_with(|| {
-            match self.slurm.max_array_size() {
-                Ok(Some(n)) if n >= 1 => n,
-                Ok(_) => DEFAULT_MAX_ARRAY_SIZE,
-                Err(e) => {
-                    eprintln!("aorta: cannot read the cluster's MaxArraySize ({e}); arrays of at most {DEFAULT_MAX_ARRAY_SIZE} tasks");
-                    DEFAULT_MAX_ARRAY_SIZE
-                }
-            }
-        })
-    }
-
-    fn submit_array(&mut self, shape: &Resources, keys: Vec<(Key, u32)>) -> Result<()> {
-        let infra = |what: &str, p: &Path, e: std::io::Error| {
-            EngineError::infra(format!("cannot {what} {}: {e}", p.display()))
-        };
-        let name = format!(
-            "{}-{}-{}",
-            now_secs(),
-            std::process::id(),
-            &keys[0].0.as_str()[..12]
-        );
-        let dir = self.root.join("arrays").join(&name);
-        std::fs::create_dir_all(&dir).map_err(|e| infra("create", &dir, e))?;
-        let mut manifest = self.common.clone();
-        manifest.trials = keys
-            .iter()
-            .map(|(k, _)| TaskTrial {
-                cell: self.c.recipe.cells[self.jobs[k].cell].name.clone(),
-                index: self.jobs[k].index,
-                key: (*k).clone(),
-            })
-            .collect();
-        let json = serde_json::to_vec_pretty(&manifest)
-            .map_err(|e| EngineError::infra(format!("cannot encode the manifest: {e}")))?;
-        let manifest_path = dir.join("manifest.json");
-        crate::dirs::write_atomic(&manifest_path, &json)
-            .map_err(|e| infra("write", &manifest_path, e))?;
-        let script = dir.join("task.sh");
-        let text = format!(
-            "#!/bin/sh\n# One trial per array task: the manifest maps SLURM_ARRAY_TASK_ID to a trial key.\nexec {} trial exec --manifest {}\n",
-            sh_quote(&self.aorta.display().to_string()),
-            sh_quote(&manifest_path.display().to_string())
-        );
-        crate::dirs::write_atomic(&script, text.as_bytes())
-            .map_err(|e| infra("write", &script, e))?;
-        let name = format!(
-            "aorta-{}",
-            self.c.recipe.ticket.as_deref().unwrap_or("trials")
-        );
-        let job = array_job(self.cfg, shape, name, script, keys.len() as u32, &self.cwd);
-        let id = self.slurm.submit(&job).map_err(|e| {
-            EngineError::infra_with_help(
-                format!("cannot submit the job array: {e}"),
-                "check the Slurm settings (docs/slurm.md) and that sbatch works here",
-            )
-        })?;
-        self.arrays.insert(
-            id.clone(),
-            ArrayState {
-                done: 0,
-                size: keys.len(),
-                dir: dir.clone(),
-                keep: false,
-            },
-        );
-        let at = now_secs();
-        for (task, (key, attempt)) in keys.into_iter().enumerate() {
-            let s = Submitted {
-                job: id.clone(),
-                task: task as u32,
-                attempt,
-                array_dir: dir.clone(),
-                at,
-            };
-            let json = serde_json::to_vec(&s)
-                .map_err(|e| EngineError::infra(format!("cannot encode a submission: {e}")))?;
-            let path = self.record_path(&key);
-            crate::dirs::write_atomic(&path, &json).map_err(|e| infra("write", &path, e))?;
-            self.pending.insert(key, s);
-        }
-        Ok(())
-    }
-
-    /// Asks Slurm about the pending tasks: what ended (a result, a limit kill recorded, a
-    /// failure), and the interrupted ones to submit again (while retries last).
+    /// Asks Slurm about the pending tasks (one squeue for all, waiting out an outage; the
+    /// store is read only for the tasks that ended): what ended (a result, a limit kill
+    /// recorded, a failure), and the ones to submit again (interrupted while retries last, or
+    /// an earlier build's task that left no result). `None`: Ctrl-C during an outage.
     #[allow(clippy::type_complexity)]
     fn poll(
         &mut self,
         report: &mut dyn FnMut(&[ArrayProgress]),
-    ) -> Result<(Vec<(Key, Outcome)>, Vec<(Key, u32)>)> {
+    ) -> Result<Option<(Vec<(Key, Outcome)>, Vec<(Key, u32)>)>> {
         let mut ended = Vec::new();
         let jobs: Vec<String> = {
             let mut j: Vec<String> = self.pending.values().map(|s| s.job.clone()).collect();
@@ -549,9 +425,23 @@ impl SlurmExecutor<'_> {
             j.dedup();
             j
         };
-        let states = self.slurm.states(&jobs).map_err(|e| {
-            EngineError::infra(format!("cannot ask Slurm for the tasks' states: {e}"))
-        })?;
+        let slurm = &self.slurm;
+        // Whatever squeue says while tasks live, it is never the end of the build.
+        let states = self
+            .patience
+            .call(
+                self.cfg,
+                &self.cancel,
+                "squeue",
+                |_| true,
+                |_| slurm.states(&jobs),
+            )
+            .map_err(|e| {
+                EngineError::infra(format!("cannot ask Slurm for the tasks' states: {e}"))
+            })?;
+        let Some(states) = states else {
+            return Ok(None);
+        };
         let mut progress: BTreeMap<String, ArrayProgress> = BTreeMap::new();
         let mut again = Vec::new();
         let keys: Vec<Key> = self.pending.keys().cloned().collect();
@@ -568,7 +458,7 @@ impl SlurmExecutor<'_> {
             let meaning = match state {
                 Some(st) => st.meaning(),
                 // Not listed yet (just submitted), or forgotten by squeue and unknown to sacct.
-                None if now_secs() < s.at + 30 => Meaning::Active,
+                None if now_secs() < s.at + ON_ITS_WAY_SECS => Meaning::Active,
                 None => Meaning::Interrupted,
             };
             let shown = state.map_or("gone from squeue and sacct", |st| st.as_str());
@@ -586,8 +476,7 @@ impl SlurmExecutor<'_> {
                         continue;
                     }
                     self.pending.remove(&key);
-                    let _ = std::fs::remove_file(self.record_path(&key));
-                    self.task_done(&s.job, true);
+                    self.task_done(&s.array, true);
                     let kill = state.and_then(|st| scheduler_kill(st, &log));
                     if let Some(kill) = kill {
                         let said = match (kill, state) {
@@ -621,6 +510,13 @@ impl SlurmExecutor<'_> {
                             self.jobs.remove(&key);
                             ended.push((key.clone(), Outcome::Failed(note.message(&key))));
                         }
+                        _ if s.inherited && meaning != Meaning::Interrupted => {
+                            eprintln!(
+                                "aorta: Slurm task {}_{} of an earlier build ended {shown} and left no result for trial {key}; running it again",
+                                s.job, s.task
+                            );
+                            again.push((key, 1));
+                        }
                         _ => {
                             let e = format!(
                                 "trial {key}: Slurm task {}_{} ended {shown} without a result (log: {})",
@@ -635,12 +531,14 @@ impl SlurmExecutor<'_> {
                 }
             }
         }
-        for (job, p) in progress.iter_mut() {
-            p.done = self.arrays.get(job).map_or(0, |a| a.done);
+        for a in self.arrays.values() {
+            if let Some(p) = progress.get_mut(&a.job) {
+                p.done += a.done;
+            }
         }
         let list: Vec<ArrayProgress> = progress.into_values().collect();
         report(&list);
-        Ok((ended, again))
+        Ok(Some((ended, again)))
     }
 
     /// Stores the record of a trial whose task Slurm killed for its own time or memory limit
@@ -706,14 +604,26 @@ impl SlurmExecutor<'_> {
         jobs.sort();
         jobs.dedup();
         if let Err(e) = self.slurm.cancel(&jobs) {
+            // Their records stay: a later build finds the tasks again.
             eprintln!(
-                "aorta: cannot cancel the Slurm jobs {}: {e}",
+                "aorta: cannot cancel the Slurm jobs {} (a later build waits for them): {e}",
                 jobs.join(",")
             );
+            return;
         }
-        for key in self.pending.keys() {
-            let _ = std::fs::remove_file(self.record_path(key));
+        let names: Vec<String> = self
+            .arrays
+            .iter()
+            .filter(|(_, a)| jobs.contains(&a.job))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in names {
+            self.submissions.remove(&name);
+            if let Some(a) = self.arrays.remove(&name) {
+                let _ = std::fs::remove_dir_all(&a.dir);
+            }
         }
+        self.pending.clear();
     }
 }
 

@@ -10,7 +10,9 @@ pub(crate) mod cluster;
 pub(crate) mod gpu_readings;
 pub(crate) mod local;
 pub(crate) mod nodes;
+mod patience;
 pub(crate) mod process;
+mod submissions;
 
 use crate::error::Result;
 use crate::execute::process::TrialSpec;
