@@ -25,6 +25,13 @@ pub fn build(a: &BuildArgs) -> CliResult {
         let code = crate::output::print_plans(&plans, a.json)?;
         return Ok(skipped.finish(code));
     }
+    if compiled.len() > 1 {
+        // Every target's first wave queued before the first is waited for; an error here is
+        // said again, in its place, by that target's build.
+        for c in &compiled {
+            let _ = session.submit_ahead(c);
+        }
+    }
     let mut code = ExitCode::SUCCESS;
     for c in &compiled {
         let out = match crate::execute::build(&session, c, a.verbosity) {

@@ -116,6 +116,10 @@ pub fn cache(cmd: &CacheCommand) -> CliResult {
             wait,
         } => {
             let session = open(store)?;
+            let records = session.prune_submissions()?;
+            if records > 0 {
+                println!("gc: removed {records} Slurm submission record(s) whose trials all have results");
+            }
             let policy = GcPolicy {
                 max_age: max_age_days.map(|d| Duration::from_secs_f64(d * 86_400.0)),
                 max_bytes: *max_bytes,

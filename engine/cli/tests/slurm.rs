@@ -121,6 +121,32 @@ impl Cluster {
         self.jobs()
     }
 
+    /// Stops slurmctld (SIGTERM, as an admin's restart does) and waits until it is gone.
+    fn stop_controller(&self) {
+        let pid_file = self.dir.path().join("cluster/slurmctld.pid");
+        let pid = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .to_owned();
+        assert!(Command::new("kill").arg(&pid).status().unwrap().success());
+        let until = Instant::now() + Duration::from_secs(30);
+        while Path::new(&format!("/proc/{pid}")).exists() {
+            assert!(Instant::now() < until, "slurmctld {pid} did not stop");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Starts slurmctld again from its saved state (no `-c`: the jobs are recovered).
+    fn start_controller(&self) {
+        let st = Command::new(self.bin.join("slurmctld"))
+            .arg("-i")
+            .env("SLURM_CONF", &self.conf)
+            .stdin(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+
     /// Waits until `pred` holds of the jobs (60 s at most).
     fn wait_for(&self, what: &str, pred: impl Fn(&[(String, String)]) -> bool) {
         let until = Instant::now() + Duration::from_secs(60);
@@ -1163,4 +1189,287 @@ fn array_ids(jobs: &[(String, String)]) -> Vec<&str> {
     ids.sort_unstable();
     ids.dedup();
     ids
+}
+
+/// slurmctld stopped for a minute while the tasks run (squeue and sacct fail meanwhile:
+/// "Unable to contact slurm controller"): the build says so, waits, and finishes once the
+/// controller is back, exit 0, every trial run once.
+#[test]
+fn a_controller_outage_of_a_minute_is_waited_out() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = Cluster::up() else { return };
+    let work = cluster.work();
+    write_recipe(&work, 4, "none", 0);
+    let child = cluster
+        .aorta(&args(&["--", "sleep", "5"]))
+        .env("AORTA_SLURM_MAX_BACKOFF", "4")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    cluster.wait_for("the tasks to run", |j| {
+        j.iter().filter(|(_, s)| s == "RUNNING").count() == 4
+    });
+    cluster.stop_controller();
+    std::thread::sleep(Duration::from_secs(60));
+    cluster.start_controller();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        stdout.contains("Trials: 4 executed, 0 reused"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        stderr.contains("aorta: Slurm does not answer (squeue: "),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        stderr.contains("aorta: Slurm answers again, after "),
+        "{}",
+        text(&out)
+    );
+    let jobs = cluster.settled();
+    assert_eq!(jobs.len(), 4, "nothing resubmitted: {jobs:?}");
+}
+
+/// A folder put first on PATH whose `sbatch` kills the aorta that called it, before (`before`)
+/// or after (else) handing the job to the real sbatch: a client killed at the worst moment.
+fn sbatch_that_kills_its_caller(work: &Path, cluster: &Cluster, before: bool) -> String {
+    let wrap = work.join("wrap");
+    std::fs::create_dir_all(&wrap).unwrap();
+    let real = cluster.bin.join("sbatch");
+    let body = match before {
+        true => "kill -9 $PPID\nexit 1\n".to_owned(),
+        false => format!("{} \"$@\"\nkill -9 $PPID\n", real.display()),
+    };
+    let script = wrap.join("sbatch");
+    std::fs::write(&script, format!("#!/bin/sh\n{body}")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!("{}:{}", wrap.display(), cluster.path())
+}
+
+/// The client killed right after sbatch submitted its array, before it learnt the job id:
+/// the rebuild finds the job by its name, follows it instead of submitting again, and leaves
+/// nothing in the queue; every trial ran once.
+#[test]
+fn a_client_killed_right_after_sbatch_leaves_no_orphan_and_runs_nothing_twice() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = Cluster::up() else { return };
+    let work = cluster.work();
+    write_recipe(&work, 6, "none", 0);
+    let cmd = ["--", "sleep", "2"];
+    let path = sbatch_that_kills_its_caller(&work, &cluster, false);
+    let killed = cluster
+        .aorta(&args(&cmd))
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert_eq!(killed.status.code(), None, "killed: {}", text(&killed));
+    assert_eq!(cluster.jobs().len(), 6, "the array reached Slurm");
+    let again = cluster.aorta(&args(&cmd)).output().unwrap();
+    assert!(again.status.success(), "{}", text(&again));
+    assert!(
+        String::from_utf8_lossy(&again.stderr)
+            .contains("submitted by a build that stopped before recording it; following it"),
+        "{}",
+        text(&again)
+    );
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("Trials: 6 executed, 0 reused"),
+        "{}",
+        text(&again)
+    );
+    let jobs = cluster.settled();
+    assert_eq!(jobs.len(), 6, "nothing submitted twice: {jobs:?}");
+    assert!(jobs.iter().all(|(_, s)| s == "COMPLETED"), "{jobs:?}");
+    assert_eq!(
+        std::fs::read_dir(work.join("store/slurm/submitted"))
+            .unwrap()
+            .count(),
+        0,
+        "no record left"
+    );
+}
+
+/// The client killed after recording its intent, before sbatch ran: nothing reached Slurm,
+/// and the rebuild (once an orphaned sbatch could no longer be on its way) submits it all.
+#[test]
+fn a_client_killed_before_sbatch_leaves_an_intent_the_rebuild_drops() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = Cluster::up() else { return };
+    let work = cluster.work();
+    write_recipe(&work, 3, "none", 0);
+    let cmd = ["--", "true"];
+    let path = sbatch_that_kills_its_caller(&work, &cluster, true);
+    let killed = cluster
+        .aorta(&args(&cmd))
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert_eq!(killed.status.code(), None, "killed: {}", text(&killed));
+    assert!(cluster.jobs().is_empty());
+    assert_eq!(
+        std::fs::read_dir(work.join("store/slurm/submitted"))
+            .unwrap()
+            .filter(|e| e
+                .as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "json"))
+            .count(),
+        1,
+        "the intent is recorded"
+    );
+    let again = cluster.aorta(&args(&cmd)).output().unwrap();
+    assert!(again.status.success(), "{}", text(&again));
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("Trials: 3 executed, 0 reused"),
+        "{}",
+        text(&again)
+    );
+    assert_eq!(cluster.settled().len(), 3);
+}
+
+/// `--detach`, the tasks end, the results are evicted (`cache gc --max-bytes 0`) or forced
+/// to run again (`--rerun all`): the next build runs them again; no stale submission makes a
+/// false failure, and no record is left behind.
+#[test]
+fn detached_tasks_whose_results_are_gone_run_again_instead_of_failing() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = Cluster::up() else { return };
+    let work = cluster.work();
+    write_recipe(&work, 3, "none,cuda_launch_blocking", 0);
+    let cmd = ["--", "true"];
+    let detached = cluster
+        .aorta(&args(&[&["--detach"][..], &cmd[..]].concat()))
+        .output()
+        .unwrap();
+    assert!(detached.status.success(), "{}", text(&detached));
+    cluster.wait_for("the tasks to end", |j| {
+        j.len() == 6 && j.iter().all(|(_, s)| s == "COMPLETED")
+    });
+    // The results are there: collected by this build, as executed.
+    let collected = cluster.aorta(&args(&cmd)).output().unwrap();
+    assert!(collected.status.success(), "{}", text(&collected));
+    assert!(
+        String::from_utf8_lossy(&collected.stdout).contains("Trials: 6 executed, 0 reused"),
+        "{}",
+        text(&collected)
+    );
+    let records = || {
+        std::fs::read_dir(work.join("store/slurm/submitted"))
+            .unwrap()
+            .count()
+    };
+    assert_eq!(records(), 0, "collected: no record left");
+    let gc = cluster
+        .aorta(&["cache", "gc", "--store", "store", "--max-bytes", "0"])
+        .output()
+        .unwrap();
+    assert!(gc.status.success(), "{}", text(&gc));
+    let rebuilt = cluster.aorta(&args(&cmd)).output().unwrap();
+    assert!(rebuilt.status.success(), "{}", text(&rebuilt));
+    assert!(
+        String::from_utf8_lossy(&rebuilt.stdout).contains("Trials: 6 executed, 0 reused"),
+        "{}",
+        text(&rebuilt)
+    );
+    // Detached again, ended, then forced: the earlier build's tasks left no result this
+    // build may use, so it runs them again (the records of a build that did not wait).
+    let detached = cluster
+        .aorta(&args(
+            &[&["--detach", "--rerun", "all"][..], &cmd[..]].concat(),
+        ))
+        .output()
+        .unwrap();
+    assert!(detached.status.success(), "{}", text(&detached));
+    cluster.wait_for("the tasks to end", |j| {
+        j.len() == 18 && j.iter().all(|(_, s)| s == "COMPLETED")
+    });
+    let forced = cluster
+        .aorta(&args(&[&["--rerun", "all"][..], &cmd[..]].concat()))
+        .output()
+        .unwrap();
+    assert!(forced.status.success(), "{}", text(&forced));
+    assert!(
+        String::from_utf8_lossy(&forced.stderr)
+            .contains("of an earlier build ended COMPLETED and left no result"),
+        "{}",
+        text(&forced)
+    );
+    assert!(
+        String::from_utf8_lossy(&forced.stdout).contains("Trials: 6 executed, 0 reused"),
+        "{}",
+        text(&forced)
+    );
+    assert_eq!(records(), 0, "no record left");
+}
+
+/// Two recipes in one `aorta build`: the second's array is queued before the first's tasks
+/// end, not after the first drained.
+#[test]
+fn the_recipes_of_one_build_are_all_queued_at_once() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = Cluster::up() else { return };
+    let work = cluster.work();
+    write_recipe(&work, 4, "none", 0);
+    std::fs::write(
+        work.join("second.yaml"),
+        "schema_version: 1\nmode: probe\nticket: SLURM-TWO\ntrials: 4\n\
+         mitigation_axis: [cuda_launch_blocking]\ndiagnostic_axis: [none]\n",
+    )
+    .unwrap();
+    let out = cluster
+        .aorta(&[
+            "build",
+            "probe.yaml",
+            "second.yaml",
+            "--executor",
+            "slurm",
+            "--store",
+            "store",
+            "--",
+            "sleep",
+            "4",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.matches("Trials: 4 executed, 0 reused").count(),
+        2,
+        "{}",
+        text(&out)
+    );
+    // Per array: the submit time and the first end time (squeue's %V, %e).
+    let rows = Command::new(cluster.bin.join("squeue"))
+        .env("SLURM_CONF", &cluster.conf)
+        .args(["--states=all", "--array", "--noheader", "--format=%F %V %e"])
+        .output()
+        .unwrap();
+    let rows = String::from_utf8_lossy(&rows.stdout).into_owned();
+    let mut arrays: std::collections::BTreeMap<String, (String, String)> = Default::default();
+    for l in rows.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let e = arrays
+            .entry(f[0].to_owned())
+            .or_insert((f[1].to_owned(), f[2].to_owned()));
+        e.1 = e.1.clone().min(f[2].to_owned());
+    }
+    assert_eq!(arrays.len(), 2, "{rows}");
+    let first_end = arrays.values().map(|(_, end)| end.clone()).min().unwrap();
+    let last_submit = arrays.values().map(|(sub, _)| sub.clone()).max().unwrap();
+    assert!(
+        last_submit < first_end,
+        "the second array went in after the first's tasks ended: {rows}"
+    );
 }

@@ -54,6 +54,40 @@ impl Session {
         self.build_once(c, on_event, None)
     }
 
+    /// `--executor slurm` with several targets: submits what `c`'s first wave of trials
+    /// needs and returns without waiting, so that every target's arrays are queued before the
+    /// first target is waited for (nodes never idle at one recipe's tail while the next waits
+    /// its turn). `c`'s build then finds these submissions in their records and follows them.
+    /// The trials submitted; 0 where nothing is submitted ahead (the local executor,
+    /// `--detach`, `--rerun`).
+    pub fn submit_ahead(&self, c: &Compiled) -> Result<usize> {
+        if self.slurm.executor != aorta_slurm::Executor::Slurm
+            || self.opts.detach
+            || !self.opts.rerun.is_empty()
+        {
+            return Ok(0);
+        }
+        let bodies = bodies(self, c)?;
+        let store = self.writable_store()?;
+        let _build_lock = store
+            .build_lock()
+            .map_err(|e| EngineError::infra(format!("cannot lock the store: {e}")))?;
+        if let Some(remote) = &self.remote {
+            crate::remote_sync::pull(&store, remote, c.dag.trial_nodes.keys());
+        }
+        let schedule = Schedule {
+            recipe: &c.recipe,
+            planned: c.planned(),
+            dag: &c.dag,
+            bodies,
+            store: store.clone(),
+            inputs: self.inputs(c)?,
+            cancel: self.cancel_token()?,
+        };
+        let mut slurm = self.slurm_executor(c, &store)?.submit_only();
+        Ok(schedule.run(&mut slurm, &mut |_| {})?.detached)
+    }
+
     /// One build. The first pass (`executed_earlier: None`) heals: stored trials whose outputs
     /// no longer read back are re-run by a second pass (see the materialise step), which is
     /// given the keys the first pass executed, so its counts and summary cover the invocation.

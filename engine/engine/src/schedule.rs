@@ -563,7 +563,13 @@ impl Schedule<'_> {
                     if self.dag.users(key) > 1 {
                         w.known.insert(key.clone(), r.clone());
                     }
-                    self.accept(c, p.index, &r, Source::Reused, w, on_event);
+                    // Run on the cluster for a build that did not wait (`--detach`, a
+                    // target submitted ahead): executed for this one, which collects it.
+                    let source = match executor.collects(key) {
+                        true => Source::Executed,
+                        false => Source::Reused,
+                    };
+                    self.accept(c, p.index, &r, source, w, on_event);
                     continue;
                 }
                 Ok(Found::Miss) => None,

@@ -27,7 +27,7 @@ use aorta_slurm::{Meaning, Slurm, SlurmConfig, TaskId};
 use aorta_store::{Key, LocalStore, Lookup};
 use aorta_trial::TrialRecord;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -182,6 +182,8 @@ pub(crate) struct SlurmExecutor<'a> {
     pending: HashMap<Key, Submitted>,
     /// Tasks earlier builds submitted (their records), without a result, until started here.
     recorded: HashMap<Key, Submitted>,
+    /// Trials earlier builds submitted whose results landed since: collected by this build.
+    collected: HashSet<Key>,
     /// The arrays followed, by name.
     arrays: BTreeMap<String, ArrayState>,
     submissions: Submissions,
@@ -234,6 +236,7 @@ impl Session {
             fresh: Vec::new(),
             pending: HashMap::new(),
             recorded: HashMap::new(),
+            collected: HashSet::new(),
             arrays: BTreeMap::new(),
             submissions,
             patience: Patience::default(),
@@ -278,6 +281,15 @@ impl Session {
         let out = self.build_one(c, &t.cell, t.index, None, None)?;
         NodeMismatch::leave(&m.store, t.key.as_str(), &plan, &c.env, &out.key)?;
         Ok(out)
+    }
+
+    /// `aorta cache gc`, first: the Slurm submission records whose every trial has a result
+    /// go, with their arrays' folders. How many went.
+    pub fn prune_submissions(&self) -> Result<usize> {
+        let store = self.writable_store()?;
+        Ok(Submissions::new(&store.root().join("slurm"))
+            .prune(&store)
+            .removed)
     }
 
     fn origin(&self, c: &Compiled) -> RecipeOrigin {
@@ -338,6 +350,10 @@ impl Executor for SlurmExecutor<'_> {
         }
     }
 
+    fn collects(&self, key: &Key) -> bool {
+        self.collected.contains(key)
+    }
+
     fn pending(&self) -> usize {
         self.fresh.len() + self.pending.len()
     }
@@ -371,6 +387,12 @@ impl Executor for SlurmExecutor<'_> {
 }
 
 impl SlurmExecutor<'_> {
+    /// Submits at the first wait and leaves the tasks to a later build, as `--detach` does.
+    pub(crate) fn submit_only(mut self) -> Self {
+        self.detach = true;
+        self
+    }
+
     /// The store's result for a started key: not the one the scheduler refused.
     fn result(&self, key: &Key) -> Result<Option<aorta_store::Manifest<TrialRecord>>> {
         match self.store.lookup_as::<TrialRecord>(key) {

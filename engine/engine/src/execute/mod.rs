@@ -118,6 +118,13 @@ pub(crate) trait Executor {
     /// squeue failing).
     fn wait(&mut self, progress: &mut dyn FnMut(&[ArrayProgress])) -> Result<Waited>;
 
+    /// Whether a stored result of `key` is one this executor ran for an earlier build that
+    /// did not wait for it (a Slurm task after `--detach`): the build that finds it collects
+    /// it, as executed, not reused.
+    fn collects(&self, _key: &Key) -> bool {
+        false
+    }
+
     /// Jobs started and not yet returned by `wait`.
     fn pending(&self) -> usize;
 

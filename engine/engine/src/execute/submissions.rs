@@ -39,6 +39,17 @@ pub(crate) struct RecordedTrial {
     pub attempt: u32,
 }
 
+/// What [`Submissions::prune`] left and found.
+#[derive(Default)]
+pub(crate) struct Pruned {
+    /// The records with trials still open, and which are (`true`: no result yet).
+    pub kept: Vec<(ArrayRecord, Vec<bool>)>,
+    /// The records removed.
+    pub removed: usize,
+    /// The recorded trials with a result.
+    pub landed: Vec<Key>,
+}
+
 /// The records' folder, `slurm/submitted/` in the store.
 pub(crate) struct Submissions {
     dir: PathBuf,
@@ -148,16 +159,14 @@ impl Submissions {
     }
 
     /// Removes the records whose every trial has a result in `store`, with their arrays'
-    /// folders (what `aorta cache gc` and each Slurm build do first); the rest, with the keys
-    /// still open in each, are returned.
-    pub fn prune(&self, store: &LocalStore) -> (Vec<(ArrayRecord, Vec<bool>)>, usize) {
-        let mut kept = Vec::new();
-        let mut removed = 0;
+    /// folders (what `aorta cache gc` and each Slurm build do first).
+    pub fn prune(&self, store: &LocalStore) -> Pruned {
+        let mut out = Pruned::default();
         for r in self.load_all() {
             if r.job.is_none() {
                 // Its submitter may be in sbatch now: never pruned unseen.
                 let open = vec![true; r.trials.len()];
-                kept.push((r, open));
+                out.kept.push((r, open));
                 continue;
             }
             let open: Vec<bool> = r
@@ -165,14 +174,19 @@ impl Submissions {
                 .iter()
                 .map(|t| !matches!(store.lookup_as::<TrialRecord>(&t.key), Ok(Lookup::Hit(_))))
                 .collect();
+            for (t, o) in r.trials.iter().zip(&open) {
+                if !o {
+                    out.landed.push(t.key.clone());
+                }
+            }
             if open.iter().any(|o| *o) {
-                kept.push((r, open));
+                out.kept.push((r, open));
             } else {
                 self.remove(&r.name);
                 let _ = std::fs::remove_dir_all(&r.dir);
-                removed += 1;
+                out.removed += 1;
             }
         }
-        (kept, removed)
+        out
     }
 }

@@ -21,8 +21,9 @@ impl SlurmExecutor<'_> {
     /// sbatch, or squeue asked for the job by name); the open trials of the rest wait to be
     /// started here.
     pub(super) fn load_records(&mut self) -> Result<()> {
-        let (kept, _removed) = self.submissions.prune(&self.store);
-        for (record, open) in kept {
+        let pruned = self.submissions.prune(&self.store);
+        self.collected.extend(pruned.landed);
+        for (record, open) in pruned.kept {
             let record = match record.job {
                 Some(_) => record,
                 None => match self.reattach(record)? {
