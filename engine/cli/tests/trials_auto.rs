@@ -176,6 +176,12 @@ fn auto_conflicts_and_stray_settings_are_refused_with_the_field() {
             RECIPE.replace("trials: auto\n", "trials: auto\nmax_walltime: soon\n"),
             "'soon' is not a duration",
         ),
+        (
+            RECIPE
+                .replace("trials: auto\n", "trials: autoo\n")
+                .replace("max_trials_per_cell: 64\n", ""),
+            "write trials: auto",
+        ),
     ] {
         ws.write("r.yaml", &recipe);
         let out = ws.build(&[], &["bash", "flaky.sh", "1"]);

@@ -37,7 +37,19 @@ pub(crate) fn common(cx: &Ctx, root: &Node) -> Res<Common> {
     let auto = auto_trials(cx, root)?;
     let trials = match auto {
         Some(a) => a.max_trials_per_cell,
-        None => cx.positive_u32(root.get("trials").unwrap_or(root), &top.key("trials"))?,
+        None => match root.get("trials") {
+            // A word that is not `auto` (`autoo`, `Auto`): say that auto is the word meant.
+            Some(n) if n.as_str().is_some() => return Err(cx.schema(
+                n,
+                &top.key("trials"),
+                format!(
+                    "trials must be a whole number >= 1 or auto, got {:?}",
+                    n.as_str().unwrap_or_default()
+                ),
+                "write trials: auto (the sequential test: docs/recipes.md), or a number such as 10",
+            )),
+            t => cx.positive_u32(t.unwrap_or(root), &top.key("trials"))?,
+        },
     };
     let (mut threshold, mut baseline_cell) = (1.15, None);
     if let Some(conf) = root.get("confound") {

@@ -440,6 +440,7 @@ impl SlurmExecutor<'_> {
         &mut self,
         report: &mut dyn FnMut(&[ArrayProgress]),
     ) -> Result<Option<(Vec<(Key, Outcome)>, Vec<(Key, u32)>)>> {
+        let (t_poll, polled) = (Instant::now(), self.pending.len());
         let mut ended = Vec::new();
         let jobs: Vec<String> = {
             let mut j: Vec<String> = self.pending.values().map(|s| s.job.clone()).collect();
@@ -464,6 +465,7 @@ impl SlurmExecutor<'_> {
         let Some(states) = states else {
             return Ok(None);
         };
+        crate::timing("slurm poll: squeue", t_poll);
         let mut progress: BTreeMap<String, ArrayProgress> = BTreeMap::new();
         let mut again = Vec::new();
         let keys: Vec<Key> = self.pending.keys().cloned().collect();
@@ -560,6 +562,7 @@ impl SlurmExecutor<'_> {
         }
         let list: Vec<ArrayProgress> = progress.into_values().collect();
         report(&list);
+        crate::timing(&format!("slurm poll of {polled} pending task(s)"), t_poll);
         Ok(Some((ended, again)))
     }
 

@@ -137,6 +137,8 @@ impl SlurmExecutor<'_> {
     /// Submits `keys` (each with its attempt number), one array per resource shape, split into
     /// arrays of at most the cluster's `MaxArraySize` tasks.
     pub(super) fn submit(&mut self, keys: Vec<(Key, u32)>) -> Result<()> {
+        let t_submit = std::time::Instant::now();
+        let n = keys.len();
         let mut by_shape: BTreeMap<Resources, Vec<(Key, u32)>> = BTreeMap::new();
         for (key, attempt) in keys {
             by_shape
@@ -152,6 +154,7 @@ impl SlurmExecutor<'_> {
                 keys = rest;
             }
         }
+        crate::timing(&format!("slurm submit of {n} trial(s)"), t_submit);
         Ok(())
     }
 
