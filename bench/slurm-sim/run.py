@@ -37,9 +37,9 @@ def sample(pid):
     except OSError:
         return None
     fields = stat.rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / TICK
+    user, system = int(fields[11]) / TICK, int(fields[12]) / TICK
     hwm = int(re.search(r"VmHWM:\s+(\d+)", status).group(1))
-    return cpu, hwm
+    return (user, system), hwm
 
 
 def main():
@@ -80,7 +80,7 @@ def main():
         [a.aorta, "build", "probe.yaml", "--executor", "slurm", "--store", "store", "--", "true"],
         env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    last = (0.0, 0)
+    last = ((0.0, 0.0), 0)
     import threading
 
     out = {}
@@ -116,18 +116,32 @@ def main():
     print(f"trials {a.trials}, nodes {a.nodes}, poll interval {a.poll} s; exit {client.returncode}")
     print(f"  {summary.group(0) if summary else 'no Trials line'}; tasks by state {states}; arrays {arrays}")
     print(f"  build wall {t_exit - t0:.1f} s; trials ran from {first_start - t0:.1f} s to {last_end - t0:.1f} s")
-    print(f"  submission (sbatch calls, {len(submits)} round(s)): {sum(submits) / 1e3:.2f} s")
+    sbatch_file = work / "slurm.db.sbatch-seconds"
+    sbatch_s = sum(float(x) for x in sbatch_file.read_text().split()) if sbatch_file.exists() else 0.0
+    print(
+        f"  submission ({len(submits)} round(s)): {sum(submits) / 1e3:.2f} s, of which the stand-in"
+        f" sbatch {sbatch_s:.2f} s: aorta's part {sum(submits) / 1e3 - sbatch_s:.2f} s"
+    )
     if polls:
         print(
             f"  poll cycles {len(polls)}: median {statistics.median(polls):.0f} ms, max {max(polls):.0f} ms"
             f" (squeue median {statistics.median(squeues):.0f} ms; aorta's own part median"
             f" {statistics.median(own):.1f} ms, max {max(own):.1f} ms)"
         )
-    print(f"  client CPU (aorta itself, not its children): {last[0]:.2f} s; peak RSS {last[1] / 1024:.0f} MiB")
+    (user, system), hwm = last
+    print(
+        f"  client CPU (aorta itself, not its children): {user + system:.2f} s (user {user:.2f},"
+        f" system {system:.2f}); peak RSS {hwm / 1024:.0f} MiB"
+    )
     print(f"  last task's end to the build's exit: {t_exit - last_end:.2f} s")
     if client.returncode != 0 or not a.keep:
         if client.returncode != 0:
             print(err[-3000:], file=sys.stderr)
+    (work / "client.stderr").write_text(err)
+    phases = [l for l in err.splitlines() if l.startswith("aorta timing:") and "slurm poll" not in l]
+    print("  the client's phases (AORTA_TIMING):")
+    for l in phases:
+        print("    " + l[len("aorta timing: "):])
     if not a.keep:
         shutil.rmtree(work, ignore_errors=True)
     else:

@@ -1473,3 +1473,29 @@ fn the_recipes_of_one_build_are_all_queued_at_once() {
         "the second array went in after the first's tasks ended: {rows}"
     );
 }
+
+/// Issue 37's scale case on the real cluster: 2,500 trials of one shape with Slurm's default
+/// `MaxArraySize=1001` → three arrays (1001 + 1001 + 498), every trial run once. About ten
+/// minutes on a 2-core machine, so not part of `tests/run-all`:
+/// `cargo test -p aorta-cli --test slurm -- --ignored` (docs/slurm.md has the last run).
+#[test]
+#[ignore = "ten minutes: run with --ignored"]
+fn twenty_five_hundred_trials_run_in_three_arrays_of_at_most_1001() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = Cluster::up_with(&[("AORTA_TEST_SLURM_MAX_ARRAY_SIZE", "1001")]) else {
+        return;
+    };
+    let work = cluster.work();
+    write_recipe(&work, 2500, "none", 0);
+    let out = cluster.aorta(&args(&["--", "true"])).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Trials: 2500 executed, 0 reused"),
+        "{}",
+        text(&out)
+    );
+    let jobs = cluster.settled();
+    assert_eq!(jobs.len(), 2500);
+    assert_eq!(array_ids(&jobs).len(), 3, "three arrays");
+    assert!(jobs.iter().all(|(_, s)| s == "COMPLETED"));
+}

@@ -245,7 +245,9 @@ pub(crate) enum PlaceError {
 
 /// Copies each trial's outputs from the store into `<cell dir>/trial_<N>/`. A trial directory
 /// that already holds the same key (per the index) is left alone, so a cached rerun of a flat
-/// probe run touches no trial files.
+/// probe run touches no trial files. The copies run on a pool of their own: each file is
+/// fsync'd, and the syncs of many trials overlap (10,000 trials collected from a cluster are
+/// all copied here).
 pub fn materialize(
     store: &LocalStore,
     recipe: &Recipe,
@@ -253,7 +255,7 @@ pub fn materialize(
     results: &[TrialResult],
     index: &mut RunIndex,
 ) -> Result<(), PlaceError> {
-    let mut unreadable = Vec::new();
+    let mut todo = Vec::new();
     for r in results {
         let rel = trial_rel(recipe, &recipe.cells[r.cell].name, r.index);
         let id = r.result_id();
@@ -266,56 +268,93 @@ pub fn materialize(
             index.keep(&rel);
             continue;
         }
-        let mut staged = match &r.dir {
-            // Executed in this build: the staging dir already holds exactly these outputs.
-            TrialDir::Staged(d) if d.dir.is_dir() => d.clone(),
-            _ => {
-                let staged = paths.staging.join(format!("m-{}-{}", r.cell, r.index));
-                let _ = std::fs::remove_dir_all(&staged);
-                let manifest = match store.lookup_as::<serde::de::IgnoredAny>(&r.key) {
-                    Ok(aorta_store::Lookup::Hit(m)) => m,
-                    // Gone bad since the build looked it up (a blob it shares with a trial
-                    // placed before it was found corrupt and quarantined): re-run it, as one
-                    // whose blob reads back wrong.
-                    Ok(_) => {
-                        unreadable.push((r.key.clone(), format!("{rel}: its store entry went bad during the build (a blob it shares was quarantined)")));
-                        continue;
-                    }
-                    Err(e) => {
-                        return Err(PlaceError::Other(format!("cannot materialise {rel}: {e}")))
-                    }
-                };
-                match store.materialize(&manifest, &staged) {
-                    Ok(()) => {}
-                    Err(
-                        e @ (aorta_store::StoreError::Corrupt { .. }
-                        | aorta_store::StoreError::MissingBlob { .. }),
-                    ) => {
-                        let _ = std::fs::remove_dir_all(&staged);
-                        unreadable.push((r.key.clone(), format!("{rel}: {e}")));
-                        continue;
-                    }
-                    Err(e) => {
-                        return Err(PlaceError::Other(format!("cannot materialise {rel}: {e}")))
-                    }
-                }
-                // The record as this cell sees it (a shared key reports under each cell's name).
-                let json = serde_json::to_vec_pretty(&*r.record).map_err(|e| {
-                    PlaceError::Other(format!("cannot encode {rel}/result.json: {e}"))
-                })?;
-                std::fs::write(staged.join("result.json"), &json).map_err(|e| {
-                    PlaceError::Other(format!("cannot write {rel}/result.json: {e}"))
-                })?;
-                StagedDir::new(staged)
+        todo.push((r, rel, id, dest));
+    }
+    let copy = |(r, rel, _, dest): &(&TrialResult, String, String, PathBuf)| {
+        copy_out(store, recipe, paths, r, rel, dest)
+    };
+    let copied: Vec<Result<(), Copied>> = match todo.len() {
+        0..=7 => todo.iter().map(copy).collect(),
+        _ => {
+            use rayon::prelude::*;
+            let threads = std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .max(8);
+            match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
+                Ok(pool) => pool.install(|| todo.par_iter().map(copy).collect()),
+                Err(_) => todo.iter().map(copy).collect(),
             }
-        };
-        place_trial(&mut staged, &dest, retain(recipe), &r.record)
-            .map_err(|e| PlaceError::Other(format!("cannot place {rel}: {e}")))?;
-        index.set(rel, id);
+        }
+    };
+    let (mut unreadable, mut failed) = (Vec::new(), None);
+    for ((r, rel, id, _), done) in todo.into_iter().zip(copied) {
+        match done {
+            Ok(()) => index.set(rel, id),
+            Err(Copied::Unreadable(why)) => unreadable.push((r.key.clone(), why)),
+            Err(Copied::Failed(e)) => failed = failed.or(Some(e)),
+        }
+    }
+    if let Some(e) = failed {
+        return Err(PlaceError::Other(e));
     }
     if unreadable.is_empty() {
         Ok(())
     } else {
         Err(PlaceError::Unreadable(unreadable))
     }
+}
+
+/// Why one trial was not copied out: its store entry reads back wrong (re-run it), or
+/// anything else (the build's error).
+enum Copied {
+    Unreadable(String),
+    Failed(String),
+}
+
+/// One stored trial into its place in the run directory, through staging.
+fn copy_out(
+    store: &LocalStore,
+    recipe: &Recipe,
+    paths: &RunPaths,
+    r: &TrialResult,
+    rel: &str,
+    dest: &Path,
+) -> Result<(), Copied> {
+    let mut staged = match &r.dir {
+        // Executed in this build: the staging dir already holds exactly these outputs.
+        TrialDir::Staged(d) if d.dir.is_dir() => d.clone(),
+        _ => {
+            let staged = paths.staging.join(format!("m-{}-{}", r.cell, r.index));
+            let _ = std::fs::remove_dir_all(&staged);
+            let manifest = match store.lookup_as::<serde::de::IgnoredAny>(&r.key) {
+                Ok(aorta_store::Lookup::Hit(m)) => m,
+                // Gone bad since the build looked it up (a blob it shares with a trial
+                // placed before it was found corrupt and quarantined): re-run it, as one
+                // whose blob reads back wrong.
+                Ok(_) => {
+                    return Err(Copied::Unreadable(format!("{rel}: its store entry went bad during the build (a blob it shares was quarantined)")));
+                }
+                Err(e) => return Err(Copied::Failed(format!("cannot materialise {rel}: {e}"))),
+            };
+            match store.materialize(&manifest, &staged) {
+                Ok(()) => {}
+                Err(
+                    e @ (aorta_store::StoreError::Corrupt { .. }
+                    | aorta_store::StoreError::MissingBlob { .. }),
+                ) => {
+                    let _ = std::fs::remove_dir_all(&staged);
+                    return Err(Copied::Unreadable(format!("{rel}: {e}")));
+                }
+                Err(e) => return Err(Copied::Failed(format!("cannot materialise {rel}: {e}"))),
+            }
+            // The record as this cell sees it (a shared key reports under each cell's name).
+            let json = serde_json::to_vec_pretty(&*r.record)
+                .map_err(|e| Copied::Failed(format!("cannot encode {rel}/result.json: {e}")))?;
+            std::fs::write(staged.join("result.json"), &json)
+                .map_err(|e| Copied::Failed(format!("cannot write {rel}/result.json: {e}")))?;
+            StagedDir::new(staged)
+        }
+    };
+    place_trial(&mut staged, dest, retain(recipe), &r.record)
+        .map_err(|e| Copied::Failed(format!("cannot place {rel}: {e}")))
 }

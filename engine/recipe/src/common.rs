@@ -43,7 +43,7 @@ pub(crate) fn common(cx: &Ctx, root: &Node) -> Res<Common> {
                 n,
                 &top.key("trials"),
                 format!(
-                    "trials must be a whole number >= 1 or auto, got {:?}",
+                    "must be a whole number >= 1 or auto, got {:?}",
                     n.as_str().unwrap_or_default()
                 ),
                 "write trials: auto (the sequential test: docs/recipes.md), or a number such as 10",
