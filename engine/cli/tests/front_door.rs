@@ -542,12 +542,23 @@ fn bench_hw_queue_help_is_the_tools_under_the_typed_name() {
     let dir = tempfile::tempdir().unwrap();
     let lone = dir.path().join("aorta");
     std::fs::copy(&aorta_bin, &lone).unwrap();
-    let out = std::process::Command::new(&lone)
-        .args(["bench", "hw-queue", "--help"])
-        .env("PATH", dir.path())
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
+    // The copy's write descriptor may live on for a moment in a child another test thread
+    // forked meanwhile: running it is "text file busy" until that child execs.
+    let mut tries = 0;
+    let out = loop {
+        match std::process::Command::new(&lone)
+            .args(["bench", "hw-queue", "--help"])
+            .env("PATH", dir.path())
+            .env("NO_COLOR", "1")
+            .output()
+        {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => break r.unwrap(),
+        }
+    };
     assert_eq!(out.status.code(), Some(2), "{}", transcript(&out));
     assert!(
         stderr(&out).contains("aorta-hw-queue was not found next to aorta or on PATH"),

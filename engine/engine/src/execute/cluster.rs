@@ -14,7 +14,7 @@ mod submit;
 
 use super::nodes::{NodeMismatch, PartitionProbe};
 use super::patience::Patience;
-use super::submissions::Submissions;
+use super::submissions::{now_secs, Submissions};
 use super::{ArrayProgress, Source, TrialDir};
 use super::{Executor, Job, Outcome, Waited};
 use crate::compile::{Compiled, RecipeOrigin};
@@ -123,12 +123,6 @@ struct Submitted {
     /// Submitted by an earlier build: a task of it that ended without a result runs again
     /// (its result was collected and later evicted, or its submitter never saw it end).
     inherited: bool,
-}
-
-pub(crate) fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 /// Whether Slurm killed a task for the trial's own time or memory limit: `TIMEOUT`,

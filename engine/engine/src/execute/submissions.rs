@@ -39,6 +39,13 @@ pub(crate) struct RecordedTrial {
     pub attempt: u32,
 }
 
+/// Seconds since the epoch, as records keep time.
+pub(crate) fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 /// What [`Submissions::prune`] left and found.
 #[derive(Default)]
 pub(crate) struct Pruned {
@@ -67,7 +74,7 @@ impl ArrayRecord {
             job_name,
             job: None,
             dir,
-            at: super::cluster::now_secs(),
+            at: now_secs(),
             trials,
         }
     }

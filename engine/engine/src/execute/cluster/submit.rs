@@ -1,10 +1,10 @@
 //! Submitting arrays and finding earlier builds' submissions again: the intent is recorded
 //! before sbatch ([`Submissions`]), so no kill leaves a task nobody follows.
 
-use super::{now_secs, ArrayState, SlurmExecutor, Submitted, TaskTrial, ON_ITS_WAY_SECS};
+use super::{ArrayState, SlurmExecutor, Submitted, TaskTrial, ON_ITS_WAY_SECS};
 use crate::error::{EngineError, Result};
 use crate::execute::nodes::{array_job, sh_quote};
-use crate::execute::submissions::{ArrayRecord, RecordedTrial};
+use crate::execute::submissions::{now_secs, ArrayRecord, RecordedTrial};
 use aorta_recipe::Resources;
 use aorta_slurm::SlurmError;
 use aorta_store::Key;
