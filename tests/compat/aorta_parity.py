@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Recipe parity against the real AORTA 0.2.1 (pip package amd-aorta).
+"""Recipe parity against the real AORTA 0.2.1 or 0.3.0 (pip package amd-aorta).
 
 For every shipped recipe and every bad-recipe fixture, load it with AORTA's own loader and
 with `aorta build --dry-run --json`, and compare: accepted or rejected, cell names in order,
 each cell's resolved env vars, and the baseline cell. aorta's NVIDIA mitigations are not in
 AORTA's registry, so AORTA gets them through a generated sidecar file.
 
-Usage: aorta_parity.py AORTA_BIN   (run with the python that has amd-aorta==0.2.1 installed)
+Usage: aorta_parity.py AORTA_BIN   (run with the python that has amd-aorta 0.2.1 or 0.3.0 installed)
 Exit 1 on any difference not listed in DELIBERATE (whose ids docs/compatibility.md explains).
 """
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -28,6 +29,18 @@ DELIBERATE = {
     "duplicate-key.yaml": ("load-duplicate-key", "PyYAML keeps the last of two equal keys; aorta refuses the recipe naming both lines"),
     "probe-reserved-group.yaml": ("load-reserved-group", "a named group called like a capture key overwrote the classifier's own entry in AORTA's one dict; aorta refuses the name at load"),
 }
+# Differences with one release only (the fixtures of tests/fixtures/aorta-0.3.0 use its new keys).
+DELIBERATE_BY_VERSION = {
+    "0.2.1": {
+        name: ("load-0.3.0-keys", "a key or collector AORTA 0.3.0 added (trial_isolation, a recipe-wide extra_env, proton, collect in a probe recipe): aorta follows 0.3.0")
+        for name in ["triage-extra-env-isolation.yaml", "triage-in-process.yaml", "triage-collect-proton.yaml", "probe-collect-empty.yaml"]
+    },
+    "0.3.0": {
+        "probe-collect-rocprof.yaml": ("load-probe-collect", "AORTA 0.3.0 wraps a probe's command in the profiler; aorta does not, and refuses the recipe saying how to profile instead"),
+    },
+}
+VERSION = importlib.metadata.version("amd-aorta")
+DELIBERATE = {**DELIBERATE, **DELIBERATE_BY_VERSION.get(VERSION, {})}
 DOC = ROOT / "docs/compatibility.md"
 
 
@@ -53,6 +66,8 @@ def aorta_py(path, sidecar):
             env = {}
             for m in c.mitigations:
                 env.update(get_mitigation(m, extra_files=[sidecar]))
+            # 0.3.0: the recipe's extra_env, then the cell's own.
+            env.update(getattr(r, "extra_env", {}))
             env.update(c.extra_env)
         cells.append((c.name, env))
     return {"cells": cells, "baseline": r.confound.baseline_cell}, None
@@ -66,9 +81,14 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         sidecar = Path(tmp) / "aorta-rs-builtins.json"
         sidecar.write_text(json.dumps({"version": 1, "mitigations": extra}))
-        files = sorted((ROOT / "recipes").glob("*.yaml")) + sorted((ROOT / "tests/fixtures/bad-recipes").iterdir())
+        files = (
+            sorted((ROOT / "recipes").glob("*.yaml"))
+            + sorted((ROOT / "tests/fixtures/bad-recipes").iterdir())
+            + sorted((ROOT / "tests/fixtures/aorta-0.3.0").iterdir())
+        )
         doc = DOC.read_text()
-        failures = [f"DELIBERATE id '{kid}' has no `parity: {kid}` entry in docs/compatibility.md" for kid, _ in DELIBERATE.values() if f"parity: {kid}`" not in doc]
+        ids = {kid for d in [DELIBERATE, *DELIBERATE_BY_VERSION.values()] for kid, _ in d.values()}
+        failures = [f"DELIBERATE id '{kid}' has no `parity: {kid}` entry in docs/compatibility.md" for kid in sorted(ids) if f"parity: {kid}`" not in doc]
         checked = 0
         for f in files:
             checked += 1
@@ -89,7 +109,7 @@ def main():
                 failures.append(f"{name}: cells differ\n    aorta: {rs['cells']}\n    AORTA: {py['cells']}")
             if py["baseline"] is not None and py["baseline"] != rs["baseline"]:
                 failures.append(f"{name}: baseline {rs['baseline']} vs AORTA {py['baseline']}")
-        print(f"checked {checked} recipes against AORTA 0.2.1: {checked - len(failures)} agree")
+        print(f"checked {checked} recipes against AORTA {VERSION}: {checked - len(failures)} agree")
         for f in failures:
             print("  MISMATCH " + f)
         return 1 if failures else 0

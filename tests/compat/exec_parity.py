@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Execution parity against the real AORTA 0.2.1 (pip package amd-aorta).
+"""Execution parity against the real AORTA 0.2.1 or 0.3.0 (pip package amd-aorta).
 
 Runs the probe recipes in tests/compat/exec/ (RUNS) through `aorta sweep run` of AORTA 0.2.1
 and of aorta, over one deterministic command (parity_cmd.py), and compares what a user reads:
@@ -12,12 +12,13 @@ Every difference must be listed in KNOWN below, each entry under an id that
 docs/compatibility.md explains; an entry that matches nothing any more is an error too, so
 the list cannot go stale.
 
-Usage: exec_parity.py AORTA_BIN   (run with the python that has amd-aorta==0.2.1 installed;
+Usage: exec_parity.py AORTA_BIN   (run with the python that has amd-aorta 0.2.1 or 0.3.0 installed;
        AORTA_PARITY_KEEP=DIR keeps the run directories in DIR, which must not exist)
 Exit 1 on any difference not in KNOWN (or a KNOWN entry that matched nothing).
 """
 import fnmatch
 import hashlib
+import importlib.metadata
 import json
 import os
 import re
@@ -255,7 +256,7 @@ def main():
             d = ds[0]
             print(f"  known [{kid}] {len(ds)} difference(s), e.g. {d[0]} / {d[1]} / {d[2]}: aorta {json.dumps(d[3])}, AORTA {json.dumps(d[4])}")
         failures += [f"KNOWN id '{k}' matched no difference: remove it (and its page entry) or fix the matcher" for k in KNOWN if k not in used]
-    print(f"ran {len(RUNS)} runs ({trials} AORTA trials) through AORTA 0.2.1 and aorta: "
+    print(f"ran {len(RUNS)} runs ({trials} AORTA trials) through AORTA {importlib.metadata.version('amd-aorta')} and aorta: "
           f"{'no unlisted difference' if not failures else f'{len(failures)} problem(s)'}")
     for f in failures:
         print("  MISMATCH " + f)

@@ -191,6 +191,13 @@ pub struct RunArgs {
     /// Workload config as inline JSON (e.g. '{"model":"mlp"}').
     #[arg(long, value_name = "JSON")]
     pub config: Option<String>,
+    /// Collectors for the cell (comma-separated; AORTA 0.3.0's flag).
+    #[arg(long, value_name = "CSV")]
+    pub collect: Option<String>,
+    /// AORTA 0.3.0's trial policy: auto, in_process or process. aorta runs every trial as a
+    /// process of its own whatever it says (in_process is said to differ).
+    #[arg(long, value_name = "POLICY", value_parser = ["auto", "in_process", "process"])]
+    pub trial_isolation: Option<String>,
     /// Sidecar registry files (JSON), repeatable.
     #[arg(long = "mitigations-file", value_name = "PATH")]
     pub mitigations_files: Vec<PathBuf>,

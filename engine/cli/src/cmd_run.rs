@@ -29,6 +29,8 @@ pub fn run(a: &RunArgs) -> CliResult {
                 mitigations: a.mitigations.clone(),
                 extra_env: a.extra_env.clone(),
                 config: a.config.clone(),
+                collect: a.collect.clone(),
+                trial_isolation: a.trial_isolation.clone(),
             }),
             sidecars: a.mitigations_files.clone(),
             template: None,

@@ -488,6 +488,7 @@ fn compile(session: &Session, id: TargetId) -> Result<Compiled> {
         .filter(|program| aorta_exec::find_program(program, &path, &session.cwd).is_err())
         .map(|program| format!("the command's program {program:?} is not an executable file here nor on PATH: every trial will end in error unless it exists where the trials run"))
         .into_iter()
+        .chain(recipe.trial_isolation.note().map(str::to_owned))
         .collect();
     Ok(Compiled {
         id,

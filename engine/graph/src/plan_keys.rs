@@ -224,6 +224,8 @@ mod classification {
         save_logs => "not keyed: what is kept",
         workload_config => "keyed: config (workload flow)",
         collect => "keyed: config (workload flow's collectors)",
+        extra_env => "keyed through env: folded into every cell's env",
+        trial_isolation => "not keyed: every trial runs as a process of its own whatever it says",
         confound => "not keyed: how cells are summarised",
         stop_after => "not keyed: how many trials run",
         auto => "not keyed: how many trials run (trials: auto)",

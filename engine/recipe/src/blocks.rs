@@ -8,7 +8,7 @@ use aorta_source::{FieldPath, Node, Value};
 use std::collections::BTreeMap;
 
 /// Collectors AORTA knows; options are strings passed through to them.
-pub const COLLECTORS: &[&str] = &["rocprof", "numerics", "layer_numerics", "amd_log"];
+pub const COLLECTORS: &[&str] = &["rocprof", "proton", "numerics", "layer_numerics", "amd_log"];
 
 /// Backtracking budget for user regexes, so a pathological pattern cannot hang a scan.
 pub const REGEX_BACKTRACK_LIMIT: usize = 1_000_000;

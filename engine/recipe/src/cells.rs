@@ -46,6 +46,27 @@ pub(crate) fn triage(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> 
         None => JsonMap::new(),
         Some(n) => blocks::workload_config(cx, n, &top.key("workload_config"))?,
     };
+    let extra_env = match root.get("extra_env") {
+        None => BTreeMap::new(),
+        Some(n) if n.is_null() => BTreeMap::new(),
+        Some(n) => env_map(cx, n, &top.key("extra_env"))?,
+    };
+    let trial_isolation = match root.get("trial_isolation") {
+        None => TrialIsolation::Auto,
+        Some(n) => {
+            let p = top.key("trial_isolation");
+            let words = format!("one of {}", TrialIsolation::WORDS.join(", "));
+            let word = cx.string(n, &p, &words)?;
+            TrialIsolation::parse(word).ok_or_else(|| {
+                cx.schema(
+                    n,
+                    &p,
+                    format!("unknown trial_isolation '{word}'"),
+                    format!("{words} (aorta runs every trial as its own process)"),
+                )
+            })?
+        }
+    };
     let cells_node = root.get("cells").unwrap_or(root);
     let cp = top.key("cells");
     let items = cx.list(cells_node, &cp, CELL_EXAMPLE)?;
@@ -76,7 +97,7 @@ pub(crate) fn triage(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> 
     let mut own_settings = 0u64;
     for (i, item) in items.iter().enumerate() {
         let p = cp.index(i);
-        let (cell, name_node) = cell(cx, item, &p, registry, &mut inline)?;
+        let (cell, name_node) = cell(cx, item, &p, registry, &mut inline, &extra_env)?;
         own_settings += cell_settings_bytes(&cell);
         if let Some(message) = own_settings_past_limit(own_settings, i + 1) {
             return Err(cx.err(DiagKind::Limit, item, &p, message, SETTINGS_HELP));
@@ -140,6 +161,8 @@ pub(crate) fn triage(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> 
         save_logs,
         workload_config,
         collect,
+        extra_env,
+        trial_isolation,
         confound: Confound {
             threshold: common.threshold,
             baseline_cell: common.baseline_cell.map(|(n, _)| n),
@@ -174,6 +197,7 @@ fn cell<'n>(
     p: &FieldPath,
     registry: &Registry,
     inline: &mut Vec<InlineEnvironment>,
+    recipe_env: &BTreeMap<String, String>,
 ) -> Res<(Cell, &'n Node)> {
     let entries = cx.map(item, p, CELL_EXAMPLE)?;
     cx.only_keys(entries, p, CELL_KEYS, "a cell")?;
@@ -223,6 +247,11 @@ fn cell<'n>(
         Some(n) if n.is_null() => BTreeMap::new(),
         Some(n) => env_map(cx, n, &p.key("extra_env"))?,
     };
+    // The recipe's extra_env over the mitigations, the cell's own over both (AORTA 0.3.0).
+    for (k, v) in recipe_env {
+        resolved_env.insert(k.clone(), v.clone());
+        env_origin.insert(k.clone(), "extra_env (recipe)".into());
+    }
     for (k, v) in &extra_env {
         resolved_env.insert(k.clone(), v.clone());
         env_origin.insert(k.clone(), "extra_env".into());

@@ -306,6 +306,8 @@ impl FlagRecipe {
             save_logs: false,
             workload_config: JsonMap::new(),
             collect,
+            extra_env: Default::default(),
+            trial_isolation: TrialIsolation::Auto,
             confound: Confound {
                 threshold,
                 baseline_cell: self.baseline_cell.clone(),

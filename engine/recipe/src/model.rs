@@ -37,6 +37,43 @@ pub enum Mode {
     Probe,
 }
 
+/// AORTA 0.3.0's `trial_isolation`: a trial in the runner's own process (`in_process`) or a
+/// fresh one (`process`), `auto` by the workload. aorta runs every trial as a process of its
+/// own, so every value runs as `process`; the value is kept for the resolved recipe, and
+/// `in_process` is said at compile time (state never carries over from one trial to the next).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrialIsolation {
+    #[default]
+    Auto,
+    InProcess,
+    Process,
+}
+
+impl TrialIsolation {
+    pub const WORDS: [&'static str; 3] = ["auto", "in_process", "process"];
+
+    pub fn parse(word: &str) -> Option<TrialIsolation> {
+        match word {
+            "auto" => Some(TrialIsolation::Auto),
+            "in_process" => Some(TrialIsolation::InProcess),
+            "process" => Some(TrialIsolation::Process),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        Self::WORDS[self as usize]
+    }
+
+    /// What a build says about it, if anything.
+    pub fn note(self) -> Option<&'static str> {
+        (self == TrialIsolation::InProcess).then_some(
+            "trial_isolation: in_process: aorta runs every trial as a process of its own (as `process`): nothing a trial leaves in memory (a CUDA context, a cache, an allocator's state) reaches the next; a failure that needs that state to build up across trials will not show",
+        )
+    }
+}
+
 /// Where a recipe came from. Flag-mode recipes have none.
 #[derive(Debug, Clone, Serialize)]
 pub struct RecipeSource {
@@ -57,6 +94,12 @@ pub struct Recipe {
     pub save_logs: bool,
     pub workload_config: JsonMap,
     pub collect: Collect,
+    /// AORTA 0.3.0's recipe-wide `extra_env` (triage recipes): set in every cell above its
+    /// mitigations and below the cell's own `extra_env`; already folded into each cell's
+    /// `resolved_env`, kept here for the resolved recipe.
+    pub extra_env: BTreeMap<String, String>,
+    /// AORTA 0.3.0's `trial_isolation` (triage recipes).
+    pub trial_isolation: TrialIsolation,
     pub confound: Confound,
     pub stop_after: Option<StopAfter>,
     /// `trials: auto` (an aorta extension): each cell runs until its comparison with the

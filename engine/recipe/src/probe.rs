@@ -14,6 +14,23 @@ use aorta_source::{Diag, DiagKind, FieldPath, Node};
 pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
     let top = FieldPath::root();
     let common = common(cx, root)?;
+    // AORTA 0.3.0 attaches probe collectors (rocprof, proton) by wrapping the command in the
+    // profiler; aorta does not wrap commands yet: said, never silently skipped.
+    if let Some(n) = root.get("collect") {
+        let p = top.key("collect");
+        let c = blocks::collect(cx, n, &p)?;
+        if !c.collectors.is_empty() {
+            return Err(cx.schema(
+                n,
+                &p,
+                format!(
+                    "collectors in a probe recipe ({}) are not supported: aorta does not wrap the command in a profiler",
+                    c.names().join(", ")
+                ),
+                "remove collect, or put the profiler in the command itself, e.g. -- rocprofv3 --kernel-trace -- python train.py",
+            ));
+        }
+    }
     let m_axis = axis(cx, root, "mitigation_axis")?;
     let d_axis = axis(cx, root, "diagnostic_axis")?;
     let n_cells = m_axis.len() as u64 * d_axis.len() as u64;
@@ -199,6 +216,8 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
         save_logs: false,
         workload_config: JsonMap::new(),
         collect: Collect::default(),
+        extra_env: Default::default(),
+        trial_isolation: TrialIsolation::Auto,
         confound: Confound {
             threshold: common.threshold,
             baseline_cell: common.baseline_cell.map(|(n, _)| n),

@@ -76,6 +76,12 @@ pub struct RunRequest {
     pub extra_env: String,
     /// The workload config as JSON text.
     pub config: Option<String>,
+    /// `--collect a,b` (AORTA 0.3.0): the cell's collectors.
+    #[serde(default)]
+    pub collect: Option<String>,
+    /// `--trial-isolation` (AORTA 0.3.0): `auto`, `in_process` or `process`.
+    #[serde(default)]
+    pub trial_isolation: Option<String>,
 }
 
 impl RunRequest {
@@ -132,6 +138,30 @@ impl RunRequest {
             })?,
             None => serde_json::Map::new(),
         };
+        let collect: Option<Vec<&str>> = self.collect.as_deref().map(|csv| {
+            csv.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .collect()
+        });
+        for name in collect.iter().flatten() {
+            if !crate::COLLECTORS.contains(name) {
+                return Err(usage(
+                    "--collect",
+                    format!("unknown collector '{name}'"),
+                    format!("valid collectors: {}", crate::COLLECTORS.join(", ")),
+                ));
+            }
+        }
+        if let Some(w) = self.trial_isolation.as_deref() {
+            if crate::TrialIsolation::parse(w).is_none() {
+                return Err(usage(
+                    "--trial-isolation",
+                    format!("unknown trial isolation '{w}'"),
+                    format!("one of {}", crate::TrialIsolation::WORDS.join(", ")),
+                ));
+            }
+        }
         #[derive(Serialize)]
         struct Cell<'a> {
             name: &'static str,
@@ -146,6 +176,10 @@ impl RunRequest {
             trials: i64,
             steps: i64,
             workload_config: &'a serde_json::Map<String, serde_json::Value>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            collect: Option<Vec<&'a str>>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            trial_isolation: Option<&'a str>,
             cells: [Cell<'a>; 1],
         }
         let generated = Generated {
@@ -154,6 +188,8 @@ impl RunRequest {
             trials: self.trials,
             steps: self.steps.unwrap_or(1),
             workload_config: &config,
+            collect,
+            trial_isolation: self.trial_isolation.as_deref(),
             cells: [Cell {
                 name: "run",
                 mitigations: &mitigations,

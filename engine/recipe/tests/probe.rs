@@ -42,8 +42,10 @@ fn triage_keys_rejected_in_probe_mode() {
         "cells: []",
         "steps: 3",
         "save_logs: true",
-        "collect: []",
         "workload_config: {}",
+        // AORTA 0.3.0's, triage-only there too.
+        "trial_isolation: process",
+        "extra_env: {A: '1'}",
     ] {
         err(
             &probe_with(&format!("{extra}\n")),
@@ -51,6 +53,26 @@ fn triage_keys_rejected_in_probe_mode() {
             "triage-mode key",
         );
     }
+}
+
+/// AORTA 0.3.0 accepts `collect` in probe recipes (it wraps the command in rocprof or
+/// proton): an empty list loads; a collector is refused with what to do instead.
+#[test]
+fn probe_collectors_are_refused_with_the_alternative() {
+    ok(&probe_with("collect: []\n"));
+    err(
+        &probe_with("collect: [rocprof]\n"),
+        Schema,
+        "collectors in a probe recipe (rocprof) are not supported",
+    );
+    let e = common::parse(&probe_with("collect: [rocprof]\n")).unwrap_err();
+    assert!(e.help.as_deref().unwrap_or("").contains("rocprofv3"), "{e:?}");
+    assert_eq!(e.path.unwrap().to_string(), "collect");
+    err(
+        &probe_with("collect: [bogus]\n"),
+        Schema,
+        "unknown collector 'bogus'",
+    );
 }
 
 #[test]

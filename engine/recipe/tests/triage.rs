@@ -329,6 +329,43 @@ fn workload_config_rules_and_merge() {
     );
 }
 
+/// AORTA 0.3.0's recipe-wide `extra_env` (above the mitigations, below the cell's own) and
+/// `trial_isolation` (every value runs as a process here).
+#[test]
+fn recipe_extra_env_and_trial_isolation() {
+    let cells = "  - {name: baseline, mitigations: [none], environment: local}\n  - {name: b, mitigations: [cuda_launch_blocking], environment: local, extra_env: {FOO: '2'}}\n";
+    let r = ok(&format!(
+        "{}extra_env: {{FOO: '1', CUDA_LAUNCH_BLOCKING: '0'}}\ntrial_isolation: in_process\n",
+        triage_with(cells)
+    ));
+    assert_eq!(r.trial_isolation, aorta_recipe::TrialIsolation::InProcess);
+    assert!(r
+        .trial_isolation
+        .note()
+        .unwrap()
+        .contains("process of its own"));
+    let base = &r.cells[0].resolved_env;
+    assert_eq!(base["FOO"], "1");
+    let b = &r.cells[1];
+    assert_eq!(b.resolved_env["FOO"], "2", "the cell's own wins");
+    assert_eq!(
+        b.resolved_env["CUDA_LAUNCH_BLOCKING"], "0",
+        "the recipe's extra_env is above the mitigations"
+    );
+    assert_eq!(b.env_origin["CUDA_LAUNCH_BLOCKING"], "extra_env (recipe)");
+    assert!(ok(&triage_with(BASE_CELL)).trial_isolation.note().is_none());
+    err(
+        &format!("{}trial_isolation: threads\n", triage_with(BASE_CELL)),
+        Schema,
+        "unknown trial_isolation 'threads'",
+    );
+    err(
+        &format!("{}extra_env: [A]\n", triage_with(BASE_CELL)),
+        Schema,
+        "extra_env",
+    );
+}
+
 #[test]
 fn collect_rules() {
     assert!(ok(&triage_with(BASE_CELL)).collect.is_empty());

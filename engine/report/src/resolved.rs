@@ -61,10 +61,20 @@ fn triage(r: &Recipe) -> Vec<(String, Y)> {
     if !r.collect.is_empty() {
         e.push(kv("collect", collect(&r.collect)));
     }
+    if !r.extra_env.is_empty() {
+        e.push(kv("extra_env", env_map(&r.extra_env)));
+    }
+    if r.trial_isolation != aorta_recipe::TrialIsolation::Auto {
+        e.push(kv("trial_isolation", Y::str(r.trial_isolation.as_str())));
+    }
     e.push(kv("confound", confound(r)));
     stop_after(r, &mut e);
     e.push(kv("cells", Y::Seq(r.cells.iter().map(cell).collect())));
     e
+}
+
+fn env_map(m: &std::collections::BTreeMap<String, String>) -> Y {
+    Y::Map(m.iter().map(|(k, v)| (k.clone(), Y::str(v))).collect())
 }
 
 fn cell(c: &Cell) -> Y {
@@ -82,15 +92,7 @@ fn cell(c: &Cell) -> Y {
     };
     e.push(kv("environment", env));
     if !c.extra_env.is_empty() {
-        e.push(kv(
-            "extra_env",
-            Y::Map(
-                c.extra_env
-                    .iter()
-                    .map(|(k, v)| (k.clone(), Y::str(v)))
-                    .collect(),
-            ),
-        ));
+        e.push(kv("extra_env", env_map(&c.extra_env)));
     }
     if let Some(t) = c.trials {
         e.push(kv("trials", Y::int(t)));
