@@ -467,6 +467,37 @@ fn workload_recipes_run_through_the_protocol() {
     assert!(dir.join("cells/fixed/trial_1/stdout.log").is_file());
 }
 
+/// AORTA 0.3.0's recipe-wide `extra_env` reaches every cell's workload (the fix set there
+/// makes both cells pass), and `trial_isolation: in_process` is said, not silently ignored.
+#[test]
+fn a_recipe_wide_extra_env_reaches_every_cell_and_in_process_is_said() {
+    let recipe = "schema_version: 1\nticket: T\nworkload: pyecho\ntrials: 1\nsteps: 2\nworkload_config: {fail_without_fix: true, step_ms: 1}\nextra_env: {PYECHO_FIX: '1'}\ntrial_isolation: in_process\ncells:\n  - {name: baseline, mitigations: [none], environment: local}\n  - {name: other, mitigations: [none], environment: local, extra_env: {OTHER: '1'}}\n";
+    let ws = Ws::new(recipe);
+    let out = ws
+        .cmd(&["sweep", "run", "--recipe", "r.yaml", "--output", "out"])
+        .env("AORTA_WORKLOAD_PATH", pyecho_dir())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::transcript(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "trial_isolation: in_process: aorta runs every trial as a process of its own"
+        ),
+        "{}",
+        common::transcript(&out)
+    );
+    let dir = std::fs::read_dir(ws.path().join("out/T/pyecho"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("matrix.json")).unwrap()).unwrap();
+    assert_eq!(m["cells"][0]["passed_count"], 1, "{m}");
+    assert_eq!(m["cells"][1]["passed_count"], 1, "{m}");
+}
+
 #[test]
 fn unknown_workload_is_a_cell_error_not_a_crash() {
     let recipe = "schema_version: 1\nticket: T\nworkload: nope\ntrials: 1\nsteps: 1\ncells:\n  - {name: baseline, mitigations: [none], environment: local}\n";

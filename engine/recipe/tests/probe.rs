@@ -66,7 +66,10 @@ fn probe_collectors_are_refused_with_the_alternative() {
         "collectors in a probe recipe (rocprof) are not supported",
     );
     let e = common::parse(&probe_with("collect: [rocprof]\n")).unwrap_err();
-    assert!(e.help.as_deref().unwrap_or("").contains("rocprofv3"), "{e:?}");
+    assert!(
+        e.help.as_deref().unwrap_or("").contains("rocprofv3"),
+        "{e:?}"
+    );
     assert_eq!(e.path.unwrap().to_string(), "collect");
     err(
         &probe_with("collect: [bogus]\n"),
