@@ -33,8 +33,8 @@ for run in fixed auto; do
     > "$OUT/$run.stdout" 2> "$OUT/$run.stderr"
   rc=$?
   t1=$(date +%s.%N)
-  echo "== $run: exit $rc, $(echo "$t1 - $t0" | bc) s"
+  echo "== $run: exit $rc, $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}') s"
   grep -E '^(Trials|Answer|Next):' "$OUT/$run.stdout"
-  sed -n '/^## Answer/,/^## Reproduction/p' "$OUT/$run"/*/matrix.md | grep '^|'
+  sed -n '/^## Answer/,/^## Reproduction/p' "$OUT/$run"/*/*/*/matrix.md | grep '^|'
   find "$OUT/$run" -name stdout.log -size +1M -delete 2>/dev/null
 done
