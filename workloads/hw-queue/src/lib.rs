@@ -1,6 +1,7 @@
 //! aorta-hw-queue: how a GPU schedules work from many streams — hardware queues, false
 //! dependencies, convoys (docs/hw-queue.md). The binary is `aorta-hw-queue list|run|sweep|compare`
-//! and, when invoked as `aorta-workload-hw_queue`, an aorta workload (src/protocol.rs).
+//! and, when invoked as `aorta-workload-hw_queue`, an aorta workload (src/protocol.rs); as
+//! `aorta-workload-gpu_smoke` (a binary of its own), AORTA 0.3.0's smoke test (src/smoke.rs).
 
 pub mod analysis;
 pub mod backend;
@@ -13,6 +14,7 @@ pub mod plot;
 pub mod protocol;
 pub mod results;
 pub mod runner;
+pub mod smoke;
 pub mod sweep;
 pub mod table;
 pub mod workloads;
@@ -24,7 +26,9 @@ pub fn main_with_args(args: Vec<String>) -> i32 {
         .and_then(|a| std::path::Path::new(a).file_name())
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    if name.starts_with("aorta-workload-") {
+    if name == "aorta-workload-gpu_smoke" {
+        smoke::main(&args[1..])
+    } else if name.starts_with("aorta-workload-") {
         protocol::main(&args[1..])
     } else {
         cli::main()

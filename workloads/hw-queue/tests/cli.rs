@@ -318,3 +318,50 @@ fn sweep_end_to_end_on_the_simulated_gpu() {
     assert!(r["metrics"]["c32/depth/16/concurrency"].as_f64().unwrap() > 15.0);
     assert!(dir.path().join("hw-queue-result.json").exists());
 }
+
+/// AORTA 0.3.0's gpu_smoke through the workload protocol: `describe`; a bad config is a setup
+/// failure; a trial passes where there is a CUDA driver and device, and is a setup failure
+/// saying why where there is none (the CPU machines CI runs on).
+#[test]
+fn gpu_smoke_speaks_the_protocol_and_says_why_it_cannot_run() {
+    let exe = assert_cmd::cargo::cargo_bin("aorta-workload-gpu_smoke");
+    let o = std::process::Command::new(&exe)
+        .arg("describe")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let d: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(d["name"], "gpu_smoke");
+    assert_eq!(d["launch_mode"], "single_process");
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, res) = (dir.path().join("config.json"), dir.path().join("result.json"));
+    let run = |c: Value| {
+        let doc = serde_json::json!({"protocol": 1, "workload": "gpu_smoke", "cell": "baseline",
+                                     "trial_index": 0, "steps": 3, "config": c, "trial_dir": dir.path()});
+        std::fs::write(&cfg, doc.to_string()).unwrap();
+        let o = std::process::Command::new(&exe)
+            .args(["run", "--config"])
+            .arg(&cfg)
+            .arg("--result")
+            .arg(&res)
+            .output()
+            .unwrap();
+        let r: Value = serde_json::from_str(&std::fs::read_to_string(&res).unwrap()).unwrap();
+        (o, r)
+    };
+    let (o, r) = run(serde_json::json!({"dtype": "float64"}));
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(r["main_work_started"], false);
+    assert!(r["failure_details"][0]["error"].as_str().unwrap().contains("unknown dtype"));
+    let (o, r) = run(serde_json::json!({"n": 1000}));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    if Path::new("/proc/driver/nvidia/version").exists() {
+        assert_eq!(o.status.code(), Some(0), "{stderr}");
+        assert_eq!(r["passed"], true, "{r}");
+        assert_eq!(r["metrics"]["sum"], 3000.0, "{r}");
+    } else {
+        assert_eq!(o.status.code(), Some(2), "{stderr}");
+        assert_eq!(r["main_work_started"], false, "{r}");
+        assert_eq!(r["failure_details"][0]["type"], "gpu_unavailable", "{r}");
+    }
+}
