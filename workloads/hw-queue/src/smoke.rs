@@ -196,7 +196,8 @@ fn ck(r: sys::CUresult, what: &str) -> Result<(), SmokeError> {
 fn run_on_device(n: u32, steps: u32, dtype: Dtype) -> Result<Ran, SmokeError> {
     if !driver_present() {
         return Err(SmokeError::Unavailable(
-            "the CUDA driver library (libcuda.so.1) was not found: no NVIDIA GPU driver here".into(),
+            "the CUDA driver library (libcuda.so.1) was not found: no NVIDIA GPU driver here"
+                .into(),
         ));
     }
     // SAFETY: driver calls in order, each with valid out-pointers and live handles; the
@@ -354,7 +355,10 @@ pub fn run_trial(config: &Path, result_path: &Path) -> i32 {
             )
         }
     };
-    let dtype_word = cfg.get("dtype").and_then(Value::as_str).unwrap_or("float32");
+    let dtype_word = cfg
+        .get("dtype")
+        .and_then(Value::as_str)
+        .unwrap_or("float32");
     let Some(dtype) = Dtype::parse(dtype_word) else {
         return setup_failed(
             "config",
@@ -362,7 +366,11 @@ pub fn run_trial(config: &Path, result_path: &Path) -> i32 {
             "float32, float16 or bfloat16",
         );
     };
-    let steps = doc.get("steps").and_then(Value::as_u64).unwrap_or(1).min(1 << 20) as u32;
+    let steps = doc
+        .get("steps")
+        .and_then(Value::as_u64)
+        .unwrap_or(1)
+        .min(1 << 20) as u32;
     match run_on_device(n, steps, dtype) {
         Err(SmokeError::Unavailable(e)) => setup_failed(
             "gpu_unavailable",
@@ -374,7 +382,9 @@ pub fn run_trial(config: &Path, result_path: &Path) -> i32 {
             write(&result(
                 false,
                 true,
-                vec![json!({"type": "gpu_error", "error": e, "hint": "the driver refused the smallest kernel: check nvidia-smi, the kernel log (Xid) and the device's health"})],
+                vec![
+                    json!({"type": "gpu_error", "error": e, "hint": "the driver refused the smallest kernel: check nvidia-smi, the kernel log (Xid) and the device's health"}),
+                ],
                 steps,
                 json!({"elapsed_sec": t0.elapsed().as_secs_f64()}),
             ));

@@ -334,7 +334,10 @@ fn gpu_smoke_speaks_the_protocol_and_says_why_it_cannot_run() {
     assert_eq!(d["name"], "gpu_smoke");
     assert_eq!(d["launch_mode"], "single_process");
     let dir = tempfile::tempdir().unwrap();
-    let (cfg, res) = (dir.path().join("config.json"), dir.path().join("result.json"));
+    let (cfg, res) = (
+        dir.path().join("config.json"),
+        dir.path().join("result.json"),
+    );
     let run = |c: Value| {
         let doc = serde_json::json!({"protocol": 1, "workload": "gpu_smoke", "cell": "baseline",
                                      "trial_index": 0, "steps": 3, "config": c, "trial_dir": dir.path()});
@@ -352,7 +355,10 @@ fn gpu_smoke_speaks_the_protocol_and_says_why_it_cannot_run() {
     let (o, r) = run(serde_json::json!({"dtype": "float64"}));
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(r["main_work_started"], false);
-    assert!(r["failure_details"][0]["error"].as_str().unwrap().contains("unknown dtype"));
+    assert!(r["failure_details"][0]["error"]
+        .as_str()
+        .unwrap()
+        .contains("unknown dtype"));
     let (o, r) = run(serde_json::json!({"n": 1000}));
     let stderr = String::from_utf8_lossy(&o.stderr);
     if Path::new("/proc/driver/nvidia/version").exists() {
