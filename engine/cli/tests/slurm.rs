@@ -1119,27 +1119,42 @@ fn a_flag_mode_sweep_runs_on_slurm_with_the_local_keys() {
 /// (25 trials, MaxArraySize=11: 11 + 11 + 3), all run, and a rebuild executes nothing.
 #[test]
 fn arrays_are_split_to_the_clusters_max_array_size() {
+    trials_run_in_arrays_of_at_most(25, 11, 3);
+}
+
+/// Issue 37's scale case: 2,500 trials of one shape under Slurm's default `MaxArraySize=1001`
+/// → three arrays (1001 + 1001 + 498), every trial run once (about five minutes here).
+#[test]
+fn twenty_five_hundred_trials_run_in_three_arrays_of_at_most_1001() {
+    trials_run_in_arrays_of_at_most(2500, 1001, 3);
+}
+
+/// `trials` trials of `true` on a cluster whose MaxArraySize is `max`: `arrays` arrays, every
+/// task COMPLETED once, and a rebuild executes nothing.
+fn trials_run_in_arrays_of_at_most(trials: u32, max: u32, arrays: usize) {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(cluster) = Cluster::up_with(&[("AORTA_TEST_SLURM_MAX_ARRAY_SIZE", "11")]) else {
+    let max = max.to_string();
+    let Some(cluster) = Cluster::up_with(&[("AORTA_TEST_SLURM_MAX_ARRAY_SIZE", &max)]) else {
         return;
     };
     let work = cluster.work();
-    write_recipe(&work, 25, "none", 0);
+    write_recipe(&work, trials, "none", 0);
     let out = cluster.aorta(&args(&["--", "true"])).output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("Trials: 25 executed, 0 reused"),
+        String::from_utf8_lossy(&out.stdout)
+            .contains(&format!("Trials: {trials} executed, 0 reused")),
         "{}",
         text(&out)
     );
     let jobs = cluster.settled();
-    assert_eq!(jobs.len(), 25, "{jobs:?}");
-    let arrays = array_ids(&jobs);
-    assert_eq!(arrays.len(), 3, "{jobs:?}");
-    assert!(jobs.iter().all(|(_, s)| s == "COMPLETED"), "{jobs:?}");
+    assert_eq!(jobs.len(), trials as usize);
+    assert_eq!(array_ids(&jobs).len(), arrays, "{:?}", array_ids(&jobs));
+    assert!(jobs.iter().all(|(_, s)| s == "COMPLETED"));
     let again = cluster.aorta(&args(&["--", "true"])).output().unwrap();
     assert!(
-        String::from_utf8_lossy(&again.stdout).contains("Trials: 0 executed, 25 reused"),
+        String::from_utf8_lossy(&again.stdout)
+            .contains(&format!("Trials: 0 executed, {trials} reused")),
         "{}",
         text(&again)
     );
@@ -1472,30 +1487,4 @@ fn the_recipes_of_one_build_are_all_queued_at_once() {
         last_submit < first_end,
         "the second array went in after the first's tasks ended: {rows}"
     );
-}
-
-/// Issue 37's scale case on the real cluster: 2,500 trials of one shape with Slurm's default
-/// `MaxArraySize=1001` → three arrays (1001 + 1001 + 498), every trial run once. About ten
-/// minutes on a 2-core machine, so not part of `tests/run-all`:
-/// `cargo test -p aorta-cli --test slurm -- --ignored` (docs/slurm.md has the last run).
-#[test]
-#[ignore = "ten minutes: run with --ignored"]
-fn twenty_five_hundred_trials_run_in_three_arrays_of_at_most_1001() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(cluster) = Cluster::up_with(&[("AORTA_TEST_SLURM_MAX_ARRAY_SIZE", "1001")]) else {
-        return;
-    };
-    let work = cluster.work();
-    write_recipe(&work, 2500, "none", 0);
-    let out = cluster.aorta(&args(&["--", "true"])).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("Trials: 2500 executed, 0 reused"),
-        "{}",
-        text(&out)
-    );
-    let jobs = cluster.settled();
-    assert_eq!(jobs.len(), 2500);
-    assert_eq!(array_ids(&jobs).len(), 3, "three arrays");
-    assert!(jobs.iter().all(|(_, s)| s == "COMPLETED"));
 }

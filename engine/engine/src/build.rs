@@ -75,15 +75,13 @@ impl Session {
         if let Some(remote) = &self.remote {
             crate::remote_sync::pull(&store, remote, c.dag.trial_nodes.keys());
         }
-        let schedule = Schedule {
-            recipe: &c.recipe,
-            planned: c.planned(),
-            dag: &c.dag,
+        let schedule = Schedule::of(
+            c,
             bodies,
-            store: store.clone(),
-            inputs: self.inputs(c)?,
-            cancel: self.cancel_token()?,
-        };
+            store.clone(),
+            self.inputs(c)?,
+            self.cancel_token()?,
+        );
         let mut slurm = self.slurm_executor(c, &store)?.submit_only();
         Ok(schedule.run(&mut slurm, &mut |_| {})?.detached)
     }
@@ -155,15 +153,7 @@ impl Session {
             on_event(e)
         };
         let t_run = std::time::Instant::now();
-        let schedule = Schedule {
-            recipe: &c.recipe,
-            planned: c.planned(),
-            dag: &c.dag,
-            bodies,
-            store: store.clone(),
-            inputs: inputs.clone(),
-            cancel: cancel.clone(),
-        };
+        let schedule = Schedule::of(c, bodies, store.clone(), inputs.clone(), cancel.clone());
         let executed = if self.slurm.executor == aorta_slurm::Executor::Slurm {
             let mut slurm = self.slurm_executor(c, &store)?;
             schedule.run(&mut slurm, &mut on_trial_event)?

@@ -114,6 +114,27 @@ pub(crate) struct Schedule<'a> {
     pub cancel: CancelToken,
 }
 
+impl<'a> Schedule<'a> {
+    /// The schedule of a compiled target's trials.
+    pub(crate) fn of(
+        c: &'a crate::compile::Compiled,
+        bodies: Vec<Result<MakeSpec, WorkloadError>>,
+        store: Arc<LocalStore>,
+        inputs: Arc<crate::traced::Inputs>,
+        cancel: CancelToken,
+    ) -> Schedule<'a> {
+        Schedule {
+            recipe: &c.recipe,
+            planned: c.planned(),
+            dag: &c.dag,
+            bodies,
+            store,
+            inputs,
+            cancel,
+        }
+    }
+}
+
 pub struct Executed {
     pub results: Vec<TrialResult>,
     pub cell_errors: BTreeMap<usize, String>,

@@ -25,16 +25,22 @@ pub fn describe() -> Value {
 }
 
 pub fn main(args: &[String]) -> i32 {
+    serve(NAME, describe(), args, run_trial)
+}
+
+/// A workload's command line (docs/workload-protocol.md): `describe` prints `described`;
+/// `run --config C --result R` runs one trial; anything else is a usage error (exit 2).
+pub fn serve(name: &str, described: Value, args: &[String], run: fn(&Path, &Path) -> i32) -> i32 {
     match args {
         [d] if d == "describe" => {
-            println!("{}", describe());
+            println!("{described}");
             0
         }
         [r, c, config, rr, result] if r == "run" && c == "--config" && rr == "--result" => {
-            run_trial(Path::new(config), Path::new(result))
+            run(Path::new(config), Path::new(result))
         }
         _ => {
-            eprintln!("usage: aorta-workload-{NAME} describe | run --config CONFIG.json --result RESULT.json");
+            eprintln!("usage: aorta-workload-{name} describe | run --config CONFIG.json --result RESULT.json");
             2
         }
     }

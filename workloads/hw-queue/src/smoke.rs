@@ -428,21 +428,7 @@ pub fn describe() -> Value {
 
 /// `aorta-workload-gpu_smoke describe | run --config C --result R`.
 pub fn main(args: &[String]) -> i32 {
-    match args {
-        [d] if d == "describe" => {
-            println!("{}", describe());
-            0
-        }
-        [r, c, config, rr, result] if r == "run" && c == "--config" && rr == "--result" => {
-            run_trial(Path::new(config), Path::new(result))
-        }
-        _ => {
-            eprintln!(
-                "usage: aorta-workload-{NAME} describe | run --config CONFIG.json --result RESULT.json"
-            );
-            2
-        }
-    }
+    crate::protocol::serve(NAME, describe(), args, run_trial)
 }
 
 #[cfg(test)]
