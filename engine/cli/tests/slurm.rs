@@ -1253,11 +1253,16 @@ fn a_controller_outage_of_a_minute_is_waited_out() {
     assert_eq!(jobs.len(), 4, "nothing resubmitted: {jobs:?}");
 }
 
-/// A folder put first on PATH whose `sbatch` kills the aorta that called it, before (`before`)
-/// or after (else) handing the job to the real sbatch: a client killed at the worst moment.
-fn sbatch_that_kills_its_caller(work: &Path, cluster: &Cluster, before: bool) -> String {
+/// A folder of Slurm's commands whose `sbatch` kills the aorta that called it, before
+/// (`before`) or after (else) handing the job to the real sbatch: a client killed at the worst
+/// moment. The others are the real ones. aorta is pointed at it both ways it finds the commands
+/// (`AORTA_SLURM_BIN`, which CI sets, and PATH).
+fn sbatch_that_kills_its_caller(work: &Path, cluster: &Cluster, before: bool) -> PathBuf {
     let wrap = work.join("wrap");
     std::fs::create_dir_all(&wrap).unwrap();
+    for cmd in ["squeue", "sacct", "scancel", "scontrol", "sinfo"] {
+        std::os::unix::fs::symlink(cluster.bin.join(cmd), wrap.join(cmd)).unwrap();
+    }
     let real = cluster.bin.join("sbatch");
     let body = match before {
         true => "kill -9 $PPID\nexit 1\n".to_owned(),
@@ -1267,7 +1272,15 @@ fn sbatch_that_kills_its_caller(work: &Path, cluster: &Cluster, before: bool) ->
     std::fs::write(&script, format!("#!/bin/sh\n{body}")).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    format!("{}:{}", wrap.display(), cluster.path())
+    wrap
+}
+
+/// `aorta ARGS` with the commands of `wrap` instead of the cluster's.
+fn with_commands_of(cluster: &Cluster, wrap: &Path, args: &[&str]) -> Command {
+    let mut c = cluster.aorta(args);
+    c.env("AORTA_SLURM_BIN", wrap)
+        .env("PATH", format!("{}:{}", wrap.display(), cluster.path()));
+    c
 }
 
 /// The client killed right after sbatch submitted its array, before it learnt the job id:
@@ -1280,10 +1293,8 @@ fn a_client_killed_right_after_sbatch_leaves_no_orphan_and_runs_nothing_twice() 
     let work = cluster.work();
     write_recipe(&work, 6, "none", 0);
     let cmd = ["--", "sleep", "2"];
-    let path = sbatch_that_kills_its_caller(&work, &cluster, false);
-    let killed = cluster
-        .aorta(&args(&cmd))
-        .env("PATH", path)
+    let wrap = sbatch_that_kills_its_caller(&work, &cluster, false);
+    let killed = with_commands_of(&cluster, &wrap, &args(&cmd))
         .output()
         .unwrap();
     assert_eq!(killed.status.code(), None, "killed: {}", text(&killed));
@@ -1322,10 +1333,8 @@ fn a_client_killed_before_sbatch_leaves_an_intent_the_rebuild_drops() {
     let work = cluster.work();
     write_recipe(&work, 3, "none", 0);
     let cmd = ["--", "true"];
-    let path = sbatch_that_kills_its_caller(&work, &cluster, true);
-    let killed = cluster
-        .aorta(&args(&cmd))
-        .env("PATH", path)
+    let wrap = sbatch_that_kills_its_caller(&work, &cluster, true);
+    let killed = with_commands_of(&cluster, &wrap, &args(&cmd))
         .output()
         .unwrap();
     assert_eq!(killed.status.code(), None, "killed: {}", text(&killed));
