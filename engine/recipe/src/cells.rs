@@ -46,11 +46,7 @@ pub(crate) fn triage(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> 
         None => JsonMap::new(),
         Some(n) => blocks::workload_config(cx, n, &top.key("workload_config"))?,
     };
-    let extra_env = match root.get("extra_env") {
-        None => BTreeMap::new(),
-        Some(n) if n.is_null() => BTreeMap::new(),
-        Some(n) => env_map(cx, n, &top.key("extra_env"))?,
-    };
+    let extra_env = extra_env(cx, root, &top)?;
     let trial_isolation = match root.get("trial_isolation") {
         None => TrialIsolation::Auto,
         Some(n) => {
@@ -242,11 +238,7 @@ fn cell<'n>(
         registry,
         inline,
     )?;
-    let extra_env = match item.get("extra_env") {
-        None => BTreeMap::new(),
-        Some(n) if n.is_null() => BTreeMap::new(),
-        Some(n) => env_map(cx, n, &p.key("extra_env"))?,
-    };
+    let extra_env = extra_env(cx, item, p)?;
     // The recipe's extra_env over the mitigations, the cell's own over both (AORTA 0.3.0).
     for (k, v) in recipe_env {
         resolved_env.insert(k.clone(), v.clone());
@@ -457,6 +449,14 @@ fn environment(
 }
 
 /// Env var maps: string values, POSIX names (`[A-Za-z_][A-Za-z0-9_]*`), no NUL bytes.
+/// The `extra_env` of a recipe or a cell: absent or `null` is `{}`.
+fn extra_env(cx: &Ctx, parent: &Node, path: &FieldPath) -> Res<BTreeMap<String, String>> {
+    match parent.get("extra_env") {
+        Some(n) if !n.is_null() => env_map(cx, n, &path.key("extra_env")),
+        _ => Ok(BTreeMap::new()),
+    }
+}
+
 pub(crate) fn env_map(cx: &Ctx, node: &Node, path: &FieldPath) -> Res<BTreeMap<String, String>> {
     let map = cx.string_map(
         node,

@@ -138,21 +138,11 @@ impl RunRequest {
             })?,
             None => serde_json::Map::new(),
         };
-        let collect: Option<Vec<&str>> = self.collect.as_deref().map(|csv| {
-            csv.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .collect()
-        });
-        for name in collect.iter().flatten() {
-            if !crate::COLLECTORS.contains(name) {
-                return Err(usage(
-                    "--collect",
-                    format!("unknown collector '{name}'"),
-                    format!("valid collectors: {}", crate::COLLECTORS.join(", ")),
-                ));
-            }
-        }
+        let collect = self
+            .collect
+            .as_deref()
+            .map(crate::flags::parse_collect_flag)
+            .transpose()?;
         if let Some(w) = self.trial_isolation.as_deref() {
             if crate::TrialIsolation::parse(w).is_none() {
                 return Err(usage(
@@ -188,7 +178,7 @@ impl RunRequest {
             trials: self.trials,
             steps: self.steps.unwrap_or(1),
             workload_config: &config,
-            collect,
+            collect: collect.as_ref().map(|c| c.names()),
             trial_isolation: self.trial_isolation.as_deref(),
             cells: [Cell {
                 name: "run",

@@ -58,21 +58,19 @@ fn setup_failed(result: &Path, kind: &str, error: &str, hint: &str) -> i32 {
     2
 }
 
-fn run_trial(config: &Path, result: &Path) -> i32 {
-    let t_start = host_ns();
-    let doc: Value = match std::fs::read_to_string(config)
+/// CONFIG.json as the engine wrote it; `Err`: why it cannot be read, naming the file.
+pub fn read_config(config: &Path) -> Result<Value, String> {
+    std::fs::read_to_string(config)
         .map_err(|e| e.to_string())
         .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-    {
+        .map_err(|e| format!("{}: {e}", config.display()))
+}
+
+fn run_trial(config: &Path, result: &Path) -> i32 {
+    let t_start = host_ns();
+    let doc = match read_config(config) {
         Ok(v) => v,
-        Err(e) => {
-            return setup_failed(
-                result,
-                "config",
-                &format!("{}: {e}", config.display()),
-                "the engine writes CONFIG.json",
-            )
-        }
+        Err(e) => return setup_failed(result, "config", &e, "the engine writes CONFIG.json"),
     };
     let mut opts: Map<String, Value> = doc
         .get("config")

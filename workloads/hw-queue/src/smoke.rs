@@ -17,71 +17,18 @@ use cudarc::driver::sys;
 use serde_json::{json, Value};
 
 use crate::backend::cuda::driver_present;
+use crate::backend::{ck, dev_alloc, open_device, GpuError, Result};
 
 pub const NAME: &str = "gpu_smoke";
 
-/// Each kernel: `x[i] += v` for `i < n`, in its element type (f16 through `cvt`, bf16 through
-/// its top 16 bits of an f32, rounded to nearest even).
-const PTX: &str = r#"
-.version 7.0
-.target sm_50
-.address_size 64
-
-.visible .entry add_f32(.param .u64 x, .param .u32 n, .param .f32 v)
-{
-    .reg .pred p;
-    .reg .b32 r<6>;
-    .reg .f32 f<3>;
-    .reg .b64 d<4>;
-    ld.param.u64 d1, [x];
-    ld.param.u32 r1, [n];
-    ld.param.f32 f1, [v];
-    mov.u32 r2, %ctaid.x;
-    mov.u32 r3, %ntid.x;
-    mov.u32 r4, %tid.x;
-    mad.lo.s32 r5, r2, r3, r4;
-    setp.ge.u32 p, r5, r1;
-    @p bra DONE;
-    cvta.to.global.u64 d2, d1;
-    mul.wide.u32 d3, r5, 4;
-    add.s64 d2, d2, d3;
-    ld.global.f32 f2, [d2];
-    add.f32 f2, f2, f1;
-    st.global.f32 [d2], f2;
-DONE:
-    ret;
-}
-
-.visible .entry add_f16(.param .u64 x, .param .u32 n, .param .f32 v)
-{
-    .reg .pred p;
-    .reg .b16 h<2>;
-    .reg .b32 r<6>;
-    .reg .f32 f<3>;
-    .reg .b64 d<4>;
-    ld.param.u64 d1, [x];
-    ld.param.u32 r1, [n];
-    ld.param.f32 f1, [v];
-    mov.u32 r2, %ctaid.x;
-    mov.u32 r3, %ntid.x;
-    mov.u32 r4, %tid.x;
-    mad.lo.s32 r5, r2, r3, r4;
-    setp.ge.u32 p, r5, r1;
-    @p bra DONE;
-    cvta.to.global.u64 d2, d1;
-    mul.wide.u32 d3, r5, 2;
-    add.s64 d2, d2, d3;
-    ld.global.b16 h1, [d2];
-    cvt.f32.f16 f2, h1;
-    add.f32 f2, f2, f1;
-    cvt.rn.f16.f32 h1, f2;
-    st.global.b16 [d2], h1;
-DONE:
-    ret;
-}
-
-.visible .entry add_bf16(.param .u64 x, .param .u32 n, .param .f32 v)
-{
+/// The PTX module: one kernel per element type, `x[i] += v` for `i < n`. They share the index
+/// computation and the bounds check; each type has its own load-add-store (f16 through `cvt`,
+/// bf16 as the top 16 bits of an f32, rounded to nearest even).
+fn ptx() -> String {
+    let kernel = |name: &str, elem_bytes: u32, body: &str| {
+        format!(
+            ".visible .entry {name}(.param .u64 x, .param .u32 n, .param .f32 v)
+{{
     .reg .pred p;
     .reg .b16 h<2>;
     .reg .b32 r<10>;
@@ -97,9 +44,38 @@ DONE:
     setp.ge.u32 p, r5, r1;
     @p bra DONE;
     cvta.to.global.u64 d2, d1;
-    mul.wide.u32 d3, r5, 2;
+    mul.wide.u32 d3, r5, {elem_bytes};
     add.s64 d2, d2, d3;
-    ld.global.b16 h1, [d2];
+{body}DONE:
+    ret;
+}}
+"
+        )
+    };
+    [
+        ".version 7.0\n.target sm_50\n.address_size 64\n".to_owned(),
+        kernel(
+            "add_f32",
+            4,
+            "    ld.global.f32 f2, [d2];
+    add.f32 f2, f2, f1;
+    st.global.f32 [d2], f2;
+",
+        ),
+        kernel(
+            "add_f16",
+            2,
+            "    ld.global.b16 h1, [d2];
+    cvt.f32.f16 f2, h1;
+    add.f32 f2, f2, f1;
+    cvt.rn.f16.f32 h1, f2;
+    st.global.b16 [d2], h1;
+",
+        ),
+        kernel(
+            "add_bf16",
+            2,
+            "    ld.global.b16 h1, [d2];
     cvt.u32.u16 r6, h1;
     shl.b32 r6, r6, 16;
     mov.b32 f2, r6;
@@ -112,10 +88,11 @@ DONE:
     shr.u32 r6, r6, 16;
     cvt.u16.u32 h1, r6;
     st.global.b16 [d2], h1;
-DONE:
-    ret;
+",
+        ),
+    ]
+    .concat()
 }
-"#;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Dtype {
@@ -175,27 +152,9 @@ struct Ran {
     step_times_ms: Vec<f64>,
 }
 
-/// Why the trial could not start work (no driver, no device) or failed a driver call.
-enum SmokeError {
-    Unavailable(String),
-    Call(String),
-}
-
-fn ck(r: sys::CUresult, what: &str) -> Result<(), SmokeError> {
-    if r == sys::CUresult::CUDA_SUCCESS {
-        return Ok(());
-    }
-    let e = cudarc::driver::result::DriverError(r);
-    let name = e
-        .error_name()
-        .map(|c| c.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| format!("{r:?}"));
-    Err(SmokeError::Call(format!("{what}: {name}")))
-}
-
-fn run_on_device(n: u32, steps: u32, dtype: Dtype) -> Result<Ran, SmokeError> {
+fn run_on_device(n: u32, steps: u32, dtype: Dtype) -> Result<Ran> {
     if !driver_present() {
-        return Err(SmokeError::Unavailable(
+        return Err(GpuError::Unavailable(
             "the CUDA driver library (libcuda.so.1) was not found: no NVIDIA GPU driver here"
                 .into(),
         ));
@@ -203,31 +162,8 @@ fn run_on_device(n: u32, steps: u32, dtype: Dtype) -> Result<Ran, SmokeError> {
     // SAFETY: driver calls in order, each with valid out-pointers and live handles; the
     // kernel's parameters are pointers to locals that outlive the launch's synchronize.
     unsafe {
-        if let Err(SmokeError::Call(e)) = ck(sys::cuInit(0), "cuInit") {
-            return Err(SmokeError::Unavailable(e));
-        }
-        let mut count = 0;
-        ck(sys::cuDeviceGetCount(&mut count), "cuDeviceGetCount")?;
-        if count < 1 {
-            return Err(SmokeError::Unavailable("no CUDA device is visible".into()));
-        }
-        let mut dev = 0;
-        ck(sys::cuDeviceGet(&mut dev, 0), "cuDeviceGet")?;
-        let mut name = [0i8; 256];
-        ck(
-            sys::cuDeviceGetName(name.as_mut_ptr() as *mut _, 256, dev),
-            "cuDeviceGetName",
-        )?;
-        let device = std::ffi::CStr::from_ptr(name.as_ptr() as *const _)
-            .to_string_lossy()
-            .into_owned();
-        let mut ctx = ptr::null_mut();
-        ck(
-            sys::cuDevicePrimaryCtxRetain(&mut ctx, dev),
-            "cuDevicePrimaryCtxRetain",
-        )?;
-        ck(sys::cuCtxSetCurrent(ctx), "cuCtxSetCurrent")?;
-        let src = CString::new(PTX).expect("no NUL in the PTX");
+        let (dev, device) = open_device(0)?;
+        let src = CString::new(ptx()).expect("no NUL in the PTX");
         let mut module = ptr::null_mut();
         ck(
             sys::cuModuleLoadData(&mut module, src.as_ptr() as *const c_void),
@@ -240,8 +176,7 @@ fn run_on_device(n: u32, steps: u32, dtype: Dtype) -> Result<Ran, SmokeError> {
             "cuModuleGetFunction",
         )?;
         let bytes = n as usize * dtype.bytes();
-        let mut x: sys::CUdeviceptr = 0;
-        ck(sys::cuMemAlloc_v2(&mut x, bytes), "cuMemAlloc")?;
+        let mut x = dev_alloc(bytes, "cuMemAlloc")?;
         ck(sys::cuMemsetD8_v2(x, 0, bytes), "cuMemsetD8")?;
         let (mut count_arg, mut v) = (n, 1.0f32);
         let mut params: [*mut c_void; 3] = [
@@ -330,18 +265,9 @@ pub fn run_trial(config: &Path, result_path: &Path) -> i32 {
         ));
         2
     };
-    let doc: Value = match std::fs::read_to_string(config)
-        .map_err(|e| e.to_string())
-        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-    {
+    let doc = match crate::protocol::read_config(config) {
         Ok(v) => v,
-        Err(e) => {
-            return setup_failed(
-                "config",
-                format!("{}: {e}", config.display()),
-                "the engine writes CONFIG.json",
-            )
-        }
+        Err(e) => return setup_failed("config", e, "the engine writes CONFIG.json"),
     };
     let cfg = doc.get("config").cloned().unwrap_or(json!({}));
     let n = match cfg.get("n").map(Value::as_u64) {
@@ -372,12 +298,13 @@ pub fn run_trial(config: &Path, result_path: &Path) -> i32 {
         .unwrap_or(1)
         .min(1 << 20) as u32;
     match run_on_device(n, steps, dtype) {
-        Err(SmokeError::Unavailable(e)) => setup_failed(
+        Err(GpuError::Unavailable(e)) => setup_failed(
             "gpu_unavailable",
             e,
             "run on a machine with an NVIDIA GPU and its driver (libcuda.so.1 on the library path)",
         ),
-        Err(SmokeError::Call(e)) => {
+        Err(e @ GpuError::Call { .. }) => {
+            let e = e.to_string();
             eprintln!("{NAME} FAIL: {e}");
             write(&result(
                 false,
@@ -434,6 +361,22 @@ pub fn main(args: &[String]) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_module_has_one_bounded_kernel_per_element_type() {
+        let ptx = ptx();
+        assert_eq!(ptx.matches(".visible .entry").count(), 3);
+        assert_eq!(ptx.matches('{').count(), ptx.matches('}').count());
+        for (kernel, stride) in [("add_f32", 4), ("add_f16", 2), ("add_bf16", 2)] {
+            let at = ptx.find(&format!("entry {kernel}(")).unwrap();
+            let body = &ptx[at..at + ptx[at..].find("ret;").unwrap()];
+            assert!(
+                body.contains(&format!("mul.wide.u32 d3, r5, {stride};")),
+                "{body}"
+            );
+            assert!(body.contains("@p bra DONE;"), "{body}");
+        }
+    }
 
     #[test]
     fn host_sums_read_each_element_type() {

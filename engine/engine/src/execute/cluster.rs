@@ -6,9 +6,10 @@
 //! issue) resubmits it, a bounded number of times; the task's own time or memory limit kill is
 //! the trial's result, recorded here as a local timeout or OOM kill would be; any other failure
 //! of the task is reported, never retried. The tasks the scheduler forgets (`stop_after`
-//! decided their cells) are cancelled. Ctrl-C cancels the arrays. A submitted task is recorded in the store
-//! (`slurm/submitted/<key>`), so a later build (after `--detach`, or after a crash) waits for
-//! it instead of submitting it again.
+//! decided their cells) are cancelled. Ctrl-C cancels the arrays. Each array is recorded in the
+//! store before it is submitted (`execute::submissions`), so a later build (after `--detach`, a
+//! crash or a kill at any point) follows its tasks instead of submitting them again; squeue
+//! failures while tasks live are waited out (`execute::patience`).
 
 mod submit;
 

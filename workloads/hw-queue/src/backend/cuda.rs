@@ -9,7 +9,7 @@ use std::ptr;
 use cudarc::driver::result as dr;
 use cudarc::driver::sys;
 
-use super::driver::{ck, describe, dev_alloc};
+use super::driver::{ck, describe, dev_alloc, open_device};
 use super::kernels;
 use super::lt::{Lt, LtGemm};
 use super::{
@@ -72,35 +72,9 @@ impl CudaGpu {
         }
         // SAFETY: plain driver calls with valid out-pointers, made in order.
         unsafe {
-            let r = sys::cuInit(0);
-            if r != sys::CUresult::CUDA_SUCCESS {
-                return Err(GpuError::Unavailable(format!("cuInit: {}", describe(r))));
-            }
-            let count =
-                dr::device::get_count().map_err(|e| GpuError::Unavailable(describe(e.0)))?;
-            if ordinal as i32 >= count {
-                return Err(GpuError::Unavailable(format!(
-                    "device {ordinal} requested, {count} visible"
-                )));
-            }
-            let dev = dr::device::get(ordinal as i32)
-                .map_err(|e| GpuError::Unavailable(describe(e.0)))?;
-            let mut name = [0i8; 256];
-            ck(
-                sys::cuDeviceGetName(name.as_mut_ptr() as *mut _, 256, dev),
-                "cuDeviceGetName",
-            )?;
-            let name = std::ffi::CStr::from_ptr(name.as_ptr() as *const _)
-                .to_string_lossy()
-                .into_owned();
+            let (dev, name) = open_device(ordinal)?;
             let mut drv = 0;
             ck(sys::cuDriverGetVersion(&mut drv), "cuDriverGetVersion")?;
-            let mut ctx = ptr::null_mut();
-            ck(
-                sys::cuDevicePrimaryCtxRetain(&mut ctx, dev),
-                "cuDevicePrimaryCtxRetain",
-            )?;
-            ck(sys::cuCtxSetCurrent(ctx), "cuCtxSetCurrent")?;
             let (mut least, mut greatest) = (0, 0);
             ck(
                 sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest),

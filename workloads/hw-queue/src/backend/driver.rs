@@ -26,6 +26,42 @@ pub(crate) fn ck(r: sys::CUresult, what: &str) -> Result<()> {
     }
 }
 
+/// cuInit, then device `ordinal` (`Unavailable` when the driver will not start or no such
+/// device is visible), its name, and its primary context made current: how every CUDA user in
+/// this crate starts.
+///
+/// # Safety
+/// Driver calls only; the context is made current on the calling thread.
+pub(crate) unsafe fn open_device(ordinal: usize) -> Result<(sys::CUdevice, String)> {
+    use cudarc::driver::result as dr;
+    let r = sys::cuInit(0);
+    if r != sys::CUresult::CUDA_SUCCESS {
+        return Err(GpuError::Unavailable(format!("cuInit: {}", describe(r))));
+    }
+    let count = dr::device::get_count().map_err(|e| GpuError::Unavailable(describe(e.0)))?;
+    if ordinal as i32 >= count {
+        return Err(GpuError::Unavailable(format!(
+            "device {ordinal} requested, {count} visible"
+        )));
+    }
+    let dev = dr::device::get(ordinal as i32).map_err(|e| GpuError::Unavailable(describe(e.0)))?;
+    let mut name = [0i8; 256];
+    ck(
+        sys::cuDeviceGetName(name.as_mut_ptr() as *mut _, 256, dev),
+        "cuDeviceGetName",
+    )?;
+    let name = std::ffi::CStr::from_ptr(name.as_ptr() as *const _)
+        .to_string_lossy()
+        .into_owned();
+    let mut ctx = std::ptr::null_mut();
+    ck(
+        sys::cuDevicePrimaryCtxRetain(&mut ctx, dev),
+        "cuDevicePrimaryCtxRetain",
+    )?;
+    ck(sys::cuCtxSetCurrent(ctx), "cuCtxSetCurrent")?;
+    Ok((dev, name))
+}
+
 /// `bytes` (at least one) of device memory in the current context.
 pub(crate) fn dev_alloc(bytes: usize, what: &str) -> Result<sys::CUdeviceptr> {
     let mut p = 0;

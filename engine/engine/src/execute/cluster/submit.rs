@@ -71,8 +71,8 @@ impl SlurmExecutor<'_> {
     }
 
     /// A record without a job id: wait for a live submitter's lock, then ask squeue for the
-    /// job by its unique name. Found: the record gets its id. Not found (and past the time an
-    /// orphaned sbatch may still take): nothing reached Slurm; the record goes.
+    /// job by its unique name. Found: the record, with its id. Not found (and past the time an
+    /// orphaned sbatch may still take): nothing reached Slurm; the record goes (`None`).
     fn reattach(&mut self, record: ArrayRecord) -> Result<Option<ArrayRecord>> {
         let Some(mut record) = self.submissions.settled(&record.name) else {
             return Ok(None);
