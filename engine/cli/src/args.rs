@@ -71,10 +71,12 @@ pub enum Command {
     /// Pack a run directory into one redacted, reproducible .tar.gz with a blake3 manifest
     /// (`--verify FILE` re-checks one).
     Bundle(BundleArgs),
-    /// Print shell completions.
+    /// Print the shell's completion script: commands, flags, recipe labels, mitigation,
+    /// environment and workload names (e.g. `source <(aorta completions bash)`).
     Completions {
         /// bash, zsh, fish, elvish or powershell.
-        shell: clap_complete::Shell,
+        #[arg(value_parser = ["bash", "zsh", "fish", "elvish", "powershell"])]
+        shell: String,
     },
     /// Deprecated: use `aorta sweep run --recipe R -- COMMAND`.
     #[command(hide = true)]
@@ -87,7 +89,7 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct BuildArgs {
     /// Labels (`//recipes:quickstart`, `//recipes/...`) or recipe files.
-    #[arg(required = true)]
+    #[arg(required = true, add = crate::complete::labels())]
     pub targets: Vec<String>,
     /// Print the plan only: cells, resolved env vars, trials and their key inputs.
     #[arg(long)]
@@ -155,7 +157,7 @@ pub struct ClassifyArgs {
     #[arg(long, value_name = "FILE")]
     pub dmesg: Vec<PathBuf>,
     /// A recipe (label or file) whose custom_patterns and disables apply, as in its trials.
-    #[arg(long, value_name = "RECIPE")]
+    #[arg(long, value_name = "RECIPE", add = crate::complete::labels())]
     pub recipe: Option<String>,
     /// Extra sidecar registry files the recipe needs.
     #[arg(long = "mitigations-file", value_name = "PATH", requires = "recipe")]
@@ -171,7 +173,7 @@ pub struct ClassifyArgs {
 #[command(mut_arg("output", |a| a.hide(true)))]
 pub struct RunArgs {
     /// The workload (an `aorta-workload-<name>` executable).
-    #[arg(long)]
+    #[arg(long, add = crate::complete::workloads())]
     pub workload: String,
     /// Trials to run (each a fresh process of the workload).
     #[arg(long, default_value_t = 1)]
@@ -180,10 +182,10 @@ pub struct RunArgs {
     #[arg(long)]
     pub steps: Option<i64>,
     /// Registered environment.
-    #[arg(long, default_value = "local")]
+    #[arg(long, default_value = "local", add = crate::complete::environments())]
     pub environment: String,
     /// Comma-separated mitigations (stacked; conflicts are errors).
-    #[arg(long, default_value = "none")]
+    #[arg(long, default_value = "none", add = crate::complete::mitigations())]
     pub mitigations: String,
     /// Extra env vars, "K=V,K2=V2".
     #[arg(long, default_value = "")]
@@ -538,6 +540,7 @@ pub enum BenchCommand {
 #[command(mut_args(hide_build_only))]
 pub struct ExplainArgs {
     /// A label (`//recipes:quickstart`) or recipe file.
+    #[arg(add = crate::complete::labels())]
     pub target: String,
     /// The cell to explain (with --trial: that trial).
     #[arg(long, required_unless_present = "artifact")]
@@ -673,13 +676,13 @@ fn parse_trials(s: &str) -> Result<TrialsArg, String> {
 #[derive(Debug, Args, Clone, Default)]
 pub struct FlagModeArgs {
     /// Flag mode: the workload to run.
-    #[arg(long)]
+    #[arg(long, add = crate::complete::workloads())]
     pub workload: Option<String>,
     /// Flag mode: comma-separated mitigations.
-    #[arg(long, value_name = "CSV")]
+    #[arg(long, value_name = "CSV", add = crate::complete::mitigations())]
     pub mitigation_axis: Option<String>,
     /// Flag mode: comma-separated environments; `image:<ref>` is an inline docker environment.
-    #[arg(long, value_name = "CSV")]
+    #[arg(long, value_name = "CSV", add = crate::complete::environments())]
     pub environment_axis: Option<String>,
     /// Flag mode: trials per cell, or `auto` (run each cell until its answer is known).
     #[arg(long, allow_negative_numbers = true, value_name = "N|auto", value_parser = parse_trials)]
@@ -1026,7 +1029,7 @@ pub struct AgentArgs {
     pub llm_timeout: f64,
     /// Candidate mitigations, in order (repeatable); default: the template's mitigation_axis,
     /// else every registered mitigation.
-    #[arg(long = "mitigation", value_name = "NAME")]
+    #[arg(long = "mitigation", value_name = "NAME", add = crate::complete::mitigations())]
     pub mitigations: Vec<String>,
     /// Sidecar registry files that add mitigations, in order.
     #[arg(long = "mitigations-file", value_name = "PATH")]

@@ -19,6 +19,7 @@ mod cmd_run;
 mod cmd_sweep;
 mod cmd_trial;
 mod cmd_watch;
+mod complete;
 mod execute;
 mod exit;
 mod output;
@@ -37,6 +38,8 @@ fn main() -> ExitCode {
     if std::env::args_os().nth(1).is_some_and(|a| a == "__trace") {
         aorta_trace::main_with(std::env::args_os().skip(2).collect());
     }
+    // `COMPLETE=<shell> aorta -- …`: the shell asking for candidates at <TAB> (complete.rs).
+    clap_complete::CompleteEnv::with_factory(Cli::command).complete();
     aorta_engine::timing_start();
     restore_sigpipe();
     one_malloc_arena();
@@ -104,10 +107,7 @@ fn run(cli: Cli) -> CliResult {
             println!("Wrote {}", path.display());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "aorta", &mut std::io::stdout());
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Completions { shell } => complete::print_registration(&shell),
         Command::Probe(a) => cmd_sweep::deprecated_probe(a),
         Command::Triage(t) => {
             let (old, new) = match &t {

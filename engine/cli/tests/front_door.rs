@@ -278,13 +278,81 @@ fn version_and_completions() {
         stdout(&out),
         format!("aorta {}\n", env!("CARGO_PKG_VERSION"))
     );
-    for shell in ["bash", "zsh", "fish"] {
+    // The registration script of each shell calls this binary back at every <TAB>.
+    let exe = assert_cmd::cargo::cargo_bin("aorta");
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
         let out = aorta(&["completions", shell]);
         assert!(
-            out.status.success() && stdout(&out).contains("aorta"),
-            "{shell}"
+            out.status.success() && stdout(&out).contains(&exe.display().to_string()),
+            "{shell}: {}",
+            stdout(&out)
         );
     }
+    let out = aorta(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+/// What the shell offers at <TAB> (fish's protocol: one `value<TAB>help` per line).
+fn complete(words: &[&str]) -> Vec<String> {
+    let mut args = vec!["--", "aorta"];
+    args.extend(words);
+    let out = assert_cmd::Command::cargo_bin("aorta")
+        .unwrap()
+        .current_dir(repo_root())
+        .env("COMPLETE", "fish")
+        .env(
+            "AORTA_WORKLOAD_PATH",
+            repo_root().join("engine/cli/tests/fixtures/stand-in-workloads"),
+        )
+        .args(&args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out)
+        .lines()
+        .map(|l| l.split('\t').next().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn completions_offer_labels_mitigations_environments_and_workloads() {
+    // Labels from the workspace's BUCK files, and the package patterns.
+    assert_eq!(
+        complete(&["build", "//recipes:quick"]),
+        ["//recipes:quickstart"]
+    );
+    let all = complete(&["build", "//recipes"]);
+    assert!(all.contains(&"//recipes:gpu-smoke".to_string()), "{all:?}");
+    assert!(all.contains(&"//recipes/...".to_string()), "{all:?}");
+    assert_eq!(
+        complete(&["explain", "//recipes:quick"]),
+        ["//recipes:quickstart"]
+    );
+    // Recipe files beside labels.
+    assert!(complete(&["build", "recipes/quick"]).contains(&"recipes/quickstart.yaml".to_string()));
+    // Mitigation names, also after a comma (the names typed are not offered again).
+    assert_eq!(
+        complete(&["sweep", "run", "--mitigation-axis", "none,cuda_launch_b"]),
+        ["none,cuda_launch_blocking"]
+    );
+    assert_eq!(
+        complete(&["agent", "--mitigation", "cuda_launch_b"]),
+        ["cuda_launch_blocking"]
+    );
+    assert_eq!(
+        complete(&["run", "--mitigations", "none,no"]),
+        Vec::<String>::new()
+    );
+    assert!(complete(&["run", "--environment", ""]).contains(&"local".to_string()));
+    // Workloads `aorta run` would find.
+    let w = complete(&["run", "--workload", ""]);
+    assert!(
+        w.contains(&"pyecho".to_string()) && w.contains(&"gpu_smoke".to_string()),
+        "{w:?}"
+    );
+    // Subcommands and flags as before.
+    assert!(complete(&["bu"]).contains(&"build".to_string()));
+    assert!(complete(&["build", "--dry"]).contains(&"--dry-run".to_string()));
 }
 
 #[test]
