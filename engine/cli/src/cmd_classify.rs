@@ -40,12 +40,37 @@ pub fn classify(a: &ClassifyArgs) -> CliResult {
         );
     } else {
         print_human(&result);
+        if !result.fired() && a.dmesg.is_empty() {
+            hint_kernel_logs(&a.logs, &cfg);
+        }
     }
     Ok(if result.fired() {
         ExitCode::from(crate::exit::INCOMPLETE)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A kernel log passed as an ordinary log matches none of Tiers 4 and 5: when read as a
+/// kernel log one would fire, say so rather than leave "no detector fired" standing.
+fn hint_kernel_logs(logs: &[PathBuf], cfg: &ClassifierConfig) {
+    for path in logs.iter().filter(|p| !is_stdin(p)) {
+        let Ok(input) = open(path, LogKind::Kernel) else {
+            continue;
+        };
+        let Ok(r) = classify_logs([input], cfg) else {
+            continue;
+        };
+        if let Some(f) = r.findings.iter().find(|f| f.line.is_some()) {
+            eprintln!(
+                "hint: {} reads like a kernel log ({} at line {}): pass it with --dmesg {}",
+                path.display(),
+                f.detector,
+                f.line.unwrap_or_default(),
+                path.display()
+            );
+        }
+    }
 }
 
 fn is_stdin(p: &Path) -> bool {

@@ -11,7 +11,14 @@ pub fn check(raw: &[OsString], cli: &clap::Command) -> miette::Result<()> {
     let words: Vec<Cow<'_, str>> = raw.iter().map(|w| w.to_string_lossy()).collect();
     let mut rest = words.iter().skip(1).map(|w| w.as_ref()).peekable();
     // Walk to the subcommand that takes a trailing command.
+    // `build` takes labels as bare words: only its mistyped flags are caught here (clap's
+    // own tip would tell the user to pass them after `--`, as part of the command).
+    let mut bare_words_are_targets = false;
     let (name, sub) = match rest.next() {
+        Some("build") => {
+            bare_words_are_targets = true;
+            ("aorta build", cli.find_subcommand("build"))
+        }
         Some("probe") => ("aorta probe", cli.find_subcommand("probe")),
         Some("agent") => ("aorta agent", cli.find_subcommand("agent")),
         Some(s @ ("sweep" | "triage")) if rest.peek() == Some(&"run") => {
@@ -60,6 +67,7 @@ pub fn check(raw: &[OsString], cli: &clap::Command) -> miette::Result<()> {
                     tokens.next();
                 }
             }
+            _ if bare_words_are_targets => {}
             bare => {
                 return Err(Diag::new(
                     DiagKind::Usage,
@@ -87,11 +95,14 @@ fn unknown_flag(name: &str, flag: &str, sub: &clap::Command) -> miette::Report {
     if let Some(g) = guess {
         message.push_str(&format!(" (did you mean '{g}'?)"));
     }
-    Diag::new(DiagKind::Usage, message)
-        .with_help(format!(
-            "`{name} --help` lists its flags; the command to run goes after --"
-        ))
-        .into()
+    let help = if guess.is_none()
+        && aorta_source::suggest::did_you_mean(flag, ["--trials", "--steps"]).is_some()
+    {
+        format!("a recipe sets its own `trials:` and `steps:`; `aorta sweep run --workload W --trials N` and `aorta run --trials N` take them as flags (`{name} --help` lists its flags)")
+    } else {
+        format!("`{name} --help` lists its flags; the command to run goes after --")
+    };
+    Diag::new(DiagKind::Usage, message).with_help(help).into()
 }
 
 fn after_separator(name: &str, argv: Vec<&str>) -> miette::Result<()> {

@@ -156,3 +156,28 @@ fn a_long_log_on_stdin_streams_in_bounded_memory() {
     let peak_mib = usage.ru_maxrss / 1024; // KiB on Linux
     assert!(peak_mib < 48, "peak RSS {peak_mib} MiB for a 256 MiB log");
 }
+
+#[test]
+fn an_amdgpu_page_fault_fires_and_a_kernel_log_passed_as_a_log_gets_a_hint() {
+    // Newer kernels print `[gfxhub]` without an instance number.
+    let dir = tempfile::tempdir().unwrap();
+    let k = dir.path().join("kernel.txt");
+    std::fs::write(
+        &k,
+        "[ 812.4] amdgpu 0000:c1:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:24 vmid:3 pasid:32771)\n",
+    )
+    .unwrap();
+    let k = k.to_str().unwrap();
+    let out = aorta(&["classify", "--dmesg", k]);
+    assert_eq!(out.status.code(), Some(1), "{}", transcript(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("tier3:amdgpu_page_fault"));
+    let out = aorta(&["classify", k]);
+    assert_eq!(out.status.code(), Some(0), "{}", transcript(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "reads like a kernel log (tier3:amdgpu_page_fault at line 1): pass it with --dmesg"
+        ),
+        "{err}"
+    );
+}

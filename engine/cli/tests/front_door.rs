@@ -634,3 +634,26 @@ fn bench_hw_queue_help_is_the_tools_under_the_typed_name() {
         transcript(&out)
     );
 }
+
+/// `aorta build --trails 3 …` is a mistyped flag, not a command to pass after `--` (clap's
+/// own tip): said with the flags that do take trials.
+#[test]
+fn build_names_a_mistyped_flag_and_where_trials_are_set() {
+    let out = aorta(&["build", "--trails", "3", "//recipes:quickstart"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("unknown flag '--trails'"), "{err}");
+    assert!(
+        err.contains("`trials:`") && !err.contains("'-- --trails'"),
+        "{err}"
+    );
+    let out = aorta(&["build", "--dry-rn", "//recipes:quickstart"]);
+    assert!(
+        stderr(&out).contains("did you mean '--dry-run'?"),
+        "{}",
+        stderr(&out)
+    );
+    // Labels stay bare words; flags with values and `--` still parse.
+    let out = aorta(&["build", "//recipes:quickstart", "--jobs", "2", "--dry-run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
