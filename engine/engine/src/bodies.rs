@@ -114,11 +114,13 @@ fn spec_maker(
 ) -> MakeSpec {
     let env = cell.resolved_env.clone();
     let name = cell.name.clone();
+    let sanitizer = cell.sanitizer;
     Arc::new(move |p: &PlannedTrial| TrialSpec {
         key: p.key.clone(),
         cell: name.clone(),
         index: p.index,
         env: env.clone(),
+        sanitizer,
         body: body(),
     })
 }

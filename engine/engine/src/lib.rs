@@ -28,6 +28,7 @@ mod remote_sync;
 mod report_html;
 mod retention;
 mod reuse;
+mod sanitize;
 mod schedule;
 mod session;
 mod step_times;

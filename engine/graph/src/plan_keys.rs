@@ -58,9 +58,13 @@ struct ProbeKeyConfig<'a> {
     step_time_regex: &'a Option<String>,
     collect_paths: &'a [String],
     classifier_library: &'static str,
+    /// The tool a sanitizer cell runs its command under (absent otherwise, so other cells'
+    /// keys are unchanged); with the sanitizer's report parser version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sanitizer: Option<(&'static str, u32)>,
 }
 
-fn probe_config(recipe: &Recipe) -> Result<String, HashError> {
+fn probe_config(recipe: &Recipe, cell: &Cell) -> Result<String, HashError> {
     let Some(p) = &recipe.probe else {
         return Ok("{}".into());
     };
@@ -75,6 +79,9 @@ fn probe_config(recipe: &Recipe) -> Result<String, HashError> {
         step_time_regex: &p.step_time_regex,
         collect_paths: &p.collect_paths,
         classifier_library: aorta_classify::PATTERN_LIBRARY_VERSION,
+        sanitizer: cell
+            .sanitizer
+            .map(|t| (t.tool(), aorta_classify::SANITIZER_PARSER_VERSION)),
     })
 }
 
@@ -105,7 +112,7 @@ fn workload_identity(recipe: &Recipe, ctx: &KeyContext) -> WorkloadIdentity {
 
 fn cell_config(recipe: &Recipe, cell: &Cell) -> Result<String, HashError> {
     match recipe.mode {
-        Mode::Probe => probe_config(recipe),
+        Mode::Probe => probe_config(recipe, cell),
         Mode::Triage => {
             let mut cfg = cell.effective_workload_config(recipe);
             cfg.insert("steps".into(), cell.effective_steps(recipe).into());
@@ -250,6 +257,7 @@ mod classification {
         resolved_env => "keyed: env",
         env_origin => "not keyed: which mitigation set a variable",
         resources => "keyed: execution.resources",
+        sanitizer => "keyed: config (subprocess flow: the tool and its report parser's version)",
     });
     classified!(probe_fields: ProbeSettings {
         mitigation_axis => "keyed through env",

@@ -57,6 +57,9 @@ pub struct CellPlan {
     /// What each trial takes of a machine (`gpus_per_trial`, ...): placement, not key input.
     #[serde(skip_serializing_if = "Resources::is_empty")]
     pub resources: Resources,
+    /// The compute-sanitizer tool a sanitizer cell's command runs under (keyed in `config`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sanitizer: Option<aorta_registry::Sanitizer>,
     pub key_inputs: KeyInputs,
 }
 
@@ -221,6 +224,7 @@ fn cell_plan(
         collect,
         collect_overridden: cell.collect.is_some(),
         resources: cell.effective_resources(recipe),
+        sanitizer: cell.sanitizer,
         key_inputs: KeyInputs {
             key_schema: KEY_SCHEMA_VERSION,
             workload_identity,

@@ -133,6 +133,14 @@ impl Plan {
                     resources_line(&c.resources)
                 );
             }
+            if let Some(t) = c.sanitizer {
+                let _ = writeln!(
+                    out,
+                    "      runs under: compute-sanitizer --tool {} (timeout and hang window x{})",
+                    t.tool(),
+                    aorta_registry::SANITIZER_TIMEOUT_FACTOR
+                );
+            }
             if c.env.is_empty() {
                 let _ = writeln!(out, "      env: (no env)");
             }

@@ -284,6 +284,7 @@ fn cell<'n>(
         resolved_env,
         env_origin,
         resources: crate::resources::resources(cx, item, p)?,
+        sanitizer: None,
     };
     Ok((cell, name_node))
 }
@@ -336,6 +337,15 @@ pub(crate) fn resolve_bundles(
             path,
             "a mitigation name; `aorta mitigations list` shows them",
         )?;
+        if aorta_registry::Sanitizer::from_name(name).is_some() {
+            return Err(cx.err(
+                DiagKind::UnknownName,
+                node,
+                path,
+                format!("'{name}' is a diagnostic, not a mitigation: it runs the command under compute-sanitizer"),
+                "put it on a probe recipe's diagnostic_axis (docs/diagnostics.md)",
+            ));
+        }
         let Some(m) = registry.mitigation(name) else {
             return Err(cx.err(
                 DiagKind::UnknownName,

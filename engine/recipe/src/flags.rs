@@ -271,6 +271,7 @@ impl FlagRecipe {
                     resolved_env: mit.env.clone(),
                     env_origin: origin,
                     resources: Resources::default(),
+                    sanitizer: None,
                 });
             }
         }

@@ -164,6 +164,10 @@ pub struct Cell {
     pub env_origin: BTreeMap<String, String>,
     /// The cell's own resource keys (triage cells), over the recipe's.
     pub resources: Resources,
+    /// A probe cell whose diagnostic is `compute_sanitizer_<tool>` runs its command under
+    /// that tool (docs/diagnostics.md); keyed with the cell's config.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sanitizer: Option<aorta_registry::Sanitizer>,
 }
 
 /// What one trial takes of a machine: placement for the executors (Slurm's sbatch flags, the

@@ -53,9 +53,19 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
             let m = cx.string(m_node, m_path, "a mitigation name")?;
             let d = cx.string(d_node, d_path, "a mitigation name")?;
             let name = format!("{}-{}", segment(m), segment(d));
+            // A sanitizer on the diagnostic axis sets no variables: it runs the command.
+            let sanitizer = aorta_registry::Sanitizer::from_name(d);
             let pairs = [(*m_node, m_path.clone()), (*d_node, d_path.clone())];
-            let (mitigations, resolved_env, env_origin) =
-                resolve_bundles(cx, &name, &pairs, registry)?;
+            let bundles = if sanitizer.is_some() {
+                &pairs[..1]
+            } else {
+                &pairs[..]
+            };
+            let (mut mitigations, resolved_env, env_origin) =
+                resolve_bundles(cx, &name, bundles, registry)?;
+            if sanitizer.is_some() {
+                mitigations.push(d.to_string());
+            }
             if let Some((pm, pd)) = by_name.get(&name).map(|&j| origins[j].clone()) {
                 return Err(Box::new(
                     Diag::new(DiagKind::Cell, format!("axis values ({m}, {d}) and ({pm}, {pd}) both make the cell name '{name}'"))
@@ -84,6 +94,7 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
                 resolved_env,
                 env_origin,
                 resources: Resources::default(),
+                sanitizer,
             };
             own_settings += cell_settings_bytes(&cell);
             if let Some(message) = own_settings_past_limit(own_settings, cells.len() + 1) {

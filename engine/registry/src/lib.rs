@@ -13,6 +13,7 @@
 
 pub mod builtins;
 mod load;
+mod sanitizer;
 mod sidecar;
 mod suggest;
 mod table;
@@ -24,6 +25,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub use load::project_registry_for;
+pub use sanitizer::{
+    Sanitizer, LOG_PREFIX as SANITIZER_LOG_PREFIX, TIMEOUT_FACTOR as SANITIZER_TIMEOUT_FACTOR,
+};
 
 /// File name of the project registry looked up next to a recipe.
 pub const PROJECT_REGISTRY_FILE: &str = "aorta-registry.json";
@@ -225,8 +229,16 @@ impl Registry {
     }
 
     /// Help text for an unknown mitigation: close matches first, then every name.
+    /// Mitigations, and the sanitizers a diagnostic axis may also name.
     pub fn unknown_mitigation_hint(&self, name: &str) -> String {
-        suggest::hint(name, self.mitigations.keys().map(String::as_str))
+        let sanitizers: Vec<String> = Sanitizer::ALL.iter().map(|s| s.name()).collect();
+        suggest::hint(
+            name,
+            self.mitigations
+                .keys()
+                .map(String::as_str)
+                .chain(sanitizers.iter().map(String::as_str)),
+        )
     }
 
     pub fn unknown_environment_hint(&self, name: &str) -> String {

@@ -56,6 +56,7 @@ fn record(cell: usize, i: u32) -> TrialRecord {
         },
         outputs: Vec::new(),
         inputs: None,
+        sanitizer: None,
     }
 }
 

@@ -5,9 +5,11 @@
 //! (§3.4.2), so one aggregation path serves both flows.
 
 mod capture;
+mod sanitizer;
 mod small_map;
 
 pub use capture::{Capture, RetainLevel, Retention, RESERVED as RESERVED_CAPTURE_KEYS};
+pub use sanitizer::{Hazard, SanitizerReport};
 use serde::{Deserialize, Serialize};
 pub use small_map::SmallMap;
 
@@ -298,6 +300,9 @@ pub struct TrialRecord {
     /// workload trials and records written before inputs were traced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<InputsSummary>,
+    /// A sanitizer cell's findings (docs/diagnostics.md); absent elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sanitizer: Option<SanitizerReport>,
 }
 
 /// A command trial's traced inputs, summarised: the list itself is the trial's `inputs.json`
@@ -352,6 +357,7 @@ impl TrialRecord {
             result: WorkloadResult::default(),
             outputs: Vec::new(),
             inputs: None,
+            sanitizer: None,
         }
     }
 

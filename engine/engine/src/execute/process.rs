@@ -21,6 +21,8 @@ pub struct TrialSpec {
     pub cell: String,
     pub index: u32,
     pub env: BTreeMap<String, String>,
+    /// A sanitizer cell's tool: the command runs under it (docs/diagnostics.md).
+    pub sanitizer: Option<aorta_registry::Sanitizer>,
     pub body: Body,
 }
 
@@ -268,6 +270,12 @@ fn prepare_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path) -> Prepare
     p.env = env;
     p.timeout = c.timeout;
     p.hang = c.hang.clone();
+    if let Some(tool) = spec.sanitizer {
+        match crate::sanitize::wrap(tool, &mut p, dir) {
+            Ok(report) => record.sanitizer = Some(report),
+            Err(reason) => return crate::sanitize::unavailable(record, dir, reason),
+        }
+    }
     if let Tracing::On(tracer) = &c.tracing {
         // The program as the spawn would find it; when it is found nowhere, the spawn reports
         // that as it always has (an error verdict), untraced.
@@ -285,7 +293,7 @@ fn prepare_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path) -> Prepare
                     "--".into(),
                     program.display().to_string(),
                 ]);
-                wrapped.extend(c.argv[1..].iter().cloned());
+                wrapped.extend(p.argv[1..].iter().cloned());
                 p.argv = wrapped;
             }
             None => {
@@ -476,7 +484,8 @@ fn judge_command(
     outcome: &ProcessOutcome,
     obs: &Observation,
 ) -> TrialRecord {
-    let cls = classify(obs, &c.classifier);
+    let mut cls = classify(obs, &c.classifier);
+    let sanitizer_hint = crate::sanitize::judge(&mut record, &mut cls, dir, outcome.launched);
     let ftype = failure_type(
         &cls,
         outcome.exit_code,
@@ -543,6 +552,9 @@ fn judge_command(
                     h.evidence,
                     h.latched_after.saturating_sub(h.quiet_since).as_secs_f64()
                 ));
+            }
+            if detail.hint.is_none() {
+                detail.hint = sanitizer_hint;
             }
             vec![detail]
         },

@@ -1,0 +1,171 @@
+//! GPU sanitizers on the diagnostic axis (docs/diagnostics.md), on a machine without a GPU:
+//! without compute-sanitizer the cell is an error that says so; with a stand-in replaying the
+//! reports recorded on the H100, a hazard fails the cell with its kernel and line, a clean
+//! report passes, the timeout scales, keys differ from the plain cell and reruns are hits.
+
+mod common;
+use common::{repo_root, Ws};
+use std::path::Path;
+use std::process::{Command, Output};
+
+const RECIPE: &str = "schema_version: 1\nmode: probe\nticket: S\ntrials: 1\nmitigation_axis: [none]\ndiagnostic_axis: [none, compute_sanitizer_memcheck]\n";
+
+fn sweep(ws: &Ws, report: Option<&str>, command: &[&str]) -> Output {
+    let mut c = Command::new(assert_cmd::cargo::cargo_bin("aorta"));
+    c.current_dir(ws.path())
+        .env("NO_COLOR", "1")
+        .env("AORTA_STORE", ws.path().join("store"))
+        .env_remove("AORTA_REMOTE_CACHE")
+        .env_remove("CUDA_HOME")
+        .env_remove("CUDA_PATH")
+        .env("PATH", "/usr/bin:/bin")
+        .env(
+            "AORTA_ENV_SNAPSHOT",
+            repo_root().join("docs/examples/h200-env.json"),
+        );
+    match report {
+        Some(r) => c
+            .env(
+                "AORTA_COMPUTE_SANITIZER",
+                repo_root().join("engine/cli/tests/fixtures/stand-in-compute-sanitizer"),
+            )
+            .env(
+                "AORTA_TEST_SANITIZER_REPORT",
+                repo_root().join("tests/fixtures/gpu/h100-cuda13").join(r),
+            ),
+        None => c.env_remove("AORTA_COMPUTE_SANITIZER"),
+    };
+    c.args([
+        "sweep", "run", "--recipe", "r.yaml", "--output", "out", "--",
+    ])
+    .args(command)
+    .output()
+    .unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn matrix(ws: &Ws) -> String {
+    std::fs::read_to_string(ws.path().join("out/S/matrix.md")).unwrap()
+}
+
+fn record(ws: &Ws, cell: &str) -> serde_json::Value {
+    let dir = ws.path().join("out/S").join(cell);
+    let found = walk(&dir)
+        .into_iter()
+        .find(|p| p.file_name().is_some_and(|n| n == "result.json"))
+        .unwrap_or_else(|| panic!("no result.json under {}", dir.display()));
+    serde_json::from_str(&std::fs::read_to_string(found).unwrap()).unwrap()
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn without_compute_sanitizer_the_cell_is_an_error_that_says_where_it_looked() {
+    let ws = Ws::with_recipe(RECIPE);
+    let out = sweep(&ws, None, &["true"]);
+    let r = record(&ws, "none-compute_sanitizer_memcheck");
+    assert_eq!(r["verdict"], "error", "{}", text(&out));
+    assert_eq!(r["failure_type"], "sanitizer_unavailable");
+    let msg = r["error_message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("not applicable: compute-sanitizer not found (looked in")
+            && msg.contains("AORTA_COMPUTE_SANITIZER"),
+        "{msg}"
+    );
+    assert_eq!(record(&ws, "none-none")["verdict"], "pass");
+}
+
+#[test]
+fn a_hazard_fails_the_cell_with_its_kernel_line_and_allocation() {
+    let ws = Ws::with_recipe(RECIPE);
+    let out = sweep(&ws, Some("cs13-memcheck-oob.txt"), &["true"]);
+    let r = record(&ws, "none-compute_sanitizer_memcheck");
+    assert_eq!(r["verdict"], "fail", "{}", text(&out));
+    assert_eq!(r["failure_detectors_fired"][0], "sanitizer:memcheck");
+    let s = &r["sanitizer"];
+    assert_eq!(
+        (s["tool"].as_str(), s["errors"].as_u64()),
+        (Some("memcheck"), Some(129))
+    );
+    assert_eq!(s["hazards"][0]["location"], "oob.cu:5");
+    assert_eq!(s["hazards"][0]["kernel"], "oob(float *, int)");
+    // The tool ran with aorta's options; its full log is kept with the trial.
+    let cell = ws.path().join("out/S/none-compute_sanitizer_memcheck");
+    let files = walk(&cell);
+    let args = files
+        .iter()
+        .find(|p| p.ends_with("standin-args.txt"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .unwrap();
+    assert!(
+        args.starts_with("--tool memcheck --target-processes all --log-file "),
+        "{args}"
+    );
+    assert!(args.trim_end().ends_with("sanitizer-%p.log true"), "{args}");
+    assert!(files.iter().any(|p| {
+        let n = p.file_name().unwrap().to_string_lossy();
+        n.starts_with("sanitizer-") && n.ends_with(".log")
+    }));
+    // matrix.md says what and where, the plain cell passed.
+    let m = matrix(&ws);
+    assert!(
+        m.contains("memcheck: 129 errors; 100 × Invalid __global__ write of size 4 bytes in oob(float *, int) at oob.cu:5"),
+        "{m}"
+    );
+    assert_eq!(record(&ws, "none-none")["verdict"], "pass");
+    // A rerun is all store hits; the two cells have different keys.
+    let again = sweep(&ws, Some("cs13-memcheck-oob.txt"), &["true"]);
+    assert!(
+        text(&again).contains("0 executed, 2 reused"),
+        "{}",
+        text(&again)
+    );
+    assert_ne!(record(&ws, "none-none")["key"], r["key"]);
+}
+
+#[test]
+fn a_clean_report_passes_and_the_timeout_scales_under_the_sanitizer() {
+    // 1 s per trial: the plain cell's `sleep 2` times out, the sanitized one has 20 s.
+    let ws = Ws::with_recipe(&format!("{RECIPE}timeout_per_trial: 1\n"));
+    let out = sweep(&ws, Some("cs13-memcheck-clean.txt"), &["sleep", "2"]);
+    let r = record(&ws, "none-compute_sanitizer_memcheck");
+    assert_eq!(r["verdict"], "pass", "{}", text(&out));
+    assert_eq!(r["sanitizer"]["errors"], 0);
+    assert_eq!(r["sanitizer"]["complete"], true);
+    let plain = record(&ws, "none-none");
+    assert_eq!(plain["timed_out"], true, "{}", text(&out));
+}
+
+#[test]
+fn a_sanitizer_on_the_mitigation_axis_is_bad_input_with_a_hint() {
+    let ws = Ws::with_recipe(
+        "schema_version: 1\nmode: probe\ntrials: 1\nmitigation_axis: [none, compute_sanitizer_racecheck]\ndiagnostic_axis: [none]\n",
+    );
+    let out = sweep(&ws, None, &["true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let t = text(&out);
+    assert!(
+        t.contains("'compute_sanitizer_racecheck' is a diagnostic, not a mitigation"),
+        "{t}"
+    );
+    assert!(t.contains("diagnostic_axis"), "{t}");
+    assert!(t.contains("r.yaml:4"), "{t}");
+}

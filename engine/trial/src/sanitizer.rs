@@ -1,0 +1,70 @@
+//! What a GPU sanitizer found in one trial, grouped: the record keeps the summary, the
+//! tool's full logs stay in the trial directory (`sanitizer-<pid>.log`).
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SanitizerReport {
+    /// `memcheck`, `racecheck`, `synccheck`, `initcheck`.
+    pub tool: String,
+    /// Errors the tool counted (its summary line: printed or not), else the hazards listed.
+    pub errors: u64,
+    /// The distinct hazards, most frequent first.
+    pub hazards: Vec<Hazard>,
+    /// The logs read, relative to the trial directory.
+    pub logs: Vec<String>,
+    /// Whether a summary line was seen: a log cut short (the process killed) lacks one.
+    pub complete: bool,
+}
+
+/// One kind of hazard at one place.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hazard {
+    /// As the tool words it: `Invalid __global__ write of size 4 bytes`, `Uninitialized
+    /// __global__ memory read of size 4 bytes`, `Barrier error detected. Divergent thread(s)
+    /// in warp.`, `Race (Write / Write) on __shared__ memory`, `Program hit cudaErrorX …`.
+    pub kind: String,
+    /// The kernel (device function) as the tool names it, when it does.
+    pub kernel: Option<String>,
+    /// `file:line`, when the binary carries line information (`-lineinfo`); for a race, both
+    /// sides joined with ` / `.
+    pub location: Option<String>,
+    /// Reports of this hazard at this place.
+    pub count: u64,
+    /// The first report's address detail: `Access to 0x… is out of bounds; and is 1 bytes
+    /// after the nearest allocation at 0x… of size 512 bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl SanitizerReport {
+    /// One line for matrix.md and the report: `memcheck: 129 errors; 100 × Invalid __global__
+    /// write of size 4 bytes in oob(float *, int) at oob.cu:5 (…)`.
+    pub fn summary(&self) -> String {
+        let mut s = format!(
+            "{}: {} error{}",
+            self.tool,
+            self.errors,
+            if self.errors == 1 { "" } else { "s" }
+        );
+        if let Some(h) = self.hazards.first() {
+            s.push_str(&format!("; {} × {}", h.count, h.kind));
+            if let Some(k) = &h.kernel {
+                s.push_str(&format!(" in {k}"));
+            }
+            if let Some(l) = &h.location {
+                s.push_str(&format!(" at {l}"));
+            }
+            if let Some(d) = &h.detail {
+                s.push_str(&format!(" ({d})"));
+            }
+            if self.hazards.len() > 1 {
+                s.push_str(&format!("; {} more kind(s)", self.hazards.len() - 1));
+            }
+        }
+        if !self.complete {
+            s.push_str(" (log incomplete: no summary line)");
+        }
+        s
+    }
+}
