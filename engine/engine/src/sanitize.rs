@@ -92,8 +92,10 @@ pub fn judge(
         }
         Some(format!("{tool}: compute-sanitizer wrote no report"))
     } else if report.errors > 0 {
+        // First: the most specific finding is the one matrix.md's "Top failure" names (the
+        // program's own exit code often follows from it, e.g. a kernel memcheck aborted).
         cls.failure_detectors_fired
-            .push(format!("sanitizer:{tool}"));
+            .insert(0, format!("sanitizer:{tool}"));
         if cls.verdict == Verdict::Pass {
             cls.verdict = Verdict::Fail;
         }
