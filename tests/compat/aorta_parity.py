@@ -36,7 +36,7 @@ DELIBERATE_BY_VERSION = {
         for name in ["triage-extra-env-isolation.yaml", "triage-in-process.yaml", "triage-collect-proton.yaml", "probe-collect-empty.yaml"]
     },
     "0.3.0": {
-        "probe-collect-rocprof.yaml": ("load-probe-collect", "AORTA 0.3.0 wraps a probe's command in the profiler; aorta does not, and refuses the recipe saying how to profile instead"),
+        "probe-collect-rocprof.yaml": ("load-probe-collect", "AORTA 0.3.0 wraps a probe's command in rocprof; aorta wraps it only in ncu or torch_profiler, and refuses a ROCm collector saying how to profile instead"),
     },
 }
 VERSION = importlib.metadata.version("amd-aorta")

@@ -122,7 +122,10 @@ fn a_hazard_fails_the_cell_with_its_kernel_line_and_allocation() {
         args.starts_with("--tool memcheck --target-processes all --log-file "),
         "{args}"
     );
-    assert!(args.trim_end().ends_with("sanitizer-%p.log false"), "{args}");
+    assert!(
+        args.trim_end().ends_with("sanitizer-%p.log false"),
+        "{args}"
+    );
     assert!(files.iter().any(|p| {
         let n = p.file_name().unwrap().to_string_lossy();
         n.starts_with("sanitizer-") && n.ends_with(".log")
@@ -171,4 +174,88 @@ fn a_sanitizer_on_the_mitigation_axis_is_bad_input_with_a_hint() {
     );
     assert!(t.contains("diagnostic_axis"), "{t}");
     assert!(t.contains("r.yaml:4"), "{t}");
+}
+
+/// `collect: [ncu]` wraps the command in Nsight Compute (here a stand-in replaying the H100's
+/// recording; under CUDA_LAUNCH_BLOCKING a copy whose saxpy kernel is renamed): per-cell
+/// kernel tables and the difference from the baseline in matrix.md; the collector is keyed.
+#[test]
+fn ncu_profiles_each_cell_and_matrix_md_compares_them_with_the_baseline() {
+    let ws = Ws::with_recipe(
+        "schema_version: 1\nmode: probe\nticket: S\ntrials: 2\nmitigation_axis: [none, cuda_launch_blocking]\ndiagnostic_axis: [none]\ncollect: [ncu]\n",
+    );
+    let fixture = repo_root().join("tests/fixtures/gpu/h100-cuda13/ncu-clean-raw.csv");
+    let blocking = ws.write(
+        "blocking.csv",
+        &std::fs::read_to_string(&fixture)
+            .unwrap()
+            .replace("\"saxpy(float,", "\"saxpy_serial(float,"),
+    );
+    let out = Command::new(assert_cmd::cargo::cargo_bin("aorta"))
+        .current_dir(ws.path())
+        .env("NO_COLOR", "1")
+        .env("AORTA_STORE", ws.path().join("store"))
+        .env(
+            "AORTA_ENV_SNAPSHOT",
+            repo_root().join("docs/examples/h200-env.json"),
+        )
+        .env(
+            "AORTA_NCU",
+            repo_root().join("engine/cli/tests/fixtures/stand-in-ncu"),
+        )
+        .env("AORTA_TEST_NCU_REPORT", &fixture)
+        .env("AORTA_TEST_NCU_REPORT_BLOCKING", &blocking)
+        .args([
+            "sweep", "run", "--recipe", "r.yaml", "--output", "out", "--", "true",
+        ])
+        .output()
+        .unwrap();
+    let r = record(&ws, "none-none");
+    assert_eq!(r["profiles"][0]["tool"], "ncu", "{}", text(&out));
+    assert_eq!(
+        r["profiles"][0]["kernels"][0]["name"],
+        "saxpy(float, const float *, float *, int)"
+    );
+    assert_eq!(r["profiles"][0]["kernels"][0]["calls"], 10);
+    let m = matrix(&ws);
+    assert!(m.contains("## Kernel profiles"), "{m}");
+    assert!(m.contains("| none-none "), "{m}");
+    assert!(m.contains("`saxpy` 0.062 ms ×10"), "{m}");
+    assert!(
+        m.contains("new: `saxpy_serial` 0.062 ms; gone: `saxpy` 0.062 ms"),
+        "{m}"
+    );
+    // A profiler changes what runs: its cells are keyed apart from unprofiled ones.
+    let plain = Ws::with_recipe(
+        "schema_version: 1\nmode: probe\nticket: S\ntrials: 2\nmitigation_axis: [none, cuda_launch_blocking]\ndiagnostic_axis: [none]\n",
+    );
+    sweep(&plain, None, &["true"]);
+    assert_ne!(record(&plain, "none-none")["key"], r["key"]);
+}
+
+/// `collect: [torch_profiler]` hooks the trial's Python: where torch cannot be imported the
+/// profile says why (CI has no torch; the H100 run in docs/benchmarks.md has one).
+#[test]
+fn torch_profiler_hooks_python_and_says_why_when_torch_is_missing() {
+    let has_torch = Command::new("python3")
+        .args(["-c", "import torch"])
+        .status()
+        .is_ok_and(|s| s.success());
+    let ws = Ws::with_recipe(
+        "schema_version: 1\nmode: probe\nticket: S\ntrials: 1\nmitigation_axis: [none]\ndiagnostic_axis: [none]\ncollect: [torch_profiler]\n",
+    );
+    let out = sweep(&ws, None, &["python3", "-c", "print('hello')"]);
+    let r = record(&ws, "none-none");
+    assert_eq!(r["verdict"], "pass", "{}", text(&out));
+    let p = &r["profiles"][0];
+    assert_eq!(p["tool"], "torch_profiler");
+    if !has_torch {
+        assert!(
+            p["note"]
+                .as_str()
+                .unwrap()
+                .contains("No module named 'torch'"),
+            "{p}"
+        );
+    }
 }

@@ -104,6 +104,7 @@ fn command_settings(
         inputs: inputs.to_vec(),
         work_dir: std::env::current_dir().ok(),
         tracing,
+        profilers: crate::profilers::Profiler::from_recipe(&recipe.collect),
     })
 }
 
@@ -183,6 +184,9 @@ pub(crate) fn bodies(
                     }
                 };
                 let settings = Arc::new(WorkloadSettings {
+                    profilers: crate::profilers::Profiler::from_recipe(
+                        cell.effective_collect(recipe),
+                    ),
                     workload: w,
                     steps: cell.effective_steps(recipe),
                     config: cell.effective_workload_config(recipe),

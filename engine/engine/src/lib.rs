@@ -23,6 +23,7 @@ mod one;
 mod outcome;
 mod outputs;
 mod placement;
+mod profilers;
 mod records;
 mod remote_sync;
 mod report_html;

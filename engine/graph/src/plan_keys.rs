@@ -62,6 +62,10 @@ struct ProbeKeyConfig<'a> {
     /// keys are unchanged); with the sanitizer's report parser version.
     #[serde(skip_serializing_if = "Option::is_none")]
     sanitizer: Option<(&'static str, u32)>,
+    /// Kernel profilers the command runs under (absent when none: other keys unchanged).
+    /// A profiler serialises kernels and slows them, so it can change a verdict.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    collect: Vec<&'a str>,
 }
 
 fn probe_config(recipe: &Recipe, cell: &Cell) -> Result<String, HashError> {
@@ -82,6 +86,7 @@ fn probe_config(recipe: &Recipe, cell: &Cell) -> Result<String, HashError> {
         sanitizer: cell
             .sanitizer
             .map(|t| (t.tool(), aorta_classify::SANITIZER_PARSER_VERSION)),
+        collect: recipe.collect.names(),
     })
 }
 
@@ -230,7 +235,7 @@ mod classification {
         steps => "keyed: config (workload flow)",
         save_logs => "not keyed: what is kept",
         workload_config => "keyed: config (workload flow)",
-        collect => "keyed: config (workload flow's collectors)",
+        collect => "keyed: config (workload flow's collectors; a probe recipe's kernel profilers)",
         extra_env => "keyed through env: folded into every cell's env",
         trial_isolation => "not keyed: every trial runs as a process of its own whatever it says",
         confound => "not keyed: how cells are summarised",

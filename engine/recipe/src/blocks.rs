@@ -8,7 +8,14 @@ use aorta_source::{FieldPath, Node, Value};
 use std::collections::BTreeMap;
 
 /// Collectors AORTA knows; options are strings passed through to them.
-pub const COLLECTORS: &[&str] = &["rocprof", "proton", "numerics", "layer_numerics", "amd_log"];
+pub const COLLECTORS: &[&str] = &[
+    "rocprof",
+    "proton",
+    "numerics",
+    "layer_numerics",
+    "amd_log",
+    "ncu",
+];
 
 /// Backtracking budget for user regexes, so a pathological pattern cannot hang a scan.
 pub const REGEX_BACKTRACK_LIMIT: usize = 1_000_000;
@@ -151,11 +158,24 @@ pub(crate) fn redaction(cx: &Ctx, node: &Node, path: &FieldPath) -> Res<Redactio
 
 /// `collect:` as a list of names, or a mapping name → null | {option: "value"}.
 pub(crate) fn collect(cx: &Ctx, node: &Node, path: &FieldPath) -> Res<Collect> {
-    let valid = format!("valid collectors: {}", COLLECTORS.join(", "));
+    collect_of(cx, node, path, COLLECTORS)
+}
+
+/// Kernel profilers a probe recipe's command runs under (docs/diagnostics.md).
+pub const PROBE_COLLECTORS: &[&str] = &["ncu", "torch_profiler"];
+
+/// [`collect`] with the names `allowed` in this place.
+pub(crate) fn collect_of(
+    cx: &Ctx,
+    node: &Node,
+    path: &FieldPath,
+    allowed: &[&str],
+) -> Res<Collect> {
+    let valid = format!("valid collectors: {}", allowed.join(", "));
     let mut out = Collect::default();
     let mut add = |name_node: &Node, p: &FieldPath, opts: BTreeMap<String, String>| -> Res<()> {
         let name = cx.string(name_node, p, &valid)?;
-        if !COLLECTORS.contains(&name) {
+        if !allowed.contains(&name) {
             return Err(cx.schema(
                 name_node,
                 p,

@@ -14,23 +14,28 @@ use aorta_source::{Diag, DiagKind, FieldPath, Node};
 pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
     let top = FieldPath::root();
     let common = common(cx, root)?;
-    // AORTA 0.3.0 attaches probe collectors (rocprof, proton) by wrapping the command in the
-    // profiler; aorta does not wrap commands yet: said, never silently skipped.
-    if let Some(n) = root.get("collect") {
-        let p = top.key("collect");
-        let c = blocks::collect(cx, n, &p)?;
-        if !c.collectors.is_empty() {
-            return Err(cx.schema(
-                n,
-                &p,
-                format!(
-                    "collectors in a probe recipe ({}) are not supported: aorta does not wrap the command in a profiler",
-                    c.names().join(", ")
-                ),
-                "remove collect, or put the profiler in the command itself, e.g. -- rocprofv3 --kernel-trace -- python train.py",
-            ));
+    // Kernel profilers wrap the command (ncu) or hook its Python (torch_profiler). AORTA
+    // 0.3.0's ROCm collectors (rocprof, proton) are not wrapped yet: said, never skipped.
+    let collect = match root.get("collect") {
+        None => Collect::default(),
+        Some(n) => {
+            let p = top.key("collect");
+            if let Some(rocm) = blocks::collect(cx, n, &p).ok().and_then(|c| {
+                c.names()
+                    .into_iter()
+                    .find(|n| !blocks::PROBE_COLLECTORS.contains(n))
+                    .map(str::to_owned)
+            }) {
+                return Err(cx.schema(
+                    n,
+                    &p,
+                    format!("collector '{rocm}' is not supported in a probe recipe: aorta wraps the command only in ncu or torch_profiler"),
+                    "use collect: [ncu] or [torch_profiler], or put the profiler in the command itself, e.g. -- rocprofv3 --kernel-trace -- python train.py",
+                ));
+            }
+            blocks::collect_of(cx, n, &p, blocks::PROBE_COLLECTORS)?
         }
-    }
+    };
     let m_axis = axis(cx, root, "mitigation_axis")?;
     let d_axis = axis(cx, root, "diagnostic_axis")?;
     let n_cells = m_axis.len() as u64 * d_axis.len() as u64;
@@ -55,6 +60,15 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
             let name = format!("{}-{}", segment(m), segment(d));
             // A sanitizer on the diagnostic axis sets no variables: it runs the command.
             let sanitizer = aorta_registry::Sanitizer::from_name(d);
+            if sanitizer.is_none() && registry.mitigation(d).is_none() {
+                return Err(cx.err(
+                    DiagKind::UnknownName,
+                    d_node,
+                    d_path,
+                    format!("unknown mitigation '{d}'"),
+                    registry.unknown_diagnostic_hint(d),
+                ));
+            }
             let pairs = [(*m_node, m_path.clone()), (*d_node, d_path.clone())];
             let bundles = if sanitizer.is_some() {
                 &pairs[..1]
@@ -226,7 +240,7 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
         steps: 1,
         save_logs: false,
         workload_config: JsonMap::new(),
-        collect: Collect::default(),
+        collect,
         extra_env: Default::default(),
         trial_isolation: TrialIsolation::Auto,
         confound: Confound {

@@ -56,14 +56,17 @@ fn triage_keys_rejected_in_probe_mode() {
 }
 
 /// AORTA 0.3.0 accepts `collect` in probe recipes (it wraps the command in rocprof or
-/// proton): an empty list loads; a collector is refused with what to do instead.
+/// proton): an empty list loads, ncu and torch_profiler are kept; a ROCm collector is refused
+/// with what to do instead.
 #[test]
 fn probe_collectors_are_refused_with_the_alternative() {
     ok(&probe_with("collect: []\n"));
+    let r = ok(&probe_with("collect: [ncu, torch_profiler]\n"));
+    assert_eq!(r.collect.names(), ["ncu", "torch_profiler"]);
     err(
         &probe_with("collect: [rocprof]\n"),
         Schema,
-        "collectors in a probe recipe (rocprof) are not supported",
+        "collector 'rocprof' is not supported in a probe recipe",
     );
     let e = common::parse(&probe_with("collect: [rocprof]\n")).unwrap_err();
     assert!(

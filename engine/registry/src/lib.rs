@@ -229,8 +229,12 @@ impl Registry {
     }
 
     /// Help text for an unknown mitigation: close matches first, then every name.
-    /// Mitigations, and the sanitizers a diagnostic axis may also name.
     pub fn unknown_mitigation_hint(&self, name: &str) -> String {
+        suggest::hint(name, self.mitigations.keys().map(String::as_str))
+    }
+
+    /// For a diagnostic axis: mitigations and the sanitizers it may also name.
+    pub fn unknown_diagnostic_hint(&self, name: &str) -> String {
         let sanitizers: Vec<String> = Sanitizer::ALL.iter().map(|s| s.name()).collect();
         suggest::hint(
             name,

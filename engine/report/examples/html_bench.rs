@@ -57,6 +57,7 @@ fn record(cell: usize, i: u32) -> TrialRecord {
         outputs: Vec::new(),
         inputs: None,
         sanitizer: None,
+        profiles: Vec::new(),
     }
 }
 

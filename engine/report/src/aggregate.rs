@@ -190,6 +190,8 @@ pub struct CellStats {
     /// Each trial's outcome by index, a missing index as no evidence (`trials: auto` replays
     /// its sequential test on these).
     pub outcomes: Vec<crate::sequential::Outcome>,
+    /// Kernel profilers' findings (`collect: [ncu]`), mean per trial.
+    pub kernel_profiles: Vec<crate::kernels::CellProfile>,
 }
 
 /// The hint added to a cell whose trials disagree on `logits_checksum`.
@@ -259,6 +261,7 @@ impl CellStats {
             logits_checksums,
             workload_metrics: workload_metrics(&ts),
             outcomes: Vec::new(),
+            kernel_profiles: crate::kernels::cell_profiles(&ts),
         };
         if stats.error.is_some() {
             // AORTA keeps the row with zeros; hints and detectors are still reported.

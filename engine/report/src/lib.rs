@@ -20,6 +20,7 @@ pub mod confound;
 pub mod evidence;
 mod html;
 pub mod json;
+pub mod kernels;
 mod layout;
 mod markdown;
 mod matrix;

@@ -83,6 +83,7 @@ impl Matrix<'_> {
             .collect();
         out.push_str(&table(&cols.header(), &rows));
         self.hints_section(&mut out);
+        self.kernels_section(&mut out);
         self.notes_section(&mut out, &cols);
         out
     }
@@ -165,6 +166,83 @@ impl Matrix<'_> {
                 out.push_str(&l);
                 out.push('\n');
             }
+        }
+    }
+
+    /// Per profiler: each cell's device time, its top kernels, and how it differs from the
+    /// baseline's.
+    fn kernels_section(&self, out: &mut String) {
+        use crate::kernels::{diff_line, ms, short};
+        let mut tools: Vec<&str> = Vec::new();
+        for r in &self.rows {
+            for p in &r.stats.kernel_profiles {
+                if !tools.contains(&p.tool.as_str()) {
+                    tools.push(&p.tool);
+                }
+            }
+        }
+        if tools.is_empty() {
+            return;
+        }
+        out.push_str("\n## Kernel profiles\n");
+        for tool in tools {
+            let of = |r: &crate::Row| {
+                r.stats
+                    .kernel_profiles
+                    .iter()
+                    .find(|p| p.tool == tool)
+                    .cloned()
+            };
+            let base = self
+                .rows
+                .iter()
+                .find(|r| r.stats.name == self.baseline.name)
+                .and_then(of)
+                .filter(|p| p.trials > 0);
+            let mut rows = Vec::new();
+            for r in &self.rows {
+                let Some(p) = of(r) else { continue };
+                let top: Vec<String> = p
+                    .kernels
+                    .iter()
+                    .take(3)
+                    .map(|k| format!("`{}` {} ×{}", short(&k.name), ms(k.total_us), k.calls))
+                    .collect();
+                let vs = match (&base, r.stats.name == self.baseline.name) {
+                    (_, true) => "(baseline)".to_string(),
+                    (Some(b), false) if p.trials > 0 => diff_line(b, &p),
+                    _ => "—".to_string(),
+                };
+                let trials = if p.trials == 0 {
+                    format!("0 ({})", p.notes.join("; "))
+                } else {
+                    p.trials.to_string()
+                };
+                rows.push(vec![
+                    r.stats.name.clone(),
+                    trials,
+                    ms(p.total_us()),
+                    if top.is_empty() {
+                        "—".into()
+                    } else {
+                        top.join(", ")
+                    },
+                    vs,
+                ]);
+            }
+            out.push_str(&format!(
+                "\n### {tool} (device time per trial, mean over the trials profiled)\n\n"
+            ));
+            out.push_str(&table(
+                &[
+                    "Cell".into(),
+                    "Trials profiled".into(),
+                    "Device time".into(),
+                    "Top kernels".into(),
+                    "Against the baseline".into(),
+                ],
+                &rows,
+            ));
         }
     }
 

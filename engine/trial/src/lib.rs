@@ -9,7 +9,7 @@ mod sanitizer;
 mod small_map;
 
 pub use capture::{Capture, RetainLevel, Retention, RESERVED as RESERVED_CAPTURE_KEYS};
-pub use sanitizer::{Hazard, SanitizerReport};
+pub use sanitizer::{Hazard, KernelProfile, KernelStat, SanitizerReport};
 use serde::{Deserialize, Serialize};
 pub use small_map::SmallMap;
 
@@ -303,6 +303,9 @@ pub struct TrialRecord {
     /// A sanitizer cell's findings (docs/diagnostics.md); absent elsewhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sanitizer: Option<SanitizerReport>,
+    /// The probe recipe's kernel profilers' findings (`collect: [ncu]`, docs/diagnostics.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub profiles: Vec<KernelProfile>,
 }
 
 /// A command trial's traced inputs, summarised: the list itself is the trial's `inputs.json`
@@ -358,6 +361,7 @@ impl TrialRecord {
             outputs: Vec::new(),
             inputs: None,
             sanitizer: None,
+            profiles: Vec::new(),
         }
     }
 

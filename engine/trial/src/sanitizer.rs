@@ -68,3 +68,24 @@ impl SanitizerReport {
         s
     }
 }
+
+/// One profiler's view of a trial's GPU kernels (a probe recipe's `collect: [ncu]` or
+/// `[torch_profiler]`), summed per kernel name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelProfile {
+    /// `ncu` or `torch_profiler`.
+    pub tool: String,
+    /// By total device time, largest first.
+    pub kernels: Vec<KernelStat>,
+    /// Why the profile is missing or partial (tool not found, no output, a kernel cap hit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelStat {
+    pub name: String,
+    pub calls: u64,
+    /// Device time over all calls, microseconds.
+    pub total_us: f64,
+}

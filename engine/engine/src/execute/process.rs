@@ -51,6 +51,8 @@ pub struct CommandSettings {
     pub work_dir: Option<std::path::PathBuf>,
     /// Whether the command runs under the input tracer (docs/cache-keys.md, "Traced inputs").
     pub tracing: Tracing,
+    /// The recipe's kernel profilers (`collect: [ncu]`, docs/diagnostics.md).
+    pub profilers: Vec<crate::profilers::Profiler>,
 }
 
 /// How a command trial's inputs are recorded.
@@ -75,6 +77,8 @@ impl CommandSettings {
 }
 
 pub struct WorkloadSettings {
+    /// The cell's kernel profilers (`collect: [ncu]` wraps the workload executable).
+    pub profilers: Vec<crate::profilers::Profiler>,
     pub workload: Workload,
     pub steps: u32,
     pub config: serde_json::Map<String, serde_json::Value>,
@@ -276,6 +280,8 @@ fn prepare_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path) -> Prepare
             Err(reason) => return crate::sanitize::unavailable(record, dir, reason),
         }
     }
+    record.profiles =
+        crate::profilers::prepare(&c.profilers, &mut p, dir, spec.sanitizer.is_some());
     if let Tracing::On(tracer) = &c.tracing {
         // The program as the spawn would find it; when it is found nowhere, the spawn reports
         // that as it always has (an error verdict), untraced.
@@ -486,6 +492,7 @@ fn judge_command(
 ) -> TrialRecord {
     let mut cls = classify(obs, &c.classifier);
     let sanitizer_hint = crate::sanitize::judge(&mut record, &mut cls, dir, outcome.launched);
+    crate::profilers::collect(&mut record.profiles, dir);
     let ftype = failure_type(
         &cls,
         outcome.exit_code,
@@ -613,6 +620,7 @@ fn prepare_workload(spec: &TrialSpec, w: &WorkloadSettings, dir: &Path) -> Prepa
     }
     p.cwd = Some(dir.to_path_buf());
     p.timeout = w.timeout;
+    record.profiles = crate::profilers::prepare(&w.profilers, &mut p, dir, false);
     match aorta_exec::prepare(p) {
         Ok(process) => PreparedTrial::Workload(Box::new(WorkloadPrepared {
             record,
@@ -690,6 +698,9 @@ fn workload_record(
         record.error_detectors_fired.push("tier1:timeout".into());
     }
     record.result = result;
+    if let Some(dir) = res_path.parent() {
+        crate::profilers::collect(&mut record.profiles, dir);
+    }
     if record.verdict != Verdict::Pass {
         if let Some(dir) = res_path.parent() {
             classify_workload_logs(&mut record, dir, outcome);

@@ -67,6 +67,7 @@ pub fn rec(idx: u32, verdict: Verdict) -> TrialRecord {
         outputs: Vec::new(),
         inputs: None,
         sanitizer: None,
+        profiles: Vec::new(),
     }
 }
 

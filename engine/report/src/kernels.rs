@@ -1,0 +1,206 @@
+//! Kernel profiles per cell (`collect: [ncu]`, `[torch_profiler]`) and how a cell's kernels
+//! differ from the baseline's: which appear, which disappear, which change in time — so "this
+//! mitigation makes it pass and costs 54%" comes with where the time went (Holistic Trace
+//! Analysis' TraceDiff idea, on per-kernel totals).
+
+use aorta_trial::{KernelStat, TrialRecord};
+
+/// One profiler's kernels over a cell's trials.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellProfile {
+    pub tool: String,
+    /// Trials whose profile has kernels; the figures are means over them.
+    pub trials: usize,
+    /// Mean per trial, largest total first.
+    pub kernels: Vec<KernelStat>,
+    /// Distinct notes of trials without a profile (tool missing, no output).
+    pub notes: Vec<String>,
+}
+
+impl CellProfile {
+    pub fn total_us(&self) -> f64 {
+        self.kernels.iter().map(|k| k.total_us).sum()
+    }
+}
+
+/// Per tool, in the order the tools first appear.
+pub fn cell_profiles(trials: &[&TrialRecord]) -> Vec<CellProfile> {
+    let mut out: Vec<CellProfile> = Vec::new();
+    let mut sums: Vec<Vec<KernelStat>> = Vec::new();
+    for t in trials {
+        for p in &t.profiles {
+            let i = match out.iter().position(|c| c.tool == p.tool) {
+                Some(i) => i,
+                None => {
+                    out.push(CellProfile {
+                        tool: p.tool.clone(),
+                        trials: 0,
+                        kernels: Vec::new(),
+                        notes: Vec::new(),
+                    });
+                    sums.push(Vec::new());
+                    out.len() - 1
+                }
+            };
+            if let Some(n) = &p.note {
+                if !out[i].notes.contains(n) {
+                    out[i].notes.push(n.clone());
+                }
+            }
+            if !p.kernels.is_empty() {
+                out[i].trials += 1;
+                sums[i].extend(p.kernels.iter().cloned());
+            }
+        }
+    }
+    for (c, rows) in out.iter_mut().zip(sums) {
+        let n = c.trials.max(1) as f64;
+        let mut by: std::collections::BTreeMap<String, KernelStat> = Default::default();
+        for r in rows {
+            let e = by.entry(r.name.clone()).or_insert(KernelStat {
+                name: r.name,
+                calls: 0,
+                total_us: 0.0,
+            });
+            e.calls += r.calls;
+            e.total_us += r.total_us;
+        }
+        let mut k: Vec<KernelStat> = by
+            .into_values()
+            .map(|mut s| {
+                s.calls = (s.calls as f64 / n).round() as u64;
+                s.total_us /= n;
+                s
+            })
+            .collect();
+        k.sort_by(|a, b| b.total_us.total_cmp(&a.total_us).then(a.name.cmp(&b.name)));
+        c.kernels = k;
+    }
+    out
+}
+
+/// A kernel's time in milliseconds, for tables.
+pub fn ms(us: f64) -> String {
+    if us >= 100_000.0 {
+        format!("{:.0} ms", us / 1e3)
+    } else if us >= 1_000.0 {
+        format!("{:.1} ms", us / 1e3)
+    } else {
+        format!("{:.3} ms", us / 1e3)
+    }
+}
+
+/// One line: how `cell`'s kernels differ from `base`'s (same tool). Changes below 10% and
+/// 1% of the baseline's device time are left out as noise.
+pub fn diff_line(base: &CellProfile, cell: &CellProfile) -> String {
+    let (bt, ct) = (base.total_us(), cell.total_us());
+    let mut parts = vec![if bt > 0.0 {
+        format!(
+            "device time {} vs {} ({:+.0}%)",
+            ms(ct),
+            ms(bt),
+            (ct / bt - 1.0) * 100.0
+        )
+    } else {
+        format!("device time {}", ms(ct))
+    }];
+    let find = |p: &CellProfile, name: &str| p.kernels.iter().find(|k| k.name == name).cloned();
+    let new: Vec<String> = cell
+        .kernels
+        .iter()
+        .filter(|k| find(base, &k.name).is_none())
+        .take(3)
+        .map(|k| format!("`{}` {}", short(&k.name), ms(k.total_us)))
+        .collect();
+    if !new.is_empty() {
+        parts.push(format!("new: {}", new.join(", ")));
+    }
+    let gone: Vec<String> = base
+        .kernels
+        .iter()
+        .filter(|k| find(cell, &k.name).is_none())
+        .take(3)
+        .map(|k| format!("`{}` {}", short(&k.name), ms(k.total_us)))
+        .collect();
+    if !gone.is_empty() {
+        parts.push(format!("gone: {}", gone.join(", ")));
+    }
+    let mut changed: Vec<(f64, String)> = cell
+        .kernels
+        .iter()
+        .filter_map(|k| {
+            let b = find(base, &k.name)?;
+            let delta = k.total_us - b.total_us;
+            let big =
+                delta.abs() >= 0.01 * bt && b.total_us > 0.0 && (delta / b.total_us).abs() >= 0.1;
+            big.then(|| {
+                (
+                    delta.abs(),
+                    format!(
+                        "`{}` {} → {} ({:+.0}%)",
+                        short(&k.name),
+                        ms(b.total_us),
+                        ms(k.total_us),
+                        delta / b.total_us * 100.0
+                    ),
+                )
+            })
+        })
+        .collect();
+    changed.sort_by(|a, b| b.0.total_cmp(&a.0));
+    if !changed.is_empty() {
+        let c: Vec<String> = changed.into_iter().take(3).map(|(_, s)| s).collect();
+        parts.push(format!("changed: {}", c.join(", ")));
+    }
+    parts.join("; ")
+}
+
+/// A kernel name without its argument list, at most 60 characters.
+pub fn short(name: &str) -> String {
+    let base = name.split('(').next().unwrap_or(name).trim();
+    let base = if base.is_empty() { name } else { base };
+    if base.chars().count() > 60 {
+        format!("{}…", base.chars().take(59).collect::<String>())
+    } else {
+        base.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prof(rows: &[(&str, f64)]) -> CellProfile {
+        CellProfile {
+            tool: "ncu".into(),
+            trials: 1,
+            kernels: rows
+                .iter()
+                .map(|(n, t)| KernelStat {
+                    name: n.to_string(),
+                    calls: 1,
+                    total_us: *t,
+                })
+                .collect(),
+            notes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_diff_names_new_gone_and_changed_kernels() {
+        let base = prof(&[
+            ("gemm(float*)", 1000.0),
+            ("allreduce", 500.0),
+            ("tiny", 1.0),
+        ]);
+        let cell = prof(&[
+            ("gemm(float*)", 1540.0),
+            ("copy_sync", 200.0),
+            ("tiny", 2.0),
+        ]);
+        assert_eq!(
+            diff_line(&base, &cell),
+            "device time 1.7 ms vs 1.5 ms (+16%); new: `copy_sync` 0.200 ms; gone: `allreduce` 0.500 ms; changed: `gemm` 1.0 ms → 1.5 ms (+54%)"
+        );
+    }
+}
