@@ -690,6 +690,14 @@ pub struct FlagModeArgs {
     /// Flag mode with `--trials auto`: the most trials one cell may run (default 64).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub max_trials_per_cell: Option<i64>,
+    /// Flag mode with `--trials auto`: stop starting trials after this long (3600, 90m, 2h);
+    /// undecided cells say "budget".
+    #[arg(long, value_name = "DURATION")]
+    pub max_walltime: Option<String>,
+    /// Flag mode with `--trials auto`: stop starting trials once this many GPU-hours were used
+    /// (trial wall time × its GPUs).
+    #[arg(long, value_name = "HOURS", allow_negative_numbers = true)]
+    pub max_gpu_hours: Option<f64>,
     /// Flag mode: steps per trial.
     #[arg(long, allow_negative_numbers = true)]
     pub steps: Option<i64>,

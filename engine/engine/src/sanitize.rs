@@ -4,7 +4,6 @@
 //! `sanitizer:<tool>`); a tool that cannot be found makes the trial an error that says so,
 //! never a silent pass. docs/diagnostics.md.
 
-use crate::execute::process::PreparedTrial;
 use aorta_classify::Classification;
 use aorta_exec::ProcessSpec;
 use aorta_registry::{Sanitizer, SANITIZER_LOG_PREFIX, SANITIZER_TIMEOUT_FACTOR};
@@ -36,7 +35,7 @@ pub fn wrap(tool: Sanitizer, p: &mut ProcessSpec, dir: &Path) -> Result<Sanitize
 }
 
 /// The record of a sanitizer trial that could not start: not applicable here, and why.
-pub fn unavailable(mut record: TrialRecord, dir: &Path, reason: String) -> PreparedTrial {
+pub fn unavailable(mut record: TrialRecord, dir: &Path, reason: String) -> TrialRecord {
     let message = format!("not applicable: {reason}");
     let _ = std::fs::write(dir.join("stderr.log"), format!("aorta: {message}\n"));
     record.verdict = Verdict::Error;
@@ -55,7 +54,7 @@ pub fn unavailable(mut record: TrialRecord, dir: &Path, reason: String) -> Prepa
         ..Default::default()
     };
     record.error_message = Some(message);
-    PreparedTrial::Done(Box::new(record))
+    record
 }
 
 /// Reads the tool's logs into the record and the verdict: hazards fail the trial; no report

@@ -38,6 +38,9 @@ pub struct Plan {
     pub cells: Vec<CellPlan>,
     /// Upper bound on trials (stop_after may end cells earlier).
     pub total_trials: u64,
+    /// `trials: auto`: the cap, confidence and budget (cells' `trials` are then the cap).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto: Option<aorta_recipe::AutoTrials>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -164,6 +167,7 @@ pub fn plan(
         registry_files: recipe.registry_files.clone(),
         cells,
         total_trials,
+        auto: recipe.auto,
     }
 }
 

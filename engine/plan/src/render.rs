@@ -87,6 +87,26 @@ impl Plan {
                 s.max_trials
             );
         }
+        if let Some(a) = &self.auto {
+            let mut budget = Vec::new();
+            if let Some(w) = a.max_walltime_sec {
+                budget.push(format!("{w} s of wall time"));
+            }
+            if let Some(g) = a.max_gpu_hours {
+                budget.push(format!("{g} GPU-hours"));
+            }
+            let _ = writeln!(
+                out,
+                "Trials: auto: each cell until decided at {} confidence, at most {} (the counts below are caps){}",
+                a.confidence,
+                a.max_trials_per_cell,
+                if budget.is_empty() {
+                    String::new()
+                } else {
+                    format!("; budget {}", budget.join(", "))
+                }
+            );
+        }
         let _ = writeln!(
             out,
             "Cells ({}), {} trial(s) in all:",

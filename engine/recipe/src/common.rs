@@ -200,21 +200,35 @@ fn auto_trials(cx: &Ctx, root: &Node) -> Res<Option<AutoTrials>> {
 
 /// A duration: seconds as a number, or a string with a unit (`90s`, `45m`, `2h`).
 fn duration(cx: &Ctx, node: &Node, path: &FieldPath) -> Res<f64> {
-    let help = "seconds as a number, or a string such as 90m or 2h";
     if let Some(s) = node.as_str() {
-        let s = s.trim();
-        let (num, scale) = match s.chars().last() {
-            Some('s') => (&s[..s.len() - 1], 1.0),
-            Some('m') => (&s[..s.len() - 1], 60.0),
-            Some('h') => (&s[..s.len() - 1], 3600.0),
-            _ => (s, 1.0),
-        };
-        return match num.trim().parse::<f64>() {
-            Ok(v) if v > 0.0 && v.is_finite() => Ok(v * scale),
-            _ => Err(cx.schema(node, path, format!("'{s}' is not a duration"), help)),
-        };
+        return parse_duration(s).ok_or_else(|| {
+            cx.schema(
+                node,
+                path,
+                format!("'{}' is not a duration", s.trim()),
+                DURATION_HELP,
+            )
+        });
     }
     cx.positive_number(node, path)
+}
+
+pub(crate) const DURATION_HELP: &str = "seconds as a number, or a string such as 90m or 2h";
+
+/// Seconds from `3600`, `90s`, `90m` or `2h`; `None` unless positive and finite.
+pub(crate) fn parse_duration(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let (num, scale) = match s.chars().last() {
+        Some('s') => (&s[..s.len() - 1], 1.0),
+        Some('m') => (&s[..s.len() - 1], 60.0),
+        Some('h') => (&s[..s.len() - 1], 3600.0),
+        _ => (s, 1.0),
+    };
+    num.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| *v > 0.0 && v.is_finite())
+        .map(|v| v * scale)
 }
 
 /// Checks an explicit baseline names a cell; the error lists the cells.

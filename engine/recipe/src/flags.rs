@@ -32,6 +32,12 @@ pub struct FlagRecipe {
     /// `--max-trials-per-cell N` with `--trials auto`.
     #[serde(default)]
     pub max_trials_per_cell: Option<i64>,
+    /// `--max-walltime 2h` with `--trials auto`: the run's budget, as the recipe's `max_walltime`.
+    #[serde(default)]
+    pub max_walltime: Option<String>,
+    /// `--max-gpu-hours H` with `--trials auto`.
+    #[serde(default)]
+    pub max_gpu_hours: Option<f64>,
     pub steps: Option<i64>,
     pub ticket: Option<String>,
     pub baseline_cell: Option<String>,
@@ -120,6 +126,40 @@ impl FlagRecipe {
                 "e.g. --workload training",
             ));
         }
+        if !self.trials_auto {
+            for (flag, set) in [
+                ("--max-walltime", self.max_walltime.is_some()),
+                ("--max-gpu-hours", self.max_gpu_hours.is_some()),
+            ] {
+                if set {
+                    return Err(usage(
+                        flag,
+                        "applies only to --trials auto",
+                        format!("pass --trials auto, or drop {flag}"),
+                    ));
+                }
+            }
+        }
+        let max_walltime_sec = match &self.max_walltime {
+            None => None,
+            Some(w) => Some(crate::common::parse_duration(w).ok_or_else(|| {
+                usage(
+                    "--max-walltime",
+                    format!("'{w}' is not a duration"),
+                    crate::common::DURATION_HELP,
+                )
+            })?),
+        };
+        let max_gpu_hours = match self.max_gpu_hours {
+            Some(h) if !(h > 0.0 && h.is_finite()) => {
+                return Err(usage(
+                    "--max-gpu-hours",
+                    format!("must be a positive number of GPU-hours, got {h}"),
+                    "e.g. --max-gpu-hours 4",
+                ))
+            }
+            h => h,
+        };
         let auto = match (self.trials_auto, self.max_trials_per_cell) {
             (false, Some(_)) => {
                 return Err(usage(
@@ -143,8 +183,8 @@ impl FlagRecipe {
                 Some(AutoTrials {
                     max_trials_per_cell: cap,
                     confidence: AutoTrials::DEFAULT_CONFIDENCE,
-                    max_walltime_sec: None,
-                    max_gpu_hours: None,
+                    max_walltime_sec,
+                    max_gpu_hours,
                     comparisons: None,
                 })
             }

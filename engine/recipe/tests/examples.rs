@@ -225,3 +225,53 @@ fn flag_mode_errors() {
         "unknown collector",
     );
 }
+
+/// `--trials auto` takes the recipe's budget as flags: `--max-walltime` (a duration) and
+/// `--max-gpu-hours`; either without `--trials auto`, or a bad value, is a usage error.
+#[test]
+fn flag_mode_auto_takes_the_walltime_and_gpu_hour_budget() {
+    let base = FlagRecipe {
+        workload: Some("training".into()),
+        mitigation_axis: Some("none,tf32_off".into()),
+        environment_axis: Some("local".into()),
+        trials_auto: true,
+        steps: Some(1),
+        max_walltime: Some("90m".into()),
+        max_gpu_hours: Some(2.5),
+        ..Default::default()
+    };
+    let r = base.build(&Registry::builtin()).unwrap();
+    let a = r.auto.unwrap();
+    assert_eq!(
+        (a.max_walltime_sec, a.max_gpu_hours),
+        (Some(5400.0), Some(2.5))
+    );
+    for (flags, needle) in [
+        (
+            FlagRecipe {
+                trials_auto: false,
+                trials: Some(3),
+                max_gpu_hours: None,
+                ..base.clone()
+            },
+            "--max-walltime: applies only to --trials auto",
+        ),
+        (
+            FlagRecipe {
+                max_walltime: Some("soon".into()),
+                ..base.clone()
+            },
+            "--max-walltime: 'soon' is not a duration",
+        ),
+        (
+            FlagRecipe {
+                max_gpu_hours: Some(0.0),
+                ..base.clone()
+            },
+            "--max-gpu-hours: must be a positive number of GPU-hours, got 0",
+        ),
+    ] {
+        let e = flags.build(&Registry::builtin()).unwrap_err();
+        assert!(e.to_string().contains(needle), "{e}");
+    }
+}

@@ -105,7 +105,7 @@ pub struct DetectorLine {
 const STYLE: &str = "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1180px;color:#222;padding:0 16px}\
 h1{font-size:22px}h3{font-size:14px;margin:14px 0 0}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}\
 table{border-collapse:collapse;font-size:13px}.scroll{overflow-x:auto}th,td{border:1px solid #ddd;padding:3px 8px;text-align:left}\
-th{background:#f4f4f4;cursor:pointer;user-select:none}.sortable td+td{white-space:nowrap}tr.baseline td{font-weight:bold}\
+th{background:#f4f4f4;cursor:pointer;user-select:none}.sortable td+td{white-space:nowrap}.kernels td+td{white-space:normal;overflow-wrap:anywhere;min-width:6em}tr.baseline td{font-weight:bold}\
 tr.call-fixes td{background:#dcebf6}tr.call-worse td{background:#f8e1d4}tr.call-speed_confounded td{background:#fbeed3}\
 .answer{border:2px solid #0072B2;border-radius:6px;padding:8px 14px;margin:12px 0;font-size:15px}.answer.none{border-color:#999}\
 .answer p{margin:4px 0}pre{white-space:pre-wrap;word-break:break-word}pre{background:#f7f7f7;padding:10px;overflow:auto;font-size:12px}\
@@ -410,7 +410,7 @@ impl Matrix<'_> {
                 .and_then(of)
                 .filter(|p| p.trials > 0);
             let _ = write!(out, "<h2>Kernel profiles: {}</h2><p>Device time per trial, mean over the trials profiled; against the baseline: kernels that appear, disappear, or change by 10% or more.</p>", esc(tool));
-            out.push_str("<table class=\"sortable\"><thead><tr><th>Cell</th><th>Trials profiled</th><th>Device time</th><th>Top kernels</th><th>Against the baseline</th></tr></thead><tbody>");
+            out.push_str("<div class=\"scroll\"><table class=\"sortable kernels\"><thead><tr><th>Cell</th><th>Trials profiled</th><th>Device time</th><th>Top kernels</th><th>Against the baseline</th></tr></thead><tbody>");
             for r in &self.rows {
                 let Some(p) = of(r) else { continue };
                 let is_base = r.stats.name == self.baseline.name;
@@ -437,7 +437,7 @@ impl Matrix<'_> {
                     esc(&vs)
                 );
             }
-            out.push_str("</tbody></table>");
+            out.push_str("</tbody></table></div>");
         }
     }
 

@@ -155,10 +155,29 @@ pub fn diff_line(base: &CellProfile, cell: &CellProfile) -> String {
     parts.join("; ")
 }
 
-/// A kernel name without its argument list, at most 60 characters.
+/// A kernel name without its return type and argument list, at most 60 characters:
+/// `void at::native::(anonymous namespace)::reduce_kernel<512, 1>(…)` reads
+/// `at::native::{anon}::reduce_kernel<512, 1>`.
 pub fn short(name: &str) -> String {
-    let base = name.split('(').next().unwrap_or(name).trim();
-    let base = if base.is_empty() { name } else { base };
+    let n = name.trim();
+    let n = n.strip_prefix("void ").unwrap_or(n);
+    let n = n.replace("(anonymous namespace)", "{anon}");
+    // The argument list: the first '(' outside template brackets.
+    let mut depth = 0i32;
+    let mut end = n.len();
+    for (i, c) in n.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            '(' if depth <= 0 => {
+                end = i;
+                break;
+            }
+            _ => {}
+        }
+    }
+    let base = n[..end].trim();
+    let base = if base.is_empty() { n.as_str() } else { base };
     if base.chars().count() > 60 {
         format!("{}…", base.chars().take(59).collect::<String>())
     } else {
@@ -184,6 +203,16 @@ mod tests {
                 .collect(),
             notes: Vec::new(),
         }
+    }
+
+    #[test]
+    fn short_names_drop_the_return_type_and_the_arguments() {
+        assert_eq!(short("saxpy(float, const float *, float *, int)"), "saxpy");
+        assert_eq!(
+            short("void at::native::(anonymous namespace)::softmax_warp<float, 4>(float*, int)"),
+            "at::native::{anon}::softmax_warp<float, 4>"
+        );
+        assert_eq!(short("nvjet_sm90_tst_256x128"), "nvjet_sm90_tst_256x128");
     }
 
     #[test]

@@ -277,7 +277,11 @@ fn prepare_command(spec: &TrialSpec, c: &CommandSettings, dir: &Path) -> Prepare
     if let Some(tool) = spec.sanitizer {
         match crate::sanitize::wrap(tool, &mut p, dir) {
             Ok(report) => record.sanitizer = Some(report),
-            Err(reason) => return crate::sanitize::unavailable(record, dir, reason),
+            Err(reason) => {
+                return PreparedTrial::Done(Box::new(crate::sanitize::unavailable(
+                    record, dir, reason,
+                )))
+            }
         }
     }
     record.profiles =
