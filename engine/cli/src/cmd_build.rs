@@ -32,6 +32,7 @@ pub fn build(a: &BuildArgs) -> CliResult {
             let _ = session.submit_ahead(c);
         }
     }
+    let doctor = crate::cmd_doctor::preflight(&a.exec)?;
     let mut code = ExitCode::SUCCESS;
     for c in &compiled {
         let out = match crate::execute::build(&session, c, a.verbosity) {
@@ -41,6 +42,7 @@ pub fn build(a: &BuildArgs) -> CliResult {
                 continue;
             }
         };
+        crate::cmd_doctor::record(doctor.as_ref(), &out.run_dir);
         let rc = crate::execute::report(&out, c.recipe.mode, a.exec.strict, a.verbosity, a.json);
         if rc != ExitCode::SUCCESS {
             code = rc;

@@ -193,7 +193,9 @@ fn finish(
     if a.dry_run {
         return crate::output::print_plans(&[session.plan(&c)], a.json);
     }
+    let doctor = crate::cmd_doctor::preflight(&a.exec)?;
     let out = crate::execute::build(&session, &c, a.verbosity)?;
+    crate::cmd_doctor::record(doctor.as_ref(), &out.run_dir);
     Ok(crate::execute::report(
         &out,
         c.recipe.mode,

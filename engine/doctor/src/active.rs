@@ -315,6 +315,6 @@ mod tests {
         let r = json!({"passed": false, "main_work_started": false, "failure_details": [{"error": "no usable GPU: cuInit"}]});
         let c = evaluate(&r, "0", None, None);
         assert!(c.iter().all(|c| c.status == Status::NotApplicable));
-        assert!(c[0].remedy.as_deref().unwrap().contains("cuInit"));
+        assert!(c[0].reason.as_deref().unwrap().contains("cuInit"));
     }
 }

@@ -431,6 +431,18 @@ pub struct EnvFacts {
     pub torch_cuda: Option<String>,
 }
 
+impl EnvFacts {
+    /// From an environment snapshot (`aorta env probe`'s env.json): `cuda.toolkit.version`
+    /// and `pytorch.cuda_version`.
+    pub fn from_snapshot(v: &serde_json::Value) -> EnvFacts {
+        let s = |p: &str| v.pointer(p).and_then(|x| x.as_str()).map(str::to_owned);
+        EnvFacts {
+            toolkit_cuda: s("/cuda/toolkit/version"),
+            torch_cuda: s("/pytorch/cuda_version"),
+        }
+    }
+}
+
 fn major_minor(v: &str) -> Option<(u32, u32)> {
     let mut it = v.trim().split('.');
     let a = it.next()?.parse().ok()?;

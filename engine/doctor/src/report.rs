@@ -156,12 +156,10 @@ impl Report {
             out.push_str(line.trim_end());
             out.push('\n');
             if let Some(r) = &c.remedy {
-                let head = if c.status == Status::NotApplicable {
-                    "why"
-                } else {
-                    "do"
-                };
-                out.push_str(&format!("      {head}: {r}\n"));
+                out.push_str(&format!("      do: {r}\n"));
+            }
+            if let Some(r) = &c.reason {
+                out.push_str(&format!("      why: {r}\n"));
             }
         }
         out.push_str(&self.summary_line());

@@ -178,7 +178,7 @@ fn no_gpu_is_not_applicable_everywhere() {
     assert_eq!(r.status, Status::NotApplicable);
     assert!(r.checks.iter().all(|c| c.status == Status::NotApplicable));
     assert!(check(&r, "gpu.present")
-        .remedy
+        .reason
         .as_deref()
         .unwrap()
         .starts_with("no NVIDIA or AMD GPU found"));

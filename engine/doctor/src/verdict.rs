@@ -50,9 +50,12 @@ pub struct Check {
     /// What it was judged against (`"Gen5 x16 (the link's maximum)"`, `"0"`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub threshold: Option<String>,
-    /// Warn and fail: what to do. Not applicable: why there is nothing to judge.
+    /// Warn and fail: what to do.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub remedy: Option<String>,
+    /// Not applicable: why there is nothing to judge.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub reason: Option<String>,
     /// Where the figure came from (`nvidia-smi -q -x: ecc_errors/volatile`).
     pub source: String,
 }
@@ -66,6 +69,7 @@ impl Check {
             measured: None,
             threshold: None,
             remedy: None,
+            reason: None,
             source: source.to_owned(),
         }
     }
@@ -100,7 +104,8 @@ impl Check {
     /// Not applicable, `reason` saying why (`"no NVIDIA or AMD GPU found"`).
     pub fn not_applicable(mut self, reason: impl Into<String>) -> Check {
         self.status = Status::NotApplicable;
-        self.remedy = Some(reason.into());
+        self.remedy = None;
+        self.reason = Some(reason.into());
         self
     }
 
