@@ -947,6 +947,8 @@ mod tests {
             strict: _,
             rerun: _,
             rerun_cell: _,
+            doctor: _,
+            doctor_mark: _,
             remote:
                 RemoteArgs {
                     remote_cache: _,
@@ -971,6 +973,11 @@ mod tests {
                 "not keyed: which device ids (the model is in env_snapshot)",
             ),
             ("--store", "not keyed: where results are kept"),
+            (
+                "--doctor",
+                "not keyed: a precondition on the node (doctor.json), never a trial input",
+            ),
+            ("--doctor-mark", "not keyed: whether a failing node is refused"),
             ("--kill-on-hang", "keyed: execution.kill_on_hang"),
             ("--trial-timeout", "keyed: execution.workload_timeout_ms"),
             ("--output", "not keyed: where the run directory goes"),
