@@ -167,6 +167,10 @@ pub struct ClassifyArgs {
     /// Print the findings as one JSON record.
     #[arg(long)]
     pub json: bool,
+    /// An `aorta doctor --json` report (a run's doctor.json): each Xid found is linked to the
+    /// doctor's verdict on the GPU at its PCI address.
+    #[arg(long, value_name = "DOCTOR.JSON")]
+    pub doctor: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -977,7 +981,10 @@ mod tests {
                 "--doctor",
                 "not keyed: a precondition on the node (doctor.json), never a trial input",
             ),
-            ("--doctor-mark", "not keyed: whether a failing node is refused"),
+            (
+                "--doctor-mark",
+                "not keyed: whether a failing node is refused",
+            ),
             ("--kill-on-hang", "keyed: execution.kill_on_hang"),
             ("--trial-timeout", "keyed: execution.workload_timeout_ms"),
             ("--output", "not keyed: where the run directory goes"),

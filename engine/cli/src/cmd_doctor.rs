@@ -78,6 +78,10 @@ fn tempdir_for_active(l: Level, work_dir: Option<&Path>) -> Option<(PathBuf, boo
     if let Some(d) = work_dir {
         return Some((d.to_path_buf(), false));
     }
+    // Kept for inspection (bench/doctor/run-on-gpu.sh): CONFIG, RESULT and the logs per GPU.
+    if let Some(d) = std::env::var_os("AORTA_DOCTOR_WORK_DIR").filter(|v| !v.is_empty()) {
+        return Some((PathBuf::from(d), false));
+    }
     let d = std::env::temp_dir().join(format!("aorta-doctor-{}", std::process::id()));
     Some((d, true))
 }

@@ -85,7 +85,10 @@ fn without_a_gpu_every_check_is_not_applicable_and_exit_is_0() {
     );
     let (code, stdout, stderr) = out(&o);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
-    assert!(stdout.contains("n/a   gpu.present  node\n      why: no NVIDIA or AMD GPU found"), "{stdout}");
+    assert!(
+        stdout.contains("n/a   gpu.present  node\n      why: no NVIDIA or AMD GPU found"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -103,10 +106,26 @@ fn the_recorded_h100_passes_quick() {
 #[test]
 fn every_passive_fail_path_exits_1_with_its_remedy() {
     for (xml, id, remedy) in [
-        ("doctor/nvidia-smi-q-remap-pending.xml", "rows.remap_pending", "a row remap is pending"),
-        ("doctor/nvidia-smi-q-gen3x8.xml", "pcie.link", "link trained at Gen3 x8, expected Gen5 x16"),
-        ("doctor/nvidia-smi-q-thermal.xml", "clocks.hw_thermal_slowdown", "check cooling"),
-        ("doctor/nvidia-smi-q-ecc-dbe.xml", "ecc.volatile_uncorrectable", "uncorrectable ECC errors"),
+        (
+            "doctor/nvidia-smi-q-remap-pending.xml",
+            "rows.remap_pending",
+            "a row remap is pending",
+        ),
+        (
+            "doctor/nvidia-smi-q-gen3x8.xml",
+            "pcie.link",
+            "link trained at Gen3 x8, expected Gen5 x16",
+        ),
+        (
+            "doctor/nvidia-smi-q-thermal.xml",
+            "clocks.hw_thermal_slowdown",
+            "check cooling",
+        ),
+        (
+            "doctor/nvidia-smi-q-ecc-dbe.xml",
+            "ecc.volatile_uncorrectable",
+            "uncorrectable ECC errors",
+        ),
     ] {
         let ws = node(xml);
         let (code, stdout, stderr) = out(&run(&ws, &["doctor"], &[]));
@@ -119,7 +138,10 @@ fn every_passive_fail_path_exits_1_with_its_remedy() {
         assert!(next.contains(remedy), "{xml}: {next}");
     }
     let ws = node("h100-cuda13/nvidia-smi-q.xml");
-    let kmsg = ("AORTA_DOCTOR_KMSG", fixture("doctor/kmsg-xid79.txt").display().to_string());
+    let kmsg = (
+        "AORTA_DOCTOR_KMSG",
+        fixture("doctor/kmsg-xid79.txt").display().to_string(),
+    );
     let (code, stdout, _) = out(&run(&ws, &["doctor"], &[kmsg]));
     assert_eq!(code, Some(1));
     assert!(stdout.contains("fail  kernel.xid"), "{stdout}");
@@ -147,12 +169,24 @@ fn medium_judges_the_workloads_answer() {
     let (code, stdout, stderr) = out(&run(&ws, &["doctor", "--level", "medium"], &[]));
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(stdout.contains("pass  gemm.correctness"), "{stdout}");
-    assert!(stdout.contains("700.0 TFLOP/s (71% of H100 SXM5 dense bf16 peak 989)"), "{stdout}");
-    assert!(stdout.contains("53.0 GB/s (84% of Gen5 x16's 63.0)"), "{stdout}");
+    assert!(
+        stdout.contains("700.0 TFLOP/s (71% of H100 SXM5 dense bf16 peak 989)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("53.0 GB/s (84% of Gen5 x16's 63.0)"),
+        "{stdout}"
+    );
 
     let sick = healthy
-        .replace(r#""checked": 16384, "mismatches": 0"#, r#""checked": 16384, "mismatches": 1, "first_mismatch": {"row": 0, "col": 0}"#)
-        .replace(r#""address_inv"], "mismatches": 0"#, r#""address_inv"], "mismatches": 1, "first_bad_offset": 4000"#);
+        .replace(
+            r#""checked": 16384, "mismatches": 0"#,
+            r#""checked": 16384, "mismatches": 1, "first_mismatch": {"row": 0, "col": 0}"#,
+        )
+        .replace(
+            r#""address_inv"], "mismatches": 0"#,
+            r#""address_inv"], "mismatches": 1, "first_bad_offset": 4000"#,
+        );
     let ws = node("h100-cuda13/nvidia-smi-q.xml");
     stand_in_workload(&ws, &sick);
     let (code, stdout, stderr) = out(&run(&ws, &["doctor", "--level", "medium", "--json"], &[]));
@@ -178,15 +212,23 @@ fn medium_judges_the_workloads_answer() {
 fn a_build_on_a_failing_node_is_refused_or_marked() {
     let ws = node("doctor/nvidia-smi-q-gen3x8.xml");
     let build = |extra: &[&str]| {
-        let mut args = vec!["build", "r.yaml", "--store", "s", "--output", "o", "--doctor", "quick"];
+        let mut args = vec![
+            "build", "r.yaml", "--store", "s", "--output", "o", "--doctor", "quick",
+        ];
         args.extend(extra);
         args.extend(["--", "true"]);
         out(&run(&ws, &args, &[]))
     };
     let (code, _, stderr) = build(&[]);
     assert_eq!(code, Some(3), "{stderr}");
-    assert!(stderr.contains("this node failed aorta doctor --level quick"), "{stderr}");
-    assert!(stderr.contains("link trained at Gen3 x8, expected Gen5 x16"), "{stderr}");
+    assert!(
+        stderr.contains("this node failed aorta doctor --level quick"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("link trained at Gen3 x8, expected Gen5 x16"),
+        "{stderr}"
+    );
     assert!(!ws.path().join("o").exists(), "no trial ran");
 
     let (code, _, stderr) = build(&["--doctor-mark"]);
@@ -196,7 +238,8 @@ fn a_build_on_a_failing_node_is_refused_or_marked() {
         .filter(|p| p.file_name().is_some_and(|n| n == "doctor.json"))
         .collect();
     assert_eq!(found.len(), 1, "{stderr}");
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&found[0]).unwrap()).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&found[0]).unwrap()).unwrap();
     assert_eq!(v["marked"], true);
     assert_eq!(v["status"], "fail");
 
@@ -204,7 +247,9 @@ fn a_build_on_a_failing_node_is_refused_or_marked() {
     let ws = node("h100-cuda13/nvidia-smi-q.xml");
     let (code, _, stderr) = out(&run(
         &ws,
-        &["build", "r.yaml", "--store", "s", "--output", "o", "--doctor", "quick", "--", "true"],
+        &[
+            "build", "r.yaml", "--store", "s", "--output", "o", "--doctor", "quick", "--", "true",
+        ],
         &[],
     ));
     assert_eq!(code, Some(0), "{stderr}");
@@ -222,4 +267,46 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// `aorta classify --doctor REPORT`: a trial's Xid is linked to the doctor's verdict on its GPU.
+#[test]
+fn classify_links_an_xid_to_the_doctors_verdict() {
+    let ws = node("doctor/nvidia-smi-q-remap-pending.xml");
+    let (code, stdout, _) = out(&run(&ws, &["doctor", "--out", "doctor.json"], &[]));
+    assert_eq!(code, Some(1));
+    assert!(stdout.contains("fail  rows.remap_pending"));
+    let dmesg = ws.write(
+        "dmesg.txt",
+        "[ 10.0] NVRM: Xid (PCI:0000:00:06): 94, pid=1, name=python, Ch 00000008\n",
+    );
+    let (code, stdout, stderr) = out(&run(
+        &ws,
+        &[
+            "classify",
+            "--dmesg",
+            dmesg.to_str().unwrap(),
+            "--doctor",
+            "doctor.json",
+        ],
+        &[],
+    ));
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stdout.contains("doctor quick said GPU 0 00000000:00:06.0 was fail (fail rows.remap_pending); Xid 94: contained uncorrectable ECC error"),
+        "{stdout}"
+    );
+    let (code, _, stderr) = out(&run(
+        &ws,
+        &[
+            "classify",
+            "--dmesg",
+            dmesg.to_str().unwrap(),
+            "--doctor",
+            "dmesg.txt",
+        ],
+        &[],
+    ));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("is not an aorta doctor report"), "{stderr}");
 }
