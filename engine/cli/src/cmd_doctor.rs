@@ -37,7 +37,7 @@ fn env_facts(snapshot: Option<&Path>) -> EnvFacts {
     }
     let root = ["CUDA_HOME", "CUDA_PATH"]
         .iter()
-        .filter_map(|k| std::env::var_os(k))
+        .filter_map(std::env::var_os)
         .map(PathBuf::from)
         .find(|p| p.is_dir())
         .unwrap_or_else(|| PathBuf::from("/usr/local/cuda"));

@@ -344,9 +344,12 @@ pub fn query(nvidia_smi: &str, args: &[&str]) -> Result<Option<NvidiaSmi>, Nvidi
     }
 }
 
-/// `nvidia-smi nvlink --status`: per GPU, each link's speed (`None`: `<inactive>`).
-pub fn parse_nvlink_status(text: &str) -> Vec<(usize, Vec<(u32, Option<f64>)>)> {
-    let mut out: Vec<(usize, Vec<(u32, Option<f64>)>)> = Vec::new();
+/// One GPU's NVLinks: (link number, GB/s; `None` for `<inactive>`).
+pub type Links = Vec<(u32, Option<f64>)>;
+
+/// `nvidia-smi nvlink --status`: per GPU index, its links.
+pub fn parse_nvlink_status(text: &str) -> Vec<(usize, Links)> {
+    let mut out: Vec<(usize, Links)> = Vec::new();
     for line in text.lines() {
         let t = line.trim();
         if let Some(rest) = t.strip_prefix("GPU ") {

@@ -168,6 +168,47 @@ impl Report {
     }
 }
 
+/// What a doctor report says about the GPU an Xid names (`aorta classify --doctor`): the
+/// GPU's worst verdict and its failing or warning checks, and NVIDIA's catalogue reading of
+/// the Xid. `None` when the report has no GPU at that PCI address.
+pub fn xid_link(report: &Report, xid: Option<&str>, pci: &str) -> Option<String> {
+    let gpu = report.gpus.iter().find(|g| {
+        g.label
+            .split(' ')
+            .nth(1)
+            .is_some_and(|bus| crate::kernel_log::pci_matches(pci, bus))
+    })?;
+    let mine: Vec<&Check> = report
+        .checks
+        .iter()
+        .filter(|c| c.gpu.as_deref() == Some(gpu.label.as_str()))
+        .collect();
+    let worst = mine
+        .iter()
+        .map(|c| c.status)
+        .max()
+        .unwrap_or(Status::NotApplicable);
+    let bad: Vec<String> = mine
+        .iter()
+        .filter(|c| matches!(c.status, Status::Fail | Status::Warn))
+        .map(|c| format!("{} {}", c.status, c.id))
+        .collect();
+    let catalogue = xid
+        .and_then(|x| x.parse::<u32>().ok())
+        .map(|x| format!("; Xid {x}: {}", crate::kernel_log::xid_weight(x).1))
+        .unwrap_or_default();
+    Some(format!(
+        "doctor {} said GPU {} was {worst}{}{catalogue}",
+        report.level.word(),
+        gpu.label,
+        if bad.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", bad.join(", "))
+        }
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,45 +252,4 @@ mod tests {
         let back: Report = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back, r);
     }
-}
-
-/// What a doctor report says about the GPU an Xid names (`aorta classify --doctor`): the
-/// GPU's worst verdict and its failing or warning checks, and NVIDIA's catalogue reading of
-/// the Xid. `None` when the report has no GPU at that PCI address.
-pub fn xid_link(report: &Report, xid: Option<&str>, pci: &str) -> Option<String> {
-    let gpu = report.gpus.iter().find(|g| {
-        g.label
-            .split(' ')
-            .nth(1)
-            .is_some_and(|bus| crate::kernel_log::pci_matches(pci, bus))
-    })?;
-    let mine: Vec<&Check> = report
-        .checks
-        .iter()
-        .filter(|c| c.gpu.as_deref() == Some(gpu.label.as_str()))
-        .collect();
-    let worst = mine
-        .iter()
-        .map(|c| c.status)
-        .max()
-        .unwrap_or(Status::NotApplicable);
-    let bad: Vec<String> = mine
-        .iter()
-        .filter(|c| matches!(c.status, Status::Fail | Status::Warn))
-        .map(|c| format!("{} {}", c.status, c.id))
-        .collect();
-    let catalogue = xid
-        .and_then(|x| x.parse::<u32>().ok())
-        .map(|x| format!("; Xid {x}: {}", crate::kernel_log::xid_weight(x).1))
-        .unwrap_or_default();
-    Some(format!(
-        "doctor {} said GPU {} was {worst}{}{catalogue}",
-        report.level.word(),
-        gpu.label,
-        if bad.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", bad.join(", "))
-        }
-    ))
 }

@@ -578,7 +578,8 @@ pub fn run_trial(config: &Path, result_path: &Path) -> i32 {
     };
     let mut metrics = json!({"device": device, "ordinal": cfg.device});
     let mut details = Vec::new();
-    let steps: [(&str, Box<dyn Fn() -> Result<Value>>); 3] = [
+    type Step<'a> = Box<dyn Fn() -> Result<Value> + 'a>;
+    let steps: [(&str, Step); 3] = [
         // SAFETY: the context opened above is current on this thread.
         ("gemm", Box::new(|| unsafe { gemm(&cfg) })),
         // SAFETY: as above.
