@@ -166,7 +166,12 @@ pub fn run(opts: &Options) -> Report {
     let events = log.as_ref().map(|(t, _)| kernel_log::scan(t));
     let log_source = log.as_ref().map_or("unreadable", |(_, s)| *s);
 
-    let mut buses: Vec<String> = Vec::new();
+    // Every GPU's address, selected or not: an Xid on a GPU left out is not the node's.
+    let buses: Vec<String> = nv
+        .iter()
+        .flat_map(|n| n.gpus.iter().map(|g| g.bus_id.clone()))
+        .chain(amd.iter().map(|g| g.bdf.clone()))
+        .collect();
     if let Some(nv) = &nv {
         let links = proc::run_captured(
             &src.nvidia_smi,
@@ -191,7 +196,6 @@ pub fn run(opts: &Options) -> Report {
                 name: g.product_name.clone(),
                 vendor: "nvidia".into(),
             });
-            buses.push(g.bus_id.clone());
             let window = after
                 .as_ref()
                 .and_then(|a| a.gpus.iter().find(|x| x.bus_id == g.bus_id))
@@ -230,7 +234,6 @@ pub fn run(opts: &Options) -> Report {
             name: g.name.clone(),
             vendor: "amd".into(),
         });
-        buses.push(g.bdf.clone());
         checks::amd_gpu(g, &mut checks);
     }
     match &events {

@@ -340,6 +340,10 @@ pub fn query(nvidia_smi: &str, args: &[&str]) -> Result<Option<NvidiaSmi>, Nvidi
     match run_captured(nvidia_smi, &all, NVIDIA_SMI_TIMEOUT) {
         Ok(out) => Ok(Some(parse(&out)?)),
         Err(RunError::NotFound(_)) => Ok(None),
+        // Installed without a device (exit 6): nothing to judge, not a broken driver.
+        Err(RunError::Failed { stderr, .. }) if stderr.contains("No devices were found") => {
+            Ok(None)
+        }
         Err(e) => Err(e.into()),
     }
 }

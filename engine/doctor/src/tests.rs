@@ -291,3 +291,27 @@ fn driver_cuda_against_the_toolkit() {
     );
     assert_eq!(out.last().unwrap().status, Status::Warn);
 }
+
+#[test]
+fn nvidia_smi_without_a_device_is_not_a_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("nvidia-smi");
+    std::fs::write(&p, "#!/bin/sh\necho 'No devices were found'\nexit 6\n").unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let opts = Options {
+        level: Level::Quick,
+        gpus: None,
+        sources: Sources {
+            nvidia_smi: p.display().to_string(),
+            amd_smi: "/nonexistent/amd-smi".into(),
+            sysfs_root: dir.path().to_path_buf(),
+            kernel_log: None,
+            window: Duration::from_millis(1),
+        },
+        env: EnvFacts::default(),
+        workload: None,
+        work_dir: None,
+    };
+    let r = run(&opts);
+    assert_eq!(r.status, Status::NotApplicable, "{}", r.render_text());
+}
