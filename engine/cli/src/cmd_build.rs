@@ -32,7 +32,8 @@ pub fn build(a: &BuildArgs) -> CliResult {
             let _ = session.submit_ahead(c);
         }
     }
-    let doctor = crate::cmd_doctor::preflight(&a.exec)?;
+    let wanted = crate::cmd_doctor::wanted(&a.exec, compiled.iter().map(|c| &*c.recipe));
+    let doctor = crate::cmd_doctor::preflight(&a.exec, wanted)?;
     let mut code = ExitCode::SUCCESS;
     for c in &compiled {
         let out = match crate::execute::build(&session, c, a.verbosity) {

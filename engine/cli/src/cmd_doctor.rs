@@ -123,13 +123,34 @@ pub struct Preflight {
     pub marked: bool,
 }
 
-/// `--doctor LEVEL`: runs the checks before any trial. A failing node is refused (exit 3,
-/// infrastructure: the machine, not the input) unless `--doctor-mark`.
-pub fn preflight(exec: &ExecArgs) -> Result<Option<Preflight>, CliError> {
-    let Some(l) = exec.doctor else {
+/// The level a build's preflight runs at: `--doctor`, else the deepest `doctor:` of its
+/// recipes.
+pub fn wanted<'a>(
+    exec: &ExecArgs,
+    recipes: impl IntoIterator<Item = &'a aorta_recipe::Recipe>,
+) -> Option<Level> {
+    if let Some(l) = exec.doctor {
+        return Some(level(l));
+    }
+    recipes
+        .into_iter()
+        .filter_map(|r| r.doctor)
+        .max()
+        .map(|l| match l {
+            aorta_recipe::DoctorLevel::Quick => Level::Quick,
+            aorta_recipe::DoctorLevel::Medium => Level::Medium,
+            aorta_recipe::DoctorLevel::Long => Level::Long,
+        })
+}
+
+/// `--doctor LEVEL` or a recipe's `doctor:` ([`wanted`]): runs the checks before any trial. A
+/// failing node is refused (exit 3, infrastructure: the machine, not the input) unless
+/// `--doctor-mark`.
+pub fn preflight(exec: &ExecArgs, wanted: Option<Level>) -> Result<Option<Preflight>, CliError> {
+    let Some(l) = wanted else {
         return Ok(None);
     };
-    let report = run_checks(level(l), &[], exec.env_snapshot.as_deref(), None);
+    let report = run_checks(l, &[], exec.env_snapshot.as_deref(), None);
     eprintln!("aorta: {}", report.summary_line());
     if !report.failed() {
         return Ok(Some(Preflight {

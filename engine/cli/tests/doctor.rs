@@ -310,3 +310,48 @@ fn classify_links_an_xid_to_the_doctors_verdict() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("is not an aorta doctor report"), "{stderr}");
 }
+
+/// A recipe's `doctor: quick` runs the preflight as `--doctor quick` does, and leaves every
+/// trial key as it was without it.
+#[test]
+fn a_recipes_doctor_field_runs_the_preflight_and_keys_nothing() {
+    let ws = node("doctor/nvidia-smi-q-gen3x8.xml");
+    let plain = std::fs::read_to_string(ws.path().join("r.yaml")).unwrap();
+    let keys = |ws: &Ws| {
+        let (code, stdout, stderr) = out(&run(
+            ws,
+            &["build", "r.yaml", "--dry-run", "--json", "--", "true"],
+            &[],
+        ));
+        assert_eq!(code, Some(0), "{stderr}");
+        let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        let mut keys = Vec::new();
+        for c in v["cells"].as_array().unwrap() {
+            keys.push(c["key_inputs"]["trial_keys"].to_string());
+        }
+        keys
+    };
+    let before = keys(&ws);
+    ws.write("r.yaml", &format!("{plain}doctor: quick\n"));
+    assert_eq!(keys(&ws), before, "doctor: changes no trial key");
+    let (code, _, stderr) = out(&run(
+        &ws,
+        &[
+            "build", "r.yaml", "--store", "s", "--output", "o", "--", "true",
+        ],
+        &[],
+    ));
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(
+        stderr.contains("this node failed aorta doctor --level quick"),
+        "{stderr}"
+    );
+    ws.write("r.yaml", &format!("{plain}doctor: slow\n"));
+    let (code, _, stderr) = out(&run(
+        &ws,
+        &["build", "r.yaml", "--dry-run", "--", "true"],
+        &[],
+    ));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("must be quick, medium or long"), "{stderr}");
+}
