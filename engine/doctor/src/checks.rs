@@ -555,9 +555,14 @@ pub fn kernel_events(
                 }
             }
             (_, Some(_)) => {}
-            // The ECC pattern repeats what the Xid pattern found, and ECC counters are judged
-            // per GPU.
-            ("tier3:nvidia_ecc", None) => {}
+            // On an Xid line the ECC pattern repeats what the Xid pattern found; the driver's
+            // other ECC / row-remap lines are worth a look (the counters are judged per GPU).
+            ("tier3:nvidia_ecc", None) if e.line.contains("Xid") => {}
+            ("tier3:nvidia_ecc", None) => note(
+                Weight::Warn,
+                "NVRM ECC/row-remap message".into(),
+                "the driver logged an ECC or row-remap event: see the ecc.* and rows.* checks; reset the GPU at the next drain".into(),
+            ),
             ("tier3:nvidia_xid", None) => {
                 let pci = e.pci.clone().unwrap_or_default();
                 if !known(&pci) {

@@ -175,6 +175,15 @@ mod tests {
     }
 
     #[test]
+    fn an_ecc_line_without_an_xid_warns_at_node_level() {
+        let ev =
+            scan("[3.0] NVRM: GPU at PCI:0000:00:06: GPU-1: uncorrectable ECC error detected\n");
+        let mut out = Vec::new();
+        crate::checks::kernel_events(&ev, None, &[], "recorded", &mut out);
+        assert_eq!(out[0].status, crate::Status::Warn, "{out:?}");
+    }
+
+    #[test]
     fn sxid_and_amd_events() {
         let ev = scan("[1.0] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32\n[2.0] amdgpu 0000:c1:00.0: amdgpu: GPU reset(2) succeeded!\n");
         let ids: Vec<_> = ev.iter().map(|e| e.detector.as_str()).collect();
