@@ -16,6 +16,8 @@ C=$R/.carry
 OUT=${OUT:-$R/doctor-out}
 mkdir -p "$OUT"
 export PATH="$C:$PATH" AORTA_WORKLOAD_PATH="$C" NO_COLOR=1
+# cuBLAS for the GEMM (doctor also adds the toolkit's lib64 itself; this covers wheels too).
+PY=${PY:-python3}; . "$R/bench/cuda-libs.sh"
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 

@@ -68,7 +68,11 @@ pub fn run_trial(exe: &Path, cfg: &ActiveConfig, trial_dir: &Path) -> Result<Val
     std::fs::write(&config, cfg.to_config_json(trial_dir).to_string())
         .map_err(|e| format!("cannot write {}: {e}", config.display()))?;
     let log = |n: &str| std::fs::File::create(trial_dir.join(n)).map(Stdio::from);
-    let mut child = Command::new(exe)
+    let mut cmd = Command::new(exe);
+    if let Some(p) = library_path() {
+        cmd.env("LD_LIBRARY_PATH", p);
+    }
+    let mut child = cmd
         .args(["run", "--config"])
         .arg(&config)
         .arg("--result")
@@ -106,6 +110,30 @@ pub fn run_trial(exe: &Path, cfg: &ActiveConfig, trial_dir: &Path) -> Result<Val
         )
     })?;
     serde_json::from_str(&text).map_err(|e| format!("{}: {e}", result.display()))
+}
+
+/// `LD_LIBRARY_PATH` for the workload: the caller's, then the CUDA toolkit's lib64
+/// (`$CUDA_HOME`, `$CUDA_PATH`, `/usr/local/cuda`) where cuBLAS usually is; the workload
+/// dlopens it by name. `None` when there is nothing to add.
+fn library_path() -> Option<std::ffi::OsString> {
+    let mut dirs: Vec<std::path::PathBuf> = std::env::var_os("LD_LIBRARY_PATH")
+        .map(|v| std::env::split_paths(&v).collect())
+        .unwrap_or_default();
+    let before = dirs.len();
+    for root in ["CUDA_HOME", "CUDA_PATH"]
+        .iter()
+        .filter_map(std::env::var_os)
+        .map(std::path::PathBuf::from)
+        .chain([std::path::PathBuf::from("/usr/local/cuda")])
+    {
+        let lib = root.join("lib64");
+        if lib.is_dir() && !dirs.contains(&lib) {
+            dirs.push(lib);
+        }
+    }
+    (dirs.len() > before)
+        .then(|| std::env::join_paths(dirs).ok())
+        .flatten()
 }
 
 /// The active checks' ids, for "not applicable" rows when they cannot run.
@@ -167,7 +195,16 @@ pub fn evaluate(
     }
     let m = result.get("metrics").cloned().unwrap_or(Value::Null);
     let mut out = Vec::new();
+    if let Some(why) = m.pointer("/gemm/unavailable").and_then(Value::as_str) {
+        for id in ["gemm.correctness", "gemm.throughput"] {
+            out.push(
+                Check::new(id, Some(gpu), src)
+                    .not_applicable(format!("the GEMM could not run here: {why}")),
+            );
+        }
+    }
 
+    let gemm_ran = m.pointer("/gemm/unavailable").is_none();
     // GEMM correctness: integer-valued inputs make the exact product representable, so any
     // difference is a wrong bit, not rounding.
     let gc = Check::new(
@@ -176,7 +213,8 @@ pub fn evaluate(
         &format!("{src}: cuBLAS bf16 GEMM vs fp64 host reference"),
     )
     .threshold("0 mismatching elements");
-    out.push(match m.get("gemm") {
+    if gemm_ran {
+        out.push(match m.get("gemm") {
         None => gc.fail(format!("the GEMM did not complete: {first_error}; {}", remedy::RESET)),
         Some(g) => {
             let n = g.get("mismatches").and_then(Value::as_u64).unwrap_or(u64::MAX);
@@ -193,12 +231,12 @@ pub fn evaluate(
             }
         }
     });
-    let gt = Check::new(
-        "gemm.throughput",
-        Some(gpu),
-        &format!("{src}: cuBLAS bf16 GEMM, timed by CUDA events"),
-    );
-    out.push(match (f(&m, "/gemm/tflops"), sku) {
+        let gt = Check::new(
+            "gemm.throughput",
+            Some(gpu),
+            &format!("{src}: cuBLAS bf16 GEMM, timed by CUDA events"),
+        );
+        out.push(match (f(&m, "/gemm/tflops"), sku) {
         (None, _) => gt.not_applicable("no throughput measured"),
         (Some(t), None) => gt
             .measured(format!("{t:.1} TFLOP/s"))
@@ -218,6 +256,7 @@ pub fn evaluate(
             }
         }
     });
+    }
     let limit = link.and_then(|(g, w)| sku::pcie_limit_gbs(g, w));
     for (id, key, dir) in [
         ("copy.h2d", "h2d_gbs", "host to device"),
@@ -308,6 +347,18 @@ mod tests {
         assert_eq!(by_id(&c, "memtest.patterns").status, Status::Fail);
         assert_eq!(by_id(&c, "copy.h2d").status, Status::Fail);
         assert_eq!(by_id(&c, "copy.d2h").status, Status::Pass);
+    }
+
+    #[test]
+    fn a_missing_cublas_is_not_a_sick_gpu() {
+        let mut r = healthy();
+        r["metrics"]["gemm"] =
+            json!({"unavailable": "cuBLAS (libcublas.so.13 or similar) was not found"});
+        let c = evaluate(&r, "0", sku::lookup("NVIDIA H100 80GB HBM3"), Some((5, 16)));
+        assert_eq!(by_id(&c, "gemm.correctness").status, Status::NotApplicable);
+        assert_eq!(by_id(&c, "gemm.throughput").status, Status::NotApplicable);
+        assert_eq!(by_id(&c, "memtest.patterns").status, Status::Pass);
+        assert_eq!(c.len(), 5);
     }
 
     #[test]

@@ -601,6 +601,12 @@ pub fn run_trial(config: &Path, result_path: &Path) -> i32 {
                 }
                 metrics[*name] = v;
             }
+            // A library that is not there (cuBLAS off the loader path) says nothing about the
+            // GPU: reported as unavailable, judged "not applicable" by aorta doctor.
+            Err(GpuError::Unavailable(e)) => {
+                eprintln!("{NAME}: {name} unavailable: {e}");
+                metrics[*name] = json!({"unavailable": e});
+            }
             Err(e) => {
                 eprintln!("{NAME}: {name} FAILED: {e}");
                 details.push(json!({"type": format!("{name}_error"), "error": e.to_string(), "hint": "a driver or library call failed on this GPU"}));
