@@ -280,18 +280,18 @@ unsafe fn gemm(c: &Cfg) -> Result<Value> {
     })?;
     let flops = 2.0 * (n as f64).powi(3) * f64::from(c.gemm_iters);
     let tflops = flops / (ms / 1e3) / 1e12;
-    // Samples: a fixed pseudo-random set of (row, col), the first always (0, 0).
-    let samples: Vec<(usize, usize)> = (0..16384u64)
-        .map(|s| {
-            if s == 0 {
-                return (0, 0);
-            }
-            let v = input_value(s, s, s.wrapping_mul(31)) as i64 + 1;
-            let r = (s.wrapping_mul(0x9E37_79B9) ^ (v as u64)) as usize % n;
-            let col = (s.wrapping_mul(0x85EB_CA6B) >> 7) as usize % n;
-            (r, col)
-        })
-        .collect();
+    // Samples: 16 rows × 1,024 columns (pseudo-random, row 0 and column 0 among them), so
+    // each row of A is gathered once and every column of B is contiguous.
+    let pick = |count: u64, salt: u64| -> Vec<usize> {
+        (0..count)
+            .map(|s| match s {
+                0 => 0,
+                _ => (s.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ salt).rotate_left(17) as usize % n,
+            })
+            .collect()
+    };
+    let rows = pick(16, 0xA5A5);
+    let cols = pick(1024, 0x5A5A);
     if c.inject_gemm {
         // Overwrite C(0, 0) with a value the product cannot have (it is an integer).
         ck(
@@ -307,19 +307,26 @@ unsafe fn gemm(c: &Cfg) -> Result<Value> {
     let mut mismatches = 0u64;
     let mut first: Option<Value> = None;
     let mut max_err = 0f64;
-    for &(r, col) in &samples {
-        let mut want = 0f64;
-        for k in 0..n {
-            want += f64::from(a_host[r + k * n].to_f32()) * f64::from(b_host[k + col * n].to_f32());
-        }
-        let got = c_host[r + col * n];
-        if f64::from(got) != want {
-            mismatches += 1;
-            max_err = max_err.max((f64::from(got) - want).abs());
-            if first.is_none() {
-                first = Some(
-                    json!({"row": r, "col": col, "got": got, "want": want, "got_bits": format!("{:#010x}", got.to_bits())}),
-                );
+    for &r in &rows {
+        let arow: Vec<f64> = (0..n)
+            .map(|k| f64::from(a_host[r + k * n].to_f32()))
+            .collect();
+        for &col in &cols {
+            let bcol = &b_host[col * n..(col + 1) * n];
+            let want: f64 = arow
+                .iter()
+                .zip(bcol)
+                .map(|(x, y)| x * f64::from(y.to_f32()))
+                .sum();
+            let got = c_host[r + col * n];
+            if f64::from(got) != want {
+                mismatches += 1;
+                max_err = max_err.max((f64::from(got) - want).abs());
+                if first.is_none() {
+                    first = Some(
+                        json!({"row": r, "col": col, "got": got, "want": want, "got_bits": format!("{:#010x}", got.to_bits())}),
+                    );
+                }
             }
         }
     }
@@ -329,7 +336,7 @@ unsafe fn gemm(c: &Cfg) -> Result<Value> {
     let _ = sys::cuMemFree_v2(out);
     Ok(json!({
         "n": n, "dtype": "bf16", "accumulate": "fp32", "iterations": c.gemm_iters,
-        "ms": ms, "tflops": tflops, "checked": samples.len(), "mismatches": mismatches,
+        "ms": ms, "tflops": tflops, "checked": rows.len() * cols.len(), "mismatches": mismatches,
         "max_abs_error": max_err, "first_mismatch": first,
     }))
 }
