@@ -150,7 +150,10 @@ impl Report {
                 line.push_str("  ");
                 line.push_str(m);
             }
-            if let (Some(t), true) = (&c.threshold, c.status != Status::Pass) {
+            if let (Some(t), true) = (
+                &c.threshold,
+                matches!(c.status, Status::Warn | Status::Fail),
+            ) {
                 line.push_str(&format!("  (expected {t})"));
             }
             out.push_str(line.trim_end());
