@@ -355,3 +355,33 @@ fn a_recipes_doctor_field_runs_the_preflight_and_keys_nothing() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("must be quick, medium or long"), "{stderr}");
 }
+
+/// Two GPUs: the per-GPU trials run on each, then one peer-copy trial over both; a pair whose
+/// copy came back wrong fails `p2p.bandwidth`.
+#[test]
+fn two_gpus_get_the_peer_copy_check() {
+    let ws = node("doctor/nvidia-smi-q-2gpu.xml");
+    let per_gpu = r#"{"gemm": {"n": 8192, "tflops": 700.0, "checked": 16384, "mismatches": 0}, "copy": {"h2d_gbs": 53.0, "d2h_gbs": 54.0}, "memtest": {"bytes": 42949672960, "patterns": ["zeros"], "mismatches": 0}}"#;
+    let p2p = r#"{"p2p": {"bytes": 268435456, "mismatches": 1, "pairs": [{"from": 0, "to": 1, "gbs": 350.0, "mismatches": 1, "peer_access": true}, {"from": 1, "to": 0, "gbs": 349.0, "mismatches": 0, "peer_access": true}]}}"#;
+    script(
+        &ws.path().join("workloads/aorta-workload-gpu_doctor"),
+        &format!(
+            "case \"$1\" in describe) echo '{{}}'; exit 0;; esac\n\
+             if grep -q '\"peers\"' \"$3\"; then m='{p2p}'; else m='{per_gpu}'; fi\n\
+             echo \"{{\\\"passed\\\": true, \\\"main_work_started\\\": true, \\\"metrics\\\": $m}}\" > \"$5\"\n"
+        ),
+    );
+    let (code, stdout, stderr) = out(&run(&ws, &["doctor", "--level", "medium"], &[]));
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert_eq!(
+        stdout.matches("pass  gemm.correctness").count(),
+        2,
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().any(|l| l.starts_with("fail  p2p.bandwidth")
+            && l.contains("node  2 pairs, slowest 1→0 349.0 GB/s")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("n/a   nccl.allreduce"), "{stdout}");
+}

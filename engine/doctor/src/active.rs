@@ -32,6 +32,8 @@ pub struct ActiveConfig {
     pub memtest_fraction: f64,
     /// Bytes per pinned copy.
     pub copy_bytes: u64,
+    /// The multi-GPU trial: every ordered pair of these ordinals (empty: the per-GPU checks).
+    pub peers: Vec<usize>,
 }
 
 impl Default for ActiveConfig {
@@ -41,12 +43,20 @@ impl Default for ActiveConfig {
             gemm_n: 8192,
             memtest_fraction: 0.5,
             copy_bytes: 256 << 20,
+            peers: Vec::new(),
         }
     }
 }
 
 impl ActiveConfig {
     pub fn to_config_json(&self, trial_dir: &Path) -> Value {
+        if !self.peers.is_empty() {
+            return json!({
+                "protocol": 1, "workload": WORKLOAD, "cell": "doctor-p2p", "trial_index": 0,
+                "steps": 1, "config": {"device": self.device, "peers": self.peers},
+                "trial_dir": trial_dir.display().to_string(),
+            });
+        }
         json!({
             "protocol": 1, "workload": WORKLOAD, "cell": "doctor", "trial_index": 0, "steps": 1,
             "config": {
@@ -152,19 +162,93 @@ pub fn not_applicable(gpu: Option<&str>, reason: &str) -> Vec<Check> {
         .collect()
 }
 
-/// The multi-GPU checks: not implemented yet (peer-to-peer bandwidth, all-reduce with
-/// correctness); said as not applicable so a report never implies they ran.
-pub fn multi_gpu(gpus: usize) -> Vec<Check> {
+/// The all-reduce check: not implemented yet (said as not applicable so a report never implies
+/// it ran); one GPU has nothing to reduce across.
+pub fn allreduce_not_implemented(gpus: usize) -> Check {
     let reason = if gpus < 2 {
         "one GPU: nothing to connect".to_owned()
     } else {
         "not implemented yet (issue #38 follow-up): run nccl-tests' all_reduce_perf -c 1 meanwhile"
             .to_owned()
     };
-    ["p2p.bandwidth", "nccl.allreduce"]
+    Check::new("nccl.allreduce", None, "aorta-workload-gpu_doctor").not_applicable(reason)
+}
+
+/// Judges the multi-GPU trial's `p2p` metrics: every ordered pair's copy must be bit-exact;
+/// its bandwidth must reach [`sku::COPY_WARN_FRACTION`] of the slower end's PCIe link limit
+/// (`floor_gbs`), the least a peer path should give (NVLink gives several times more); a pair
+/// without peer access warns (its copies go through host memory).
+pub fn evaluate_p2p(result: &Value, floor_gbs: Option<f64>) -> Check {
+    let c = Check::new(
+        "p2p.bandwidth",
+        None,
+        "aorta-workload-gpu_doctor: cuMemcpyPeer between every ordered pair, every word checked",
+    );
+    if result.get("main_work_started").and_then(Value::as_bool) == Some(false) {
+        let why = result
+            .pointer("/failure_details/0/error")
+            .and_then(Value::as_str)
+            .unwrap_or("no detail");
+        return c.not_applicable(format!("the check could not start: {why}"));
+    }
+    let Some(pairs) = result
+        .pointer("/metrics/p2p/pairs")
+        .and_then(Value::as_array)
+    else {
+        let why = result
+            .pointer("/failure_details/0/error")
+            .and_then(Value::as_str)
+            .unwrap_or("no pairs measured");
+        return c.fail(format!(
+            "the peer copies did not complete: {why}; {}",
+            remedy::RESET
+        ));
+    };
+    let pair = |p: &Value| format!("{}→{}", p["from"], p["to"]);
+    let slowest = pairs.iter().min_by(|a, b| {
+        f(a, "/gbs")
+            .unwrap_or(0.0)
+            .total_cmp(&f(b, "/gbs").unwrap_or(0.0))
+    });
+    let Some(slowest) = slowest else {
+        return c.not_applicable("no pair measured");
+    };
+    let min = f(slowest, "/gbs").unwrap_or(0.0);
+    let max = pairs
         .iter()
-        .map(|id| Check::new(id, None, "aorta-workload-gpu_doctor").not_applicable(reason.clone()))
-        .collect()
+        .filter_map(|p| f(p, "/gbs"))
+        .fold(0.0, f64::max);
+    let c = c.measured(format!(
+        "{} pairs, slowest {} {min:.1} GB/s, fastest {max:.1} GB/s",
+        pairs.len(),
+        pair(slowest)
+    ));
+    let c = match floor_gbs {
+        Some(fl) => c.threshold(format!(
+            "bit-exact; ≥ {:.1} GB/s per pair (60% of the PCIe link)",
+            fl * sku::COPY_WARN_FRACTION
+        )),
+        None => c.threshold("bit-exact"),
+    };
+    let bad: Vec<String> = pairs
+        .iter()
+        .filter(|p| p["mismatches"].as_u64().unwrap_or(1) > 0)
+        .map(pair)
+        .collect();
+    let no_peer: Vec<String> = pairs
+        .iter()
+        .filter(|p| p["peer_access"] == false)
+        .map(pair)
+        .collect();
+    if !bad.is_empty() {
+        c.fail(format!("peer copies returned wrong data ({}): drain the node, reset the GPUs; check NVLink / the PCIe switch; RMA if it recurs", bad.join(", ")))
+    } else if floor_gbs.is_some_and(|fl| min < fl * sku::COPY_WARN_FRACTION) {
+        c.warn(format!("peer copies {} are slow: check nvidia-smi topo -m, nvidia-smi nvlink --status, ACS/IOMMU settings on the PCIe switch", pair(slowest)))
+    } else if !no_peer.is_empty() {
+        c.warn(format!("no peer access between {}: copies go through host memory; check nvidia-smi topo -p2p r, ACS and IOMMU", no_peer.join(", ")))
+    } else {
+        c.pass()
+    }
 }
 
 fn f(v: &Value, p: &str) -> Option<f64> {
@@ -347,6 +431,43 @@ mod tests {
         assert_eq!(by_id(&c, "memtest.patterns").status, Status::Fail);
         assert_eq!(by_id(&c, "copy.h2d").status, Status::Fail);
         assert_eq!(by_id(&c, "copy.d2h").status, Status::Pass);
+    }
+
+    #[test]
+    fn peer_copies_are_judged_for_bits_speed_and_access() {
+        let pair = |from: u32, to: u32, gbs: f64, bad: u64, peer: bool| json!({"from": from, "to": to, "gbs": gbs, "mismatches": bad, "peer_access": peer});
+        let r = |pairs: Vec<Value>| json!({"main_work_started": true, "metrics": {"p2p": {"pairs": pairs}}});
+        let floor = sku::pcie_limit_gbs(5, 16);
+        let ok = evaluate_p2p(
+            &r(vec![pair(0, 1, 350.0, 0, true), pair(1, 0, 340.0, 0, true)]),
+            floor,
+        );
+        assert_eq!(ok.status, Status::Pass, "{ok:?}");
+        assert_eq!(
+            ok.measured.as_deref(),
+            Some("2 pairs, slowest 1→0 340.0 GB/s, fastest 350.0 GB/s")
+        );
+        let bad = evaluate_p2p(
+            &r(vec![pair(0, 1, 350.0, 3, true), pair(1, 0, 340.0, 0, true)]),
+            floor,
+        );
+        assert_eq!(bad.status, Status::Fail);
+        let slow = evaluate_p2p(
+            &r(vec![pair(0, 1, 10.0, 0, true), pair(1, 0, 340.0, 0, true)]),
+            floor,
+        );
+        assert_eq!(slow.status, Status::Warn);
+        let host = evaluate_p2p(
+            &r(vec![pair(0, 1, 45.0, 0, false), pair(1, 0, 45.0, 0, false)]),
+            floor,
+        );
+        assert_eq!(host.status, Status::Warn);
+        assert!(host.remedy.unwrap().contains("no peer access"));
+        let none = evaluate_p2p(
+            &json!({"main_work_started": true, "failure_details": [{"error": "p2p: cuMemcpyPeer failed"}], "metrics": {}}),
+            floor,
+        );
+        assert_eq!(none.status, Status::Fail);
     }
 
     #[test]

@@ -255,6 +255,15 @@ fn recovery(g: &NvGpu, out: &mut Vec<Check>) {
     });
 }
 
+/// `10`, `1.0`: whole seconds from 10 s up, one decimal below.
+fn seconds(s: f64) -> String {
+    if s >= 10.0 {
+        format!("{s:.0}")
+    } else {
+        format!("{s:.1}")
+    }
+}
+
 /// A window between two samples, for the clock-event counters.
 #[derive(Debug, Clone, Copy)]
 pub struct Window<'a> {
@@ -307,8 +316,9 @@ fn clocks(g: &NvGpu, window: Option<Window<'_>>, out: &mut Vec<Check>) {
         let active = r.active == Some(true) || after.is_some_and(|(a, _)| a.active == Some(true));
         let figure = match (share, after) {
             (Some(p), Some((_, secs))) => format!(
-                "{} now, active {p:.0}% of the last {secs:.0} s",
-                if active { "active" } else { "not active" }
+                "{} now, active {p:.0}% of the last {} s",
+                if active { "active" } else { "not active" },
+                seconds(secs)
             ),
             _ => format!("{} now", if active { "active" } else { "not active" }),
         };
@@ -320,7 +330,7 @@ fn clocks(g: &NvGpu, window: Option<Window<'_>>, out: &mut Vec<Check>) {
         let bad = active || share.is_some_and(|p| p > 0.0);
         out.push(if bad {
             let msg = match (share, after) {
-                (Some(p), Some((_, secs))) => format!("{fix}: {what} active {p:.0}% of the last {secs:.0} s"),
+                (Some(p), Some((_, secs))) => format!("{fix}: {what} active {p:.0}% of the last {} s", seconds(secs)),
                 _ => format!("{fix}: {what} active"),
             };
             if fail { c.fail(msg) } else { c.warn(msg) }

@@ -311,7 +311,43 @@ fn active_checks(
             ),
         }
     }
-    checks.extend(active::multi_gpu(nv.gpus.len()));
+    let chosen_nv: Vec<&nvidia::NvGpu> = nv
+        .gpus
+        .iter()
+        .filter(|g| selected(&opts.gpus, g.index))
+        .collect();
+    if chosen_nv.len() < 2 {
+        checks.push(
+            Check::new("p2p.bandwidth", None, "aorta-workload-gpu_doctor")
+                .not_applicable("one GPU: nothing to connect"),
+        );
+    } else {
+        let cfg = active::ActiveConfig {
+            device: chosen_nv[0].index,
+            peers: chosen_nv.iter().map(|g| g.index).collect(),
+            ..Default::default()
+        };
+        let dir = base.join("doctor-p2p");
+        let result = std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))
+            .and_then(|_| active::run_trial(exe, &cfg, &dir));
+        // The least a peer path should give: the slowest selected GPU's PCIe link.
+        let floor = chosen_nv
+            .iter()
+            .filter_map(|g| g.pcie.gen_max.zip(g.pcie.width_max))
+            .filter_map(|(g, w)| sku::pcie_limit_gbs(g, w))
+            .reduce(f64::min);
+        checks.push(match result {
+            Ok(r) => active::evaluate_p2p(&r, floor),
+            Err(e) => Check::new("p2p.bandwidth", None, "aorta-workload-gpu_doctor")
+                .measured(e)
+                .fail(format!(
+                    "the peer-copy trial crashed or hung: {}",
+                    verdict::remedy::RESET
+                )),
+        });
+    }
+    checks.push(active::allreduce_not_implemented(chosen_nv.len()));
 }
 
 /// Reads the toolkit's CUDA version (`version.json`) for the `driver.cuda` check.

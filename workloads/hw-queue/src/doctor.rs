@@ -12,6 +12,9 @@
 //!   `memtest_fraction` of free memory with six patterns: all zeros, all ones, the two
 //!   checkerboards, an address hash and its complement; mismatching words are counted.
 //!
+//! With `peers` (≥ 2 ordinals) the trial runs the multi-GPU check instead: `p2p`, for every ordered
+//! pair, whether peer access is offered, `cuMemcpyPeer` GB/s and every word of the copy checked.
+//!
 //! `config` keys: `device` (ordinal; aorta runs it with CUDA_DEVICE_ORDER=PCI_BUS_ID), `gemm_n`
 //! (default 8192), `gemm_iters` (default 100), `memtest_fraction` (default 0.5), `copy_bytes`
 //! (default 256 MiB), and for testing the detection on real hardware `inject_gemm_mismatch` /
@@ -144,6 +147,9 @@ struct Cfg {
     copy_bytes: usize,
     inject_gemm: bool,
     inject_memtest: bool,
+    /// P2P mode: the ordinals whose every ordered pair is copied between (≥ 2 of them).
+    peers: Vec<usize>,
+    p2p_bytes: usize,
 }
 
 fn parse_cfg(cfg: &Value) -> std::result::Result<Cfg, String> {
@@ -172,6 +178,19 @@ fn parse_cfg(cfg: &Value) -> std::result::Result<Cfg, String> {
         copy_bytes: u("copy_bytes", 256 << 20, 8 << 30)? as usize,
         inject_gemm: b("inject_gemm_mismatch"),
         inject_memtest: b("inject_memtest_mismatch"),
+        peers: match cfg.get("peers") {
+            None => Vec::new(),
+            Some(v) => v
+                .as_array()
+                .and_then(|a| {
+                    a.iter()
+                        .map(|x| x.as_u64().filter(|x| *x < 1024).map(|x| x as usize))
+                        .collect::<Option<Vec<_>>>()
+                })
+                .filter(|p| p.len() >= 2)
+                .ok_or_else(|| format!("peers must list at least two device ordinals, got {v}"))?,
+        },
+        p2p_bytes: u("p2p_bytes", 256 << 20, 8 << 30)? as usize,
     })
 }
 
@@ -520,6 +539,108 @@ unsafe fn memtest(c: &Cfg, dev: sys::CUdevice) -> Result<Value> {
     }))
 }
 
+/// One primary context per ordinal, retained and made current in turn.
+///
+/// # Safety
+/// Driver calls only; cuInit has run.
+unsafe fn primary(ordinal: usize) -> Result<(sys::CUdevice, sys::CUcontext)> {
+    let dev = dr::device::get(ordinal as i32)
+        .map_err(|e| GpuError::Unavailable(format!("device {ordinal}: {e:?}")))?;
+    let mut ctx = ptr::null_mut();
+    ck(
+        sys::cuDevicePrimaryCtxRetain(&mut ctx, dev),
+        "cuDevicePrimaryCtxRetain",
+    )?;
+    Ok((dev, ctx))
+}
+
+/// Peer-to-peer: for every ordered pair of `c.peers`, whether the driver offers peer access,
+/// the best of 5 `cuMemcpyPeer` of `p2p_bytes` (GB/s), and every word of the copy checked on
+/// the host against the pattern written on the source.
+///
+/// # Safety
+/// cuInit has run (open_device).
+unsafe fn p2p(c: &Cfg) -> Result<Value> {
+    let bytes = c.p2p_bytes & !3;
+    let words = bytes / 4;
+    let mut ends = Vec::new();
+    for &o in &c.peers {
+        ends.push(primary(o)?);
+    }
+    let mut pairs = Vec::new();
+    let mut host = vec![0u32; words];
+    for (ai, &from) in c.peers.iter().enumerate() {
+        for (bi, &to) in c.peers.iter().enumerate() {
+            if ai == bi {
+                continue;
+            }
+            let ((da, ca), (db, cb)) = (ends[ai], ends[bi]);
+            let mut can = 0i32;
+            ck(
+                sys::cuDeviceCanAccessPeer(&mut can, da, db),
+                "cuDeviceCanAccessPeer",
+            )?;
+            if can != 0 {
+                ck(sys::cuCtxSetCurrent(ca), "cuCtxSetCurrent")?;
+                let r = sys::cuCtxEnablePeerAccess(cb, 0);
+                if r != sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED {
+                    ck(r, "cuCtxEnablePeerAccess")?;
+                }
+            }
+            ck(sys::cuCtxSetCurrent(ca), "cuCtxSetCurrent")?;
+            let src = dev_alloc(bytes, "cuMemAlloc (p2p source)")?;
+            let pattern = 0xA5A5_0000u32 | ((from as u32 & 0xFF) << 8) | (to as u32 & 0xFF);
+            ck(
+                sys::cuMemsetD32_v2(src, pattern, words),
+                "cuMemsetD32 (p2p pattern)",
+            )?;
+            ck(sys::cuCtxSynchronize(), "cuCtxSynchronize")?;
+            ck(sys::cuCtxSetCurrent(cb), "cuCtxSetCurrent")?;
+            let dst = dev_alloc(bytes, "cuMemAlloc (p2p destination)")?;
+            ck(
+                sys::cuMemsetD32_v2(dst, 0, words),
+                "cuMemsetD32 (p2p clear)",
+            )?;
+            ck(sys::cuCtxSynchronize(), "cuCtxSynchronize")?;
+            let mut best = 0f64;
+            for i in 0..6 {
+                let t = Instant::now();
+                ck(sys::cuMemcpyPeer(dst, cb, src, ca, bytes), "cuMemcpyPeer")?;
+                ck(sys::cuCtxSynchronize(), "cuCtxSynchronize (p2p)")?;
+                ck(sys::cuCtxSetCurrent(ca), "cuCtxSetCurrent")?;
+                ck(sys::cuCtxSynchronize(), "cuCtxSynchronize (p2p)")?;
+                ck(sys::cuCtxSetCurrent(cb), "cuCtxSetCurrent")?;
+                let s = t.elapsed().as_secs_f64();
+                if i > 0 && s > 0.0 {
+                    best = best.max(bytes as f64 / s / 1e9);
+                }
+            }
+            ck(
+                sys::cuMemcpyDtoH_v2(host.as_mut_ptr() as *mut c_void, dst, bytes),
+                "cuMemcpyDtoH (p2p check)",
+            )?;
+            let bad = host.iter().filter(|w| **w != pattern).count();
+            let first_bad = host.iter().position(|w| *w != pattern).map(|i| i * 4);
+            let _ = sys::cuMemFree_v2(dst);
+            ck(sys::cuCtxSetCurrent(ca), "cuCtxSetCurrent")?;
+            let _ = sys::cuMemFree_v2(src);
+            pairs.push(
+                json!({"from": from, "to": to, "peer_access": can != 0, "gbs": best,
+                              "mismatches": bad, "first_bad_offset": first_bad}),
+            );
+        }
+    }
+    for (d, _) in ends {
+        let _ = sys::cuDevicePrimaryCtxRelease_v2(d);
+    }
+    let mismatches: usize = pairs
+        .iter()
+        .filter_map(|p| p["mismatches"].as_u64())
+        .map(|m| m as usize)
+        .sum();
+    Ok(json!({"bytes": bytes, "pairs": pairs, "mismatches": mismatches}))
+}
+
 fn result(passed: bool, started: bool, details: Vec<Value>, metrics: Value, elapsed: f64) -> Value {
     json!({
         "passed": passed,
@@ -586,14 +707,19 @@ pub fn run_trial(config: &Path, result_path: &Path) -> i32 {
     let mut metrics = json!({"device": device, "ordinal": cfg.device});
     let mut details = Vec::new();
     type Step<'a> = Box<dyn Fn() -> Result<Value> + 'a>;
-    let steps: [(&str, Step); 3] = [
-        // SAFETY: the context opened above is current on this thread.
-        ("gemm", Box::new(|| unsafe { gemm(&cfg) })),
-        // SAFETY: as above.
-        ("copy", Box::new(|| unsafe { copies(&cfg) })),
-        // SAFETY: as above.
-        ("memtest", Box::new(|| unsafe { memtest(&cfg, dev) })),
-    ];
+    let steps: Vec<(&str, Step)> = if cfg.peers.is_empty() {
+        vec![
+            // SAFETY: the context opened above is current on this thread.
+            ("gemm", Box::new(|| unsafe { gemm(&cfg) })),
+            // SAFETY: as above.
+            ("copy", Box::new(|| unsafe { copies(&cfg) })),
+            // SAFETY: as above.
+            ("memtest", Box::new(|| unsafe { memtest(&cfg, dev) })),
+        ]
+    } else {
+        // SAFETY: cuInit ran in open_device; p2p switches contexts itself.
+        vec![("p2p", Box::new(|| unsafe { p2p(&cfg) }))]
+    };
     for (name, step) in steps.iter() {
         let t = Instant::now();
         match step() {
@@ -689,6 +815,9 @@ mod tests {
                 .unwrap()
                 .inject_gemm
         );
+        assert_eq!(parse_cfg(&json!({"peers": [0, 1]})).unwrap().peers, [0, 1]);
+        assert!(parse_cfg(&json!({"peers": [0]})).is_err());
+        assert!(parse_cfg(&json!({"peers": "0,1"})).is_err());
     }
 
     /// Without a GPU the trial is a setup failure with the reason, never a pass.
