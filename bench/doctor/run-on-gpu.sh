@@ -9,7 +9,9 @@
 #   mkdir -p .carry && cp target/release/aorta target/release/aorta-workload-gpu_doctor .carry/
 #   OUT=/tmp/doctor-out bash bench/doctor/run-on-gpu.sh
 # ($OUT defaults to ./doctor-out.) docs/benchmarks.md's "aorta doctor" section is filled from
-# $OUT/summary.txt.
+# $OUT/summary.txt. The field-by-field comparison of this machine's `nvidia-smi -q` with its
+# `-q -x`, anywhere with cargo afterwards:
+#   AORTA_DOCTOR_COMPARE_DIR=$OUT cargo test -p aorta-doctor the_text_report_agrees
 set -u
 R=$PWD
 C=$R/.carry

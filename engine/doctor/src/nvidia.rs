@@ -446,9 +446,14 @@ pub(crate) mod tests {
     /// reports of the recording agree on each (docs/doctor.md's comparison table).
     #[test]
     fn the_text_report_agrees_with_the_xml_on_every_field_read() {
-        let xml = crate::xml::parse(&fixture("h100-cuda13/nvidia-smi-q.xml")).unwrap();
+        // $AORTA_DOCTOR_COMPARE_DIR: another recording (bench/doctor/run-on-gpu.sh's $OUT).
+        let read = |name: &str| match std::env::var_os("AORTA_DOCTOR_COMPARE_DIR") {
+            Some(d) => std::fs::read_to_string(std::path::Path::new(&d).join(name)).unwrap(),
+            None => fixture(&format!("h100-cuda13/{name}")),
+        };
+        let xml = crate::xml::parse(&read("nvidia-smi-q.xml")).unwrap();
         let gpu = xml.child("gpu").unwrap();
-        let txt = crate::smi_text::parse(&fixture("h100-cuda13/nvidia-smi-q.txt"));
+        let txt = crate::smi_text::parse(&read("nvidia-smi-q.txt"));
         let norm = |s: &str| s.trim().trim_end_matches(" bank(s)").to_string();
         for (xml_path, text_path) in crate::smi_text::FIELDS {
             let x = gpu
