@@ -109,8 +109,32 @@ impl KernelLog {
         Self::open_path(Path::new("/dev/kmsg"))
     }
 
-    pub(crate) fn open_path(path: &Path) -> Result<KernelLog, KmsgError> {
-        let file = std::fs::OpenOptions::new()
+    /// Every record still in the kernel's ring buffer (since boot, unless it wrapped), as
+    /// dmesg prints them, at most the last [`MAX_DMESG_BYTES`]: what `aorta doctor` scans.
+    /// `/dev/kmsg` must be read one whole record per `read`, which this does (`head` on it
+    /// fails with EINVAL).
+    pub fn read_all() -> Result<String, KmsgError> {
+        Self::read_all_path(Path::new("/dev/kmsg"))
+    }
+
+    pub fn read_all_path(path: &Path) -> Result<String, KmsgError> {
+        let mut state = State {
+            file: Self::open_file(path)?,
+            records: VecDeque::new(),
+            bytes: 0,
+            last_seq: 0,
+        };
+        state.drain();
+        let mut out = String::with_capacity(state.bytes);
+        for (_, line) in &state.records {
+            out.push_str(line);
+            out.push('\n');
+        }
+        Ok(out)
+    }
+
+    fn open_file(path: &Path) -> Result<File, KmsgError> {
+        std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NONBLOCK)
             .open(path)
@@ -123,7 +147,11 @@ impl KernelLog {
                     path: path.to_path_buf(),
                     source,
                 },
-            })?;
+            })
+    }
+
+    pub(crate) fn open_path(path: &Path) -> Result<KernelLog, KmsgError> {
+        let file = Self::open_file(path)?;
         // SAFETY: lseek on an fd we own; SEEK_END on /dev/kmsg moves past every existing record.
         if unsafe { libc::lseek(std::os::fd::AsRawFd::as_raw_fd(&file), 0, libc::SEEK_END) } < 0 {
             return Err(KmsgError::Seek {

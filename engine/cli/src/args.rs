@@ -59,6 +59,10 @@ pub enum Command {
     /// Classify logs that already exist (a CI job's output, a paste, a node's dmesg) with the
     /// detectors trials use; exit 0 when nothing fired, 1 when something did, 2 on bad input.
     Classify(ClassifyArgs),
+    /// Is this GPU node healthy enough to trust a sweep? Preflight checks, each with a verdict,
+    /// the figure measured, the threshold and a remedy (docs/doctor.md); exit 0 when nothing
+    /// failed (no GPU: every check not applicable), 1 when a check failed, 2 on bad input.
+    Doctor(DoctorArgs),
     /// Render RUN_DIR/report.html again from the run directory (builds render it themselves).
     Report {
         /// The run directory (e.g. probe_results/QUICKSTART-1).
@@ -165,6 +169,39 @@ pub struct ClassifyArgs {
     /// Print the findings as one JSON record.
     #[arg(long)]
     pub json: bool,
+    /// An `aorta doctor --json` report (a run's doctor.json): each Xid found is linked to the
+    /// doctor's verdict on the GPU at its PCI address.
+    #[arg(long, value_name = "DOCTOR.JSON")]
+    pub doctor: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// quick: passive checks only (vendor tools, sysfs, kernel log; about 1 s); medium: also a
+    /// GEMM, pinned copies and a memory test on each GPU (aorta-workload-gpu_doctor); long:
+    /// medium over 90% of free memory.
+    #[arg(long, value_enum, default_value_t = DoctorLevel::Quick)]
+    pub level: DoctorLevel,
+    /// GPUs to check by nvidia-smi / amd-smi index, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    pub gpus: Vec<usize>,
+    /// Print the report as JSON (what a sweep records as doctor.json).
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON report to this file.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+/// `aorta doctor --level`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DoctorLevel {
+    /// Passive checks only (no kernel launch).
+    Quick,
+    /// Passive plus the active checks on each GPU.
+    Medium,
+    /// Medium, with the memory test over 90% of free memory.
+    Long,
 }
 
 /// `--results-dir` is AORTA's name for where results go; the shared `--output` is hidden here
@@ -253,6 +290,15 @@ pub struct ExecArgs {
     /// failed ones.
     #[arg(long, value_name = "CELL")]
     pub rerun_cell: Vec<String>,
+    /// Run `aorta doctor` at this level before any trial: a node that fails is refused (exit
+    /// 3, with the remedies) so no mitigation is credited or blamed for a sick GPU; the report
+    /// is kept as doctor.json in the run directory. Never part of a trial key.
+    #[arg(long, value_enum, value_name = "LEVEL")]
+    pub doctor: Option<DoctorLevel>,
+    /// With --doctor: build on a node that fails anyway, marking the run (doctor.json, the
+    /// summary) instead of refusing it.
+    #[arg(long, requires = "doctor")]
+    pub doctor_mark: bool,
     #[command(flatten)]
     pub remote: RemoteArgs,
     #[command(flatten)]
@@ -260,7 +306,9 @@ pub struct ExecArgs {
 }
 
 /// The ids of [`ExecArgs::build_only_flags`].
-const BUILD_ONLY: [&str; 7] = [
+const BUILD_ONLY: [&str; 9] = [
+    "doctor",
+    "doctor_mark",
     "strict",
     "output",
     "executor",
@@ -285,6 +333,8 @@ impl ExecArgs {
     pub fn build_only_flags(&self) -> Vec<&'static str> {
         let s = &self.slurm;
         [
+            (self.doctor.is_some(), "--doctor"),
+            (self.doctor_mark, "--doctor-mark"),
             (self.strict, "--strict"),
             (self.output.is_some(), "--output"),
             (s.executor.is_some(), "--executor"),
@@ -912,6 +962,8 @@ mod tests {
             strict: _,
             rerun: _,
             rerun_cell: _,
+            doctor: _,
+            doctor_mark: _,
             remote:
                 RemoteArgs {
                     remote_cache: _,
@@ -936,6 +988,14 @@ mod tests {
                 "not keyed: which device ids (the model is in env_snapshot)",
             ),
             ("--store", "not keyed: where results are kept"),
+            (
+                "--doctor",
+                "not keyed: a precondition on the node (doctor.json), never a trial input",
+            ),
+            (
+                "--doctor-mark",
+                "not keyed: whether a failing node is refused",
+            ),
             ("--kill-on-hang", "keyed: execution.kill_on_hang"),
             ("--trial-timeout", "keyed: execution.workload_timeout_ms"),
             ("--output", "not keyed: where the run directory goes"),

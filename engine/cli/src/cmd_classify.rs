@@ -33,15 +33,23 @@ pub fn classify(a: &ClassifyArgs) -> CliResult {
     }
     let result = classify_logs(inputs, &cfg)
         .map_err(|e| usage(e.to_string(), "pass a readable file, or `-` for stdin"))?;
+    let links = match &a.doctor {
+        Some(p) => doctor_links(&result, p)?,
+        None => Vec::new(),
+    };
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&result).unwrap_or_default()
-        );
+        let mut v = serde_json::to_value(&result).unwrap_or_default();
+        if a.doctor.is_some() {
+            v["doctor"] = serde_json::json!(links);
+        }
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
         print_human(&result);
         if !result.fired() && a.dmesg.is_empty() {
             hint_kernel_logs(&a.logs, &cfg);
+        }
+        for l in &links {
+            println!("{l}");
         }
     }
     Ok(if result.fired() {
@@ -71,6 +79,36 @@ fn hint_kernel_logs(logs: &[PathBuf], cfg: &ClassifierConfig) {
             );
         }
     }
+}
+
+/// For each Xid finding (`xid`, `pci` captured by `tier3:nvidia_xid`), the doctor's verdict on
+/// that GPU: `LOG:LINE: doctor quick said GPU 0 … was fail (…); Xid 79: …`.
+fn doctor_links(r: &LogClassification, report: &Path) -> Result<Vec<String>, CliError> {
+    let text = std::fs::read_to_string(report).map_err(|e| {
+        usage(
+            format!("cannot read {}: {e}", report.display()),
+            "pass a report written by `aorta doctor --json` or a run's doctor.json",
+        )
+    })?;
+    let report: aorta_doctor::Report = serde_json::from_str(&text).map_err(|e| {
+        usage(
+            format!("{} is not an aorta doctor report: {e}", report.display()),
+            "pass a report written by `aorta doctor --json` or a run's doctor.json",
+        )
+    })?;
+    Ok(r.findings
+        .iter()
+        .filter_map(|f| {
+            let pci = f.capture.get("xid_pci").or_else(|| f.capture.get("pci"))?;
+            let link = aorta_doctor::report::xid_link(
+                &report,
+                f.capture.get("xid").map(String::as_str),
+                pci,
+            )
+            .unwrap_or_else(|| format!("doctor's report has no GPU at {pci}"));
+            Some(format!("{}:{}: {link}", f.log, f.line.unwrap_or(0)))
+        })
+        .collect())
 }
 
 fn is_stdin(p: &Path) -> bool {

@@ -47,7 +47,10 @@ pub fn run(a: &RunArgs) -> CliResult {
             )
         });
     }
+    let wanted = crate::cmd_doctor::wanted(&exec, [&*c.recipe]);
+    let doctor = crate::cmd_doctor::preflight(&exec, wanted)?;
     let out = crate::execute::build(&session, &c, a.verbosity)?;
+    crate::cmd_doctor::record(doctor.as_ref(), &out.run_dir);
     if out.cancelled {
         return Ok(crate::execute::report(
             &out,

@@ -197,7 +197,10 @@ fn finish(
     if a.dry_run {
         return crate::output::print_plans(&[session.plan(&c)], a.json);
     }
+    let wanted = crate::cmd_doctor::wanted(&a.exec, [&*c.recipe]);
+    let doctor = crate::cmd_doctor::preflight(&a.exec, wanted)?;
     let out = crate::execute::build(&session, &c, a.verbosity)?;
+    crate::cmd_doctor::record(doctor.as_ref(), &out.run_dir);
     Ok(crate::execute::report(
         &out,
         c.recipe.mode,

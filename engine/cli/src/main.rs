@@ -13,6 +13,7 @@ mod cmd_build;
 mod cmd_bundle;
 mod cmd_cache;
 mod cmd_classify;
+mod cmd_doctor;
 mod cmd_env;
 mod cmd_list;
 mod cmd_run;
@@ -98,6 +99,7 @@ fn run(cli: Cli) -> CliResult {
         Command::Cache(c) => cmd_cache::cache(&c),
         Command::Trial(c) => cmd_trial::trial(&c),
         Command::Classify(a) => cmd_classify::classify(&a),
+        Command::Doctor(a) => cmd_doctor::doctor(&a),
         Command::Bundle(a) => cmd_bundle::bundle(&a),
         Command::Report {
             run_dir,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 pub fn how_to_get(name: &str) -> String {
     let build = match name {
         "example" => "the example is built beside aorta by `cargo build --release -p aorta-cli`".to_owned(),
-        "gpu_smoke" => "gpu_smoke is built beside aorta by `cargo build --release -p aorta-hw-queue`".to_owned(),
+        "gpu_smoke" | "gpu_doctor" => format!("{name} is built beside aorta by `cargo build --release -p aorta-hw-queue`"),
         "training" | "inference" | "inference_continuous" | "llm_determinism" | "race" => format!(
             "aorta-workload-{name} links libtorch: `tests/install-libtorch`, then build it as docs/workloads.md shows"
         ),

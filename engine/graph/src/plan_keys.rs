@@ -246,6 +246,7 @@ mod classification {
         ignore_inputs => "not keyed: which traced paths reuse verifies",
         cells => "keyed per cell: env, environment, execution",
         resources => "keyed: execution.resources (all but account)",
+        doctor => "not keyed: a precondition on the node (aorta doctor), never a trial input",
         inline_environments => "keyed: environment (the docker reference)",
         probe => "keyed: config (subprocess flow), see ProbeSettings",
         registry_files => "keyed through env: the values they resolve to",

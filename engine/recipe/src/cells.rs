@@ -170,6 +170,7 @@ pub(crate) fn triage(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> 
         inputs: common.inputs,
         ignore_inputs: common.ignore_inputs,
         resources: common.resources,
+        doctor: common.doctor,
         cells,
         inline_environments: inline,
         probe: None,

@@ -18,6 +18,7 @@ pub(crate) struct Common {
     pub resources: Resources,
     pub inputs: Vec<String>,
     pub ignore_inputs: Vec<String>,
+    pub doctor: Option<DoctorLevel>,
 }
 
 pub(crate) fn common(cx: &Ctx, root: &Node) -> Res<Common> {
@@ -102,7 +103,28 @@ pub(crate) fn common(cx: &Ctx, root: &Node) -> Res<Common> {
     };
     let inputs = globs("inputs")?;
     let ignore_inputs = globs("ignore_inputs")?;
+    let doctor = match root.get("doctor") {
+        None => None,
+        Some(n) if n.is_null() => None,
+        Some(n) => {
+            let p = top.key("doctor");
+            let help = "doctor: quick (passive checks, about 1 s), medium or long (docs/doctor.md)";
+            let word = cx.string(n, &p, help)?;
+            match DoctorLevel::ALL.iter().find(|l| l.as_str() == word) {
+                Some(l) => Some(*l),
+                None => {
+                    return Err(cx.schema(
+                        n,
+                        &p,
+                        format!("must be quick, medium or long, got {word:?}"),
+                        help,
+                    ))
+                }
+            }
+        }
+    };
     Ok(Common {
+        doctor,
         inputs,
         ignore_inputs,
         resources,

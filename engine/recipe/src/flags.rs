@@ -360,6 +360,7 @@ impl FlagRecipe {
             inputs: Vec::new(),
             ignore_inputs: Vec::new(),
             resources: Resources::default(),
+            doctor: None,
             cells,
             inline_environments: inline,
             probe: None,

@@ -82,6 +82,27 @@ pub struct RecipeSource {
     pub blake3: String,
 }
 
+/// The recipe's `doctor:` level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DoctorLevel {
+    Quick,
+    Medium,
+    Long,
+}
+
+impl DoctorLevel {
+    pub const ALL: [DoctorLevel; 3] = [DoctorLevel::Quick, DoctorLevel::Medium, DoctorLevel::Long];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DoctorLevel::Quick => "quick",
+            DoctorLevel::Medium => "medium",
+            DoctorLevel::Long => "long",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Recipe {
     pub source: Option<RecipeSource>,
@@ -114,6 +135,11 @@ pub struct Recipe {
     /// `ignore_inputs:`: globs of traced paths that are not inputs (a scratch directory).
     pub ignore_inputs: Vec<String>,
     pub cells: Vec<Cell>,
+    /// `doctor: quick|medium|long` (an aorta extension): `aorta doctor` at that level before
+    /// any trial, as `--doctor` does (docs/doctor.md). A precondition on the node, never keyed;
+    /// absent from the serialized recipe when unset, so existing recipes' artifact keys stay.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub doctor: Option<DoctorLevel>,
     /// `gpus_per_trial` and the other resource keys at the recipe's top level.
     pub resources: Resources,
     /// Inline `{docker: ref}` environments by auto-name (`_inline_<8 hex>`), in first-use order.

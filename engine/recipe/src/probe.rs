@@ -254,6 +254,7 @@ pub(crate) fn probe(cx: &Ctx, root: &Node, registry: &Registry) -> Res<Recipe> {
         inputs: common.inputs,
         ignore_inputs: common.ignore_inputs,
         resources: common.resources,
+        doctor: common.doctor,
         cells,
         inline_environments: Vec::new(),
         probe: Some(probe),

@@ -69,6 +69,7 @@ fn triage(r: &Recipe) -> Vec<(String, Y)> {
     }
     e.push(kv("confound", confound(r)));
     stop_after(r, &mut e);
+    doctor(r, &mut e);
     e.push(kv("cells", Y::Seq(r.cells.iter().map(cell).collect())));
     e
 }
@@ -161,6 +162,12 @@ fn trials(r: &Recipe, e: &mut Vec<(String, Y)>) {
     }
 }
 
+fn doctor(r: &Recipe, e: &mut Vec<(String, Y)>) {
+    if let Some(l) = r.doctor {
+        e.push(kv("doctor", Y::str(l.as_str())));
+    }
+}
+
 fn stop_after(r: &Recipe, e: &mut Vec<(String, Y)>) {
     if let Some(s) = r.stop_after {
         e.push(kv(
@@ -250,6 +257,7 @@ fn probe(r: &Recipe) -> Vec<(String, Y)> {
     }
     e.push(kv("confound", confound(r)));
     stop_after(r, &mut e);
+    doctor(r, &mut e);
     e
 }
 

@@ -1,13 +1,15 @@
 //! aorta-hw-queue: how a GPU schedules work from many streams — hardware queues, false
 //! dependencies, convoys (docs/hw-queue.md). The binary is `aorta-hw-queue list|run|sweep|compare`
 //! and, when invoked as `aorta-workload-hw_queue`, an aorta workload (src/protocol.rs); as
-//! `aorta-workload-gpu_smoke` (a binary of its own), AORTA 0.3.0's smoke test (src/smoke.rs).
+//! `aorta-workload-gpu_smoke` (a binary of its own), AORTA 0.3.0's smoke test (src/smoke.rs); as
+//! `aorta-workload-gpu_doctor`, `aorta doctor`'s active checks (src/doctor.rs).
 
 pub mod analysis;
 pub mod backend;
 pub mod cli;
 pub mod compare;
 pub mod config;
+pub mod doctor;
 pub mod measured;
 pub mod metrics;
 pub mod plot;
@@ -28,6 +30,8 @@ pub fn main_with_args(args: Vec<String>) -> i32 {
         .unwrap_or_default();
     if name == "aorta-workload-gpu_smoke" {
         smoke::main(&args[1..])
+    } else if name == "aorta-workload-gpu_doctor" {
+        doctor::main(&args[1..])
     } else if name.starts_with("aorta-workload-") {
         protocol::main(&args[1..])
     } else {

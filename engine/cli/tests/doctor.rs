@@ -1,0 +1,387 @@
+//! `aorta doctor` end to end on a machine without a GPU: the vendor tools are stand-ins that
+//! print the recorded fixtures (tests/fixtures/gpu/), the active checks a stand-in workload
+//! answering in the workload protocol; and the `--doctor` preflight of a build.
+
+mod common;
+
+use common::{repo_root, Ws};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+fn fixture(name: &str) -> PathBuf {
+    repo_root().join("tests/fixtures/gpu").join(name)
+}
+
+fn script(path: &Path, body: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, format!("#!/bin/sh\n{body}")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A workspace with `bin/nvidia-smi` printing `xml` (and nothing for `nvlink`).
+fn node(xml: &str) -> Ws {
+    let ws = Ws::with_recipe(
+        "schema_version: 1\nmode: probe\nticket: T\ntrials: 1\nmitigation_axis: [none]\ndiagnostic_axis: [none]\n",
+    );
+    script(
+        &ws.path().join("bin/nvidia-smi"),
+        &format!(
+            "case \"$1\" in nvlink) exit 0;; esac\ncat '{}'\n",
+            fixture(xml).display()
+        ),
+    );
+    ws
+}
+
+fn env(ws: &Ws) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "AORTA_DOCTOR_NVIDIA_SMI",
+            ws.path().join("bin/nvidia-smi").display().to_string(),
+        ),
+        ("AORTA_DOCTOR_AMD_SMI", "/nonexistent/amd-smi".into()),
+        (
+            "AORTA_DOCTOR_SYSFS_ROOT",
+            ws.path().join("no-sysfs").display().to_string(),
+        ),
+        (
+            "AORTA_DOCTOR_KMSG",
+            fixture("h100-cuda13/kmsg.txt").display().to_string(),
+        ),
+        ("AORTA_DOCTOR_WINDOW_MS", "10".into()),
+        (
+            "AORTA_WORKLOAD_PATH",
+            ws.path().join("workloads").display().to_string(),
+        ),
+    ]
+}
+
+fn run(ws: &Ws, args: &[&str], extra: &[(&'static str, String)]) -> std::process::Output {
+    let mut e = env(ws);
+    e.extend(extra.iter().cloned());
+    let pairs: Vec<(&str, &str)> = e.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    ws.aorta_env(args, &pairs)
+}
+
+fn out(o: &std::process::Output) -> (Option<i32>, String, String) {
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// No GPU at all: every check says why it does not apply, and the exit is 0.
+#[test]
+fn without_a_gpu_every_check_is_not_applicable_and_exit_is_0() {
+    let ws = Ws::new();
+    let o = ws.aorta_env(
+        &["doctor"],
+        &[
+            ("AORTA_DOCTOR_NVIDIA_SMI", "/nonexistent/nvidia-smi"),
+            ("AORTA_DOCTOR_AMD_SMI", "/nonexistent/amd-smi"),
+            ("AORTA_DOCTOR_SYSFS_ROOT", ws.path().to_str().unwrap()),
+        ],
+    );
+    let (code, stdout, stderr) = out(&o);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("n/a   gpu.present  node\n      why: no NVIDIA or AMD GPU found"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_recorded_h100_passes_quick() {
+    let ws = node("h100-cuda13/nvidia-smi-q.xml");
+    let o = run(&ws, &["doctor", "--json"], &[]);
+    let (code, stdout, stderr) = out(&o);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["status"], "pass");
+    assert_eq!(v["gpus"][0]["name"], "NVIDIA H100 80GB HBM3");
+}
+
+/// Each edited fixture fails its check with its remedy, exit 1.
+#[test]
+fn every_passive_fail_path_exits_1_with_its_remedy() {
+    for (xml, id, remedy) in [
+        (
+            "doctor/nvidia-smi-q-remap-pending.xml",
+            "rows.remap_pending",
+            "a row remap is pending",
+        ),
+        (
+            "doctor/nvidia-smi-q-gen3x8.xml",
+            "pcie.link",
+            "link trained at Gen3 x8, expected Gen5 x16",
+        ),
+        (
+            "doctor/nvidia-smi-q-thermal.xml",
+            "clocks.hw_thermal_slowdown",
+            "check cooling",
+        ),
+        (
+            "doctor/nvidia-smi-q-ecc-dbe.xml",
+            "ecc.volatile_uncorrectable",
+            "uncorrectable ECC errors",
+        ),
+    ] {
+        let ws = node(xml);
+        let (code, stdout, stderr) = out(&run(&ws, &["doctor"], &[]));
+        assert_eq!(code, Some(1), "{xml}: {stdout}{stderr}");
+        let line = stdout
+            .lines()
+            .position(|l| l.starts_with("fail") && l.contains(id))
+            .unwrap_or_else(|| panic!("{xml}: no failing {id}:\n{stdout}"));
+        let next = stdout.lines().nth(line + 1).unwrap();
+        assert!(next.contains(remedy), "{xml}: {next}");
+    }
+    let ws = node("h100-cuda13/nvidia-smi-q.xml");
+    let kmsg = (
+        "AORTA_DOCTOR_KMSG",
+        fixture("doctor/kmsg-xid79.txt").display().to_string(),
+    );
+    let (code, stdout, _) = out(&run(&ws, &["doctor"], &[kmsg]));
+    assert_eq!(code, Some(1));
+    assert!(stdout.contains("fail  kernel.xid"), "{stdout}");
+    assert!(stdout.contains("Xid 79 ×1"), "{stdout}");
+}
+
+/// A stand-in gpu_doctor workload answering in the protocol with `metrics`.
+fn stand_in_workload(ws: &Ws, metrics: &str) {
+    script(
+        &ws.path().join("workloads/aorta-workload-gpu_doctor"),
+        &format!(
+            "case \"$1\" in describe) echo '{{\"protocol\": 1, \"name\": \"gpu_doctor\", \"version\": \"stand-in\"}}'; exit 0;; esac\n\
+             cat > \"$5\" <<'EOF'\n{{\"passed\": false, \"main_work_started\": true, \"failure_details\": [], \"metrics\": {metrics}}}\nEOF\n"
+        ),
+    );
+}
+
+/// GEMM and memory-test mismatches reach doctor through the workload protocol and fail it; a
+/// healthy answer passes.
+#[test]
+fn medium_judges_the_workloads_answer() {
+    let healthy = r#"{"gemm": {"n": 8192, "tflops": 700.0, "checked": 16384, "mismatches": 0}, "copy": {"bytes": 268435456, "h2d_gbs": 53.0, "d2h_gbs": 54.0}, "memtest": {"bytes": 42949672960, "patterns": ["zeros","ones","checker","checker_inv","address","address_inv"], "mismatches": 0}}"#;
+    let ws = node("h100-cuda13/nvidia-smi-q.xml");
+    stand_in_workload(&ws, healthy);
+    let (code, stdout, stderr) = out(&run(&ws, &["doctor", "--level", "medium"], &[]));
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("pass  gemm.correctness"), "{stdout}");
+    assert!(
+        stdout.contains("700.0 TFLOP/s (71% of H100 SXM5 dense bf16 peak 989)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("53.0 GB/s (84% of Gen5 x16's 63.0)"),
+        "{stdout}"
+    );
+
+    let sick = healthy
+        .replace(
+            r#""checked": 16384, "mismatches": 0"#,
+            r#""checked": 16384, "mismatches": 1, "first_mismatch": {"row": 0, "col": 0}"#,
+        )
+        .replace(
+            r#""address_inv"], "mismatches": 0"#,
+            r#""address_inv"], "mismatches": 1, "first_bad_offset": 4000"#,
+        );
+    let ws = node("h100-cuda13/nvidia-smi-q.xml");
+    stand_in_workload(&ws, &sick);
+    let (code, stdout, stderr) = out(&run(&ws, &["doctor", "--level", "medium", "--json"], &[]));
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let status = |id: &str| {
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap()["status"]
+            .clone()
+    };
+    assert_eq!(status("gemm.correctness"), "fail");
+    assert_eq!(status("memtest.patterns"), "fail");
+    assert_eq!(status("copy.h2d"), "pass");
+}
+
+/// `--doctor quick` before a build: a failing node is refused (exit 3, no trial ran) unless
+/// `--doctor-mark`, which builds and records doctor.json with `marked: true`.
+#[test]
+fn a_build_on_a_failing_node_is_refused_or_marked() {
+    let ws = node("doctor/nvidia-smi-q-gen3x8.xml");
+    let build = |extra: &[&str]| {
+        let mut args = vec![
+            "build", "r.yaml", "--store", "s", "--output", "o", "--doctor", "quick",
+        ];
+        args.extend(extra);
+        args.extend(["--", "true"]);
+        out(&run(&ws, &args, &[]))
+    };
+    let (code, _, stderr) = build(&[]);
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(
+        stderr.contains("this node failed aorta doctor --level quick"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("link trained at Gen3 x8, expected Gen5 x16"),
+        "{stderr}"
+    );
+    assert!(!ws.path().join("o").exists(), "no trial ran");
+
+    let (code, _, stderr) = build(&["--doctor-mark"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let found: Vec<PathBuf> = walk(&ws.path().join("o"))
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "doctor.json"))
+        .collect();
+    assert_eq!(found.len(), 1, "{stderr}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&found[0]).unwrap()).unwrap();
+    assert_eq!(v["marked"], true);
+    assert_eq!(v["status"], "fail");
+
+    // A healthy node builds and records an unmarked report.
+    let ws = node("h100-cuda13/nvidia-smi-q.xml");
+    let (code, _, stderr) = out(&run(
+        &ws,
+        &[
+            "build", "r.yaml", "--store", "s", "--output", "o", "--doctor", "quick", "--", "true",
+        ],
+        &[],
+    ));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("aorta: doctor quick: pass"), "{stderr}");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// `aorta classify --doctor REPORT`: a trial's Xid is linked to the doctor's verdict on its GPU.
+#[test]
+fn classify_links_an_xid_to_the_doctors_verdict() {
+    let ws = node("doctor/nvidia-smi-q-remap-pending.xml");
+    let (code, stdout, _) = out(&run(&ws, &["doctor", "--out", "doctor.json"], &[]));
+    assert_eq!(code, Some(1));
+    assert!(stdout.contains("fail  rows.remap_pending"));
+    let dmesg = ws.write(
+        "dmesg.txt",
+        "[ 10.0] NVRM: Xid (PCI:0000:00:06): 94, pid=1, name=python, Ch 00000008\n",
+    );
+    let (code, stdout, stderr) = out(&run(
+        &ws,
+        &[
+            "classify",
+            "--dmesg",
+            dmesg.to_str().unwrap(),
+            "--doctor",
+            "doctor.json",
+        ],
+        &[],
+    ));
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stdout.contains("doctor quick said GPU 0 00000000:00:06.0 was fail (fail rows.remap_pending); Xid 94: contained uncorrectable ECC error"),
+        "{stdout}"
+    );
+    let (code, _, stderr) = out(&run(
+        &ws,
+        &[
+            "classify",
+            "--dmesg",
+            dmesg.to_str().unwrap(),
+            "--doctor",
+            "dmesg.txt",
+        ],
+        &[],
+    ));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("is not an aorta doctor report"), "{stderr}");
+}
+
+/// A recipe's `doctor: quick` runs the preflight as `--doctor quick` does, and leaves every
+/// trial key as it was without it.
+#[test]
+fn a_recipes_doctor_field_runs_the_preflight_and_keys_nothing() {
+    let ws = node("doctor/nvidia-smi-q-gen3x8.xml");
+    let plain = std::fs::read_to_string(ws.path().join("r.yaml")).unwrap();
+    let keys = |ws: &Ws| {
+        let (code, stdout, stderr) = out(&run(
+            ws,
+            &["build", "r.yaml", "--dry-run", "--json", "--", "true"],
+            &[],
+        ));
+        assert_eq!(code, Some(0), "{stderr}");
+        let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        let mut keys = Vec::new();
+        for c in v["cells"].as_array().unwrap() {
+            keys.push(c["key_inputs"]["trial_keys"].to_string());
+        }
+        keys
+    };
+    let before = keys(&ws);
+    ws.write("r.yaml", &format!("{plain}doctor: quick\n"));
+    assert_eq!(keys(&ws), before, "doctor: changes no trial key");
+    let (code, _, stderr) = out(&run(
+        &ws,
+        &[
+            "build", "r.yaml", "--store", "s", "--output", "o", "--", "true",
+        ],
+        &[],
+    ));
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(
+        stderr.contains("this node failed aorta doctor --level quick"),
+        "{stderr}"
+    );
+    ws.write("r.yaml", &format!("{plain}doctor: slow\n"));
+    let (code, _, stderr) = out(&run(
+        &ws,
+        &["build", "r.yaml", "--dry-run", "--", "true"],
+        &[],
+    ));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("must be quick, medium or long"), "{stderr}");
+}
+
+/// Two GPUs: the per-GPU trials run on each, then one peer-copy trial over both; a pair whose
+/// copy came back wrong fails `p2p.bandwidth`.
+#[test]
+fn two_gpus_get_the_peer_copy_check() {
+    let ws = node("doctor/nvidia-smi-q-2gpu.xml");
+    let per_gpu = r#"{"gemm": {"n": 8192, "tflops": 700.0, "checked": 16384, "mismatches": 0}, "copy": {"h2d_gbs": 53.0, "d2h_gbs": 54.0}, "memtest": {"bytes": 42949672960, "patterns": ["zeros"], "mismatches": 0}}"#;
+    let p2p = r#"{"p2p": {"bytes": 268435456, "mismatches": 1, "pairs": [{"from": 0, "to": 1, "gbs": 350.0, "mismatches": 1, "peer_access": true}, {"from": 1, "to": 0, "gbs": 349.0, "mismatches": 0, "peer_access": true}]}}"#;
+    script(
+        &ws.path().join("workloads/aorta-workload-gpu_doctor"),
+        &format!(
+            "case \"$1\" in describe) echo '{{}}'; exit 0;; esac\n\
+             if grep -q '\"peers\"' \"$3\"; then m='{p2p}'; else m='{per_gpu}'; fi\n\
+             echo \"{{\\\"passed\\\": true, \\\"main_work_started\\\": true, \\\"metrics\\\": $m}}\" > \"$5\"\n"
+        ),
+    );
+    let (code, stdout, stderr) = out(&run(&ws, &["doctor", "--level", "medium"], &[]));
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert_eq!(
+        stdout.matches("pass  gemm.correctness").count(),
+        2,
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().any(|l| l.starts_with("fail  p2p.bandwidth")
+            && l.contains("node  2 pairs, slowest 1→0 349.0 GB/s")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("n/a   nccl.allreduce"), "{stdout}");
+}
