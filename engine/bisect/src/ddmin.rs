@@ -95,7 +95,8 @@ pub fn ddmin<E>(
         }
         if !reduced && parts.len() > 2 {
             for part in &parts {
-                let complement: Vec<usize> = c.iter().copied().filter(|i| !part.contains(i)).collect();
+                let complement: Vec<usize> =
+                    c.iter().copied().filter(|i| !part.contains(i)).collect();
                 if memo.test(&complement)? == Outcome::Hit {
                     c = complement;
                     granularity = (parts.len() - 1).max(2);

@@ -4,8 +4,9 @@
 //! of [`aorta_report::sequential::Design`] (4, 8, 16, … the cap), with its alpha spending:
 //!
 //! - **fails** when Fisher's one-sided test says it fails more often than the good endpoint at
-//!   the look's level, or — only while the good endpoint has never failed in any of its trials
-//!   — as soon as it fails once (a configuration that fails at all is not the good one);
+//!   the look's level, or — only while the good endpoint has run to the cap and never failed
+//!   in any of its trials — as soon as it fails once (a configuration that fails at all is not
+//!   the good one: the rule assumes the good configuration cannot fail);
 //! - **passes** when the test says it fails less often than the bad endpoint;
 //! - **undecided** at the cap.
 //!
@@ -88,9 +89,10 @@ impl<C: Clone + Ord + std::fmt::Debug> Judge<C> {
         }
     }
 
-    /// Whether the good endpoint has never failed in any trial seen so far.
+    /// Whether the good endpoint has run to the cap and never failed in any trial seen so far
+    /// (0 of 64 puts its rate below 4.6% at 95%; a rarer failure is the rule's assumption).
     pub fn good_never_failed(&self) -> bool {
-        self.good_seen > 0 && !self.good_failed
+        self.good_seen >= self.design.cap() && !self.good_failed
     }
 
     fn note_good(&mut self, good: &[Outcome]) {
@@ -110,6 +112,11 @@ impl<C: Clone + Ord + std::fmt::Debug> Judge<C> {
             let (g, b) = (counts(&o[0], n), counts(&o[1], n));
             last = (g, b);
             if fisher_less(b, g) <= self.design.alpha_at(k) {
+                if g.failed == 0 {
+                    // Is it a good end that never fails? Only the cap's worth of trials says.
+                    let o = trials.first(&[(self.good.clone(), self.design.cap())])?;
+                    self.note_good(&o[0]);
+                }
                 return Ok(Ok((g, b)));
             }
         }
@@ -122,7 +129,11 @@ impl<C: Clone + Ord + std::fmt::Debug> Judge<C> {
     }
 
     /// Decides one configuration (see the module's doc).
-    pub fn call<T: Trials<Config = C>>(&mut self, trials: &mut T, c: &C) -> Result<Verdict, T::Error> {
+    pub fn call<T: Trials<Config = C>>(
+        &mut self,
+        trials: &mut T,
+        c: &C,
+    ) -> Result<Verdict, T::Error> {
         self.call_from(trials, c, 0)
     }
 

@@ -8,7 +8,12 @@ use std::fmt::Write;
 pub fn rate(row: &ProbeRow) -> String {
     let c = row.verdict.counts;
     let (lo, hi) = c.wilson(0.95);
-    format!("{:.0}% [{:.0}–{:.0}%]", 100.0 * c.rate(), 100.0 * lo, 100.0 * hi)
+    format!(
+        "{:.0}% [{:.0}–{:.0}%]",
+        100.0 * c.rate(),
+        100.0 * lo,
+        100.0 * hi
+    )
 }
 
 fn basis(row: &ProbeRow) -> String {
@@ -23,7 +28,11 @@ fn basis(row: &ProbeRow) -> String {
 pub fn tree(f: &Found) -> String {
     let mut s = String::new();
     for (i, r) in f.probes.iter().enumerate() {
-        let branch = if i + 1 == f.probes.len() { "└─" } else { "├─" };
+        let branch = if i + 1 == f.probes.len() {
+            "└─"
+        } else {
+            "├─"
+        };
         let c = r.verdict.counts;
         let _ = writeln!(
             s,
@@ -70,7 +79,10 @@ pub fn markdown(f: &Found, argv: &[String]) -> String {
         f.work.builds, f.work.executed, f.work.reused
     );
     let _ = writeln!(s, "## Probes\n");
-    let _ = writeln!(s, "| # | role | configuration | cell | trials | failed | rate [95% Wilson] | call | basis |");
+    let _ = writeln!(
+        s,
+        "| # | role | configuration | cell | trials | failed | rate [95% Wilson] | call | basis |"
+    );
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
     for (i, r) in f.probes.iter().enumerate() {
         let c = r.verdict.counts;
@@ -90,11 +102,25 @@ pub fn markdown(f: &Found, argv: &[String]) -> String {
     }
     if !f.untestable.is_empty() {
         let _ = writeln!(s, "\n## Cannot be tested here\n");
-        let _ = writeln!(s, "Differences no run on this machine can apply (snapshot fields):\n");
+        let _ = writeln!(
+            s,
+            "Differences no run on this machine can apply (snapshot fields):\n"
+        );
         let _ = writeln!(s, "| field | good | bad |\n|---|---|---|");
         for u in &f.untestable {
             let _ = writeln!(s, "| `{}` | {} | {} |", u.field, u.good, u.bad);
         }
     }
     s
+}
+
+/// Writes `bisect.md` into the run directory (atomically, as every run-directory file).
+pub fn write(
+    f: &Found,
+    argv: &[String],
+    run_dir: &std::path::Path,
+) -> std::io::Result<std::path::PathBuf> {
+    let path = run_dir.join("bisect.md");
+    aorta_fsutil::write_atomic(&path, markdown(f, argv).as_bytes())?;
+    Ok(path)
 }

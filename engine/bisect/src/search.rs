@@ -71,8 +71,16 @@ pub struct Found {
     pub run_dir: Option<PathBuf>,
 }
 
+/// `{A=1, B=2}`; past six entries the rest as a count, so a probe stays one line.
 fn show(env: &BTreeMap<String, String>) -> String {
-    let parts: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut parts: Vec<String> = env
+        .iter()
+        .take(6)
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if env.len() > 6 {
+        parts.push(format!("… +{}", env.len() - 6));
+    }
     format!("{{{}}}", parts.join(", "))
 }
 
@@ -102,7 +110,12 @@ struct Search<'s, 'a> {
 }
 
 impl Search<'_, '_> {
-    fn call(&mut self, role: &'static str, what: String, c: &Config) -> Result<Verdict, EngineError> {
+    fn call(
+        &mut self,
+        role: &'static str,
+        what: String,
+        c: &Config,
+    ) -> Result<Verdict, EngineError> {
         let v = self.judge.call(self.trials, c)?;
         self.rows.push(ProbeRow {
             role,
@@ -130,7 +143,11 @@ impl Search<'_, '_> {
                 what: what.to_string(),
                 cell: c.name(),
                 verdict: Verdict {
-                    call: if checked.is_ok() { call } else { Call::Undecided },
+                    call: if checked.is_ok() {
+                        call
+                    } else {
+                        Call::Undecided
+                    },
                     counts,
                     good: g,
                     bad: b,
@@ -178,7 +195,11 @@ impl Search<'_, '_> {
             shown &= v.call == hit;
             p += v.p;
         }
-        let miss = if hit == Call::Fails { Call::Passes } else { Call::Fails };
+        let miss = if hit == Call::Fails {
+            Call::Passes
+        } else {
+            Call::Fails
+        };
         for i in 0..set.len() {
             let mut less = set.to_vec();
             less.remove(i);
@@ -225,7 +246,7 @@ fn finish(
 }
 
 fn percent(c: Option<f64>) -> String {
-    c.map_or("not shown".into(), |c| format!("{:.1}%", 100.0 * c))
+    c.map_or("not shown".into(), |c| format!("{:.2}%", 100.0 * c))
 }
 
 /// `aorta bisect env --good G --bad B -- COMMAND`.
@@ -256,22 +277,50 @@ pub fn bisect_env(
         k if k == n => "BAD".to_string(),
         k => format!(
             "{} ({k} of {n})",
-            show(&s.iter().map(|&i| (diffs[i].var.clone(), diffs[i].bad.clone().unwrap_or_else(|| "(unset)".into()))).collect())
+            show(
+                &s.iter()
+                    .map(|&i| (
+                        diffs[i].var.clone(),
+                        diffs[i].bad.clone().unwrap_or_else(|| "(unset)".into())
+                    ))
+                    .collect()
+            )
         ),
     };
     let mut s = Search {
-        judge: Judge::new(settings.confidence, settings.cap, config(&[]), config(&(0..n).collect::<Vec<_>>())),
+        judge: Judge::new(
+            settings.confidence,
+            settings.cap,
+            config(&[]),
+            config(&(0..n).collect::<Vec<_>>()),
+        ),
         trials,
         rows: Vec::new(),
     };
     if let Some(problem) = s.ends("GOOD", "BAD")? {
         let answer = format!("Answer: no culprit: {problem}");
-        return Ok(finish("bisect env", s, Status::EndsDoNotDiffer, answer, vec![], None, n, 0, worst_case_probes(n), untestable, settings));
+        return Ok(finish(
+            "bisect env",
+            s,
+            Status::EndsDoNotDiffer,
+            answer,
+            vec![],
+            None,
+            n,
+            0,
+            worst_case_probes(n),
+            untestable,
+            settings,
+        ));
     }
     let (set, probes) = s.ddmin(n, Call::Fails, &config, &what)?;
     let confidence = s.minimality(&set, n, Call::Fails, &config, &what)?;
     let result: Vec<String> = set.iter().map(|&i| diff_str(&diffs[i])).collect();
-    let status = if confidence.is_some() { Status::Found } else { Status::Undecided };
+    let status = if confidence.is_some() {
+        Status::Found
+    } else {
+        Status::Undecided
+    };
     let answer = format!(
         "Answer: the failure needs {{{}}} ({} of {n} difference(s); the set fails and each removal passes, confidence {}{})",
         result.join(", "),
@@ -279,7 +328,19 @@ pub fn bisect_env(
         percent(confidence),
         if s.judge.good_never_failed() { ", GOOD never failed" } else { "" },
     );
-    Ok(finish("bisect env", s, status, answer, result, confidence, n, probes, worst_case_probes(n), untestable, settings))
+    Ok(finish(
+        "bisect env",
+        s,
+        status,
+        answer,
+        result,
+        confidence,
+        n,
+        probes,
+        worst_case_probes(n),
+        untestable,
+        settings,
+    ))
 }
 
 /// `aorta bisect range --list FILE -- COMMAND`.
@@ -300,13 +361,29 @@ pub fn bisect_range(
     };
     if let Some(problem) = s.ends(&label(0), &label(n - 1))? {
         let answer = format!("Answer: no boundary: {problem}");
-        return Ok(finish("bisect range", s, Status::EndsDoNotDiffer, answer, vec![], None, n, 2, bound, vec![], settings));
+        return Ok(finish(
+            "bisect range",
+            s,
+            Status::EndsDoNotDiffer,
+            answer,
+            vec![],
+            None,
+            n,
+            2,
+            bound,
+            vec![],
+            settings,
+        ));
     }
     let b = first_bad(&mut s.judge, s.trials, n, config)?;
     // Rows in the order the calls were made are the search's; the map keeps each point's last.
     for (&i, v) in &b.calls {
         s.rows.push(ProbeRow {
-            role: if i == b.last_good || Some(i) == b.first_bad { "boundary" } else { "search" },
+            role: if i == b.last_good || Some(i) == b.first_bad {
+                "boundary"
+            } else {
+                "search"
+            },
             what: label(i),
             cell: config(i).name(),
             verdict: *v,
@@ -336,11 +413,27 @@ pub fn bisect_range(
             None,
         ),
     };
-    Ok(finish("bisect range", s, status, answer, result, confidence, n, b.points_probed, bound, vec![], settings))
+    Ok(finish(
+        "bisect range",
+        s,
+        status,
+        answer,
+        result,
+        confidence,
+        n,
+        b.points_probed,
+        bound,
+        vec![],
+        settings,
+    ))
 }
 
 /// `aorta reduce --mitigations a,b,… -- COMMAND`: `stack` fixes the failure; which part of it?
-pub fn reduce(trials: &mut EngineTrials, stack: &[String], settings: Settings) -> Result<Found, EngineError> {
+pub fn reduce(
+    trials: &mut EngineTrials,
+    stack: &[String],
+    settings: Settings,
+) -> Result<Found, EngineError> {
     let n = stack.len();
     let config = |s: &[usize]| Config {
         mitigations: s.iter().map(|&i| stack[i].clone()).collect(),
@@ -348,7 +441,13 @@ pub fn reduce(trials: &mut EngineTrials, stack: &[String], settings: Settings) -
     };
     let what = |s: &[usize]| match s.len() {
         0 => "no mitigation".to_string(),
-        _ => format!("[{}]", s.iter().map(|&i| stack[i].as_str()).collect::<Vec<_>>().join(", ")),
+        _ => format!(
+            "[{}]",
+            s.iter()
+                .map(|&i| stack[i].as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     };
     let all: Vec<usize> = (0..n).collect();
     let mut s = Search {
@@ -358,18 +457,46 @@ pub fn reduce(trials: &mut EngineTrials, stack: &[String], settings: Settings) -
     };
     if let Some(problem) = s.ends(&what(&all), "no mitigation")? {
         let answer = format!("Answer: nothing to reduce: {problem}");
-        return Ok(finish("reduce", s, Status::EndsDoNotDiffer, answer, vec![], None, n, 0, worst_case_probes(n), vec![], settings));
+        return Ok(finish(
+            "reduce",
+            s,
+            Status::EndsDoNotDiffer,
+            answer,
+            vec![],
+            None,
+            n,
+            0,
+            worst_case_probes(n),
+            vec![],
+            settings,
+        ));
     }
     // ddmin's sets are the mitigations kept; its property: the stack still fixes.
     let (set, probes) = s.ddmin(n, Call::Passes, &config, &what)?;
     let confidence = s.minimality(&set, n, Call::Passes, &config, &what)?;
     let result: Vec<String> = set.iter().map(|&i| stack[i].clone()).collect();
-    let status = if confidence.is_some() { Status::Found } else { Status::Undecided };
+    let status = if confidence.is_some() {
+        Status::Found
+    } else {
+        Status::Undecided
+    };
     let answer = format!(
         "Answer: [{}] is enough ({} of {n} mitigation(s): the sub-stack fixes and dropping any one of it does not, confidence {})",
         result.join(", "),
         set.len(),
         percent(confidence),
     );
-    Ok(finish("reduce", s, status, answer, result, confidence, n, probes, worst_case_probes(n), vec![], settings))
+    Ok(finish(
+        "reduce",
+        s,
+        status,
+        answer,
+        result,
+        confidence,
+        n,
+        probes,
+        worst_case_probes(n),
+        vec![],
+        settings,
+    ))
 }

@@ -132,7 +132,10 @@ fn snapshot(path: &Path, text: &str) -> Result<EnvSide, EngineError> {
     })?;
     let Some(env) = v.get("env_vars").and_then(|e| e.as_object()) else {
         return Err(EngineError::usage(
-            format!("{}: a JSON file without an env_vars object is not an environment snapshot", path.display()),
+            format!(
+                "{}: a JSON file without an env_vars object is not an environment snapshot",
+                path.display()
+            ),
             SIDE_HINT,
         ));
     };
@@ -269,7 +272,11 @@ pub fn range_list(path: &Path) -> Result<Vec<Point>, EngineError> {
             .unwrap_or_else(|| BTreeMap::from([(POINT_VAR.to_string(), line.to_string())]));
         if points.iter().any(|p: &Point| p.env == env) {
             return Err(EngineError::usage(
-                format!("{}:{}: '{line}' repeats an earlier point", path.display(), i + 1),
+                format!(
+                    "{}:{}: '{line}' repeats an earlier point",
+                    path.display(),
+                    i + 1
+                ),
                 hint,
             ));
         }
@@ -281,7 +288,11 @@ pub fn range_list(path: &Path) -> Result<Vec<Point>, EngineError> {
     }
     if points.len() < 2 {
         return Err(EngineError::usage(
-            format!("{}: {} point(s); a range needs at least a good and a bad one", path.display(), points.len()),
+            format!(
+                "{}: {} point(s); a range needs at least a good and a bad one",
+                path.display(),
+                points.len()
+            ),
             hint,
         ));
     }
@@ -303,7 +314,10 @@ mod tests {
         let e = env_lines(p, "A=1\nnot a line\n").unwrap_err().to_string();
         assert!(e.contains("g.env:2"), "{e}");
         let e = env_lines(p, "1A=2\n").unwrap_err().to_string();
-        assert!(e.contains("g.env:1") && e.contains("not a variable name"), "{e}");
+        assert!(
+            e.contains("g.env:1") && e.contains("not a variable name"),
+            "{e}"
+        );
     }
 
     #[test]

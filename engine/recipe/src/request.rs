@@ -332,8 +332,14 @@ impl BisectProbe {
         let template = recipe.cells[0].clone();
         let mut cells = Vec::with_capacity(self.cells.len());
         for c in &self.cells {
-            if !crate::valid_cell_name(&c.name) || cells.iter().any(|x: &crate::Cell| x.name == c.name) {
-                return Err(usage("bisect", format!("bad or repeated cell name '{}'", c.name), ""));
+            if !crate::valid_cell_name(&c.name)
+                || cells.iter().any(|x: &crate::Cell| x.name == c.name)
+            {
+                return Err(usage(
+                    "bisect",
+                    format!("bad or repeated cell name '{}'", c.name),
+                    "",
+                ));
             }
             let mut cell = template.clone();
             cell.name = c.name.clone();
