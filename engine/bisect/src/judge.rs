@@ -72,8 +72,8 @@ pub struct Judge<C> {
 /// Why a search cannot start.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EndpointProblem {
-    /// The bad endpoint never failed (its counts).
-    BadNeverFails(Counts),
+    /// The bad endpoint never failed.
+    BadNeverFails { good: Counts, bad: Counts },
     /// The good endpoint does not fail less often than the bad one at the confidence.
     NoDifference { good: Counts, bad: Counts },
 }
@@ -122,7 +122,7 @@ impl<C: Clone + Ord + std::fmt::Debug> Judge<C> {
         }
         let (good, bad) = last;
         Ok(Err(if bad.failed == 0 {
-            EndpointProblem::BadNeverFails(bad)
+            EndpointProblem::BadNeverFails { good, bad }
         } else {
             EndpointProblem::NoDifference { good, bad }
         }))

@@ -93,7 +93,7 @@ fn diff_str(d: &Difference) -> String {
 
 fn ends_problem(p: EndpointProblem, good: &str, bad: &str) -> String {
     match p {
-        EndpointProblem::BadNeverFails(b) => {
+        EndpointProblem::BadNeverFails { bad: b, .. } => {
             format!("{bad} never failed in {} trial(s): there is no failure to explain", b.trials)
         }
         EndpointProblem::NoDifference { good: g, bad: b } => format!(
@@ -131,8 +131,10 @@ impl Search<'_, '_> {
         let checked = self.judge.check_endpoints(self.trials)?;
         let (g, b) = match &checked {
             Ok(c) => *c,
-            Err(EndpointProblem::BadNeverFails(b)) => (Default::default(), *b),
-            Err(EndpointProblem::NoDifference { good, bad }) => (*good, *bad),
+            Err(
+                EndpointProblem::BadNeverFails { good, bad }
+                | EndpointProblem::NoDifference { good, bad },
+            ) => (*good, *bad),
         };
         for (what, c, counts, call) in [
             (good, self.judge.good.clone(), g, Call::Passes),
