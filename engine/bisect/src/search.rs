@@ -216,32 +216,38 @@ impl Search<'_, '_> {
     }
 }
 
-fn finish(
+/// What a command knows before searching.
+struct Head {
     command: &'static str,
-    s: Search,
+    size: usize,
+    bound: usize,
+    untestable: Vec<Untestable>,
+    settings: Settings,
+}
+
+/// What the search found.
+struct Tail {
     status: Status,
     answer: String,
     result: Vec<String>,
     confidence: Option<f64>,
-    size: usize,
     search_probes: usize,
-    bound: usize,
-    untestable: Vec<Untestable>,
-    settings: Settings,
-) -> Found {
+}
+
+fn finish(s: Search, h: Head, t: Tail) -> Found {
     Found {
-        command,
-        status,
-        answer,
-        result,
-        confidence,
-        size,
-        search_probes,
-        bound,
+        command: h.command,
+        status: t.status,
+        answer: t.answer,
+        result: t.result,
+        confidence: t.confidence,
+        size: h.size,
+        search_probes: t.search_probes,
+        bound: h.bound,
         good_never_failed: s.judge.good_never_failed(),
         probes: s.rows,
-        untestable,
-        settings,
+        untestable: h.untestable,
+        settings: h.settings,
         work: s.trials.work,
         run_dir: s.trials.run_dir.clone(),
     }
@@ -302,17 +308,21 @@ pub fn bisect_env(
     if let Some(problem) = s.ends("GOOD", "BAD")? {
         let answer = format!("Answer: no culprit: {problem}");
         return Ok(finish(
-            "bisect env",
             s,
-            Status::EndsDoNotDiffer,
-            answer,
-            vec![],
-            None,
-            n,
-            0,
-            worst_case_probes(n),
-            untestable,
-            settings,
+            Head {
+                command: "bisect env",
+                size: n,
+                bound: worst_case_probes(n),
+                untestable,
+                settings,
+            },
+            Tail {
+                status: Status::EndsDoNotDiffer,
+                answer,
+                result: vec![],
+                confidence: None,
+                search_probes: 0,
+            },
         ));
     }
     let (set, probes) = s.ddmin(n, Call::Fails, &config, &what)?;
@@ -331,17 +341,21 @@ pub fn bisect_env(
         if s.judge.good_never_failed() { ", GOOD never failed" } else { "" },
     );
     Ok(finish(
-        "bisect env",
         s,
-        status,
-        answer,
-        result,
-        confidence,
-        n,
-        probes,
-        worst_case_probes(n),
-        untestable,
-        settings,
+        Head {
+            command: "bisect env",
+            size: n,
+            bound: worst_case_probes(n),
+            untestable,
+            settings,
+        },
+        Tail {
+            status,
+            answer,
+            result,
+            confidence,
+            search_probes: probes,
+        },
     ))
 }
 
@@ -364,17 +378,21 @@ pub fn bisect_range(
     if let Some(problem) = s.ends(&label(0), &label(n - 1))? {
         let answer = format!("Answer: no boundary: {problem}");
         return Ok(finish(
-            "bisect range",
             s,
-            Status::EndsDoNotDiffer,
-            answer,
-            vec![],
-            None,
-            n,
-            2,
-            bound,
-            vec![],
-            settings,
+            Head {
+                command: "bisect range",
+                size: n,
+                bound,
+                untestable: vec![],
+                settings,
+            },
+            Tail {
+                status: Status::EndsDoNotDiffer,
+                answer,
+                result: vec![],
+                confidence: None,
+                search_probes: 2,
+            },
         ));
     }
     let b = first_bad(&mut s.judge, s.trials, n, config)?;
@@ -416,17 +434,21 @@ pub fn bisect_range(
         ),
     };
     Ok(finish(
-        "bisect range",
         s,
-        status,
-        answer,
-        result,
-        confidence,
-        n,
-        b.points_probed,
-        bound,
-        vec![],
-        settings,
+        Head {
+            command: "bisect range",
+            size: n,
+            bound,
+            untestable: vec![],
+            settings,
+        },
+        Tail {
+            status,
+            answer,
+            result,
+            confidence,
+            search_probes: b.points_probed,
+        },
     ))
 }
 
@@ -460,17 +482,21 @@ pub fn reduce(
     if let Some(problem) = s.ends(&what(&all), "no mitigation")? {
         let answer = format!("Answer: nothing to reduce: {problem}");
         return Ok(finish(
-            "reduce",
             s,
-            Status::EndsDoNotDiffer,
-            answer,
-            vec![],
-            None,
-            n,
-            0,
-            worst_case_probes(n),
-            vec![],
-            settings,
+            Head {
+                command: "reduce",
+                size: n,
+                bound: worst_case_probes(n),
+                untestable: vec![],
+                settings,
+            },
+            Tail {
+                status: Status::EndsDoNotDiffer,
+                answer,
+                result: vec![],
+                confidence: None,
+                search_probes: 0,
+            },
         ));
     }
     // ddmin's sets are the mitigations kept; its property: the stack still fixes.
@@ -489,16 +515,20 @@ pub fn reduce(
         percent(confidence),
     );
     Ok(finish(
-        "reduce",
         s,
-        status,
-        answer,
-        result,
-        confidence,
-        n,
-        probes,
-        worst_case_probes(n),
-        vec![],
-        settings,
+        Head {
+            command: "reduce",
+            size: n,
+            bound: worst_case_probes(n),
+            untestable: vec![],
+            settings,
+        },
+        Tail {
+            status,
+            answer,
+            result,
+            confidence,
+            search_probes: probes,
+        },
     ))
 }
