@@ -122,11 +122,7 @@ fn sets(
                 call(&mut judge, &mut sim, &one, hit) == Outcome::Hit
             })
             .collect();
-        alone.add(
-            want.iter().any(|w| *w == shows.as_slice()),
-            n,
-            sim.total_trials(),
-        );
+        alone.add(want.contains(&shows.as_slice()), n, sim.total_trials());
         // Leave-one-out from the end that shows the property, on a fresh simulation.
         let mut sim = Sim::new(seed, rate);
         let mut judge = Judge::new(0.95, 64, good.clone(), bad.clone());

@@ -107,6 +107,9 @@ struct Search<'s, 'a> {
     trials: &'s mut EngineTrials<'a>,
     judge: Judge<Config>,
     rows: Vec<ProbeRow>,
+    /// The ends' p-value (the good end fails less often than the bad one): every answer rests
+    /// on it, so it is in every confidence.
+    ends_p: f64,
 }
 
 impl Search<'_, '_> {
@@ -158,6 +161,7 @@ impl Search<'_, '_> {
                 },
             });
         }
+        self.ends_p = aorta_report::evidence::fisher_less(b, g);
         Ok(checked.err().map(|p| ends_problem(p, good, bad)))
     }
 
@@ -190,7 +194,7 @@ impl Search<'_, '_> {
         config: &dyn Fn(&[usize]) -> Config,
         what: &dyn Fn(&[usize]) -> String,
     ) -> Result<Option<f64>, EngineError> {
-        let mut p = 0.0;
+        let mut p = self.ends_p;
         let mut shown = true;
         if set.len() < n {
             let v = self.call("minimality", what(set), &config(set))?;
@@ -262,6 +266,7 @@ pub fn bisect_env(
     trials: &mut EngineTrials,
     good_path: &std::path::Path,
     bad_path: &std::path::Path,
+    reverse: bool,
     settings: Settings,
 ) -> Result<Found, EngineError> {
     let good = sources::load_side(good_path)?;
@@ -279,32 +284,54 @@ pub fn bisect_env(
         ));
     }
     let n = diffs.len();
-    let config = |s: &[usize]| Config::env(sources::apply(&good, &diffs, s));
+    // Forward: the differences applied to GOOD. Reverse: the differences reverted from BAD,
+    // which is GOOD with every other difference applied; either way ddmin's set is what is
+    // changed from its start, and the ends are GOOD and BAD.
+    let applied = |s: &[usize]| -> Vec<usize> {
+        match reverse {
+            false => s.to_vec(),
+            true => (0..n).filter(|i| !s.contains(i)).collect(),
+        }
+    };
+    let config = |s: &[usize]| Config::env(sources::apply(&good, &diffs, &applied(s)));
+    let value = |i: usize| {
+        let v = if reverse {
+            &diffs[i].good
+        } else {
+            &diffs[i].bad
+        };
+        v.clone().unwrap_or_else(|| "(unset)".into())
+    };
+    let (start, end) = if reverse {
+        ("BAD", "GOOD")
+    } else {
+        ("GOOD", "BAD")
+    };
     let what = |s: &[usize]| match s.len() {
-        0 => "GOOD".to_string(),
-        k if k == n => "BAD".to_string(),
+        0 => start.to_string(),
+        k if k == n => end.to_string(),
         k => format!(
-            "{} ({k} of {n})",
+            "{start} + {} ({k} of {n})",
             show(
                 &s.iter()
-                    .map(|&i| (
-                        diffs[i].var.clone(),
-                        diffs[i].bad.clone().unwrap_or_else(|| "(unset)".into())
-                    ))
+                    .map(|&i| (diffs[i].var.clone(), value(i)))
                     .collect()
             )
         ),
     };
+    let hit = if reverse { Call::Passes } else { Call::Fails };
     let mut s = Search {
         judge: Judge::new(
             settings.confidence,
             settings.cap,
-            config(&[]),
-            config(&(0..n).collect::<Vec<_>>()),
+            Config::env(sources::apply(&good, &diffs, &[])),
+            Config::env(sources::apply(&good, &diffs, &(0..n).collect::<Vec<_>>())),
         ),
         trials,
         rows: Vec::new(),
+        ends_p: 1.0,
     };
+    // The judge's ends are GOOD (passes) and BAD (fails) in either direction.
     if let Some(problem) = s.ends("GOOD", "BAD")? {
         let answer = format!("Answer: no culprit: {problem}");
         return Ok(finish(
@@ -325,21 +352,39 @@ pub fn bisect_env(
             },
         ));
     }
-    let (set, probes) = s.ddmin(n, Call::Fails, &config, &what)?;
-    let confidence = s.minimality(&set, n, Call::Fails, &config, &what)?;
-    let result: Vec<String> = set.iter().map(|&i| diff_str(&diffs[i])).collect();
+    let (set, probes) = s.ddmin(n, hit, &config, &what)?;
+    let confidence = s.minimality(&set, n, hit, &config, &what)?;
+    let result: Vec<String> = match reverse {
+        false => set.iter().map(|&i| diff_str(&diffs[i])).collect(),
+        true => set
+            .iter()
+            .map(|&i| format!("{}={}", diffs[i].var, value(i)))
+            .collect(),
+    };
     let status = if confidence.is_some() {
         Status::Found
     } else {
         Status::Undecided
     };
-    let answer = format!(
-        "Answer: the failure needs {{{}}} ({} of {n} difference(s); the set fails and each removal passes, confidence {}{})",
-        result.join(", "),
-        set.len(),
-        percent(confidence),
-        if s.judge.good_never_failed() { ", GOOD never failed" } else { "" },
-    );
+    let never = if s.judge.good_never_failed() {
+        ", GOOD never failed"
+    } else {
+        ""
+    };
+    let answer = match reverse {
+        false => format!(
+            "Answer: the failure needs {{{}}} ({} of {n} difference(s); the set fails and each removal passes, confidence {}{never})",
+            result.join(", "),
+            set.len(),
+            percent(confidence),
+        ),
+        true => format!(
+            "Answer: BAD passes with {{{}}} reverted to GOOD's values ({} of {n} difference(s); reverting the set passes and reverting any less fails, confidence {}{never})",
+            result.join(", "),
+            set.len(),
+            percent(confidence),
+        ),
+    };
     Ok(finish(
         s,
         Head {
@@ -374,6 +419,7 @@ pub fn bisect_range(
         judge: Judge::new(settings.confidence, settings.cap, config(0), config(n - 1)),
         trials,
         rows: Vec::new(),
+        ends_p: 1.0,
     };
     if let Some(problem) = s.ends(&label(0), &label(n - 1))? {
         let answer = format!("Answer: no boundary: {problem}");
@@ -409,6 +455,7 @@ pub fn bisect_range(
             verdict: *v,
         });
     }
+    let confidence = (b.confidence - s.ends_p).max(0.0);
     let (status, answer, result, confidence) = match b.first_bad {
         Some(i) => (
             Status::Found,
@@ -417,11 +464,11 @@ pub fn bisect_range(
                 points[i].text,
                 points[i].line,
                 b.last_good,
-                percent(Some(b.confidence)),
+                percent(Some(confidence)),
                 if b.reversals > 0 { format!("; {} call(s) reversed on re-check", b.reversals) } else { String::new() },
             ),
             vec![points[i].text.clone()],
-            Some(b.confidence),
+            Some(confidence),
         ),
         None => (
             Status::Undecided,
@@ -478,6 +525,7 @@ pub fn reduce(
         judge: Judge::new(settings.confidence, settings.cap, config(&all), config(&[])),
         trials,
         rows: Vec::new(),
+        ends_p: 1.0,
     };
     if let Some(problem) = s.ends(&what(&all), "no mitigation")? {
         let answer = format!("Answer: nothing to reduce: {problem}");

@@ -1113,6 +1113,9 @@ pub struct BisectEnvArgs {
     /// The failing environment, in the same forms.
     #[arg(long, value_name = "FILE")]
     pub bad: PathBuf,
+    /// The other way round: the fewest differences to revert (to GOOD's values) for BAD to pass.
+    #[arg(long)]
+    pub reverse: bool,
     #[command(flatten)]
     pub common: BisectCommon,
 }

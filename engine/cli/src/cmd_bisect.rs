@@ -13,7 +13,7 @@ use std::process::ExitCode;
 pub fn bisect(b: &BisectCommand) -> CliResult {
     match b {
         BisectCommand::Env(a) => run(&a.common, "bisect env", "bisect-env", |t, s| {
-            aorta_bisect::search::bisect_env(t, &a.good, &a.bad, s)
+            aorta_bisect::search::bisect_env(t, &a.good, &a.bad, a.reverse, s)
         }),
         BisectCommand::Range(a) => run(&a.common, "bisect range", "bisect-range", |t, s| {
             aorta_bisect::search::bisect_range(t, &a.list, s)

@@ -100,7 +100,7 @@ fn bisect_env_finds_a_and_b_among_40_differences_at_p_1_and_0_3() {
         );
         let report = Path::new(j["report"].as_str().unwrap());
         let md = std::fs::read_to_string(report).unwrap();
-        assert!(md.contains("| minimality | {A=1} (1 of 40)"), "{md}");
+        assert!(md.contains("| minimality | GOOD + {A=1} (1 of 40)"), "{md}");
         if permille == 1000 {
             // A second identical run: every probe is a store hit, nothing executes.
             let before = d.executions();
@@ -260,4 +260,21 @@ fn bad_input_is_exit_2_with_the_file_and_line() {
         assert!(!t.contains("panicked"), "{t}");
     }
     assert_eq!(d.executions(), 0);
+}
+
+#[test]
+fn bisect_env_reverse_finds_one_difference_to_revert() {
+    let d = Dirs::new();
+    let args = env_args();
+    let mut a: Vec<&str> = args.iter().map(String::as_str).collect();
+    a.extend(["--reverse", "--json"]);
+    let out = aorta(&d, &a, "env", 1000);
+    let j = json(&out);
+    assert_eq!(out.status.code(), Some(0), "{j}");
+    // Reverting either A or B makes BAD pass: a 1-minimal answer is one of them.
+    let r = j["result"].clone();
+    assert!(
+        r == serde_json::json!(["A=0"]) || r == serde_json::json!(["B=0"]),
+        "{j}"
+    );
 }
