@@ -76,6 +76,14 @@ fn run(
             "e.g. --timeout-per-trial 600",
         ));
     }
+    if c.exec.slurm.detach {
+        return Err(usage(
+            format!(
+                "aorta {name}: --detach cannot be used: each step needs the last one's results"
+            ),
+            "drop --detach; with --executor slurm each step waits for its job arrays",
+        ));
+    }
     let output = c
         .exec
         .output

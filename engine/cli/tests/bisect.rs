@@ -251,6 +251,17 @@ fn bad_input_is_exit_2_with_the_file_and_line() {
             "unknown mitigation 'no_such_thing'",
         ),
         (vec!["reduce", "--mitigations", "m1,m1"], "names m1 twice"),
+        (
+            vec![
+                "reduce",
+                "--mitigations",
+                "m1",
+                "--executor",
+                "slurm",
+                "--detach",
+            ],
+            "--detach cannot be used",
+        ),
     ];
     for (args, expect) in cases {
         let out = aorta(&d, &args, "env", 1000);
