@@ -404,13 +404,12 @@ pub fn bisect_env(
     ))
 }
 
-/// `aorta bisect range --list FILE -- COMMAND`.
+/// `aorta bisect range --list FILE -- COMMAND` (or `--rev A..B`: `points` already read).
 pub fn bisect_range(
     trials: &mut EngineTrials,
-    list: &std::path::Path,
+    points: Vec<sources::Point>,
     settings: Settings,
 ) -> Result<Found, EngineError> {
-    let points = sources::range_list(list)?;
     let n = points.len();
     let config = |i: usize| Config::env(points[i].env.clone());
     let label = |i: usize| format!("#{} {}", i, points[i].text);

@@ -247,9 +247,9 @@ pub struct Point {
     pub env: BTreeMap<String, String>,
 }
 
-/// `bisect range --list FILE`: one point per non-blank, non-`#` line, in order. A line of
-/// whitespace-separated `KEY=VALUE` assignments sets those variables; any other line is
-/// exported whole as `AORTA_BISECT_POINT`.
+/// `bisect range --list FILE`: one point per non-blank, non-`#` line, in order. Every line is
+/// exported whole as `AORTA_BISECT_POINT` (what `--template`'s `{point}` reads); a line of
+/// whitespace-separated `KEY=VALUE` assignments also sets those variables.
 pub fn range_list(path: &Path) -> Result<Vec<Point>, EngineError> {
     let hint = "one point per line: KEY=VALUE assignments (e.g. IMAGE_TAG=2024.06 TORCH=2.4.0), or a value the command reads from $AORTA_BISECT_POINT";
     let text = read(path, hint)?;
@@ -268,8 +268,8 @@ pub fn range_list(path: &Path) -> Result<Vec<Point>, EngineError> {
                     .map(|(k, v)| (k.to_string(), v.to_string()))
             })
             .collect();
-        let env = assignments
-            .unwrap_or_else(|| BTreeMap::from([(POINT_VAR.to_string(), line.to_string())]));
+        let mut env = assignments.unwrap_or_default();
+        env.insert(POINT_VAR.to_string(), line.to_string());
         if points.iter().any(|p: &Point| p.env == env) {
             return Err(EngineError::usage(
                 format!(
@@ -297,6 +297,68 @@ pub fn range_list(path: &Path) -> Result<Vec<Point>, EngineError> {
         ));
     }
     Ok(points)
+}
+
+/// `bisect range --rev A..B`: A and every commit after it up to B, oldest first
+/// (`git rev-list --reverse A..B` in the current directory), each exported as
+/// `AORTA_BISECT_POINT`.
+pub fn range_revs(spec: &str) -> Result<Vec<Point>, EngineError> {
+    let hint = "--rev A..B names two commits of the git repository in the current directory, A good and B bad";
+    let Some((a, b)) = spec
+        .split_once("..")
+        .filter(|(a, b)| !a.is_empty() && !b.is_empty())
+    else {
+        return Err(EngineError::usage(
+            format!("--rev {spec:?} is not A..B"),
+            hint,
+        ));
+    };
+    let git = |args: &[&str]| -> Result<Vec<String>, EngineError> {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .output()
+            .map_err(|e| EngineError::usage(format!("cannot run git: {e}"), hint))?;
+        if !out.status.success() {
+            return Err(EngineError::usage(
+                format!(
+                    "git {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+                hint,
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect())
+    };
+    let mut revs = git(&["rev-parse", "--verify", &format!("{a}^{{commit}}")])?;
+    revs.extend(git(&["rev-list", "--reverse", &format!("{a}..{b}")])?);
+    if revs.len() < 2 {
+        return Err(EngineError::usage(
+            format!("--rev {spec}: no commit after {a}"),
+            hint,
+        ));
+    }
+    Ok(revs
+        .into_iter()
+        .enumerate()
+        .map(|(i, rev)| Point {
+            line: i + 1,
+            env: BTreeMap::from([(POINT_VAR.to_string(), rev.clone())]),
+            text: rev,
+        })
+        .collect())
+}
+
+/// `--template`'s command: `bash -c TEMPLATE` with each `{point}` reading the point's value.
+pub fn template_argv(template: &str) -> Vec<String> {
+    vec![
+        "bash".into(),
+        "-c".into(),
+        template.replace("{point}", &format!("\"${POINT_VAR}\"")),
+    ]
 }
 
 #[cfg(test)]

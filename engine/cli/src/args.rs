@@ -1100,8 +1100,8 @@ pub enum BisectCommand {
     /// The minimal set of differences between GOOD and BAD (env files or `aorta env probe -o`
     /// snapshots) that makes the command fail: `aorta bisect env --good G --bad B -- COMMAND…`.
     Env(Box<BisectEnvArgs>),
-    /// The first bad point of an ordered list (one point per line: `KEY=VALUE` assignments, or
-    /// a value the command reads from $AORTA_BISECT_POINT), the first line good and the last bad.
+    /// The first bad point of an ordered list (one point per line, exported as
+    /// $AORTA_BISECT_POINT; `KEY=VALUE` assignments also set), or of commits (`--rev A..B`).
     Range(Box<BisectRangeArgs>),
 }
 
@@ -1123,8 +1123,19 @@ pub struct BisectEnvArgs {
 #[derive(Debug, Args)]
 pub struct BisectRangeArgs {
     /// The ordered points, one per line (`#` comments and blank lines skipped).
-    #[arg(long, value_name = "FILE")]
-    pub list: PathBuf,
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "rev",
+        conflicts_with = "rev"
+    )]
+    pub list: Option<PathBuf>,
+    /// The points are A and each commit after it up to B (`git rev-list --reverse A..B` here).
+    #[arg(long, value_name = "A..B")]
+    pub rev: Option<String>,
+    /// The command as one shell line, `{point}` standing for the point (instead of -- COMMAND).
+    #[arg(long, value_name = "COMMAND")]
+    pub template: Option<String>,
     #[command(flatten)]
     pub common: BisectCommon,
 }

@@ -12,12 +12,33 @@ use std::process::ExitCode;
 
 pub fn bisect(b: &BisectCommand) -> CliResult {
     match b {
-        BisectCommand::Env(a) => run(&a.common, "bisect env", "bisect-env", |t, s| {
-            aorta_bisect::search::bisect_env(t, &a.good, &a.bad, a.reverse, s)
-        }),
-        BisectCommand::Range(a) => run(&a.common, "bisect range", "bisect-range", |t, s| {
-            aorta_bisect::search::bisect_range(t, &a.list, s)
-        }),
+        BisectCommand::Env(a) => run(
+            &a.common,
+            &a.common.command,
+            "bisect env",
+            "bisect-env",
+            |t, s| aorta_bisect::search::bisect_env(t, &a.good, &a.bad, a.reverse, s),
+        ),
+        BisectCommand::Range(a) => {
+            let argv = match &a.template {
+                Some(_) if !a.common.command.is_empty() => {
+                    return Err(usage(
+                        "aorta bisect range: --template and a command after -- both given",
+                        "give one: --template 'pip install torch=={point} && python repro.py', or -- COMMAND reading $AORTA_BISECT_POINT",
+                    ))
+                }
+                Some(t) => aorta_bisect::sources::template_argv(t),
+                None => a.common.command.clone(),
+            };
+            run(&a.common, &argv, "bisect range", "bisect-range", |t, s| {
+                let points = match (&a.list, &a.rev) {
+                    (Some(l), _) => aorta_bisect::sources::range_list(l)?,
+                    (None, Some(r)) => aorta_bisect::sources::range_revs(r)?,
+                    (None, None) => unreachable!("clap requires --list or --rev"),
+                };
+                aorta_bisect::search::bisect_range(t, points, s)
+            })
+        }
     }
 }
 
@@ -44,18 +65,19 @@ pub fn reduce(a: &ReduceArgs) -> CliResult {
             "name each mitigation of the stack once",
         ));
     }
-    run(&a.common, "reduce", "reduce", |t, s| {
+    run(&a.common, &a.common.command, "reduce", "reduce", |t, s| {
         aorta_bisect::search::reduce(t, &stack, s)
     })
 }
 
 fn run(
     c: &BisectCommon,
+    argv: &[String],
     name: &str,
     default_ticket: &str,
     search: impl FnOnce(&mut EngineTrials, Settings) -> Result<Found, aorta_engine::EngineError>,
 ) -> CliResult {
-    if c.command.is_empty() {
+    if argv.is_empty() {
         return Err(usage(
             format!("aorta {name}: no command to run"),
             format!("put the command after --, e.g. aorta {name} … -- bash repro.sh"),
@@ -102,7 +124,7 @@ fn run(
         .unwrap_or_else(|| default_ticket.to_string());
     let mut trials = EngineTrials::new(
         &session,
-        c.command.clone(),
+        argv.to_vec(),
         Some(ticket),
         c.mitigations_files.clone(),
         c.timeout_per_trial,
@@ -114,14 +136,12 @@ fn run(
     };
     let found = search(&mut trials, settings)?;
     let report = match &found.run_dir {
-        Some(dir) => Some(
-            aorta_bisect::report::write(&found, &c.command, dir).map_err(|e| {
-                aorta_engine::EngineError::output(
-                    format!("cannot write the report in {}", dir.display()),
-                    &e,
-                )
-            })?,
-        ),
+        Some(dir) => Some(aorta_bisect::report::write(&found, argv, dir).map_err(|e| {
+            aorta_engine::EngineError::output(
+                format!("cannot write the report in {}", dir.display()),
+                &e,
+            )
+        })?),
         None => None,
     };
     if c.json {

@@ -289,3 +289,92 @@ fn bisect_env_reverse_finds_one_difference_to_revert() {
         "{j}"
     );
 }
+
+#[test]
+fn bisect_range_over_commits_with_a_template() {
+    let d = Dirs::new();
+    let repo = d.root.join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .current_dir(&repo)
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "commit.gpgsign=false",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    git(&["init", "-q"]);
+    let mut shas = Vec::new();
+    for i in 0..20 {
+        std::fs::write(repo.join("version"), format!("{i}\n")).unwrap();
+        git(&["add", "version"]);
+        git(&["commit", "-q", "-m", &format!("v{i}")]);
+        shas.push(git(&["rev-parse", "HEAD"]));
+    }
+    // Commit 13 ("v13") brings the failure.
+    let template = format!(
+        "echo {{point}} >> {state}/ran; test \"$(git -C {repo} show {{point}}:version)\" -lt 13",
+        state = d.root.join("state").display(),
+        repo = repo.display()
+    );
+    let range = format!("{}..{}", shas[0], shas[19]);
+    let out = Command::new(assert_cmd::cargo::cargo_bin("aorta"))
+        .current_dir(&repo)
+        .env("NO_COLOR", "1")
+        .env(
+            "AORTA_ENV_SNAPSHOT",
+            repo_root().join("docs/examples/h200-env.json"),
+        )
+        .env_remove("AORTA_STORE")
+        .args([
+            "bisect",
+            "range",
+            "--rev",
+            &range,
+            "--template",
+            &template,
+            "--json",
+            "-j",
+            "2",
+        ])
+        .arg("--store")
+        .arg(d.root.join("store"))
+        .arg("--output")
+        .arg(d.root.join("out"))
+        .output()
+        .unwrap();
+    let j = json(&out);
+    assert_eq!(out.status.code(), Some(0), "{j}");
+    assert_eq!(j["result"], serde_json::json!([shas[13]]), "{j}");
+    let bad = Command::new(assert_cmd::cargo::cargo_bin("aorta"))
+        .current_dir(&repo)
+        .args([
+            "bisect",
+            "range",
+            "--rev",
+            "nope..HEAD",
+            "--template",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2), "{}", transcript(&bad));
+    assert!(
+        transcript(&bad).contains("git rev-parse"),
+        "{}",
+        transcript(&bad)
+    );
+}
