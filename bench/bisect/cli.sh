@@ -24,6 +24,7 @@ W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 touch "$W/.aorta-root"
 cd "$W"
+exec 2>>"$W/stderr.log"   # the builds' notes; the table goes to stdout
 
 fresh() { rm -rf store out state; mkdir state; export BISECT_STATE=$W/state; }
 ran() { wc -l < state/ran; }
