@@ -378,3 +378,50 @@ fn bisect_range_over_commits_with_a_template() {
         transcript(&bad)
     );
 }
+
+#[test]
+fn a_search_killed_mid_run_resumes_without_running_finished_trials_again() {
+    let d = Dirs::new();
+    let args = env_args();
+    let mut a: Vec<&str> = args.iter().map(String::as_str).collect();
+    a.push("--json");
+    // The full search alone executes 340 trials (p = 1.0, deterministic); kill it part way.
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("aorta"));
+    cmd.current_dir(repo_root())
+        .env("BISECT_STATE", d.root.join("state"))
+        .env(
+            "AORTA_ENV_SNAPSHOT",
+            repo_root().join("docs/examples/h200-env.json"),
+        )
+        .env_remove("AORTA_STORE")
+        .args(&a)
+        .arg("--store")
+        .arg(d.root.join("store"))
+        .arg("--output")
+        .arg(d.root.join("out"))
+        .args(["-j", "2", "--"])
+        .arg(fixture("planted.sh"))
+        .args(["env", "1000", "1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let start = std::time::Instant::now();
+    while d.executions() < 120 && start.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before = d.executions();
+    assert!(
+        (120..340).contains(&before),
+        "{before} executed before the kill"
+    );
+    let out = aorta(&d, &a, "env", 1000);
+    let j = json(&out);
+    assert_eq!(j["result"], serde_json::json!(["A=1", "B=2"]), "{j}");
+    let resumed = j["work"]["executed"].as_u64().unwrap() as usize;
+    // Only what the killed run had not finished runs again (a trial killed in flight at most
+    // once per slot).
+    assert!(resumed + before <= 340 + 2, "{before} + {resumed}");
+    assert!(resumed < 340 - 100, "{resumed}");
+}
