@@ -111,6 +111,10 @@ impl<C: Clone + Ord + std::fmt::Debug> Judge<C> {
             self.note_good(&o[0]);
             let (g, b) = (counts(&o[0], n), counts(&o[1], n));
             last = (g, b);
+            if b.trials == 0 {
+                // Every trial of the bad end errored: more looks only run it again.
+                break;
+            }
             if fisher_less(b, g) <= self.design.alpha_at(k) {
                 if g.failed == 0 {
                     // Is it a good end that never fails? Only the cap's worth of trials says.
@@ -167,6 +171,10 @@ impl<C: Clone + Ord + std::fmt::Debug> Judge<C> {
                 p,
                 good_never_failed: rule,
             };
+            if cc.trials == 0 {
+                // Every trial errored (an error is no evidence and is never reused): stop.
+                return Ok(verdict(Call::Undecided, 1.0, false));
+            }
             let p_more = fisher_less(cc, g);
             if cc.failed > 0 && self.good_never_failed() {
                 return Ok(verdict(Call::Fails, 0.0, true));

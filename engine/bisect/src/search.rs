@@ -93,6 +93,9 @@ fn diff_str(d: &Difference) -> String {
 
 fn ends_problem(p: EndpointProblem, good: &str, bad: &str) -> String {
     match p {
+        EndpointProblem::BadNeverFails { bad: b, .. } if b.trials == 0 => format!(
+            "every trial of {bad} errored (no pass or fail): look at the trials' logs in the run directory"
+        ),
         EndpointProblem::BadNeverFails { bad: b, .. } => {
             format!("{bad} never failed in {} trial(s): there is no failure to explain", b.trials)
         }

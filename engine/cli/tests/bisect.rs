@@ -425,3 +425,43 @@ fn a_search_killed_mid_run_resumes_without_running_finished_trials_again() {
     assert!(resumed + before <= 340 + 2, "{before} + {resumed}");
     assert!(resumed < 340 - 100, "{resumed}");
 }
+
+#[test]
+fn a_command_that_cannot_run_is_said_and_not_searched() {
+    let d = Dirs::new();
+    let out = Command::new(assert_cmd::cargo::cargo_bin("aorta"))
+        .current_dir(repo_root())
+        .env(
+            "AORTA_ENV_SNAPSHOT",
+            repo_root().join("docs/examples/h200-env.json"),
+        )
+        .env_remove("AORTA_STORE")
+        .args([
+            "bisect",
+            "env",
+            "--good",
+            &fixture("good.env"),
+            "--bad",
+            &fixture("bad.env"),
+            "--json",
+        ])
+        .arg("--store")
+        .arg(d.root.join("store"))
+        .arg("--output")
+        .arg(d.root.join("out"))
+        .args(["--", "/nonexistent/command"])
+        .output()
+        .unwrap();
+    let j = json(&out);
+    assert_eq!(out.status.code(), Some(1), "{j}");
+    assert_eq!(j["status"], "ends_do_not_differ", "{j}");
+    assert!(
+        j["answer"]
+            .as_str()
+            .unwrap()
+            .contains("every trial of BAD errored"),
+        "{j}"
+    );
+    // One look of each end, not the cap's worth of errors.
+    assert!(j["work"]["executed"].as_u64().unwrap() <= 8, "{j}");
+}
