@@ -53,6 +53,8 @@ pub struct EngineTrials<'a> {
     pub work: Work,
     /// The run directory of the last build.
     pub run_dir: Option<PathBuf>,
+    /// Ctrl-C stopped a build (the search returns an error; what finished is stored).
+    pub interrupted: bool,
     progress: &'a mut dyn FnMut(&str),
 }
 
@@ -74,6 +76,7 @@ impl<'a> EngineTrials<'a> {
             known: BTreeMap::new(),
             work: Work::default(),
             run_dir: None,
+            interrupted: false,
             progress,
         }
     }
@@ -135,6 +138,7 @@ impl Trials for EngineTrials<'_> {
             let compiled = self.compile(&most)?;
             let out = self.session.build(&compiled, &mut |_| {})?;
             if out.cancelled {
+                self.interrupted = true;
                 return Err(EngineError::infra("interrupted"));
             }
             self.work.builds += 1;

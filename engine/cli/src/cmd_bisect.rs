@@ -134,7 +134,16 @@ fn run(
         confidence: c.confidence,
         cap: c.max_trials_per_probe,
     };
-    let found = search(&mut trials, settings)?;
+    let found = match search(&mut trials, settings) {
+        Ok(f) => f,
+        Err(_) if trials.interrupted => {
+            eprintln!(
+                "aorta {name}: interrupted; the same command resumes (finished trials are stored)"
+            );
+            return Ok(ExitCode::from(exit::INTERRUPTED));
+        }
+        Err(e) => return Err(e.into()),
+    };
     let report = match &found.run_dir {
         Some(dir) => Some(aorta_bisect::report::write(&found, argv, dir).map_err(|e| {
             aorta_engine::EngineError::output(
