@@ -115,3 +115,63 @@ pub fn first_bad<T: Trials>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::judge::Trials;
+    use aorta_report::sequential::Outcome;
+
+    /// Points from `first` on fail every other trial; point `late` fails only from trial 16 on.
+    struct Planted {
+        first: usize,
+        late: usize,
+    }
+
+    impl Trials for Planted {
+        type Config = usize;
+        type Error = ();
+        fn first(&mut self, wanted: &[(usize, u32)]) -> Result<Vec<Vec<Outcome>>, ()> {
+            Ok(wanted
+                .iter()
+                .map(|&(p, n)| {
+                    (0..n)
+                        .map(|i| {
+                            Some((p >= self.first && i % 2 == 0) || (p == self.late && i >= 16))
+                        })
+                        .collect()
+                })
+                .collect())
+        }
+    }
+
+    #[test]
+    fn a_reversed_re_check_moves_the_boundary() {
+        let mut t = Planted {
+            first: 37,
+            late: 36,
+        };
+        let mut judge = Judge::new(0.95, 64, 0, 63);
+        judge.check_endpoints(&mut t).unwrap().unwrap();
+        let b = first_bad(&mut judge, &mut t, 64, |i| i).unwrap();
+        // 36 passed its first 16 trials, then failed on re-check (32): the boundary moved to it.
+        assert_eq!(b.first_bad, Some(36), "{b:?}");
+        assert_eq!(b.reversals, 1);
+        assert_eq!(b.calls[&36].call, Call::Fails);
+        assert!(b.points_probed <= 6 + 3, "{}", b.points_probed);
+    }
+
+    #[test]
+    fn no_reversal_probes_the_ends_and_log2_midpoints() {
+        let mut t = Planted {
+            first: 37,
+            late: 99,
+        };
+        let mut judge = Judge::new(0.95, 64, 0, 63);
+        judge.check_endpoints(&mut t).unwrap().unwrap();
+        let b = first_bad(&mut judge, &mut t, 64, |i| i).unwrap();
+        assert_eq!(b.first_bad, Some(37));
+        assert_eq!((b.reversals, b.points_probed), (0, 2 + 6));
+        assert!(b.confidence > 0.99, "{}", b.confidence);
+    }
+}
