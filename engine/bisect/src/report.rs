@@ -36,12 +36,13 @@ pub fn tree(f: &Found) -> String {
         let c = r.verdict.counts;
         let _ = writeln!(
             s,
-            "{branch} {:<10} {:<9} {}/{} failed  {:<16} {} ({})",
+            "{branch} {:<10} {:<9} {}/{} failed  {:<16} {}{} ({})",
             r.role,
             r.verdict.call.as_str(),
             c.failed,
             c.trials,
             rate(r),
+            "  ".repeat(r.depth as usize),
             r.what,
             basis(r),
         );
@@ -176,9 +177,10 @@ pub fn html(f: &Found, argv: &[String]) -> String {
         let c = r.verdict.counts;
         let _ = write!(
             s,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} / {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td style=\"padding-left:{}em\">{}</td><td>{} / {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             i + 1,
             r.role,
+            0.5 + f64::from(r.depth),
             esc(&r.what),
             c.failed,
             c.trials,

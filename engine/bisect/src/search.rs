@@ -25,8 +25,11 @@ pub struct Settings {
 /// One probe as the report lists it.
 #[derive(Debug, Clone, Serialize)]
 pub struct ProbeRow {
-    /// `endpoint`, `search`, `re-check` or `minimality`.
+    /// `endpoint`, `search`, `boundary` or `minimality`.
     pub role: &'static str,
+    /// How far the search had narrowed when it made this probe (ddmin: the reductions so far;
+    /// range: 0): the tree's indentation.
+    pub depth: u32,
     /// What was applied: `{A=1, B=2}`, a point's line, a sub-stack.
     pub what: String,
     pub cell: String,
@@ -113,6 +116,8 @@ struct Search<'s, 'a> {
     /// The ends' p-value (the good end fails less often than the bad one): every answer rests
     /// on it, so it is in every confidence.
     ends_p: f64,
+    /// The reductions ddmin has made so far.
+    depth: u32,
 }
 
 impl Search<'_, '_> {
@@ -125,6 +130,7 @@ impl Search<'_, '_> {
         let v = self.judge.call(self.trials, c)?;
         self.rows.push(ProbeRow {
             role,
+            depth: self.depth,
             what,
             cell: c.name(),
             verdict: v,
@@ -147,6 +153,7 @@ impl Search<'_, '_> {
             (bad, self.judge.bad.clone(), b, Call::Fails),
         ] {
             self.rows.push(ProbeRow {
+                depth: 0,
                 role: "endpoint",
                 what: what.to_string(),
                 cell: c.name(),
@@ -179,11 +186,16 @@ impl Search<'_, '_> {
         let m = ddmin(n, |s| {
             let v = self.call("search", what(s), &config(s))?;
             Ok::<_, EngineError>(match v.call {
-                c if c == hit => Outcome::Hit,
+                c if c == hit => {
+                    // ddmin narrows to the first subset that shows the property.
+                    self.depth += 1;
+                    Outcome::Hit
+                }
                 Call::Undecided => Outcome::Undecided,
                 _ => Outcome::Miss,
             })
         })?;
+        self.depth = 0;
         Ok((m.subset, m.probes))
     }
 
@@ -333,6 +345,7 @@ pub fn bisect_env(
         trials,
         rows: Vec::new(),
         ends_p: 1.0,
+        depth: 0,
     };
     // The judge's ends are GOOD (passes) and BAD (fails) in either direction.
     if let Some(problem) = s.ends("GOOD", "BAD")? {
@@ -422,6 +435,7 @@ pub fn bisect_range(
         trials,
         rows: Vec::new(),
         ends_p: 1.0,
+        depth: 0,
     };
     if let Some(problem) = s.ends(&label(0), &label(n - 1))? {
         let answer = format!("Answer: no boundary: {problem}");
@@ -447,6 +461,7 @@ pub fn bisect_range(
     // Rows in the order the calls were made are the search's; the map keeps each point's last.
     for (&i, v) in &b.calls {
         s.rows.push(ProbeRow {
+            depth: 0,
             role: if i == b.last_good || Some(i) == b.first_bad {
                 "boundary"
             } else {
@@ -528,6 +543,7 @@ pub fn reduce(
         trials,
         rows: Vec::new(),
         ends_p: 1.0,
+        depth: 0,
     };
     if let Some(problem) = s.ends(&what(&all), "no mitigation")? {
         let answer = format!("Answer: nothing to reduce: {problem}");
