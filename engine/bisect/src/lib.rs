@@ -9,12 +9,16 @@
 //! - [`sources`]: GOOD and BAD as env files or `aorta env probe -o` snapshots, and range lists.
 //! - [`probe`]: trials from engine builds (a `BisectProbe` request per step), so every probe is
 //!   a store hit on a rerun and runs under any executor.
-//! - [`search`]: the three commands over the engine; [`report`] renders `bisect.md`.
+//! - [`search`]: what the commands share; [`bisect_env`], [`bisect_range`], [`reduce`]: the
+//!   commands; [`report`] renders `bisect.md` and `bisect.html`.
 
+pub mod bisect_env;
+pub mod bisect_range;
 pub mod ddmin;
 pub mod judge;
 pub mod probe;
 pub mod range;
+pub mod reduce;
 pub mod report;
 pub mod search;
 pub mod sim;

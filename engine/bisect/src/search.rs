@@ -1,13 +1,12 @@
-//! The three commands over the engine: `bisect env` (ddmin over the appliable differences of
-//! two environments), `bisect range` (the first bad point of a list) and `reduce` (ddmin over a
-//! stack of mitigations that fixes the failure). Each checks its two ends first, searches with
-//! [`Judge`] calls, then re-reads the calls its answer rests on (store hits) for the report.
+//! What the three commands share: a search over the engine ([`Search`]: its two ends checked
+//! first, every probe a [`Judge`] call recorded as a row, ddmin and the calls a ddmin answer
+//! rests on) and what it found ([`Found`]), which the terminal, `--json` and the reports render.
+//! The commands: `bisect_env`, `bisect_range`, `reduce`.
 
-use crate::ddmin::{ddmin, worst_case_probes, Outcome};
+use crate::ddmin::{ddmin, Outcome};
 use crate::judge::{Call, EndpointProblem, Judge, Verdict};
 use crate::probe::{Config, EngineTrials, Work};
-use crate::range::first_bad;
-use crate::sources::{self, Difference, Untestable};
+use crate::sources::{Difference, Untestable};
 use aorta_engine::EngineError;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -75,7 +74,7 @@ pub struct Found {
 }
 
 /// `{A=1, B=2}`; past six entries the rest as a count, so a probe stays one line.
-fn show(env: &BTreeMap<String, String>) -> String {
+pub(crate) fn show(env: &BTreeMap<String, String>) -> String {
     let mut parts: Vec<String> = env
         .iter()
         .take(6)
@@ -87,7 +86,7 @@ fn show(env: &BTreeMap<String, String>) -> String {
     format!("{{{}}}", parts.join(", "))
 }
 
-fn diff_str(d: &Difference) -> String {
+pub(crate) fn diff_str(d: &Difference) -> String {
     match &d.bad {
         Some(v) => format!("{}={v}", d.var),
         None => format!("{} unset", d.var),
@@ -109,19 +108,19 @@ fn ends_problem(p: EndpointProblem, good: &str, bad: &str) -> String {
     }
 }
 
-struct Search<'s, 'a> {
-    trials: &'s mut EngineTrials<'a>,
-    judge: Judge<Config>,
-    rows: Vec<ProbeRow>,
+pub(crate) struct Search<'s, 'a> {
+    pub(crate) trials: &'s mut EngineTrials<'a>,
+    pub(crate) judge: Judge<Config>,
+    pub(crate) rows: Vec<ProbeRow>,
     /// The ends' p-value (the good end fails less often than the bad one): every answer rests
     /// on it, so it is in every confidence.
-    ends_p: f64,
+    pub(crate) ends_p: f64,
     /// The reductions ddmin has made so far.
-    depth: u32,
+    pub(crate) depth: u32,
 }
 
 impl Search<'_, '_> {
-    fn call(
+    pub(crate) fn call(
         &mut self,
         role: &'static str,
         what: String,
@@ -139,7 +138,7 @@ impl Search<'_, '_> {
     }
 
     /// The ends' check, as two rows; an error string when they do not differ.
-    fn ends(&mut self, good: &str, bad: &str) -> Result<Option<String>, EngineError> {
+    pub(crate) fn ends(&mut self, good: &str, bad: &str) -> Result<Option<String>, EngineError> {
         let checked = self.judge.check_endpoints(self.trials)?;
         let (g, b) = match &checked {
             Ok(c) => *c,
@@ -176,7 +175,7 @@ impl Search<'_, '_> {
     }
 
     /// ddmin over `n` changes; `hit` says which call shows the property.
-    fn ddmin(
+    pub(crate) fn ddmin(
         &mut self,
         n: usize,
         hit: Call,
@@ -201,7 +200,7 @@ impl Search<'_, '_> {
 
     /// The calls a ddmin answer rests on: the set itself shows `hit`, each removal does not.
     /// Returns the confidence (None when one of them is not as needed) and the culprit removals.
-    fn minimality(
+    pub(crate) fn minimality(
         &mut self,
         set: &[usize],
         n: usize,
@@ -236,24 +235,24 @@ impl Search<'_, '_> {
 }
 
 /// What a command knows before searching.
-struct Head {
-    command: &'static str,
-    size: usize,
-    bound: usize,
-    untestable: Vec<Untestable>,
-    settings: Settings,
+pub(crate) struct Head {
+    pub(crate) command: &'static str,
+    pub(crate) size: usize,
+    pub(crate) bound: usize,
+    pub(crate) untestable: Vec<Untestable>,
+    pub(crate) settings: Settings,
 }
 
 /// What the search found.
-struct Tail {
-    status: Status,
-    answer: String,
-    result: Vec<String>,
-    confidence: Option<f64>,
-    search_probes: usize,
+pub(crate) struct Tail {
+    pub(crate) status: Status,
+    pub(crate) answer: String,
+    pub(crate) result: Vec<String>,
+    pub(crate) confidence: Option<f64>,
+    pub(crate) search_probes: usize,
 }
 
-fn finish(s: Search, h: Head, t: Tail) -> Found {
+pub(crate) fn finish(s: Search, h: Head, t: Tail) -> Found {
     Found {
         command: h.command,
         status: t.status,
@@ -272,329 +271,6 @@ fn finish(s: Search, h: Head, t: Tail) -> Found {
     }
 }
 
-fn percent(c: Option<f64>) -> String {
+pub(crate) fn percent(c: Option<f64>) -> String {
     c.map_or("not shown".into(), |c| format!("{:.2}%", 100.0 * c))
-}
-
-/// `aorta bisect env --good G --bad B -- COMMAND`.
-pub fn bisect_env(
-    trials: &mut EngineTrials,
-    good_path: &std::path::Path,
-    bad_path: &std::path::Path,
-    reverse: bool,
-    settings: Settings,
-) -> Result<Found, EngineError> {
-    let good = sources::load_side(good_path)?;
-    let bad = sources::load_side(bad_path)?;
-    let (diffs, untestable) = sources::differences(&good, &bad);
-    if diffs.is_empty() {
-        return Err(EngineError::usage(
-            format!(
-                "{} and {} set the same variables: nothing a run can apply differs ({} other field(s) do)",
-                good_path.display(),
-                bad_path.display(),
-                untestable.len()
-            ),
-            "aorta env diff GOOD BAD shows every difference",
-        ));
-    }
-    let n = diffs.len();
-    // Forward: the differences applied to GOOD. Reverse: the differences reverted from BAD,
-    // which is GOOD with every other difference applied; either way ddmin's set is what is
-    // changed from its start, and the ends are GOOD and BAD.
-    let applied = |s: &[usize]| -> Vec<usize> {
-        match reverse {
-            false => s.to_vec(),
-            true => (0..n).filter(|i| !s.contains(i)).collect(),
-        }
-    };
-    let config = |s: &[usize]| Config::env(sources::apply(&good, &diffs, &applied(s)));
-    let value = |i: usize| {
-        let v = if reverse {
-            &diffs[i].good
-        } else {
-            &diffs[i].bad
-        };
-        v.clone().unwrap_or_else(|| "(unset)".into())
-    };
-    let (start, end) = if reverse {
-        ("BAD", "GOOD")
-    } else {
-        ("GOOD", "BAD")
-    };
-    let what = |s: &[usize]| match s.len() {
-        0 => start.to_string(),
-        k if k == n => end.to_string(),
-        k => format!(
-            "{start} + {} ({k} of {n})",
-            show(
-                &s.iter()
-                    .map(|&i| (diffs[i].var.clone(), value(i)))
-                    .collect()
-            )
-        ),
-    };
-    let hit = if reverse { Call::Passes } else { Call::Fails };
-    let mut s = Search {
-        judge: Judge::new(
-            settings.confidence,
-            settings.cap,
-            Config::env(sources::apply(&good, &diffs, &[])),
-            Config::env(sources::apply(&good, &diffs, &(0..n).collect::<Vec<_>>())),
-        ),
-        trials,
-        rows: Vec::new(),
-        ends_p: 1.0,
-        depth: 0,
-    };
-    // The judge's ends are GOOD (passes) and BAD (fails) in either direction.
-    if let Some(problem) = s.ends("GOOD", "BAD")? {
-        let answer = format!("Answer: no culprit: {problem}");
-        return Ok(finish(
-            s,
-            Head {
-                command: "bisect env",
-                size: n,
-                bound: worst_case_probes(n),
-                untestable,
-                settings,
-            },
-            Tail {
-                status: Status::EndsDoNotDiffer,
-                answer,
-                result: vec![],
-                confidence: None,
-                search_probes: 0,
-            },
-        ));
-    }
-    let (set, probes) = s.ddmin(n, hit, &config, &what)?;
-    let confidence = s.minimality(&set, n, hit, &config, &what)?;
-    let result: Vec<String> = match reverse {
-        false => set.iter().map(|&i| diff_str(&diffs[i])).collect(),
-        true => set
-            .iter()
-            .map(|&i| format!("{}={}", diffs[i].var, value(i)))
-            .collect(),
-    };
-    let status = if confidence.is_some() {
-        Status::Found
-    } else {
-        Status::Undecided
-    };
-    let never = if s.judge.good_never_failed() {
-        ", GOOD never failed"
-    } else {
-        ""
-    };
-    let answer = match reverse {
-        false => format!(
-            "Answer: the failure needs {{{}}} ({} of {n} difference(s); the set fails and each removal passes, confidence {}{never})",
-            result.join(", "),
-            set.len(),
-            percent(confidence),
-        ),
-        true => format!(
-            "Answer: BAD passes with {{{}}} reverted to GOOD's values ({} of {n} difference(s); reverting the set passes and reverting any less fails, confidence {}{never})",
-            result.join(", "),
-            set.len(),
-            percent(confidence),
-        ),
-    };
-    Ok(finish(
-        s,
-        Head {
-            command: "bisect env",
-            size: n,
-            bound: worst_case_probes(n),
-            untestable,
-            settings,
-        },
-        Tail {
-            status,
-            answer,
-            result,
-            confidence,
-            search_probes: probes,
-        },
-    ))
-}
-
-/// `aorta bisect range --list FILE -- COMMAND` (or `--rev A..B`: `points` already read).
-pub fn bisect_range(
-    trials: &mut EngineTrials,
-    points: Vec<sources::Point>,
-    settings: Settings,
-) -> Result<Found, EngineError> {
-    let n = points.len();
-    let config = |i: usize| Config::env(points[i].env.clone());
-    let label = |i: usize| format!("#{} {}", i, points[i].text);
-    let bound = (n as f64).log2().ceil() as usize + 3;
-    let mut s = Search {
-        judge: Judge::new(settings.confidence, settings.cap, config(0), config(n - 1)),
-        trials,
-        rows: Vec::new(),
-        ends_p: 1.0,
-        depth: 0,
-    };
-    if let Some(problem) = s.ends(&label(0), &label(n - 1))? {
-        let answer = format!("Answer: no boundary: {problem}");
-        return Ok(finish(
-            s,
-            Head {
-                command: "bisect range",
-                size: n,
-                bound,
-                untestable: vec![],
-                settings,
-            },
-            Tail {
-                status: Status::EndsDoNotDiffer,
-                answer,
-                result: vec![],
-                confidence: None,
-                search_probes: 2,
-            },
-        ));
-    }
-    let b = first_bad(&mut s.judge, s.trials, n, config)?;
-    // Rows in the order the calls were made are the search's; the map keeps each point's last.
-    for (&i, v) in &b.calls {
-        s.rows.push(ProbeRow {
-            depth: 0,
-            role: if i == b.last_good || Some(i) == b.first_bad {
-                "boundary"
-            } else {
-                "search"
-            },
-            what: label(i),
-            cell: config(i).name(),
-            verdict: *v,
-        });
-    }
-    let confidence = (b.confidence - s.ends_p).max(0.0);
-    let (status, answer, result, confidence) = match b.first_bad {
-        Some(i) => (
-            Status::Found,
-            format!(
-                "Answer: the first bad point is #{i} ({}, line {}): #{} passes and #{i} fails, confidence {}{}",
-                points[i].text,
-                points[i].line,
-                b.last_good,
-                percent(Some(confidence)),
-                if b.reversals > 0 { format!("; {} call(s) reversed on re-check", b.reversals) } else { String::new() },
-            ),
-            vec![points[i].text.clone()],
-            Some(confidence),
-        ),
-        None => (
-            Status::Undecided,
-            format!(
-                "Answer: undecided: the first bad point is after #{} and at or before #{} (a call reached the cap of {} trials)",
-                b.last_good, b.first_bad_bound, settings.cap
-            ),
-            vec![],
-            None,
-        ),
-    };
-    Ok(finish(
-        s,
-        Head {
-            command: "bisect range",
-            size: n,
-            bound,
-            untestable: vec![],
-            settings,
-        },
-        Tail {
-            status,
-            answer,
-            result,
-            confidence,
-            search_probes: b.points_probed,
-        },
-    ))
-}
-
-/// `aorta reduce --mitigations a,b,… -- COMMAND`: `stack` fixes the failure; which part of it?
-pub fn reduce(
-    trials: &mut EngineTrials,
-    stack: &[String],
-    settings: Settings,
-) -> Result<Found, EngineError> {
-    let n = stack.len();
-    let config = |s: &[usize]| Config {
-        mitigations: s.iter().map(|&i| stack[i].clone()).collect(),
-        env: BTreeMap::new(),
-    };
-    let what = |s: &[usize]| match s.len() {
-        0 => "no mitigation".to_string(),
-        _ => format!(
-            "[{}]",
-            s.iter()
-                .map(|&i| stack[i].as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    };
-    let all: Vec<usize> = (0..n).collect();
-    let mut s = Search {
-        judge: Judge::new(settings.confidence, settings.cap, config(&all), config(&[])),
-        trials,
-        rows: Vec::new(),
-        ends_p: 1.0,
-        depth: 0,
-    };
-    if let Some(problem) = s.ends(&what(&all), "no mitigation")? {
-        let answer = format!("Answer: nothing to reduce: {problem}");
-        return Ok(finish(
-            s,
-            Head {
-                command: "reduce",
-                size: n,
-                bound: worst_case_probes(n),
-                untestable: vec![],
-                settings,
-            },
-            Tail {
-                status: Status::EndsDoNotDiffer,
-                answer,
-                result: vec![],
-                confidence: None,
-                search_probes: 0,
-            },
-        ));
-    }
-    // ddmin's sets are the mitigations kept; its property: the stack still fixes.
-    let (set, probes) = s.ddmin(n, Call::Passes, &config, &what)?;
-    let confidence = s.minimality(&set, n, Call::Passes, &config, &what)?;
-    let result: Vec<String> = set.iter().map(|&i| stack[i].clone()).collect();
-    let status = if confidence.is_some() {
-        Status::Found
-    } else {
-        Status::Undecided
-    };
-    let answer = format!(
-        "Answer: [{}] is enough ({} of {n} mitigation(s): the sub-stack fixes and dropping any one of it does not, confidence {})",
-        result.join(", "),
-        set.len(),
-        percent(confidence),
-    );
-    Ok(finish(
-        s,
-        Head {
-            command: "reduce",
-            size: n,
-            bound: worst_case_probes(n),
-            untestable: vec![],
-            settings,
-        },
-        Tail {
-            status,
-            answer,
-            result,
-            confidence,
-            search_probes: probes,
-        },
-    ))
 }

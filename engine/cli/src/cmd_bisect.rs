@@ -17,7 +17,7 @@ pub fn bisect(b: &BisectCommand) -> CliResult {
             &a.common.command,
             "bisect env",
             "bisect-env",
-            |t, s| aorta_bisect::search::bisect_env(t, &a.good, &a.bad, a.reverse, s),
+            |t, s| aorta_bisect::bisect_env::bisect_env(t, &a.good, &a.bad, a.reverse, s),
         ),
         BisectCommand::Range(a) => {
             let argv = match &a.template {
@@ -36,7 +36,7 @@ pub fn bisect(b: &BisectCommand) -> CliResult {
                     (None, Some(r)) => aorta_bisect::sources::range_revs(r)?,
                     (None, None) => unreachable!("clap requires --list or --rev"),
                 };
-                aorta_bisect::search::bisect_range(t, points, s)
+                aorta_bisect::bisect_range::bisect_range(t, points, s)
             })
         }
     }
@@ -66,7 +66,7 @@ pub fn reduce(a: &ReduceArgs) -> CliResult {
         ));
     }
     run(&a.common, &a.common.command, "reduce", "reduce", |t, s| {
-        aorta_bisect::search::reduce(t, &stack, s)
+        aorta_bisect::reduce::reduce(t, &stack, s)
     })
 }
 
