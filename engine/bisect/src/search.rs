@@ -272,5 +272,10 @@ pub(crate) fn finish(s: Search, h: Head, t: Tail) -> Found {
 }
 
 pub(crate) fn percent(c: Option<f64>) -> String {
-    c.map_or("not shown".into(), |c| format!("{:.2}%", 100.0 * c))
+    match c {
+        None => "not shown".into(),
+        // Never "100.00%": the bound is a sum of p-values, not zero.
+        Some(c) if c >= 0.99995 => "> 99.99%".into(),
+        Some(c) => format!("{:.2}%", 100.0 * c),
+    }
 }
