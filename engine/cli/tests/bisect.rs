@@ -406,24 +406,24 @@ fn a_search_killed_mid_run_resumes_without_running_finished_trials_again() {
         .stderr(std::process::Stdio::null());
     let mut child = cmd.spawn().unwrap();
     let start = std::time::Instant::now();
-    while d.executions() < 120 && start.elapsed() < std::time::Duration::from_secs(60) {
+    while d.executions() < 60 && start.elapsed() < std::time::Duration::from_secs(300) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     child.kill().unwrap();
     child.wait().unwrap();
     let before = d.executions();
     assert!(
-        (120..340).contains(&before),
+        (60..340).contains(&before),
         "{before} executed before the kill"
     );
     let out = aorta(&d, &a, "env", 1000);
     let j = json(&out);
     assert_eq!(j["result"], serde_json::json!(["A=1", "B=2"]), "{j}");
     let resumed = j["work"]["executed"].as_u64().unwrap() as usize;
-    // Only what the killed run had not finished runs again (a trial killed in flight at most
-    // once per slot).
-    assert!(resumed + before <= 340 + 2, "{before} + {resumed}");
-    assert!(resumed < 340 - 100, "{resumed}");
+    // Only what the killed run had not finished runs again: per slot at most a trial killed
+    // while running and one that ended but was not yet stored.
+    assert!(resumed + before <= 340 + 4, "{before} + {resumed}");
+    assert!(resumed < 340 - 50, "{resumed}");
 }
 
 #[test]
