@@ -198,8 +198,9 @@ impl Search<'_, '_> {
         Ok((m.subset, m.probes))
     }
 
-    /// The calls a ddmin answer rests on: the set itself shows `hit`, each removal does not.
-    /// Returns the confidence (None when one of them is not as needed) and the culprit removals.
+    /// The calls a ddmin answer rests on, made again (store hits) as `minimality` rows: the set
+    /// itself shows `hit`, each removal of one element does not. The confidence, 1 − the sum of
+    /// their p-values and the ends'; None when one of them is not as needed (undecided).
     pub(crate) fn minimality(
         &mut self,
         set: &[usize],
