@@ -465,3 +465,47 @@ fn a_command_that_cannot_run_is_said_and_not_searched() {
     // One look of each end, not the cap's worth of errors.
     assert!(j["work"]["executed"].as_u64().unwrap() <= 8, "{j}");
 }
+
+#[test]
+fn a_second_machine_reads_every_probe_from_the_remote_cache() {
+    let d = Dirs::new();
+    std::fs::create_dir(d.root.join("remote")).unwrap();
+    let remote = format!("file://{}", d.root.join("remote").display());
+    let sidecar = fixture("mitigations.json");
+    let run = |store: &str| {
+        Command::new(assert_cmd::cargo::cargo_bin("aorta"))
+            .current_dir(repo_root())
+            .env("BISECT_STATE", d.root.join("state"))
+            .env(
+                "AORTA_ENV_SNAPSHOT",
+                repo_root().join("docs/examples/h200-env.json"),
+            )
+            .env_remove("AORTA_STORE")
+            .args([
+                "reduce",
+                "--mitigations",
+                "m1,m2,m3,m4,m5,m6",
+                "--mitigations-file",
+                &sidecar,
+            ])
+            .args(["--json", "-j", "2", "--remote-cache", &remote])
+            .args(["--remote-cache-mode", "readwrite"])
+            .arg("--store")
+            .arg(d.root.join(store))
+            .arg("--output")
+            .arg(d.root.join(format!("out-{store}")))
+            .arg("--")
+            .arg(fixture("planted.sh"))
+            .args(["reduce", "1000", "1"])
+            .output()
+            .unwrap()
+    };
+    let first = json(&run("store-a"));
+    assert!(first["work"]["executed"].as_u64().unwrap() > 0, "{first}");
+    let ran = d.executions();
+    // Another store (another machine) with the same remote: the same answer, nothing run.
+    let second = json(&run("store-b"));
+    assert_eq!(second["result"], first["result"], "{second}");
+    assert_eq!(second["work"]["executed"], 0, "{second}");
+    assert_eq!(d.executions(), ran);
+}
