@@ -42,6 +42,14 @@ pub enum Command {
     /// Search for a mitigation that fixes a flaky command, with a sequential test behind
     /// `converged` (docs/agent.md): `aorta agent [OPTIONS] -- COMMAND…`.
     Agent(Box<AgentArgs>),
+    /// What changed: the environment differences (`env`) or the first point of an ordered list
+    /// (`range`) that turn a passing run into a failing one, flaky failures included
+    /// (docs/bisect.md).
+    #[command(subcommand)]
+    Bisect(BisectCommand),
+    /// The smallest part of a mitigation stack that still fixes the failure (ddmin):
+    /// `aorta reduce --mitigations a,b,c -- COMMAND…` (docs/bisect.md).
+    Reduce(Box<ReduceArgs>),
     /// Why a node would (not) run: a trial's key and inputs, a cell, or an artifact.
     Explain(ExplainArgs),
     /// The local content-addressed store.
@@ -391,6 +399,14 @@ pub struct SlurmArgs {
 impl ExecArgs {
     /// The engine session these flags describe.
     pub fn session(&self) -> Result<aorta_engine::Session, crate::exit::CliError> {
+        self.session_with_output(self.output.clone())
+    }
+
+    /// As [`ExecArgs::session`], with the run directory's parent decided by the caller.
+    pub fn session_with_output(
+        &self,
+        output: Option<PathBuf>,
+    ) -> Result<aorta_engine::Session, crate::exit::CliError> {
         let opts = aorta_engine::SessionOptions {
             store: self.store.clone(),
             env_snapshot: self.env_snapshot.clone(),
@@ -400,7 +416,7 @@ impl ExecArgs {
             gpus: self.gpus.clone(),
             kill_on_hang: self.kill_on_hang,
             trial_timeout: self.trial_timeout,
-            output: self.output.clone(),
+            output,
             slurm: aorta_engine::SlurmSettings {
                 executor: self.slurm.executor.clone(),
                 partition: self.slurm.slurm_partition.clone(),
@@ -1147,4 +1163,90 @@ pub struct Verbosity {
     /// Only warnings and errors: no progress bar, no summary (the exit code says how it went).
     #[arg(short, long, conflicts_with = "verbose")]
     pub quiet: bool,
+}
+
+/// `aorta bisect env|range`.
+#[derive(Debug, Subcommand)]
+pub enum BisectCommand {
+    /// The minimal set of differences between GOOD and BAD (env files or `aorta env probe -o`
+    /// snapshots) that makes the command fail: `aorta bisect env --good G --bad B -- COMMAND…`.
+    Env(Box<BisectEnvArgs>),
+    /// The first bad point of an ordered list (one point per line, exported as
+    /// $AORTA_BISECT_POINT; `KEY=VALUE` assignments also set), or of commits (`--rev A..B`).
+    Range(Box<BisectRangeArgs>),
+}
+
+#[derive(Debug, Args)]
+pub struct BisectEnvArgs {
+    /// The passing environment: an env file (KEY=VALUE lines) or a snapshot JSON.
+    #[arg(long, value_name = "FILE")]
+    pub good: PathBuf,
+    /// The failing environment, in the same forms.
+    #[arg(long, value_name = "FILE")]
+    pub bad: PathBuf,
+    /// The other way round: the fewest differences to revert (to GOOD's values) for BAD to pass.
+    #[arg(long)]
+    pub reverse: bool,
+    #[command(flatten)]
+    pub common: BisectCommon,
+}
+
+#[derive(Debug, Args)]
+pub struct BisectRangeArgs {
+    /// The ordered points, one per line (`#` comments and blank lines skipped).
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "rev",
+        conflicts_with = "rev"
+    )]
+    pub list: Option<PathBuf>,
+    /// The points are A and each commit after it up to B (`git rev-list --reverse A..B` here).
+    #[arg(long, value_name = "A..B")]
+    pub rev: Option<String>,
+    /// The command as one shell line, `{point}` standing for the point (instead of -- COMMAND).
+    #[arg(long, value_name = "COMMAND")]
+    pub template: Option<String>,
+    #[command(flatten)]
+    pub common: BisectCommon,
+}
+
+#[derive(Debug, Args)]
+pub struct ReduceArgs {
+    /// The stack that fixes the failure, comma-separated registry names (`aorta mitigations list`).
+    #[arg(long, value_name = "A,B,…", value_delimiter = ',', required = true)]
+    pub mitigations: Vec<String>,
+    #[command(flatten)]
+    pub common: BisectCommon,
+}
+
+/// What `bisect env`, `bisect range` and `reduce` share: the test's settings, the session's.
+#[derive(Debug, Args)]
+pub struct BisectCommon {
+    /// Names the run directory `<output>/<ticket>` (default: the command's name).
+    #[arg(long)]
+    pub ticket: Option<String>,
+    /// Each probe's call (fails / passes) is wrong with probability at most 1 − this.
+    #[arg(long, default_value_t = 0.95)]
+    pub confidence: f64,
+    /// Most trials one configuration runs before its call is left undecided (at least 4).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(4..=10_000))]
+    pub max_trials_per_probe: u32,
+    /// Seconds before a trial is killed and counted as a timeout.
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout_per_trial: Option<f64>,
+    /// Sidecar registry files that add mitigations.
+    #[arg(long = "mitigations-file", value_name = "PATH")]
+    pub mitigations_files: Vec<PathBuf>,
+    /// One JSON line on stdout: the answer, the culprit, the confidence and every probe.
+    #[arg(long)]
+    pub json: bool,
+    /// Print each build's counts on stderr.
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+    /// The command that passes under GOOD and fails under BAD.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }

@@ -9,6 +9,7 @@
 mod args;
 mod cmd_agent;
 mod cmd_bench;
+mod cmd_bisect;
 mod cmd_build;
 mod cmd_bundle;
 mod cmd_cache;
@@ -93,6 +94,8 @@ fn run(cli: Cli) -> CliResult {
         }
         Command::Run(a) => cmd_run::run(&a),
         Command::Agent(a) => cmd_agent::agent(&a),
+        Command::Bisect(b) => cmd_bisect::bisect(&b),
+        Command::Reduce(a) => cmd_bisect::reduce(&a),
         Command::Env(c) => cmd_env::env(&c),
         Command::Bench(args::BenchCommand::HwQueue { args }) => cmd_bench::hw_queue(&args),
         Command::Explain(a) => cmd_cache::explain(&a),

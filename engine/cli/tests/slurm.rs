@@ -1497,3 +1497,49 @@ fn the_recipes_of_one_build_are_all_queued_at_once() {
         "the second array went in after the first's tasks ended: {rows}"
     );
 }
+
+/// `aorta bisect range` under `--executor slurm`: each step's trials are job arrays whose tasks
+/// compile the step's `BisectProbe` request, the first bad point is found, and the same search
+/// run locally afterwards finds every trial in the store (the keys are the local ones).
+#[test]
+fn a_bisect_runs_on_slurm_with_the_local_keys() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = Cluster::up() else { return };
+    let work = cluster.work();
+    let mut list = String::new();
+    for i in 0..8 {
+        list.push_str(&format!("VERSION={i}\n"));
+    }
+    std::fs::write(work.join("points.txt"), list).unwrap();
+    let run = |executor: &str| {
+        cluster
+            .aorta(&[
+                "bisect",
+                "range",
+                "--list",
+                "points.txt",
+                "--template",
+                "test \"$VERSION\" -lt 5",
+                "--max-trials-per-probe",
+                "8",
+                "--json",
+                "--executor",
+                executor,
+                "--store",
+                "store",
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = run("slurm");
+    assert!(out.status.success(), "{}", text(&out));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["result"], serde_json::json!(["VERSION=5"]), "{j}");
+    assert!(j["work"]["executed"].as_u64().unwrap() > 0, "{j}");
+    assert!(!cluster.jobs().is_empty(), "no job reached the cluster");
+    let local = run("local");
+    assert!(local.status.success(), "{}", text(&local));
+    let l: serde_json::Value = serde_json::from_slice(&local.stdout).unwrap();
+    assert_eq!(l["result"], j["result"]);
+    assert_eq!(l["work"]["executed"], 0, "{l}");
+}

@@ -31,7 +31,7 @@ pub use model::*;
 pub use names::{
     inline_environment_name, safe_slug, segment, valid_cell_name, RESERVED_CELL_NAMES,
 };
-pub use request::{agent_cell_name, AgentLook, RecipeRequest, RunRequest};
+pub use request::{agent_cell_name, AgentLook, BisectCell, BisectProbe, RecipeRequest, RunRequest};
 pub use resources::{parse_slurm_time, RESOURCE_KEYS};
 
 /// The only recipe schema version this build understands.

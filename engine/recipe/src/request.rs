@@ -24,6 +24,8 @@ pub enum RecipeRequest {
     Run(RunRequest),
     /// One look of `aorta agent`, laid over its template recipe (if any).
     AgentLook(AgentLook),
+    /// One step of `aorta bisect` / `aorta reduce`: a cell per configuration to test.
+    BisectProbe(BisectProbe),
 }
 
 impl RecipeRequest {
@@ -33,6 +35,7 @@ impl RecipeRequest {
             RecipeRequest::Flags(_) => "<flags>",
             RecipeRequest::Run(_) => "<aorta run flags>",
             RecipeRequest::AgentLook(_) => "<agent probe recipe>",
+            RecipeRequest::BisectProbe(_) => "<bisect probe recipe>",
         }
     }
 
@@ -43,6 +46,7 @@ impl RecipeRequest {
             RecipeRequest::Flags(f) => f.build(registry),
             RecipeRequest::Run(r) => r.build(registry),
             RecipeRequest::AgentLook(l) => l.build(registry, template),
+            RecipeRequest::BisectProbe(b) => b.build(registry),
         }
     }
 }
@@ -272,6 +276,118 @@ impl AgentLook {
                 cell.trials = Some(n);
             }
         }
+        Ok(recipe)
+    }
+}
+
+/// One configuration of a bisect probe: mitigations stacked in order, then `env` on top.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BisectCell {
+    /// Named from its content by the caller (names are never in a key).
+    pub name: String,
+    pub mitigations: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub trials: u32,
+}
+
+/// One step of `aorta bisect` or `aorta reduce`: a probe recipe over the user's command with
+/// one cell per configuration. A cell's env is its resolved values, so a configuration's
+/// trials have the same keys whichever step (or run) asks for them: every probe is a store hit
+/// the second time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BisectProbe {
+    pub ticket: Option<String>,
+    pub cells: Vec<BisectCell>,
+    /// `timeout_per_trial`, seconds.
+    pub timeout_per_trial: Option<f64>,
+}
+
+impl BisectProbe {
+    fn build(&self, registry: &Registry) -> Res<Recipe> {
+        #[derive(Serialize)]
+        struct Generated<'a> {
+            schema_version: u32,
+            mode: &'static str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            ticket: Option<&'a str>,
+            trials: u32,
+            mitigation_axis: [&'static str; 1],
+            diagnostic_axis: [&'static str; 1],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            timeout_per_trial: Option<f64>,
+        }
+        if self.cells.is_empty() {
+            return Err(usage("bisect", "a bisect probe needs a configuration", ""));
+        }
+        let generated = Generated {
+            schema_version: 1,
+            mode: "probe",
+            ticket: self.ticket.as_deref(),
+            trials: self.cells.iter().map(|c| c.trials).max().unwrap_or(1),
+            mitigation_axis: ["none"],
+            diagnostic_axis: ["none"],
+            timeout_per_trial: self.timeout_per_trial,
+        };
+        let mut recipe = parse_generated("<bisect probe recipe>", &generated, registry)?;
+        let template = recipe.cells[0].clone();
+        let mut cells = Vec::with_capacity(self.cells.len());
+        for c in &self.cells {
+            if !crate::valid_cell_name(&c.name)
+                || cells.iter().any(|x: &crate::Cell| x.name == c.name)
+            {
+                return Err(usage(
+                    "bisect",
+                    format!("bad or repeated cell name '{}'", c.name),
+                    "",
+                ));
+            }
+            let mut cell = template.clone();
+            cell.name = c.name.clone();
+            cell.trials = Some(c.trials.max(1));
+            cell.resolved_env.clear();
+            cell.env_origin.clear();
+            for m in c.mitigations.iter().filter(|m| *m != "none") {
+                let Some(found) = registry.mitigation(m) else {
+                    return Err(usage(
+                        "--mitigations",
+                        format!("unknown mitigation '{m}'"),
+                        registry.unknown_mitigation_hint(m),
+                    ));
+                };
+                for (k, v) in &found.env {
+                    cell.resolved_env.insert(k.clone(), v.clone());
+                    cell.env_origin.insert(k.clone(), m.clone());
+                }
+            }
+            for (k, v) in &c.env {
+                if !aorta_registry::is_posix_env_name(k) || v.contains('\0') {
+                    return Err(usage(
+                        "bisect",
+                        format!("'{k}' cannot be set as an environment variable"),
+                        "names are [A-Za-z_][A-Za-z0-9_]*; values hold no NUL byte",
+                    ));
+                }
+                cell.resolved_env.insert(k.clone(), v.clone());
+                cell.env_origin.insert(k.clone(), "bisect".into());
+            }
+            cell.mitigations = if c.mitigations.is_empty() {
+                vec!["none".into()]
+            } else {
+                c.mitigations.clone()
+            };
+            cell.extra_env = c.env.clone();
+            cells.push(cell);
+        }
+        let planned: u64 = cells.iter().map(|c| u64::from(c.trials.unwrap_or(1))).sum();
+        if planned > crate::MAX_PLANNED_TRIALS {
+            return Err(usage(
+                "bisect",
+                format!("a bisect step would plan {planned} trials"),
+                "lower --max-trials-per-probe",
+            ));
+        }
+        recipe.confound.resolved_baseline = cells[0].name.clone();
+        recipe.cells = cells;
         Ok(recipe)
     }
 }
