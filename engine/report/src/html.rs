@@ -384,57 +384,33 @@ impl Matrix<'_> {
     }
 
     /// The kernel profilers' tables (`collect: [ncu]`): each cell's device time per trial, its
-    /// top kernels and how they differ from the baseline's (the same lines as matrix.md).
+    /// top kernels and how they differ from the baseline's (`kernels::tables`, as matrix.md).
     fn kernels_html(&self, out: &mut String) {
-        use crate::kernels::{diff_line, ms, short};
-        let mut tools: Vec<&str> = Vec::new();
-        for r in &self.rows {
-            for p in &r.stats.kernel_profiles {
-                if !tools.contains(&p.tool.as_str()) {
-                    tools.push(&p.tool);
-                }
-            }
-        }
-        for tool in tools {
-            let of = |r: &crate::Row| {
-                r.stats
-                    .kernel_profiles
-                    .iter()
-                    .find(|p| p.tool == tool)
-                    .cloned()
-            };
-            let base = self
-                .rows
+        let tables = crate::kernels::tables(
+            self.rows
                 .iter()
-                .find(|r| r.stats.name == self.baseline.name)
-                .and_then(of)
-                .filter(|p| p.trials > 0);
-            let _ = write!(out, "<h2>Kernel profiles: {}</h2><p>Device time per trial, mean over the trials profiled; against the baseline: kernels that appear, disappear, or change by 10% or more.</p>", esc(tool));
+                .map(|r| (r.stats.name.as_str(), r.stats.kernel_profiles.as_slice())),
+            &self.baseline.name,
+        );
+        for t in tables {
+            let _ = write!(out, "<h2>Kernel profiles: {}</h2><p>Device time per trial, mean over the trials profiled; against the baseline: kernels that appear, disappear, or change by 10% or more.</p>", esc(&t.tool));
             out.push_str("<div class=\"scroll\"><table class=\"sortable kernels\"><thead><tr><th>Cell</th><th>Trials profiled</th><th>Device time</th><th>Top kernels</th><th>Against the baseline</th></tr></thead><tbody>");
-            for r in &self.rows {
-                let Some(p) = of(r) else { continue };
-                let is_base = r.stats.name == self.baseline.name;
-                let top: Vec<String> = p
-                    .kernels
+            for r in t.rows {
+                let top: Vec<String> = r
+                    .top
                     .iter()
-                    .take(3)
-                    .map(|k| format!("{} {} ×{}", short(&k.name), ms(k.total_us), k.calls))
+                    .map(|(n, us, calls)| format!("{n} {} ×{calls}", crate::kernels::ms(*us)))
                     .collect();
-                let vs = match (&base, is_base) {
-                    (_, true) => "(baseline)".to_string(),
-                    (Some(b), false) if p.trials > 0 => diff_line(b, &p).replace('`', ""),
-                    _ => p.notes.join("; "),
-                };
                 let _ = write!(
                     out,
                     "<tr{}><td>{}</td><td>{}</td><td data-v=\"{}\">{}</td><td>{}</td><td>{}</td></tr>",
-                    if is_base { " class=\"baseline\"" } else { "" },
-                    esc(&r.stats.name),
-                    p.trials,
-                    p.total_us(),
-                    esc(&ms(p.total_us())),
+                    if r.baseline { " class=\"baseline\"" } else { "" },
+                    esc(&r.cell),
+                    esc(&r.trials),
+                    r.total_us,
+                    esc(&crate::kernels::ms(r.total_us)),
                     esc(&top.join(", ")),
-                    esc(&vs)
+                    esc(&r.against_baseline.replace('`', ""))
                 );
             }
             out.push_str("</tbody></table></div>");

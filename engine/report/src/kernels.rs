@@ -79,6 +79,85 @@ pub fn cell_profiles(trials: &[&TrialRecord]) -> Vec<CellProfile> {
     out
 }
 
+/// One profiler's table over a run's cells: what matrix.md and report.html both show.
+pub struct KernelTable {
+    pub tool: String,
+    pub rows: Vec<KernelRow>,
+}
+
+pub struct KernelRow {
+    pub cell: String,
+    pub baseline: bool,
+    /// Trials profiled, or `0 (why not)`.
+    pub trials: String,
+    pub total_us: f64,
+    /// The top three kernels: short name, mean time per trial, calls.
+    pub top: Vec<(String, f64, u64)>,
+    /// `(baseline)`, the [`diff_line`] against it, or `—`.
+    pub against_baseline: String,
+}
+
+/// The tables of every profiler some cell ran under, in the order the tools first appear.
+pub fn tables<'a>(
+    cells: impl IntoIterator<Item = (&'a str, &'a [CellProfile])>,
+    baseline: &str,
+) -> Vec<KernelTable> {
+    let cells: Vec<(&str, &[CellProfile])> = cells.into_iter().collect();
+    let mut tools: Vec<&str> = Vec::new();
+    for (_, profiles) in &cells {
+        for p in profiles.iter() {
+            if !tools.contains(&p.tool.as_str()) {
+                tools.push(&p.tool);
+            }
+        }
+    }
+    let of =
+        |profiles: &[CellProfile], tool: &str| profiles.iter().find(|p| p.tool == tool).cloned();
+    tools
+        .into_iter()
+        .map(|tool| {
+            let base = cells
+                .iter()
+                .find(|(name, _)| *name == baseline)
+                .and_then(|(_, p)| of(p, tool))
+                .filter(|p| p.trials > 0);
+            let rows = cells
+                .iter()
+                .filter_map(|(name, profiles)| {
+                    let p = of(profiles, tool)?;
+                    let is_base = *name == baseline;
+                    let against_baseline = match (&base, is_base) {
+                        (_, true) => "(baseline)".to_string(),
+                        (Some(b), false) if p.trials > 0 => diff_line(b, &p),
+                        _ => "—".to_string(),
+                    };
+                    Some(KernelRow {
+                        cell: name.to_string(),
+                        baseline: is_base,
+                        trials: if p.trials == 0 {
+                            format!("0 ({})", p.notes.join("; "))
+                        } else {
+                            p.trials.to_string()
+                        },
+                        total_us: p.total_us(),
+                        top: p
+                            .kernels
+                            .iter()
+                            .take(3)
+                            .map(|k| (short(&k.name), k.total_us, k.calls))
+                            .collect(),
+                        against_baseline,
+                    })
+                })
+                .collect();
+            KernelTable {
+                tool: tool.to_string(),
+                rows,
+            }
+        })
+        .collect()
+}
+
 /// A kernel's time in milliseconds, for tables.
 pub fn ms(us: f64) -> String {
     if us >= 100_000.0 {

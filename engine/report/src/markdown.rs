@@ -170,68 +170,44 @@ impl Matrix<'_> {
     }
 
     /// Per profiler: each cell's device time, its top kernels, and how it differs from the
-    /// baseline's.
+    /// baseline's (`kernels::tables`, shared with report.html).
     fn kernels_section(&self, out: &mut String) {
-        use crate::kernels::{diff_line, ms, short};
-        let mut tools: Vec<&str> = Vec::new();
-        for r in &self.rows {
-            for p in &r.stats.kernel_profiles {
-                if !tools.contains(&p.tool.as_str()) {
-                    tools.push(&p.tool);
-                }
-            }
-        }
-        if tools.is_empty() {
+        let tables = crate::kernels::tables(
+            self.rows
+                .iter()
+                .map(|r| (r.stats.name.as_str(), r.stats.kernel_profiles.as_slice())),
+            &self.baseline.name,
+        );
+        if tables.is_empty() {
             return;
         }
         out.push_str("\n## Kernel profiles\n");
-        for tool in tools {
-            let of = |r: &crate::Row| {
-                r.stats
-                    .kernel_profiles
-                    .iter()
-                    .find(|p| p.tool == tool)
-                    .cloned()
-            };
-            let base = self
+        for t in tables {
+            let rows: Vec<Vec<String>> = t
                 .rows
-                .iter()
-                .find(|r| r.stats.name == self.baseline.name)
-                .and_then(of)
-                .filter(|p| p.trials > 0);
-            let mut rows = Vec::new();
-            for r in &self.rows {
-                let Some(p) = of(r) else { continue };
-                let top: Vec<String> = p
-                    .kernels
-                    .iter()
-                    .take(3)
-                    .map(|k| format!("`{}` {} ×{}", short(&k.name), ms(k.total_us), k.calls))
-                    .collect();
-                let vs = match (&base, r.stats.name == self.baseline.name) {
-                    (_, true) => "(baseline)".to_string(),
-                    (Some(b), false) if p.trials > 0 => diff_line(b, &p),
-                    _ => "—".to_string(),
-                };
-                let trials = if p.trials == 0 {
-                    format!("0 ({})", p.notes.join("; "))
-                } else {
-                    p.trials.to_string()
-                };
-                rows.push(vec![
-                    r.stats.name.clone(),
-                    trials,
-                    ms(p.total_us()),
-                    if top.is_empty() {
-                        "—".into()
-                    } else {
-                        top.join(", ")
-                    },
-                    vs,
-                ]);
-            }
+                .into_iter()
+                .map(|r| {
+                    let top: Vec<String> = r
+                        .top
+                        .iter()
+                        .map(|(n, us, calls)| format!("`{n}` {} ×{calls}", crate::kernels::ms(*us)))
+                        .collect();
+                    vec![
+                        r.cell,
+                        r.trials,
+                        crate::kernels::ms(r.total_us),
+                        if top.is_empty() {
+                            "—".into()
+                        } else {
+                            top.join(", ")
+                        },
+                        r.against_baseline,
+                    ]
+                })
+                .collect();
             out.push_str(&format!(
-                "\n### {tool} (device time per trial, mean over the trials profiled)\n\n"
+                "\n### {} (device time per trial, mean over the trials profiled)\n\n",
+                t.tool
             ));
             out.push_str(&table(
                 &[
