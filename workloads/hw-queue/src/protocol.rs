@@ -19,13 +19,14 @@ use crate::{runner, workloads};
 
 pub const NAME: &str = "hw_queue";
 
-pub fn describe() -> Value {
-    json!({"protocol": 1, "name": NAME, "version": env!("CARGO_PKG_VERSION"),
+/// What `describe` prints for each of this crate's workloads: one process, any world size.
+pub fn describe(name: &str) -> Value {
+    json!({"protocol": 1, "name": name, "version": env!("CARGO_PKG_VERSION"),
            "launch_mode": "single_process", "min_world_size": 1})
 }
 
 pub fn main(args: &[String]) -> i32 {
-    serve(NAME, describe(), args, run_trial)
+    serve(NAME, describe(NAME), args, run_trial)
 }
 
 /// A workload's command line (docs/workload-protocol.md): `describe` prints `described`;

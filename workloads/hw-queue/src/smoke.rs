@@ -348,14 +348,9 @@ pub fn run_trial(config: &Path, result_path: &Path) -> i32 {
     }
 }
 
-pub fn describe() -> Value {
-    json!({"protocol": 1, "name": NAME, "version": env!("CARGO_PKG_VERSION"),
-           "launch_mode": "single_process", "min_world_size": 1})
-}
-
 /// `aorta-workload-gpu_smoke describe | run --config C --result R`.
 pub fn main(args: &[String]) -> i32 {
-    crate::protocol::serve(NAME, describe(), args, run_trial)
+    crate::protocol::serve(NAME, crate::protocol::describe(NAME), args, run_trial)
 }
 
 #[cfg(test)]
