@@ -92,13 +92,7 @@ pub fn bisect_env(
                 untestable,
                 settings,
             },
-            Tail {
-                status: Status::EndsDoNotDiffer,
-                answer,
-                result: vec![],
-                confidence: None,
-                search_probes: 0,
-            },
+            Tail::ends_do_not_differ(answer, 0),
         ));
     }
     let (set, probes) = s.ddmin(n, hit, &config, &what)?;

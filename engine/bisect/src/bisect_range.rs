@@ -36,13 +36,7 @@ pub fn bisect_range(
                 untestable: vec![],
                 settings,
             },
-            Tail {
-                status: Status::EndsDoNotDiffer,
-                answer,
-                result: vec![],
-                confidence: None,
-                search_probes: 2,
-            },
+            Tail::ends_do_not_differ(answer, 2),
         ));
     }
     let b = first_bad(&mut s.judge, s.trials, n, config)?;

@@ -48,13 +48,7 @@ pub fn reduce(
                 untestable: vec![],
                 settings,
             },
-            Tail {
-                status: Status::EndsDoNotDiffer,
-                answer,
-                result: vec![],
-                confidence: None,
-                search_probes: 0,
-            },
+            Tail::ends_do_not_differ(answer, 0),
         ));
     }
     // ddmin's sets are the mitigations kept; its property: the stack still fixes.

@@ -253,6 +253,19 @@ pub(crate) struct Tail {
     pub(crate) search_probes: usize,
 }
 
+impl Tail {
+    /// The search stopped before it began: its two ends behave alike.
+    pub(crate) fn ends_do_not_differ(answer: String, search_probes: usize) -> Tail {
+        Tail {
+            status: Status::EndsDoNotDiffer,
+            answer,
+            result: vec![],
+            confidence: None,
+            search_probes,
+        }
+    }
+}
+
 pub(crate) fn finish(s: Search, h: Head, t: Tail) -> Found {
     Found {
         command: h.command,
