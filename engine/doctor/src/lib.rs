@@ -352,12 +352,41 @@ fn active_checks(
 
 /// Reads the toolkit's CUDA version (`version.json`) for the `driver.cuda` check.
 pub fn toolkit_cuda(root: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(root.join("version.json")).ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    v.pointer("/cuda/version")
-        .and_then(|v| v.as_str())
-        .map(str::to_owned)
+    let from_json = std::fs::read_to_string(root.join("version.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v.pointer("/cuda/version")?.as_str().map(str::to_owned));
+    // Toolkits installed without version.json (the H100 machine's) still ship cuda.h.
+    from_json.or_else(|| {
+        let header = std::fs::read_to_string(root.join("include/cuda.h")).ok()?;
+        cuda_h_version(&header)
+    })
+}
+
+/// `#define CUDA_VERSION 13000` → `13.0`.
+fn cuda_h_version(header: &str) -> Option<String> {
+    let n: u32 = header
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("#define CUDA_VERSION "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(format!("{}.{}", n / 1000, (n % 1000) / 10))
 }
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod version_tests {
+    #[test]
+    fn cuda_h_gives_the_toolkit_version() {
+        let h = "/* x */\n#define CUDA_VERSION 13000\n#define CUDA_API_PER_THREAD 1\n";
+        assert_eq!(super::cuda_h_version(h).as_deref(), Some("13.0"));
+        assert_eq!(
+            super::cuda_h_version("#define CUDA_VERSION 12080\n").as_deref(),
+            Some("12.8")
+        );
+        assert_eq!(super::cuda_h_version("nothing"), None);
+    }
+}
