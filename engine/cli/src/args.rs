@@ -553,6 +553,37 @@ pub enum EnvCommand {
         /// default key.
         #[arg(long)]
         deep: bool,
+        /// How the probe was launched, recorded as `probe.invocation` (AORTA 0.3.0's flag):
+        /// buck2_action when it runs as a Buck2 action, so its environment is the executor's.
+        #[arg(long, value_name = "CONTEXT", value_parser = ["direct", "buck2_run", "buck2_action"], default_value = "direct")]
+        execution_context: String,
+        /// AORTA 0.3.0's flag: keep full per-file ROCm kernel-catalog lists. aorta's snapshot
+        /// keeps none, so the snapshot is the same with or without it.
+        #[arg(long)]
+        extended: bool,
+        /// AORTA 0.3.0's Buck cquery options (--buck-target, --buck-option, --buck-mode-file,
+        /// --buck-config, --buck-modifier, --buck-default-context, --buck-timeout): refused
+        /// with what to do instead.
+        #[arg(long = "buck-target", hide = true, value_name = "X", num_args = 0..=1, action = clap::ArgAction::Append)]
+        buck_target: Vec<String>,
+        /// AORTA 0.3.0's --buck-option: refused (aorta env probe does not query Buck).
+        #[arg(long = "buck-option", hide = true, value_name = "X", num_args = 0..=1, action = clap::ArgAction::Append)]
+        buck_option: Vec<String>,
+        /// AORTA 0.3.0's --buck-mode-file: refused (aorta env probe does not query Buck).
+        #[arg(long = "buck-mode-file", hide = true, value_name = "X", num_args = 0..=1, action = clap::ArgAction::Append)]
+        buck_mode_file: Vec<String>,
+        /// AORTA 0.3.0's --buck-config: refused (aorta env probe does not query Buck).
+        #[arg(long = "buck-config", hide = true, value_name = "X", num_args = 0..=1, action = clap::ArgAction::Append)]
+        buck_config: Vec<String>,
+        /// AORTA 0.3.0's --buck-modifier: refused (aorta env probe does not query Buck).
+        #[arg(long = "buck-modifier", hide = true, value_name = "X", num_args = 0..=1, action = clap::ArgAction::Append)]
+        buck_modifier: Vec<String>,
+        /// AORTA 0.3.0's --buck-default-context: refused (aorta env probe does not query Buck).
+        #[arg(long = "buck-default-context", hide = true)]
+        buck_default_context: bool,
+        /// AORTA 0.3.0's --buck-timeout: refused (aorta env probe does not query Buck).
+        #[arg(long = "buck-timeout", hide = true, value_name = "X", num_args = 0..=1, action = clap::ArgAction::Append)]
+        buck_timeout: Vec<String>,
     },
     /// Semantic diff of two snapshots; exit 1 when fields that feed the key differ.
     Diff {

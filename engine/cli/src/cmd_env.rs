@@ -35,18 +35,51 @@ pub fn env(cmd: &EnvCommand) -> CliResult {
             python,
             no_cache,
             deep,
+            execution_context,
+            extended: _,
+            buck_target,
+            buck_option,
+            buck_mode_file,
+            buck_config,
+            buck_modifier,
+            buck_default_context,
+            buck_timeout,
         } => {
+            let buck = [
+                ("--buck-target", !buck_target.is_empty()),
+                ("--buck-option", !buck_option.is_empty()),
+                ("--buck-mode-file", !buck_mode_file.is_empty()),
+                ("--buck-config", !buck_config.is_empty()),
+                ("--buck-modifier", !buck_modifier.is_empty()),
+                ("--buck-default-context", *buck_default_context),
+                ("--buck-timeout", !buck_timeout.is_empty()),
+            ];
+            if let Some((flag, _)) = buck.iter().find(|(_, set)| *set) {
+                return Err(usage(
+                    format!("{flag} is AORTA 0.3.0's Buck cquery for library identity; aorta env probe does not query Buck"),
+                    "the snapshot already records the libraries the process loads (path, version, blake3); to capture a Buck2 action's environment, run `aorta env probe --execution-context buck2_action -o OUT` as the action (docs/env-snapshot.md)",
+                ));
+            }
             if *summary && field.is_some() {
                 return Err(usage(
                     "--summary and --field cannot be combined",
                     "use one of them",
                 ));
             }
-            let snap = probe_machine(
+            let mut snap = probe_machine(
                 python.clone(),
                 (!no_cache).then(default_probe_cache_dir),
                 *deep,
             );
+            if execution_context != "direct" {
+                let declared = ["AORTA_RE_IMAGE", "AORTA_DOCKER_IMAGE"]
+                    .iter()
+                    .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
+                if snap.host.runtime.container.is_none() && !declared {
+                    eprintln!("aorta: warning: --execution-context {execution_context} says the probe runs inside an action or container, but none was detected and neither $AORTA_RE_IMAGE nor $AORTA_DOCKER_IMAGE is set: this may be the wrong place to probe");
+                }
+                snap.probe.invocation = Some(execution_context.clone());
+            }
             if let Some(f) = field {
                 let v = snap.field(f).map_err(|e| {
                     usage(e.to_string(), "fields are dotted paths such as gpu.devices")

@@ -657,3 +657,44 @@ fn build_names_a_mistyped_flag_and_where_trials_are_set() {
     let out = aorta(&["build", "//recipes:quickstart", "--jobs", "2", "--dry-run"]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// AORTA 0.3.0's `env probe` flags: `--extended` is accepted (aorta keeps no kernel catalogs),
+/// `--execution-context` is recorded as `probe.invocation` (never keyed), the Buck cquery
+/// flags are refused with what to do instead.
+#[test]
+fn env_probe_takes_aorta_0_3_0_flags() {
+    let out = aorta(&["env", "probe", "--extended", "--summary", "--no-cache"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = aorta(&["env", "probe", "--buck-option", "mode=opt", "--summary"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--buck-option is AORTA 0.3.0's Buck cquery")
+            && stderr(&out).contains("buck2_action"),
+        "{}",
+        stderr(&out)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("env.json");
+    let out = aorta(&[
+        "env",
+        "probe",
+        "--no-cache",
+        "--execution-context",
+        "buck2_action",
+        "-o",
+        file.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(v["probe"]["invocation"], "buck2_action");
+    if v["host"]["runtime"]["container"].is_null() {
+        assert!(
+            stderr(&out).contains("may be the wrong place to probe"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    let out = aorta(&["env", "probe", "--execution-context", "remote"]);
+    assert_eq!(out.status.code(), Some(2));
+}

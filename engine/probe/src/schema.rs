@@ -78,6 +78,10 @@ pub struct ProbeMeta {
     pub steps_ms: BTreeMap<String, u64>,
     /// Bytes hashed this run (cached hashes are free).
     pub hashed_bytes: Option<u64>,
+    /// How the probe says it was launched (`--execution-context`, AORTA 0.3.0's
+    /// `execution_context.probe_invocation`): `direct`, `buck2_run` or `buck2_action`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invocation: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
