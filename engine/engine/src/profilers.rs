@@ -6,8 +6,7 @@
 
 use aorta_exec::ProcessSpec;
 use aorta_trial::{KernelProfile, KernelStat};
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Kernels ncu profiles per process unless the recipe says `collect: {ncu: {launch_count: N}}`.
 pub const NCU_LAUNCH_COUNT: u32 = 200;
@@ -70,28 +69,30 @@ pub fn prepare(
             Profiler::Ncu { .. } if sanitized => {
                 Some("not run: the cell runs under a sanitizer".to_string())
             }
-            Profiler::Ncu { launch_count } => match find_ncu() {
-                Ok(ncu) => {
-                    let mut argv = vec![
-                        ncu.display().to_string(),
-                        "--csv".into(),
-                        "--page".into(),
-                        "raw".into(),
-                        "--metrics".into(),
-                        "gpu__time_duration.sum".into(),
-                        "--launch-count".into(),
-                        launch_count.to_string(),
-                        "--target-processes".into(),
-                        "all".into(),
-                        "--log-file".into(),
-                        dir.join(NCU_CSV).display().to_string(),
-                    ];
-                    argv.append(&mut p.argv);
-                    p.argv = argv;
-                    None
+            Profiler::Ncu { launch_count } => {
+                match aorta_exec::find_cuda_tool("ncu", "AORTA_NCU") {
+                    Ok(ncu) => {
+                        let mut argv = vec![
+                            ncu.display().to_string(),
+                            "--csv".into(),
+                            "--page".into(),
+                            "raw".into(),
+                            "--metrics".into(),
+                            "gpu__time_duration.sum".into(),
+                            "--launch-count".into(),
+                            launch_count.to_string(),
+                            "--target-processes".into(),
+                            "all".into(),
+                            "--log-file".into(),
+                            dir.join(NCU_CSV).display().to_string(),
+                        ];
+                        argv.append(&mut p.argv);
+                        p.argv = argv;
+                        None
+                    }
+                    Err(e) => Some(format!("not run: {e}")),
                 }
-                Err(e) => Some(e),
-            },
+            }
             Profiler::TorchProfiler => match install_hook(p, dir) {
                 Ok(()) => None,
                 Err(e) => Some(format!("cannot write the profiler hook: {e}")),
@@ -124,28 +125,6 @@ fn install_hook(p: &mut ProcessSpec, dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// `$AORTA_NCU`, else `ncu` on PATH, under `$CUDA_HOME`/`$CUDA_PATH`, or /usr/local/cuda/bin.
-fn find_ncu() -> Result<PathBuf, String> {
-    if let Some(p) = std::env::var_os("AORTA_NCU").map(PathBuf::from) {
-        if p.is_file() {
-            return Ok(p);
-        }
-    }
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|v| std::env::split_paths(&v).collect())
-        .unwrap_or_default();
-    for var in ["CUDA_HOME", "CUDA_PATH"] {
-        if let Some(root) = std::env::var_os(var) {
-            dirs.push(Path::new(&root).join("bin"));
-        }
-    }
-    dirs.push("/usr/local/cuda/bin".into());
-    dirs.iter()
-        .map(|d| d.join("ncu"))
-        .find(|p| p.is_file())
-        .ok_or_else(|| "not run: ncu (Nsight Compute) not found on PATH, $CUDA_HOME/bin or /usr/local/cuda/bin; set AORTA_NCU".into())
-}
-
 /// Reads each profiler's output into the record's placeholders.
 pub fn collect(profiles: &mut [KernelProfile], dir: &Path) {
     for prof in profiles.iter_mut().filter(|p| p.note.is_none()) {
@@ -166,27 +145,10 @@ pub fn collect(profiles: &mut [KernelProfile], dir: &Path) {
                 }),
         };
         match read {
-            Ok(k) => prof.kernels = summed(k),
+            Ok(k) => prof.kernels = KernelStat::sum_by_name(k),
             Err(e) => prof.note = Some(e),
         }
     }
-}
-
-/// Sums rows of one kernel name, largest total first.
-pub fn summed(rows: Vec<KernelStat>) -> Vec<KernelStat> {
-    let mut by: BTreeMap<String, KernelStat> = BTreeMap::new();
-    for r in rows {
-        let e = by.entry(r.name.clone()).or_insert(KernelStat {
-            name: r.name,
-            calls: 0,
-            total_us: 0.0,
-        });
-        e.calls += r.calls;
-        e.total_us += r.total_us;
-    }
-    let mut v: Vec<KernelStat> = by.into_values().collect();
-    v.sort_by(|a, b| b.total_us.total_cmp(&a.total_us).then(a.name.cmp(&b.name)));
-    v
 }
 
 /// Nsight Compute's `--csv --page raw` output: a header row, a units row, one row per
@@ -246,7 +208,7 @@ mod tests {
             "/../../tests/fixtures/gpu/h100-cuda13/ncu-clean-raw.csv"
         ))
         .unwrap();
-        let k = summed(parse_ncu_csv(&text).unwrap());
+        let k = KernelStat::sum_by_name(parse_ncu_csv(&text).unwrap());
         let names: Vec<(&str, u64)> = k.iter().map(|k| (k.name.as_str(), k.calls)).collect();
         assert_eq!(
             names,

@@ -16,7 +16,7 @@ pub const UNAVAILABLE: &str = "sanitizer_unavailable";
 /// Puts the tool in front of the command; the record's empty report marks the trial as
 /// sanitized until [`judge`] fills it.
 pub fn wrap(tool: Sanitizer, p: &mut ProcessSpec, dir: &Path) -> Result<SanitizerReport, String> {
-    let program = Sanitizer::find_program()?;
+    let program = aorta_exec::find_cuda_tool("compute-sanitizer", Sanitizer::PROGRAM_VAR)?;
     let mut argv = tool.argv_prefix(&program, dir);
     argv.append(&mut p.argv);
     p.argv = argv;
@@ -40,7 +40,7 @@ pub fn unavailable(mut record: TrialRecord, dir: &Path, reason: String) -> Trial
     let _ = std::fs::write(dir.join("stderr.log"), format!("aorta: {message}\n"));
     record.verdict = Verdict::Error;
     record.exit_code = 127;
-    record.error_detectors_fired = vec![format!("sanitizer:{}", "unavailable")];
+    record.error_detectors_fired = vec!["sanitizer:unavailable".into()];
     record.failure_type = Some(UNAVAILABLE.into());
     record.result = WorkloadResult {
         failure_count: 1,

@@ -46,7 +46,7 @@ pub use hang::{
 };
 pub use pidfd::{pidfd_open, wait_readable};
 pub use pool::{Pool, SlotRelease};
-pub use program::{find_program, is_executable_file};
+pub use program::{find_cuda_tool, find_program, is_executable_file};
 pub use run::{
     is_posix_name, prepare, resolve_program, run, start, validate_env, Prepared, ProcessOutcome,
     ProcessSpec, SpawnError, Started, DEFAULT_KILL_GRACE, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND,

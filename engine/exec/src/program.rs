@@ -37,3 +37,37 @@ pub fn find_program(name: &str, path_var: &std::ffi::OsStr, cwd: &Path) -> io::R
     }
     Err(not_found(saw_file))
 }
+
+/// A CUDA toolkit program (`compute-sanitizer`, `ncu`) for wrapping a trial: `$override_var`
+/// when it names an executable file, else `name` on `PATH`, else in `$CUDA_HOME/bin`,
+/// `$CUDA_PATH/bin`, `/usr/local/cuda/bin`. `Err` says where it looked and how to point at it.
+pub fn find_cuda_tool(name: &str, override_var: &str) -> Result<PathBuf, String> {
+    let mut looked = Vec::new();
+    if let Some(p) = std::env::var_os(override_var).map(PathBuf::from) {
+        if is_executable_file(&p) {
+            return Ok(p);
+        }
+        looked.push(format!("${override_var} ({})", p.display()));
+    }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let path_var = std::env::var_os("PATH").unwrap_or_default();
+    if let Ok(p) = find_program(name, &path_var, &cwd) {
+        return Ok(p);
+    }
+    let roots = ["CUDA_HOME", "CUDA_PATH"]
+        .iter()
+        .filter_map(std::env::var_os)
+        .map(PathBuf::from)
+        .chain([PathBuf::from("/usr/local/cuda")]);
+    for root in roots {
+        let p = root.join("bin").join(name);
+        if is_executable_file(&p) {
+            return Ok(p);
+        }
+    }
+    looked.push("PATH, $CUDA_HOME/bin, $CUDA_PATH/bin, /usr/local/cuda/bin".into());
+    Err(format!(
+        "{name} not found (looked in {}): it ships with the CUDA toolkit; set {override_var} to its path",
+        looked.join("; ")
+    ))
+}

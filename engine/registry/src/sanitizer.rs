@@ -57,40 +57,8 @@ impl Sanitizer {
         }
     }
 
-    /// The program the cell's command runs under: `$AORTA_COMPUTE_SANITIZER`, else
-    /// `compute-sanitizer` on `PATH`, else under `$CUDA_HOME`/`$CUDA_PATH`, else
-    /// `/usr/local/cuda/bin`. `Err` lists where it looked.
-    pub fn find_program() -> Result<std::path::PathBuf, String> {
-        let mut looked = Vec::new();
-        if let Some(p) = std::env::var_os("AORTA_COMPUTE_SANITIZER") {
-            let p = std::path::PathBuf::from(p);
-            if p.is_file() {
-                return Ok(p);
-            }
-            looked.push(format!("$AORTA_COMPUTE_SANITIZER ({})", p.display()));
-        }
-        let mut dirs: Vec<std::path::PathBuf> = std::env::var_os("PATH")
-            .map(|v| std::env::split_paths(&v).collect())
-            .unwrap_or_default();
-        for var in ["CUDA_HOME", "CUDA_PATH"] {
-            if let Some(root) = std::env::var_os(var) {
-                dirs.push(std::path::Path::new(&root).join("bin"));
-            }
-        }
-        dirs.push("/usr/local/cuda/bin".into());
-        if let Some(found) = dirs
-            .iter()
-            .map(|d| d.join("compute-sanitizer"))
-            .find(|p| p.is_file())
-        {
-            return Ok(found);
-        }
-        looked.push("PATH, $CUDA_HOME/bin, $CUDA_PATH/bin, /usr/local/cuda/bin".into());
-        Err(format!(
-            "compute-sanitizer not found (looked in {}): it ships with the CUDA toolkit; set AORTA_COMPUTE_SANITIZER to its path",
-            looked.join("; ")
-        ))
-    }
+    /// The variable that points at the tool when it is not on `PATH` or under the toolkit.
+    pub const PROGRAM_VAR: &'static str = "AORTA_COMPUTE_SANITIZER";
 
     /// The words before the command: one log per process (`%p`), every child process
     /// checked (a launch script's python too), the tool's own exit code left alone (aorta

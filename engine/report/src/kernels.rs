@@ -55,26 +55,15 @@ pub fn cell_profiles(trials: &[&TrialRecord]) -> Vec<CellProfile> {
     }
     for (c, rows) in out.iter_mut().zip(sums) {
         let n = c.trials.max(1) as f64;
-        let mut by: std::collections::BTreeMap<String, KernelStat> = Default::default();
-        for r in rows {
-            let e = by.entry(r.name.clone()).or_insert(KernelStat {
-                name: r.name,
-                calls: 0,
-                total_us: 0.0,
-            });
-            e.calls += r.calls;
-            e.total_us += r.total_us;
-        }
-        let mut k: Vec<KernelStat> = by
-            .into_values()
+        // Summed over the cell's trials, then the mean per trial (order kept: n is common).
+        c.kernels = KernelStat::sum_by_name(rows)
+            .into_iter()
             .map(|mut s| {
                 s.calls = (s.calls as f64 / n).round() as u64;
                 s.total_us /= n;
                 s
             })
             .collect();
-        k.sort_by(|a, b| b.total_us.total_cmp(&a.total_us).then(a.name.cmp(&b.name)));
-        c.kernels = k;
     }
     out
 }

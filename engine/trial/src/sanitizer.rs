@@ -89,3 +89,23 @@ pub struct KernelStat {
     /// Device time over all calls, microseconds.
     pub total_us: f64,
 }
+
+impl KernelStat {
+    /// Rows of one kernel name added up, largest total first (then by name): one trial's
+    /// launches, or a cell's trials.
+    pub fn sum_by_name(rows: impl IntoIterator<Item = KernelStat>) -> Vec<KernelStat> {
+        let mut by: std::collections::BTreeMap<String, KernelStat> = Default::default();
+        for r in rows {
+            let e = by.entry(r.name.clone()).or_insert(KernelStat {
+                name: r.name,
+                calls: 0,
+                total_us: 0.0,
+            });
+            e.calls += r.calls;
+            e.total_us += r.total_us;
+        }
+        let mut v: Vec<KernelStat> = by.into_values().collect();
+        v.sort_by(|a, b| b.total_us.total_cmp(&a.total_us).then(a.name.cmp(&b.name)));
+        v
+    }
+}
