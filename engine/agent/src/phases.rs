@@ -90,12 +90,34 @@ impl Run<'_> {
             )
         };
         let base = outcomes("none");
+        // Per-step times by trial, for the speed stop the build's scheduler applied.
+        let steps = |m: &str| {
+            sequential::steps_of(
+                by_m.get(m)
+                    .into_iter()
+                    .flatten()
+                    .map(|r| (r.trial_index, r.result.step_times_ms.as_slice())),
+            )
+        };
+        let (base_steps, base_name) = (steps("none"), cell_name("none"));
+        let threshold = self
+            .look
+            .as_deref()
+            .map_or(f64::INFINITY, |r| r.confound.threshold);
         let mut used_of_baseline = 0;
         let mut winner = None;
         for m in fresh {
             let seen = outcomes(m);
+            let (seen_steps, name) = (steps(m), cell_name(m));
+            let pace = sequential::Pace {
+                threshold,
+                cell_name: &name,
+                baseline_name: &base_name,
+                cell: &seen_steps,
+                baseline: &base_steps,
+            };
             // The run is over for this look: an undecided candidate stopped where it is.
-            let d = sequential::decide(&design, &base, &seen, true);
+            let d = sequential::decide(&design, &base, &seen, Some(pace), true);
             used_of_baseline = used_of_baseline.max(d.trials);
             let c = sequential::counts(&seen, d.trials);
             let errored = d.trials.min(seen.len() as u32) - c.trials;
@@ -120,6 +142,13 @@ impl Run<'_> {
                 {
                     (CandidateVerdict::SpeedConfound, "")
                 }
+                CandidateStep::NotFix {
+                    reason: NotFixReason::Slower,
+                    ..
+                } => (
+                    CandidateVerdict::SpeedConfound,
+                    NotFixReason::Slower.describe(),
+                ),
                 CandidateStep::Fix { .. } => (CandidateVerdict::Fix, ""),
                 CandidateStep::NotFix { reason, .. } => {
                     (CandidateVerdict::NotFix, reason.describe())

@@ -73,6 +73,9 @@ pub enum NotFixReason {
     CapReached,
     /// Every trial of the look errored: the mitigation stops the command from running.
     AllErrored,
+    /// It failed less often, but ran slower than the confound threshold: it stopped there
+    /// (`trials: auto`'s speed stop), as a speed confound.
+    Slower,
 }
 
 impl NotFixReason {
@@ -84,6 +87,9 @@ impl NotFixReason {
             }
             NotFixReason::CapReached => "no significant reduction at the trial cap",
             NotFixReason::AllErrored => "every trial errored (no pass or fail verdict)",
+            NotFixReason::Slower => {
+                "fails less often, but only while running slower than the confound threshold"
+            }
         }
     }
 }
@@ -162,6 +168,10 @@ impl Design {
                 p_value,
                 reason: NotFixReason::CapReached,
             },
+            (Finding::Undecided, Some(Stop::Slower)) => CandidateStep::NotFix {
+                p_value,
+                reason: NotFixReason::Slower,
+            },
             (Finding::Undecided, Some(_)) => CandidateStep::NotFix {
                 p_value,
                 reason: NotFixReason::CannotReach,
@@ -201,7 +211,7 @@ mod tests {
         // AORTA's rule would converge on this: the baseline failed its one trial, the
         // candidate passed its one trial.
         let d = Design::new(0.95, 1, 8, 4).sequential();
-        let x = sequential::decide(&d, &[Some(true)], &[Some(false)], true);
+        let x = sequential::decide(&d, &[Some(true)], &[Some(false)], None, true);
         assert_ne!(x.finding, Finding::Fewer);
     }
 
@@ -212,7 +222,7 @@ mod tests {
         assert_eq!(d.auto().comparisons, Some(36));
         // An always-failing baseline and a clean candidate: a fix at 8 trials even among 36.
         let s = d.sequential();
-        let fix = sequential::decide(&s, &[Some(true); 8], &[Some(false); 8], false);
+        let fix = sequential::decide(&s, &[Some(true); 8], &[Some(false); 8], None, false);
         assert_eq!((fix.finding, fix.trials), (Finding::Fewer, 8));
         assert!(matches!(d.candidate_step(&fix), CandidateStep::Fix { .. }));
     }

@@ -151,6 +151,58 @@ fn a_budget_stops_the_run_undecided_and_says_so() {
     assert!(executed < 20, "the budget did not stop it: {}", text(&out));
 }
 
+/// Always fails unless one of two fixes is set: CUDA_DEVICE_MAX_CONNECTIONS=1 at the usual
+/// pace, or CUDA_LAUNCH_BLOCKING=1, whose steps take twice as long (a speed confound). Prints
+/// five step times per run for `step_time_regex`.
+const SLOW_FIX: &str = r#"set -eu
+ms=100
+[ "${CUDA_LAUNCH_BLOCKING:-0}" = 1 ] && ms=200
+for i in 1 2 3 4 5; do echo "step $i took $((ms + i)) ms"; done
+[ "${CUDA_LAUNCH_BLOCKING:-0}" = 1 ] && exit 0
+[ "${CUDA_DEVICE_MAX_CONNECTIONS:-0}" = 1 ] && exit 0
+echo "RuntimeError: CUDA error: an illegal memory access was encountered" >&2
+exit 1
+"#;
+
+#[test]
+fn a_fix_that_only_runs_slower_stops_at_the_first_look_as_a_speed_confound() {
+    use aorta_report::sequential::Stop;
+    use aorta_report::Call;
+    let ws = Ws::new();
+    ws.write(
+        "r.yaml",
+        &RECIPE
+            .replace("  threshold: 100\n", "  threshold: 1.15\n")
+            .replace(
+                "timeout_per_trial: 30\n",
+                "timeout_per_trial: 30\nstep_time_regex: 'took (?P<ms>[0-9]+) ms'\n",
+            ),
+    );
+    ws.write("slow.sh", SLOW_FIX);
+    let build = || {
+        ws.aorta(&[
+            "build", "r.yaml", "--store", "s", "--output", "o", "--", "bash", "slow.sh",
+        ])
+    };
+    let out = build();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let a = answer(&ws);
+    let slow = a.call_of("cuda_launch_blocking-none").unwrap();
+    assert_eq!(slow.call, Call::SpeedConfounded, "{slow:?}\n{}", text(&out));
+    let auto = slow.auto.unwrap();
+    assert_eq!((auto.stop, auto.trials), (Stop::Slower, 4), "{slow:?}");
+    let fix = a.call_of("cuda_device_max_connections_1-none").unwrap();
+    assert_eq!(fix.call, Call::Fixes, "{fix:?}");
+    assert_eq!(fix.auto.unwrap().trials, 8);
+    let dud = a.call_of("cuda_device_max_connections_32-none").unwrap();
+    assert_eq!(dud.auto.unwrap().stop, Stop::Futile, "{dud:?}");
+    // The baseline and the fix to 8, the speed confound and the dud to 4; a rerun reuses all.
+    assert_eq!(counts(&out), (8 + 8 + 4 + 4, 0), "{}", text(&out));
+    let again = build();
+    assert_eq!(counts(&again), (0, 24), "{}", text(&again));
+    assert_eq!(answer(&ws), a);
+}
+
 #[test]
 fn auto_conflicts_and_stray_settings_are_refused_with_the_field() {
     let ws = Ws::new();

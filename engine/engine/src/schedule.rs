@@ -169,6 +169,8 @@ struct CellState {
     /// `stop_after`: how each trial ended, by position (`Some(None)`: it failed to run, which
     /// is no event), for as long as the cell is undecided.
     ended: Vec<Option<Option<Verdict>>>,
+    /// `trials: auto`: each ended trial's per-step times by position, until it is taken in order.
+    steps: Vec<Vec<f64>>,
     /// `stop_after`: the positions before this one ended, in order, with `events` events.
     decided: usize,
     events: u32,
@@ -184,6 +186,11 @@ struct Auto {
     baseline: Option<usize>,
     /// Each cell's ended trials in order, from its first, without gaps.
     outcomes: Vec<Vec<Seen>>,
+    /// Their per-step times, in the same order (the speed stop's evidence).
+    steps: Vec<Vec<Vec<f64>>>,
+    /// The cells' names and the confound threshold, for the speed stop.
+    names: Vec<String>,
+    threshold: f64,
     decisions: Vec<Decision>,
     started: Instant,
     /// GPUs one trial holds, for `max_gpu_hours` (1 when the recipe names none).
@@ -206,12 +213,15 @@ impl Auto {
             settings.max_trials_per_cell,
         );
         let outcomes = vec![Vec::new(); cells];
-        let decisions = sequential::plan(&design, baseline, &outcomes, false);
+        let decisions = sequential::plan(&design, baseline, &outcomes, None, false);
         Auto {
             design,
             settings,
             baseline,
             outcomes,
+            steps: vec![Vec::new(); cells],
+            names: recipe.cells.iter().map(|c| c.name.clone()).collect(),
+            threshold: recipe.confound.threshold,
             decisions,
             started: Instant::now(),
             gpus_per_trial: f64::from(recipe.resources.gpus_per_trial.unwrap_or(1).max(1)),
@@ -240,10 +250,18 @@ impl Auto {
             changed.filter(|&c| Some(c) != self.baseline && was_spent == self.budget_spent);
         match (single, self.baseline) {
             (Some(c), Some(b)) if self.outcomes.len() > 1 => {
+                let pace = sequential::Pace {
+                    threshold: self.threshold,
+                    cell_name: &self.names[c],
+                    baseline_name: &self.names[b],
+                    cell: &self.steps[c],
+                    baseline: &self.steps[b],
+                };
                 self.decisions[c] = sequential::decide(
                     &self.design,
                     &self.outcomes[b],
                     &self.outcomes[c],
+                    Some(pace),
                     self.budget_spent,
                 );
                 self.decisions[b] = sequential::baseline_decision(
@@ -255,10 +273,16 @@ impl Auto {
                 );
             }
             _ => {
+                let paces = sequential::Paces {
+                    threshold: self.threshold,
+                    names: &self.names,
+                    steps: &self.steps,
+                };
                 self.decisions = sequential::plan(
                     &self.design,
                     self.baseline,
                     &self.outcomes,
+                    Some(&paces),
                     self.budget_spent,
                 )
             }
@@ -359,7 +383,8 @@ impl Schedule<'_> {
                     .collect()
             })
             .collect();
-        let stop = self.recipe.stop_after.is_some() || self.recipe.auto.is_some();
+        let auto = self.recipe.auto.is_some();
+        let stop = self.recipe.stop_after.is_some() || auto;
         let mut w = Walk {
             position: by_cell
                 .iter()
@@ -373,6 +398,11 @@ impl Schedule<'_> {
                 .map(|ts| CellState {
                     ended: if stop {
                         vec![None; ts.len()]
+                    } else {
+                        Vec::new()
+                    },
+                    steps: if auto {
+                        vec![Vec::new(); ts.len()]
                     } else {
                         Vec::new()
                     },
@@ -476,7 +506,7 @@ impl Schedule<'_> {
                                 index,
                                 error: &e,
                             });
-                            self.ended(c, index, None, &mut w);
+                            self.ended(c, index, None, &[], &mut w);
                         }
                         w.failures.push((waiters, e, infra));
                     }
@@ -609,7 +639,7 @@ impl Schedule<'_> {
                         index: p.index,
                         error: &e,
                     });
-                    self.ended(c, p.index, None, w);
+                    self.ended(c, p.index, None, &[], w);
                     w.failures.push((vec![(c, p.index)], e, true));
                     continue;
                 }
@@ -664,7 +694,16 @@ impl Schedule<'_> {
 
     /// `stop_after`: trial `index` of cell `c` ended with `verdict` (`None`: it failed to run).
     /// The cell decides once `events` of its trials, in order, have the event verdict.
-    fn ended(&self, c: usize, index: u32, verdict: Option<Verdict>, w: &mut Walk<'_>) {
+    /// `trials: auto`: the sequential test takes the outcome and `steps` (its per-step times)
+    /// once every earlier trial of the cell has ended.
+    fn ended(
+        &self,
+        c: usize,
+        index: u32,
+        verdict: Option<Verdict>,
+        steps: &[f64],
+        w: &mut Walk<'_>,
+    ) {
         if let Some(a) = &mut w.auto {
             let st = &mut w.states[c];
             let Some(&pos) = w.position[c].get(&index) else {
@@ -674,8 +713,10 @@ impl Schedule<'_> {
                 return;
             }
             st.ended[pos] = Some(verdict);
+            st.steps[pos] = steps.to_vec();
             while let Some(Some(v)) = st.ended.get(st.decided) {
                 a.outcomes[c].push(outcome(*v));
+                a.steps[c].push(std::mem::take(&mut st.steps[st.decided]));
                 st.decided += 1;
             }
             a.replan(Some(c));
@@ -791,7 +832,13 @@ impl Schedule<'_> {
         if let (Some(a), Source::Executed) = (&mut w.auto, source) {
             a.gpu_hours += r.exec_seconds * a.gpus_per_trial / 3600.0;
         }
-        self.ended(c, index, Some(record.verdict), w);
+        self.ended(
+            c,
+            index,
+            Some(record.verdict),
+            &record.result.step_times_ms,
+            w,
+        );
         // Only the first user of an executed trial's directory has it (placed or staged); the
         // others copy theirs out of the store.
         let dir = match source {

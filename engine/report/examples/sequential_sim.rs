@@ -11,7 +11,8 @@
 //! a fix unless it is speed-flagged: median(its step times) / median(the baseline's) > 1.15.
 //!
 //! **Sequential**: every cell advances in lockstep rounds as the engine runs them: each round,
-//! `plan(&design, Some(0), &outcomes, false)`, and every running cell (the baseline included)
+//! `plan(&design, Some(0), &outcomes, Some(&paces), false)` (each trial's step time as its one
+//! per-step sample, so the crate's speed stop applies), and every running cell (the baseline included)
 //! is extended to its `Decision.trials`, until every cell has stopped. A run's cost is the sum
 //! of the lengths of all outcome vectors, the baseline's included.
 //!
@@ -35,7 +36,7 @@
 
 use aorta_report::evidence::{fisher_less, Counts};
 use aorta_report::sequential::{
-    counts, doubling, plan, Decision, Design, Finding, Outcome, Stop, FIRST_LOOK, FUTILE_P,
+    counts, doubling, plan, Decision, Design, Finding, Outcome, Paces, Stop, FIRST_LOOK, FUTILE_P,
 };
 use std::time::Instant;
 
@@ -215,7 +216,8 @@ struct Variant {
     /// is above this (the crate has no such rule: `None`).
     futile_fewer: Option<f64>,
     /// Stop a cell once it is speed-flagged (at or after the first look): it can no longer be
-    /// called a fix. Outside `decide` (it needs the step times); the engine does not do it.
+    /// called a fix. The copy's version of the crate's speed stop (`Stop::Slower`), on medians
+    /// and without the crate's bootstrap interval or its "fails less" condition.
     drop_slow: bool,
     /// Run the crate's own `plan` instead of the copy (the design as it is).
     crate_rules: bool,
@@ -429,6 +431,7 @@ fn run_sequential(
     let mut outcomes: Vec<Vec<Outcome>> = vec![Vec::new(); specs.len()];
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); specs.len()];
     let mut slow = vec![false; specs.len()];
+    let names: Vec<String> = (0..specs.len()).map(|i| format!("cell{i}")).collect();
     let decisions = loop {
         if seq.drop_slow {
             for i in 1..specs.len() {
@@ -438,7 +441,17 @@ fn run_sequential(
         }
         let decisions = match seq.as_crate {
             true => {
-                let theirs = plan(&seq.design, Some(0), &outcomes, false);
+                // One step time per trial: each trial is a group of one sample.
+                let steps: Vec<Vec<Vec<f64>>> = times
+                    .iter()
+                    .map(|ts| ts.iter().map(|&t| vec![t]).collect())
+                    .collect();
+                let paces = Paces {
+                    threshold: CONFOUND_RATIO,
+                    names: &names,
+                    steps: &steps,
+                };
+                let theirs = plan(&seq.design, Some(0), &outcomes, Some(&paces), false);
                 if verify {
                     let ours = seq.plan(&outcomes, &slow);
                     assert_eq!(ours, theirs, "the copy of plan disagrees with the crate's");

@@ -190,6 +190,9 @@ pub struct CellStats {
     /// Each trial's outcome by index, a missing index as no evidence (`trials: auto` replays
     /// its sequential test on these).
     pub outcomes: Vec<crate::sequential::Outcome>,
+    /// Each trial's per-step times by index, empty where it reported none (`trials: auto`'s
+    /// speed stop replays on these; [`crate::sequential::Pace`]).
+    pub step_times_by_trial: Vec<Vec<f64>>,
     /// Kernel profilers' findings (`collect: [ncu]`), mean per trial.
     pub kernel_profiles: Vec<crate::kernels::CellProfile>,
 }
@@ -261,6 +264,7 @@ impl CellStats {
             logits_checksums,
             workload_metrics: workload_metrics(&ts),
             outcomes: Vec::new(),
+            step_times_by_trial: Vec::new(),
             kernel_profiles: crate::kernels::cell_profiles(&ts),
         };
         if stats.error.is_some() {
@@ -269,6 +273,10 @@ impl CellStats {
         }
         stats.outcomes =
             crate::sequential::outcomes_of(ts.iter().map(|t| (t.trial_index, t.verdict)));
+        stats.step_times_by_trial = crate::sequential::steps_of(
+            ts.iter()
+                .map(|t| (t.trial_index, t.result.step_times_ms.as_slice())),
+        );
         stats.passed_count = ts.iter().filter(|t| t.verdict == Verdict::Pass).count();
         stats.error_count = ts.iter().filter(|t| t.verdict == Verdict::Error).count();
         stats.failed_count = n - stats.passed_count - stats.error_count;

@@ -286,8 +286,10 @@ impl Matrix<'_> {
                 "- **Config**: the workload_config keys whose values differ between cells.".into(),
             );
         }
-        if self.recipe.mode == Mode::Probe {
-            n.push("- **Mean step (ms)**: probe cells time the whole command (wall clock per trial), so their confound is `n/a`.".into());
+        match self.recipe.probe.as_ref().map(|p| p.step_time_regex.is_some()) {
+            Some(false) => n.push("- **Mean step (ms)**: probe cells time the whole command (wall clock per trial), so their confound is `n/a`.".into()),
+            Some(true) => n.push("- **Mean step (ms)**: each trial's step times are the `step_time_regex` matches in its logs.".into()),
+            None => {}
         }
         out.push_str("\n## Notes\n\n");
         for l in n {

@@ -62,9 +62,10 @@ impl<'r> Matrix<'r> {
                 passed: r.stats.passed_count,
                 slower: matches!(r.confound.tag, confound::Tag::Speed { .. }),
                 outcomes: &r.stats.outcomes,
+                steps: &r.stats.step_times_by_trial,
             })
             .collect();
-        let answer = Answer::of(&baseline.name, &evidence, recipe.auto.as_ref());
+        let answer = Answer::of(&baseline.name, &evidence, recipe.auto.as_ref(), threshold);
         Matrix {
             recipe,
             rows,

@@ -27,10 +27,18 @@
 //! cap even if every later trial went its way. This is what makes a dud cheap: an
 //! always-failing dud against an always-failing baseline stops at 4.
 //!
+//! **Slower.** A cell that fails less often than the baseline but whose first n trials run
+//! slower than the confound threshold, with the whole bootstrap interval of the step-time ratio
+//! above it (the confound detector's `speed` tag, on the same trials), can never be called a
+//! fix: it stops there ([`Stop::Slower`]), as the speed confound it is. This needs per-step
+//! times ([`Pace`]); without them no cell stops for it. It only removes chances to reject, so
+//! the error bound above holds.
+//!
 //! **Assumptions**, in plain words: trials of one cell are independent and alike (the failure
 //! probability does not drift during the run), and trials that error are no evidence either
 //! way (they are skipped, not counted as passes or failures).
 
+use crate::bootstrap;
 use crate::evidence::{fisher_less, Counts};
 use serde::{Deserialize, Serialize};
 
@@ -95,6 +103,8 @@ pub enum Stop {
     Budget,
     /// The baseline gave no pass or fail to compare with.
     NoBaseline,
+    /// Fails less often but runs slower than the confound threshold: never a fix.
+    Slower,
 }
 
 impl Stop {
@@ -105,6 +115,7 @@ impl Stop {
             Stop::Cap => "cap reached",
             Stop::Budget => "budget spent",
             Stop::NoBaseline => "the baseline has no evidence",
+            Stop::Slower => "slower than the confound threshold",
         }
     }
 }
@@ -163,6 +174,23 @@ pub fn outcomes_of(trials: impl IntoIterator<Item = (u32, aorta_trial::Verdict)>
             aorta_trial::Verdict::Pass => Some(false),
             aorta_trial::Verdict::Error => None,
         };
+    }
+    out
+}
+
+/// Trials' per-step times by index (see [`Pace`]), from `(trial index, step times)` pairs in
+/// any order: a missing index has none.
+pub fn steps_of<'a>(trials: impl IntoIterator<Item = (u32, &'a [f64])>) -> Vec<Vec<f64>> {
+    let mut out: Vec<Vec<f64>> = Vec::new();
+    for (index, steps) in trials {
+        let i = index as usize;
+        if i >= MAX_POSITIONS {
+            continue;
+        }
+        if out.len() <= i {
+            out.resize(i + 1, Vec::new());
+        }
+        out[i] = steps.to_vec();
     }
     out
 }
@@ -256,10 +284,76 @@ impl Design {
     }
 }
 
+/// Per-step times in milliseconds of each trial by position (empty where a trial reported
+/// none), for the cell and the baseline, and the recipe's confound threshold: what the speed
+/// stop looks at (see the module's doc). The names seed the bootstrap, as the report's
+/// confound detector seeds it, so the scheduler and the report agree.
+#[derive(Debug, Clone, Copy)]
+pub struct Pace<'a> {
+    pub threshold: f64,
+    pub cell_name: &'a str,
+    pub baseline_name: &'a str,
+    pub cell: &'a [Vec<f64>],
+    pub baseline: &'a [Vec<f64>],
+}
+
+impl Pace<'_> {
+    /// Whether the first `n` trials of the cell are slower than the baseline's first `n`
+    /// beyond the threshold: the mean ratio above it and the bootstrap interval's lower end too.
+    pub fn slower_at(&self, n: u32) -> bool {
+        let head = |g: &'_ [Vec<f64>]| -> Vec<Vec<f64>> {
+            g[..(n as usize).min(g.len())]
+                .iter()
+                .filter(|t| !t.is_empty())
+                .cloned()
+                .collect()
+        };
+        let (c, b) = (head(self.cell), head(self.baseline));
+        let mean = |g: &[Vec<f64>]| {
+            let count: usize = g.iter().map(Vec::len).sum();
+            g.iter().flatten().sum::<f64>() / count.max(1) as f64
+        };
+        let (mc, mb) = (mean(&c), mean(&b));
+        if c.is_empty() || b.is_empty() || mb <= 0.0 || mc / mb <= self.threshold {
+            return false;
+        }
+        bootstrap::ratio_ci(&c, &b, self.cell_name, self.baseline_name)
+            .is_some_and(|(lo, _)| lo > self.threshold)
+    }
+}
+
+/// Every cell's per-step times by trial position (`steps[i]` for cell i), their names and the
+/// confound threshold: [`plan`] builds each cell's [`Pace`] from it.
+#[derive(Debug, Clone, Copy)]
+pub struct Paces<'a> {
+    pub threshold: f64,
+    pub names: &'a [String],
+    pub steps: &'a [Vec<Vec<f64>>],
+}
+
+impl<'a> Paces<'a> {
+    fn of(&self, cell: usize, baseline: usize) -> Option<Pace<'a>> {
+        Some(Pace {
+            threshold: self.threshold,
+            cell_name: self.names.get(cell)?,
+            baseline_name: self.names.get(baseline)?,
+            cell: self.steps.get(cell)?,
+            baseline: self.steps.get(baseline)?,
+        })
+    }
+}
+
 /// Where a cell stands, from its outcomes and the baseline's in trial order (see the module's
 /// doc). Both slices hold the outcomes of the trials that ended, from the first on, without
-/// gaps; `budget_spent` stops an undecided cell where it is.
-pub fn decide(d: &Design, baseline: &[Outcome], cell: &[Outcome], budget_spent: bool) -> Decision {
+/// gaps; `pace`, where given, their step times for the speed stop; `budget_spent` stops an
+/// undecided cell where it is.
+pub fn decide(
+    d: &Design,
+    baseline: &[Outcome],
+    cell: &[Outcome],
+    pace: Option<Pace<'_>>,
+    budget_spent: bool,
+) -> Decision {
     let mut p = (1.0, 1.0);
     let stopped = |finding, stop, trials, p: (f64, f64)| Decision {
         finding,
@@ -293,6 +387,9 @@ pub fn decide(d: &Design, baseline: &[Outcome], cell: &[Outcome], budget_spent: 
         }
         if p.1 <= level {
             return stopped(Finding::More, Stop::Decided, n, p);
+        }
+        if c.rate() < b.rate() && pace.is_some_and(|pace| pace.slower_at(n)) {
+            return stopped(Finding::Undecided, Stop::Slower, n, p);
         }
         if k == last {
             return stopped(Finding::Undecided, Stop::Cap, n, p);
@@ -365,11 +462,12 @@ pub fn baseline_decision<'a>(others: impl IntoIterator<Item = &'a Decision>) -> 
 /// A whole run's state: each cell's decision, which says how many trials it needs in all (the
 /// baseline's from the others', [`baseline_decision`]). `outcomes[i]` are cell i's ended
 /// trials in order; without a baseline, or with no other cell, cells run alone
-/// ([`decide_alone`]).
+/// ([`decide_alone`]). `paces`, where given, holds their step times for the speed stop.
 pub fn plan(
     d: &Design,
     baseline: Option<usize>,
     outcomes: &[Vec<Outcome>],
+    paces: Option<&Paces<'_>>,
     budget_spent: bool,
 ) -> Vec<Decision> {
     let b = baseline.filter(|&b| b < outcomes.len() && outcomes.len() > 1);
@@ -377,7 +475,10 @@ pub fn plan(
         .iter()
         .enumerate()
         .map(|(i, o)| match b {
-            Some(b) if i != b => decide(d, &outcomes[b], o, budget_spent),
+            Some(b) if i != b => {
+                let pace = paces.and_then(|p| p.of(i, b));
+                decide(d, &outcomes[b], o, pace, budget_spent)
+            }
             _ => decide_alone(d, o, budget_spent),
         })
         .collect();
@@ -419,18 +520,18 @@ mod tests {
     fn an_always_failing_baseline_finds_a_clean_fix_at_eight_and_drops_a_dud_at_four() {
         let d = Design::new(0.95, 8, 64);
         let base = seq(&[true; 64]);
-        let fix = decide(&d, &base, &seq(&[false; 8]), false);
+        let fix = decide(&d, &base, &seq(&[false; 8]), None, false);
         assert_eq!(
             (fix.finding, fix.stop, fix.trials),
             (Finding::Fewer, Some(Stop::Decided), 8)
         );
-        let dud = decide(&d, &base, &seq(&[true; 4]), false);
+        let dud = decide(&d, &base, &seq(&[true; 4]), None, false);
         assert_eq!(
             (dud.finding, dud.stop, dud.trials),
             (Finding::NoDifferent, Some(Stop::Futile), 4)
         );
         // After 4 clean trials the fix is not yet decided: it asks for 8.
-        let early = decide(&d, &base, &seq(&[false; 4]), false);
+        let early = decide(&d, &base, &seq(&[false; 4]), None, false);
         assert_eq!((early.stop, early.trials), (None, 8));
     }
 
@@ -440,8 +541,8 @@ mod tests {
         let base = seq(&[true; 16]);
         // Only 6 ended: the look at 8 waits, unless the budget is spent.
         let cell = seq(&[false; 6]);
-        assert!(decide(&d, &base, &cell, false).running());
-        let spent = decide(&d, &base, &cell, true);
+        assert!(decide(&d, &base, &cell, None, false).running());
+        let spent = decide(&d, &base, &cell, None, true);
         assert_eq!((spent.stop, spent.trials), (Some(Stop::Budget), 6));
     }
 
@@ -455,9 +556,62 @@ mod tests {
     }
 
     #[test]
+    fn a_cell_that_fails_less_only_by_running_slower_stops_as_slower_at_the_first_look() {
+        let d = Design::new(0.95, 8, 64);
+        let base = seq(&[true; 8]);
+        let steps = |ms: f64, n: usize| -> Vec<Vec<f64>> {
+            (0..n).map(|i| vec![ms + i as f64 * 0.5; 20]).collect()
+        };
+        let (slow, even) = (steps(150.0, 8), steps(100.0, 8));
+        let pace = |cell: &'static str, c| Pace {
+            threshold: 1.15,
+            cell_name: cell,
+            baseline_name: "baseline",
+            cell: c,
+            baseline: &even,
+        };
+        let x = decide(
+            &d,
+            &base,
+            &seq(&[false; 4]),
+            Some(pace("slow", &slow)),
+            false,
+        );
+        assert_eq!(
+            (x.finding, x.stop, x.trials),
+            (Finding::Undecided, Some(Stop::Slower), 4)
+        );
+        // As fast as the baseline: it runs on to be shown a fix.
+        let y = decide(
+            &d,
+            &base,
+            &seq(&[false; 4]),
+            Some(pace("even", &even)),
+            false,
+        );
+        assert_eq!((y.stop, y.trials), (None, 8));
+        // Slower but failing as often: a dud, stopped as futile, not as slower.
+        let z = decide(
+            &d,
+            &base,
+            &seq(&[true; 4]),
+            Some(pace("slow", &slow)),
+            false,
+        );
+        assert_eq!(z.stop, Some(Stop::Futile));
+        // No per-step times on one side: no speed stop.
+        let none: Vec<Vec<f64>> = vec![Vec::new(); 8];
+        let w = Pace {
+            baseline: &none,
+            ..pace("slow", &slow)
+        };
+        assert!(!w.slower_at(4));
+    }
+
+    #[test]
     fn an_errored_baseline_is_no_evidence() {
         let d = Design::new(0.95, 1, 64);
-        let x = decide(&d, &[None; 4], &seq(&[false; 4]), false);
+        let x = decide(&d, &[None; 4], &seq(&[false; 4]), None, false);
         assert_eq!(x.stop, Some(Stop::NoBaseline));
     }
 
@@ -465,7 +619,7 @@ mod tests {
     fn the_baseline_runs_as_far_as_the_furthest_cell() {
         let d = Design::new(0.95, 2, 64);
         let outcomes = vec![seq(&[true; 4]), seq(&[true; 4]), seq(&[false; 4])];
-        let plan = plan(&d, Some(0), &outcomes, false);
+        let plan = plan(&d, Some(0), &outcomes, None, false);
         assert_eq!(plan[1].stop, Some(Stop::Futile));
         assert_eq!((plan[2].stop, plan[2].trials), (None, 8));
         assert_eq!((plan[0].stop, plan[0].trials), (None, 8));
@@ -479,7 +633,7 @@ mod tests {
             m in 1u32..10,
         ) {
             let d = Design::new(0.95, m, 64);
-            let x = decide(&d, &b, &c, false);
+            let x = decide(&d, &b, &c, None, false);
             if x.running() {
                 prop_assert!(x.trials as usize > c.len().min(b.len()));
             } else {

@@ -169,6 +169,8 @@ pub(crate) struct Evidence<'a> {
     pub slower: bool,
     /// Every trial's outcome by index (`trials: auto` replays its test on them).
     pub outcomes: &'a [Outcome],
+    /// Every trial's per-step times by index (`trials: auto`'s speed stop replays on them).
+    pub steps: &'a [Vec<f64>],
 }
 
 fn counts(e: &Evidence) -> Counts {
@@ -224,7 +226,13 @@ fn round(x: f64, scale: f64) -> f64 {
 
 impl Answer {
     /// The run's answer over `cells` against the one named `baseline` (see the module's doc).
-    pub(crate) fn of(baseline_name: &str, cells: &[Evidence], auto: Option<&AutoTrials>) -> Answer {
+    /// `threshold` is the recipe's confound threshold (the speed stop's, under `trials: auto`).
+    pub(crate) fn of(
+        baseline_name: &str,
+        cells: &[Evidence],
+        auto: Option<&AutoTrials>,
+        threshold: f64,
+    ) -> Answer {
         let confidence = auto.map_or(CONFIDENCE, |a| a.confidence);
         let alpha = 1.0 - confidence;
         let base_row = cells.iter().find(|e| e.name == baseline_name);
@@ -259,7 +267,15 @@ impl Answer {
             );
             for (i, row) in others.iter().enumerate() {
                 // The run is over: an undecided cell stopped where it is.
-                let d = sequential::decide(&design, base_row.outcomes, row.outcomes, true);
+                let pace = sequential::Pace {
+                    threshold,
+                    cell_name: row.name,
+                    baseline_name: base_row.name,
+                    cell: row.steps,
+                    baseline: base_row.steps,
+                };
+                let d =
+                    sequential::decide(&design, base_row.outcomes, row.outcomes, Some(pace), true);
                 let stop = d.stop.unwrap_or(Stop::Budget);
                 let c = counts(row);
                 calls[i].p_value = round(2.0 * d.p_fewer.min(d.p_more), 1e6).min(1.0);
@@ -269,6 +285,7 @@ impl Answer {
                 });
                 calls[i].call = match d.finding {
                     _ if c.trials == 0 => Call::NoEvidence,
+                    _ if stop == Stop::Slower => Call::SpeedConfounded,
                     Finding::Fewer if row.slower => Call::SpeedConfounded,
                     Finding::Fewer => Call::Fixes,
                     Finding::More => Call::Worse,

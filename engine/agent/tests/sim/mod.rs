@@ -49,7 +49,7 @@ pub fn agent_run(design: &Design, s: &Scenario, seed: u64) -> (End, u32) {
     for (i, &q) in s.q.iter().enumerate() {
         let mut cell = Vec::new();
         let d = loop {
-            let d = sequential::decide(&seq, &base, &cell, false);
+            let d = sequential::decide(&seq, &base, &cell, None, false);
             if !d.running() {
                 break d;
             }
