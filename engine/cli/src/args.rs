@@ -300,11 +300,12 @@ pub struct ExecArgs {
     pub rerun_cell: Vec<String>,
     /// Run `aorta doctor` at this level before any trial: a node that fails is refused (exit
     /// 3, with the remedies) so no mitigation is credited or blamed for a sick GPU; the report
-    /// is kept as doctor.json in the run directory. Never part of a trial key.
+    /// is kept as doctor.json in the run directory and its verdict shown in env.json, matrix.md
+    /// and report.html. Never part of a trial key.
     #[arg(long, value_enum, value_name = "LEVEL")]
     pub doctor: Option<DoctorLevel>,
-    /// With --doctor: build on a node that fails anyway, marking the run (doctor.json, the
-    /// summary) instead of refusing it.
+    /// With --doctor: build on a node that fails anyway, marking the run (doctor.json, and a
+    /// banner in matrix.md and report.html) instead of refusing it.
     #[arg(long, requires = "doctor")]
     pub doctor_mark: bool,
     #[command(flatten)]

@@ -32,8 +32,8 @@ pub fn build(a: &BuildArgs) -> CliResult {
             let _ = session.submit_ahead(c);
         }
     }
-    let wanted = crate::cmd_doctor::wanted(&a.exec, compiled.iter().map(|c| &*c.recipe));
-    let doctor = crate::cmd_doctor::preflight(&a.exec, wanted)?;
+    let doctor =
+        crate::cmd_doctor::preflight(&session, &a.exec, compiled.iter().map(|c| &*c.recipe))?;
     let mut code = ExitCode::SUCCESS;
     for c in &compiled {
         let out = match crate::execute::build(&session, c, a.verbosity) {
@@ -43,7 +43,7 @@ pub fn build(a: &BuildArgs) -> CliResult {
                 continue;
             }
         };
-        crate::cmd_doctor::record(doctor.as_ref(), &out.run_dir);
+        crate::cmd_doctor::marked(doctor, &out.run_dir);
         let rc = crate::execute::report(&out, c.recipe.mode, a.exec.strict, a.verbosity, a.json);
         if rc != ExitCode::SUCCESS {
             code = rc;

@@ -90,18 +90,19 @@ fn doctor_links(r: &LogClassification, report: &Path) -> Result<Vec<String>, Cli
             "pass a report written by `aorta doctor --json` or a run's doctor.json",
         )
     })?;
-    let report: aorta_doctor::Report = serde_json::from_str(&text).map_err(|e| {
+    let report = aorta_doctor::Recorded::from_json(&text).map_err(|e| {
         usage(
             format!("{} is not an aorta doctor report: {e}", report.display()),
             "pass a report written by `aorta doctor --json` or a run's doctor.json",
         )
     })?;
+    let verdict = report.verdict();
     Ok(r.findings
         .iter()
         .filter_map(|f| {
             let pci = f.capture.get("xid_pci").or_else(|| f.capture.get("pci"))?;
             let link = aorta_doctor::report::xid_link(
-                &report,
+                &verdict,
                 f.capture.get("xid").map(String::as_str),
                 pci,
             )

@@ -47,10 +47,9 @@ pub fn run(a: &RunArgs) -> CliResult {
             )
         });
     }
-    let wanted = crate::cmd_doctor::wanted(&exec, [&*c.recipe]);
-    let doctor = crate::cmd_doctor::preflight(&exec, wanted)?;
+    let doctor = crate::cmd_doctor::preflight(&session, &exec, [&*c.recipe])?;
     let out = crate::execute::build(&session, &c, a.verbosity)?;
-    crate::cmd_doctor::record(doctor.as_ref(), &out.run_dir);
+    crate::cmd_doctor::marked(doctor, &out.run_dir);
     if out.cancelled {
         return Ok(crate::execute::report(
             &out,

@@ -197,10 +197,9 @@ fn finish(
     if a.dry_run {
         return crate::output::print_plans(&[session.plan(&c)], a.json);
     }
-    let wanted = crate::cmd_doctor::wanted(&a.exec, [&*c.recipe]);
-    let doctor = crate::cmd_doctor::preflight(&a.exec, wanted)?;
+    let doctor = crate::cmd_doctor::preflight(&session, &a.exec, [&*c.recipe])?;
     let out = crate::execute::build(&session, &c, a.verbosity)?;
-    crate::cmd_doctor::record(doctor.as_ref(), &out.run_dir);
+    crate::cmd_doctor::marked(doctor, &out.run_dir);
     Ok(crate::execute::report(
         &out,
         c.recipe.mode,

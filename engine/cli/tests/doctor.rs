@@ -256,6 +256,217 @@ fn a_build_on_a_failing_node_is_refused_or_marked() {
     assert!(stderr.contains("aorta: doctor quick: pass"), "{stderr}");
 }
 
+/// The one environment record of run directory `run`.
+fn env_json(run: &Path) -> serde_json::Value {
+    let found: Vec<PathBuf> = walk(&run.join("environments"))
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "env.json"))
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    serde_json::from_str(&std::fs::read_to_string(&found[0]).unwrap()).unwrap()
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Each page's inode: a page rendered again is a new file (renamed into place).
+fn inodes(run: &Path) -> Vec<u64> {
+    use std::os::unix::fs::MetadataExt;
+    ["matrix.md", "report.html", "matrix.json"]
+        .iter()
+        .map(|f| std::fs::metadata(run.join(f)).unwrap().ino())
+        .chain(
+            walk(&run.join("environments"))
+                .iter()
+                .map(|p| std::fs::metadata(p).unwrap().ino()),
+        )
+        .collect()
+}
+
+const BANNER: &str = "This run's node failed aorta doctor --level quick and was built anyway (--doctor-mark): do not credit or blame a mitigation for these results.";
+
+/// A marked build on a failing node says so in env.json (a typed `doctor` section), matrix.md
+/// (a caution before the answer) and report.html (the banner and the failing check with its
+/// figure, threshold and remedy). A rebuild without `--doctor` shows the recorded verdict and
+/// renders nothing; the same verdict again renders nothing; a healed node's verdict re-renders
+/// the pages with the pass line and executes no trial: the verdict is an input of the pages,
+/// never of a trial key.
+#[test]
+fn the_verdict_is_in_the_pages_and_never_in_a_trial_key() {
+    let ws = node("doctor/nvidia-smi-q-gen3x8.xml");
+    let build = |ws: &Ws, extra: &[&str]| {
+        let mut args = vec!["build", "r.yaml", "--store", "s", "--output", "o"];
+        args.extend(extra);
+        args.extend(["--", "true"]);
+        run(ws, &args, &[])
+    };
+    let o = build(&ws, &["--doctor", "quick", "--doctor-mark"]);
+    let (code, _, stderr) = out(&o);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(common::counts(&o), (1, 0));
+    let run_dir = ws.path().join("o/T");
+
+    let env = env_json(&run_dir);
+    let d = &env["doctor"];
+    assert_eq!(d["level"], "quick", "{d}");
+    assert_eq!(d["status"], "fail");
+    assert_eq!(d["marked"], true);
+    assert!(d["counts"]["pass"].as_u64().unwrap() > 10, "{d}");
+    let link = d["flagged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "pcie.link")
+        .unwrap_or_else(|| panic!("{d}"));
+    assert_eq!(link["status"], "fail");
+    assert_eq!(link["measured"], "Gen3 x8");
+    assert!(
+        link["threshold"].as_str().unwrap().contains("Gen5 x16"),
+        "{link}"
+    );
+    assert!(
+        link["remedy"].as_str().unwrap().contains("reseat"),
+        "{link}"
+    );
+    assert!(
+        d["flagged"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["status"] != "pass"),
+        "{d}"
+    );
+    // The snapshot's fields are where they were: env.json still reads as a snapshot.
+    assert_eq!(
+        env["schema_version"]
+            .as_str()
+            .map(|s| s.starts_with("aorta.env/")),
+        Some(true)
+    );
+
+    let md = read(&run_dir.join("matrix.md"));
+    assert!(md.contains("**Node health**: doctor quick: fail ("), "{md}");
+    let caution = md.find("> [!CAUTION]").unwrap_or_else(|| panic!("{md}"));
+    assert!(caution < md.find("## Answer").unwrap());
+    assert!(md.contains(&format!("> **{BANNER}**")), "{md}");
+    assert!(md.contains("> - fail pcie.link [GPU 0 "), "{md}");
+    let html = read(&run_dir.join("report.html"));
+    let escaped = BANNER.replace('\'', "&#39;");
+    assert!(html.contains(&escaped), "no banner");
+    assert!(html.contains("<h2 id=\"doctor\">Node health</h2>"));
+    assert!(html.contains("<td><code>pcie.link</code></td>"));
+    let keyed: Vec<String> = walk(&run_dir)
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "result.json"))
+        .map(|p| serde_json::from_str::<serde_json::Value>(&read(&p)).unwrap()["key"].to_string())
+        .collect();
+    assert_eq!(keyed.len(), 1);
+
+    // A cached rebuild without a preflight: doctor.json is the record, nothing is rendered.
+    let before = inodes(&run_dir);
+    let o = build(&ws, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+    assert_eq!(common::counts(&o), (0, 1));
+    assert_eq!(inodes(&run_dir), before, "a cached rebuild renders nothing");
+    assert!(read(&run_dir.join("report.html")).contains(&escaped));
+    assert_eq!(env_json(&run_dir)["doctor"], *d);
+    // The same verdict from a new preflight: nothing to render either.
+    let o = build(&ws, &["--doctor", "quick", "--doctor-mark"]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+    assert_eq!(inodes(&run_dir), before, "the same verdict renders nothing");
+
+    // The node is healed: the pages say so, and no trial runs again (no trial key changed).
+    script(
+        &ws.path().join("bin/nvidia-smi"),
+        &format!(
+            "case \"$1\" in nvlink) exit 0;; esac\ncat '{}'\n",
+            fixture("h100-cuda13/nvidia-smi-q.xml").display()
+        ),
+    );
+    let o = build(&ws, &["--doctor", "quick"]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+    assert_eq!(common::counts(&o), (0, 1), "a new verdict runs no trial");
+    let after = inodes(&run_dir);
+    assert_eq!(after[2], before[2], "matrix.json does not show the verdict");
+    assert_ne!(after[1], before[1], "report.html shows the new verdict");
+    let env = env_json(&run_dir);
+    assert_eq!(env["doctor"]["status"], "pass");
+    assert_eq!(env["doctor"]["marked"], false);
+    assert_eq!(env["doctor"]["flagged"], serde_json::json!([]));
+    let md = read(&run_dir.join("matrix.md"));
+    assert!(
+        md.contains("**Node health**: doctor quick: pass (0 fail, 0 warn, "),
+        "{md}"
+    );
+    assert!(!md.contains("[!CAUTION]"), "{md}");
+    let html = read(&run_dir.join("report.html"));
+    assert!(
+        html.contains("class=\"doctor pass\">Node health: doctor quick: pass (0 fail, 0 warn, ")
+    );
+    assert!(!html.contains("do not credit"));
+    let again: Vec<String> = walk(&run_dir)
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "result.json"))
+        .map(|p| serde_json::from_str::<serde_json::Value>(&read(&p)).unwrap()["key"].to_string())
+        .collect();
+    assert_eq!(again, keyed);
+
+    // A build without any preflight: env.json has no doctor section, report.html says so.
+    let plain = node("doctor/nvidia-smi-q-gen3x8.xml");
+    let o = build(&plain, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+    let run_dir = plain.path().join("o/T");
+    assert!(env_json(&run_dir).get("doctor").is_none());
+    assert!(!read(&run_dir.join("matrix.md")).contains("Node health"));
+    assert!(read(&run_dir.join("report.html")).contains("Node health: not checked"));
+    assert!(!run_dir.join("doctor.json").exists());
+}
+
+/// report.html links a trial's Xid (the classifier's Tier 3 capture) to the preflight's
+/// verdict on the GPU at its PCI address, as `aorta classify --doctor` does; `aorta report`
+/// renders the page again from the run directory, doctor.json included.
+#[test]
+fn the_report_links_a_trials_xid_to_the_doctors_verdict() {
+    let ws = node("doctor/nvidia-smi-q-remap-pending.xml");
+    let o = run(
+        &ws,
+        &[
+            "build",
+            "r.yaml",
+            "--store",
+            "s",
+            "--output",
+            "o",
+            "--doctor",
+            "quick",
+            "--doctor-mark",
+            "--",
+            "false",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+    let run_dir = ws.path().join("o/T");
+    let result = walk(&run_dir)
+        .into_iter()
+        .find(|p| p.file_name().is_some_and(|n| n == "result.json"))
+        .unwrap();
+    // What Tier 3 records when the trial's kernel log names an Xid (no GPU here to raise one).
+    let mut rec: serde_json::Value = serde_json::from_str(&read(&result)).unwrap();
+    rec["capture"]["xid"] = "94".into();
+    rec["capture"]["xid_pci"] = "PCI:0000:00:06".into();
+    std::fs::write(&result, rec.to_string()).unwrap();
+    let o = run(&ws, &["report", "o/T"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+    let html = read(&run_dir.join("report.html"));
+    assert!(
+        html.contains("trial 0: Xid 94 (PCI:0000:00:06): doctor quick said GPU 0 00000000:00:06.0 was fail (fail rows.remap_pending); Xid 94: contained uncorrectable ECC error"),
+        "no Xid link in {html}"
+    );
+    assert!(html.contains(&BANNER.replace('\'', "&#39;")));
+}
+
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {

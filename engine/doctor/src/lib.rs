@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub use checks::EnvFacts;
-pub use report::{GpuSummary, Level, Report};
+pub use report::{Counts, GpuSummary, GpuVerdict, Level, NodeVerdict, Recorded, Report};
 pub use verdict::{Check, Status};
 
 /// Where the passive sources are. Defaults are the real ones; the `AORTA_DOCTOR_*` variables

@@ -75,6 +75,11 @@ impl Report {
         }
     }
 
+    /// What a run's artifacts show of this report ([`NodeVerdict`]).
+    pub fn verdict(&self, marked: bool) -> NodeVerdict {
+        NodeVerdict::of(self, marked)
+    }
+
     /// Whether a sweep should refuse this node.
     pub fn failed(&self) -> bool {
         self.status == Status::Fail
@@ -171,29 +176,140 @@ impl Report {
     }
 }
 
-/// What a doctor report says about the GPU an Xid names (`aorta classify --doctor`): the
-/// GPU's worst verdict and its failing or warning checks, and NVIDIA's catalogue reading of
-/// the Xid. `None` when the report has no GPU at that PCI address.
-pub fn xid_link(report: &Report, xid: Option<&str>, pci: &str) -> Option<String> {
-    let gpu = report.gpus.iter().find(|g| {
+/// A run directory's doctor.json: the build's preflight report and whether the run was built
+/// on a failing node anyway (`--doctor-mark`). A plain `aorta doctor --json` report reads as one
+/// with `marked: false`, so `aorta classify --doctor` takes either ([`Recorded::from_json`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Recorded {
+    #[serde(flatten)]
+    pub report: Report,
+    pub marked: bool,
+}
+
+impl Recorded {
+    /// Reads doctor.json (or any `aorta doctor --json` report). Not through a flattened
+    /// `Deserialize`: with serde_json's `arbitrary_precision` (on in the `aorta` binary's
+    /// build) a flattened struct's numbers arrive as maps and `elapsed_sec` fails to read.
+    pub fn from_json(text: &str) -> serde_json::Result<Recorded> {
+        #[derive(Deserialize)]
+        struct Marked {
+            #[serde(default)]
+            marked: bool,
+        }
+        let report: Report = serde_json::from_str(text)?;
+        let Marked { marked } = serde_json::from_str(text)?;
+        Ok(Recorded { report, marked })
+    }
+
+    /// What the run's artifacts show of it.
+    pub fn verdict(&self) -> NodeVerdict {
+        NodeVerdict::of(&self.report, self.marked)
+    }
+}
+
+/// How many checks came out each way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    pub fail: usize,
+    pub warn: usize,
+    pub pass: usize,
+    pub not_applicable: usize,
+}
+
+/// One GPU and the worst verdict of its checks: what an Xid's PCI address is matched against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuVerdict {
+    /// `"0 00000000:00:06.0"`, as in each check's `gpu`.
+    pub label: String,
+    pub name: Option<String>,
+    pub status: Status,
+}
+
+/// What a run's artifacts say about the node (env.json's `doctor`, matrix.md, report.html):
+/// the verdict and what to act on. Checks that passed or did not apply are only counted, so a
+/// preflight on a later build changes the artifacts' keys (and re-renders them) only when the
+/// verdict or a flagged figure changed, never because a passing figure moved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeVerdict {
+    pub level: Level,
+    /// The worst verdict of any check.
+    pub status: Status,
+    /// Built on a failing node anyway (`--doctor-mark`).
+    pub marked: bool,
+    pub counts: Counts,
+    pub gpus: Vec<GpuVerdict>,
+    /// The checks that warned or failed, in the report's order, with figure, threshold and
+    /// remedy.
+    pub flagged: Vec<Check>,
+}
+
+impl NodeVerdict {
+    pub fn of(report: &Report, marked: bool) -> NodeVerdict {
+        let gpus = report
+            .gpus
+            .iter()
+            .map(|g| GpuVerdict {
+                label: g.label.clone(),
+                name: g.name.clone(),
+                status: report
+                    .checks
+                    .iter()
+                    .filter(|c| c.gpu.as_deref() == Some(g.label.as_str()))
+                    .map(|c| c.status)
+                    .max()
+                    .unwrap_or(Status::NotApplicable),
+            })
+            .collect();
+        NodeVerdict {
+            level: report.level,
+            status: report.status,
+            marked,
+            counts: Counts {
+                fail: report.count(Status::Fail),
+                warn: report.count(Status::Warn),
+                pass: report.count(Status::Pass),
+                not_applicable: report.count(Status::NotApplicable),
+            },
+            gpus,
+            flagged: report
+                .checks
+                .iter()
+                .filter(|c| matches!(c.status, Status::Fail | Status::Warn))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// `doctor quick: fail (2 fail, 1 warn, 30 pass, 6 n/a)`.
+    pub fn summary_line(&self) -> String {
+        let c = &self.counts;
+        format!(
+            "doctor {}: {} ({} fail, {} warn, {} pass, {} n/a)",
+            self.level.word(),
+            self.status,
+            c.fail,
+            c.warn,
+            c.pass,
+            c.not_applicable
+        )
+    }
+}
+
+/// What a doctor's verdict says about the GPU an Xid names (`aorta classify --doctor`, a
+/// trial's Xid in report.html): the GPU's worst verdict and its failing or warning checks, and
+/// NVIDIA's catalogue reading of the Xid. `None` when the verdict has no GPU at that PCI
+/// address.
+pub fn xid_link(verdict: &NodeVerdict, xid: Option<&str>, pci: &str) -> Option<String> {
+    let gpu = verdict.gpus.iter().find(|g| {
         g.label
             .split(' ')
             .nth(1)
             .is_some_and(|bus| crate::kernel_log::pci_matches(pci, bus))
     })?;
-    let mine: Vec<&Check> = report
-        .checks
+    let bad: Vec<String> = verdict
+        .flagged
         .iter()
         .filter(|c| c.gpu.as_deref() == Some(gpu.label.as_str()))
-        .collect();
-    let worst = mine
-        .iter()
-        .map(|c| c.status)
-        .max()
-        .unwrap_or(Status::NotApplicable);
-    let bad: Vec<String> = mine
-        .iter()
-        .filter(|c| matches!(c.status, Status::Fail | Status::Warn))
         .map(|c| format!("{} {}", c.status, c.id))
         .collect();
     let catalogue = xid
@@ -201,9 +317,10 @@ pub fn xid_link(report: &Report, xid: Option<&str>, pci: &str) -> Option<String>
         .map(|x| format!("; Xid {x}: {}", crate::kernel_log::xid_weight(x).1))
         .unwrap_or_default();
     Some(format!(
-        "doctor {} said GPU {} was {worst}{}{catalogue}",
-        report.level.word(),
+        "doctor {} said GPU {} was {}{}{catalogue}",
+        verdict.level.word(),
         gpu.label,
+        gpu.status,
         if bad.is_empty() {
             String::new()
         } else {
@@ -244,7 +361,7 @@ mod tests {
             name: None,
             vendor: "nvidia".into(),
         }];
-        let linked = Report::new(Level::Quick, None, gpus, r.checks.clone(), 0.5);
+        let linked = Report::new(Level::Quick, None, gpus, r.checks.clone(), 0.5).verdict(false);
         assert_eq!(
             xid_link(&linked, Some("79"), "PCI:0000:00:06").unwrap(),
             "doctor quick said GPU 0 00000000:00:06.0 was fail (fail e.f); Xid 79: the GPU fell off the bus: drain the node, reseat the card / check the riser and power; RMA if it recurs"
@@ -254,5 +371,88 @@ mod tests {
         assert_eq!(empty.status, Status::NotApplicable);
         let back: Report = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back, r);
+    }
+
+    fn two_gpus() -> Report {
+        let gpus = ["0 00000000:00:06.0", "1 00000000:00:07.0"]
+            .iter()
+            .map(|l| GpuSummary {
+                label: (*l).into(),
+                name: Some("NVIDIA H100 80GB HBM3".into()),
+                vendor: "nvidia".into(),
+            })
+            .collect();
+        let checks = vec![
+            Check::new("pcie.link", Some("0 00000000:00:06.0"), "s")
+                .measured("Gen3 x8")
+                .threshold("Gen5 x16")
+                .fail("reseat"),
+            Check::new("ecc.mode", Some("0 00000000:00:06.0"), "s").pass(),
+            Check::new("ecc.mode", Some("1 00000000:00:07.0"), "s").pass(),
+            Check::new("mode.persistence", Some("1 00000000:00:07.0"), "s")
+                .measured("Disabled")
+                .warn("enable it"),
+            Check::new("nvlink.state", None, "s").not_applicable("PCIe"),
+        ];
+        Report::new(Level::Quick, Some("node7".into()), gpus, checks, 1.25)
+    }
+
+    /// The verdict keeps what to act on (the flagged checks with figure, threshold and remedy,
+    /// each GPU's worst verdict) and counts the rest; it carries no host and no timing.
+    #[test]
+    fn the_verdict_keeps_the_flagged_checks_and_counts_the_rest() {
+        let v = two_gpus().verdict(true);
+        assert_eq!(v.status, Status::Fail);
+        assert!(v.marked);
+        assert_eq!(
+            v.counts,
+            Counts {
+                fail: 1,
+                warn: 1,
+                pass: 2,
+                not_applicable: 1
+            }
+        );
+        let ids: Vec<&str> = v.flagged.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["pcie.link", "mode.persistence"]);
+        assert_eq!(v.flagged[0].measured.as_deref(), Some("Gen3 x8"));
+        assert_eq!(v.flagged[0].threshold.as_deref(), Some("Gen5 x16"));
+        assert_eq!(v.flagged[0].remedy.as_deref(), Some("reseat"));
+        let worst: Vec<Status> = v.gpus.iter().map(|g| g.status).collect();
+        assert_eq!(worst, [Status::Fail, Status::Warn]);
+        assert_eq!(
+            v.summary_line(),
+            "doctor quick: fail (1 fail, 1 warn, 2 pass, 1 n/a)"
+        );
+        let json = serde_json::to_string(&v).unwrap();
+        assert!(!json.contains("node7") && !json.contains("1.25"), "{json}");
+        // A passing figure that moves does not change the verdict.
+        let mut again = two_gpus();
+        again.checks[1].measured = Some("Enabled".into());
+        again.elapsed_sec = 3.0;
+        assert_eq!(again.verdict(true), v);
+        assert_eq!(
+            xid_link(&v, Some("94"), "PCI:0000:00:07").unwrap(),
+            "doctor quick said GPU 1 00000000:00:07.0 was warn (warn mode.persistence); Xid 94: contained uncorrectable ECC error: the affected application was stopped; reset the GPU to remap the row"
+        );
+    }
+
+    /// doctor.json is the report with `marked` beside its fields; a plain `aorta doctor --json`
+    /// report reads as an unmarked record.
+    #[test]
+    fn a_record_is_the_report_and_marked() {
+        let rec = Recorded {
+            report: two_gpus(),
+            marked: true,
+        };
+        let text = serde_json::to_string_pretty(&rec).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["marked"], true);
+        assert_eq!(v["status"], "fail");
+        assert_eq!(v["level"], "quick");
+        assert_eq!(Recorded::from_json(&text).unwrap(), rec);
+        let plain = Recorded::from_json(&serde_json::to_string(&two_gpus()).unwrap()).unwrap();
+        assert!(!plain.marked);
+        assert_eq!(plain.report, two_gpus());
     }
 }

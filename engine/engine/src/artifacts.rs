@@ -23,12 +23,15 @@ use serde::{Deserialize, Serialize};
 /// 6: the run's answer (each cell's call against the baseline) in every artifact. 7: the
 /// summary leaves the `-v` tip to the CLI (which knows whether `-v` was given).
 /// 8: report.html's matrix scrolls in its box; an agent run's page; a probe page's title.
-pub const RENDERER_VERSION: u32 = 8;
+/// 9: report.html's node-health section (aorta doctor's verdict, or "not checked") and each
+/// trial's Xid linked to it.
+pub const RENDERER_VERSION: u32 = 9;
 
 const CELL_DOMAIN: &[u8] = b"aorta.cell\0";
 const ARTIFACT_DOMAIN: &[u8] = b"aorta.artifact\0";
 const RECIPE_DOMAIN: &[u8] = b"aorta.recipe\0";
 const ENV_DOMAIN: &[u8] = b"aorta.env-record\0";
+const DOCTOR_DOMAIN: &[u8] = b"aorta.doctor-verdict\0";
 
 /// What the store records for an artifact (its bytes are the entry's one output).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -80,6 +83,21 @@ pub(crate) struct ArtifactKeyInputs<'a> {
     pub warnings: &'a [String],
     /// The environment record's key (env.json only).
     pub env: Option<&'a Key>,
+    /// The doctor's verdict on the node (env.json, matrix.md, report.html), when the run has
+    /// one: an input of what the node's pages say, never of a trial key. Left out when there
+    /// is none, so a run without a preflight keeps the keys it had before there was one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub doctor: Option<&'a Key>,
+}
+
+/// env.json: the environment record and, when the run has one, the doctor's verdict on the
+/// node (a reader taking env.json as a snapshot ignores it: it is no field of the snapshot).
+#[derive(Serialize)]
+struct EnvJson<'a> {
+    #[serde(flatten)]
+    record: &'a crate::EnvRecord,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    doctor: Option<&'a aorta_doctor::NodeVerdict>,
 }
 
 fn recipe_key(c: &Compiled) -> std::result::Result<Key, HashError> {
@@ -123,12 +141,17 @@ fn artifact_key(
     cells: &[Key],
     warnings: &[String],
     env: &Key,
+    doctor: Option<&Key>,
 ) -> std::result::Result<Key, HashError> {
     let depends_on_cells = matches!(
         artifact,
         Artifact::MatrixJson | Artifact::MatrixMd | Artifact::ReportHtml
     );
     let depends_on_env = matches!(artifact, Artifact::EnvJson(_) | Artifact::ReportHtml);
+    let shows_doctor = matches!(
+        artifact,
+        Artifact::EnvJson(_) | Artifact::MatrixMd | Artifact::ReportHtml
+    );
     let inputs = ArtifactKeyInputs {
         artifact: artifact.path(),
         renderer: RENDERER_VERSION,
@@ -141,6 +164,7 @@ fn artifact_key(
         },
         warnings: if depends_on_cells { warnings } else { &[] },
         env: depends_on_env.then_some(env),
+        doctor: doctor.filter(|_| shows_doctor),
     };
     hash_json(ARTIFACT_DOMAIN, "an artifact's inputs", &inputs)
 }
@@ -150,22 +174,25 @@ fn artifact_key(
 pub(crate) type CellFold<'a> = (Vec<(u32, String)>, Option<&'a str>);
 
 /// Everything artifact keys are made of, hashed once: the recipe's and the environment
-/// record's keys, every cell's key, the run's warnings. The one place a build, the cached-
-/// rebuild check and `explain` get artifact keys from.
+/// record's keys, every cell's key, the run's warnings, the doctor's verdict. The one place a
+/// build, the cached-rebuild check and `explain` get artifact keys from.
 pub(crate) struct KeyBasis<'w> {
     recipe: Key,
     env: Key,
     cells: Vec<Key>,
     warnings: &'w [String],
+    doctor: Option<Key>,
 }
 
 impl<'w> KeyBasis<'w> {
     /// `cells`: every cell's fold, in cell order (empty when only artifacts that depend on no
-    /// cell will be asked for).
+    /// cell will be asked for); `doctor`: the verdict the run's pages show
+    /// ([`crate::doctor::verdict_for_run`]).
     pub(crate) fn new(
         c: &Compiled,
         cells: &[CellFold],
         warnings: &'w [String],
+        doctor: Option<&aorta_doctor::NodeVerdict>,
     ) -> std::result::Result<Self, HashError> {
         let cells = cells
             .iter()
@@ -177,6 +204,9 @@ impl<'w> KeyBasis<'w> {
             env: env_key(c)?,
             cells,
             warnings,
+            doctor: doctor
+                .map(|v| hash_json(DOCTOR_DOMAIN, "the doctor's verdict", v))
+                .transpose()?,
         })
     }
 
@@ -187,6 +217,7 @@ impl<'w> KeyBasis<'w> {
             &self.cells,
             self.warnings,
             &self.env,
+            self.doctor.as_ref(),
         )
     }
 }
@@ -228,7 +259,11 @@ fn render(
         }
         Artifact::ResolvedRecipe => aorta_report::resolved_recipe_yaml(&c.recipe).into_bytes(),
         Artifact::EnvJson(_) => {
-            let mut b = serde_json::to_vec_pretty(&*c.env)
+            let record = EnvJson {
+                record: &c.env,
+                doctor: matrix.doctor.as_ref(),
+            };
+            let mut b = serde_json::to_vec_pretty(&record)
                 .map_err(|e| EngineError::infra(format!("cannot render env.json: {e}")))?;
             b.push(b'\n');
             b
@@ -285,6 +320,8 @@ fn place(
 }
 
 /// Folds the cells, places every artifact and fills the outcome's summary and counts.
+/// `doctor`: the verdict the run's pages show.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn finish(
     store: &LocalStore,
     c: &Compiled,
@@ -293,6 +330,7 @@ pub(crate) fn finish(
     index: &mut RunIndex,
     outcome: &mut BuildOutcome,
     report_env: PendingEnvSection,
+    doctor: Option<aorta_doctor::NodeVerdict>,
 ) -> Result<()> {
     let recipe = &c.recipe;
     let mut by_cell: Vec<Vec<&TrialResult>> = vec![Vec::new(); recipe.cells.len()];
@@ -335,9 +373,10 @@ pub(crate) fn finish(
         RunInfo {
             run_timestamp: paths.timestamp.clone(),
             warnings: warnings.clone(),
+            doctor,
         },
     );
-    let basis = KeyBasis::new(c, &folds, &warnings).map_err(hashing)?;
+    let basis = KeyBasis::new(c, &folds, &warnings, matrix.doctor.as_ref()).map_err(hashing)?;
     let trial_keys: Vec<Vec<aorta_report::TrialRow>> = by_cell
         .iter()
         .map(|t| {
@@ -438,6 +477,7 @@ pub(crate) fn cached_rebuild(
     c: &Compiled,
     paths: &RunPaths,
     inputs: &crate::traced::Inputs,
+    doctor: Option<&aorta_doctor::NodeVerdict>,
 ) -> Option<BuildOutcome> {
     if c.recipe.stop_after.is_some() || matches!(c.workload, Some(Err(_))) {
         return None;
@@ -462,7 +502,7 @@ pub(crate) fn cached_rebuild(
         }
         folds.push((trials, None));
     }
-    let basis = KeyBasis::new(c, &folds, &[]).ok()?;
+    let basis = KeyBasis::new(c, &folds, &[], doctor).ok()?;
     let mut facts = None;
     for artifact in c.dag.artifacts() {
         let key = basis.key(artifact).ok()?;

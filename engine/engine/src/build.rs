@@ -116,6 +116,9 @@ impl Session {
             )
         })?;
         crate::timing_mark("run directory made");
+        // What the node's pages say: this invocation's preflight (recorded here now), else the
+        // record an earlier build left.
+        let doctor = crate::doctor::verdict_for_run(self.preflight_record(), &paths.run_dir);
         let forced = match self.take_rerun() {
             Some(rerun) => {
                 let forced = rerun.apply(&store, c)?;
@@ -130,7 +133,7 @@ impl Session {
         let t_fast = std::time::Instant::now();
         let inputs = self.inputs(c)?;
         let fast = match forced.is_empty() {
-            true => crate::artifacts::cached_rebuild(&store, c, &paths, &inputs),
+            true => crate::artifacts::cached_rebuild(&store, c, &paths, &inputs, doctor.as_ref()),
             false => None,
         };
         if let Some(done) = fast {
@@ -268,6 +271,7 @@ impl Session {
             &mut index,
             &mut outcome,
             report_env,
+            doctor,
         )?;
         crate::timing("cells and artifacts", t_rep);
         // Durable directory entries for the store and the run directory, once for the whole build.

@@ -188,6 +188,23 @@ fn cell_error(c: &Compiled) -> Option<String> {
 }
 
 impl Session {
+    /// The doctor's verdict the next build's pages would show: the record a probe recipe's run
+    /// directory holds (it is reused by every build; a workload recipe's is new each build, so
+    /// it holds none until the build's own preflight writes one).
+    fn recorded_verdict(&self, c: &Compiled) -> Option<aorta_doctor::NodeVerdict> {
+        if c.recipe.mode != aorta_recipe::Mode::Probe {
+            return None;
+        }
+        let output = self
+            .opts
+            .output
+            .clone()
+            .unwrap_or_else(|| crate::build::default_output(&c.recipe));
+        let output = std::path::absolute(&output).unwrap_or(output);
+        let run_dir = crate::outputs::run_dir_for(&c.recipe, &output, "");
+        crate::doctor::verdict_for_run(None, &run_dir)
+    }
+
     pub fn explain(&self, c: &Compiled, query: &NodeQuery) -> Result<Explanation> {
         let store = self.existing_store()?;
         let store = store.as_deref();
@@ -317,7 +334,19 @@ impl Session {
                         key_inputs: None,
                     });
                 }
-                let key = KeyBasis::new(c, &folds, &[])
+                let doctor = self.recorded_verdict(c);
+                if let Some(v) = doctor.as_ref().filter(|_| {
+                    matches!(
+                        a,
+                        Artifact::EnvJson(_) | Artifact::MatrixMd | Artifact::ReportHtml
+                    )
+                }) {
+                    details.push(format!(
+                        "and the node's doctor verdict (doctor.json: {})",
+                        v.summary_line()
+                    ));
+                }
+                let key = KeyBasis::new(c, &folds, &[], doctor.as_ref())
                     .and_then(|b| b.key(a))
                     .map_err(hashing)?;
                 let status = match store.map(|s| s.lookup_as::<ArtifactRecord>(&key)) {

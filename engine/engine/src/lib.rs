@@ -15,6 +15,7 @@ mod bodies;
 mod build;
 mod compile;
 mod dirs;
+pub mod doctor;
 pub mod environment;
 mod error;
 mod execute;

@@ -39,7 +39,7 @@ impl PendingEnvSection {
 }
 
 /// `aorta report RUN_DIR`: report.html rendered again from what a run directory holds (its
-/// recipe.resolved.yaml, each trial's result.json, its env.json), for a run built before
+/// recipe.resolved.yaml, each trial's result.json, its env.json and doctor.json), for a run built before
 /// report.html existed or received in a bundle. `sidecars`: registries the recipe's
 /// mitigations need. Returns the page's path.
 pub fn render_run_dir(
@@ -81,12 +81,18 @@ pub fn render_run_dir(
         s.blake3 = hash.trim_end_matches(')').to_string();
     }
     let classifier = crate::bodies::classifier_config(&recipe).ok();
+    // The node's verdict, as the build's pages showed it: the run directory's doctor.json.
+    let doctor = crate::doctor::verdict_for_run(None, run_dir);
     let html = aorta_report::render_run_dir(
         run_dir,
         &recipe,
         &key_rules(&recipe),
         classifier.as_ref(),
-        crate::outputs::utc_timestamp(),
+        aorta_report::RunInfo {
+            run_timestamp: crate::outputs::utc_timestamp(),
+            warnings: Vec::new(),
+            doctor,
+        },
         agent,
     )
     .map_err(|e| match e {

@@ -68,6 +68,9 @@ pub struct Session {
     rerun_applied: std::sync::atomic::AtomicBool,
     /// The traced inputs' digest cache, loaded from the store once.
     digests: OnceLock<Arc<crate::traced::DigestCache>>,
+    /// The `--doctor` preflight's record, once run: every build of the invocation writes it
+    /// into its run directory and shows its verdict.
+    preflight: OnceLock<crate::doctor::Recorded>,
 }
 
 impl Session {
@@ -129,6 +132,7 @@ impl Session {
             compiler: Mutex::new(Compiler::new()),
             rerun_applied: Default::default(),
             digests: OnceLock::new(),
+            preflight: OnceLock::new(),
         })
     }
 
@@ -193,6 +197,30 @@ impl Session {
         let c = aorta_exec::install_interrupt_handler()
             .map_err(|e| EngineError::infra(format!("cannot install the Ctrl-C handler: {e}")))?;
         Ok(self.cancel.get_or_init(|| c).clone())
+    }
+
+    /// `--doctor LEVEL` (or a recipe's `doctor:`, [`crate::doctor::wanted`]): runs the node's
+    /// checks once, before any trial of the invocation. A failing node is refused unless
+    /// `mark`; the record is then written into every run directory this session builds, and
+    /// its verdict shown by their env.json, matrix.md and report.html. `None`: no preflight.
+    pub fn preflight(
+        &self,
+        level: Option<crate::doctor::Level>,
+        mark: bool,
+    ) -> std::result::Result<Option<&crate::doctor::Recorded>, crate::doctor::PreflightError> {
+        let Some(level) = level else {
+            return Ok(None);
+        };
+        if let Some(done) = self.preflight.get() {
+            return Ok(Some(done));
+        }
+        let rec = crate::doctor::preflight(level, mark, self.env_source.snapshot_file.as_deref())?;
+        Ok(Some(self.preflight.get_or_init(|| rec)))
+    }
+
+    /// This invocation's preflight record, if one ran.
+    pub(crate) fn preflight_record(&self) -> Option<&crate::doctor::Recorded> {
+        self.preflight.get()
     }
 
     pub(crate) fn probe_cache_dir(&self) -> PathBuf {

@@ -100,6 +100,7 @@ fn main() {
                     index: t.trial_index,
                     key: t.key.clone(),
                     inputs: String::new(),
+                    xid: None,
                 })
                 .collect()
         })

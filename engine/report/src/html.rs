@@ -1,7 +1,8 @@
 //! report.html: one self-contained page per run (inline CSS, SVG and a few lines of script to
 //! sort the table; nothing fetched), readable from a bundle on an air-gapped machine. Like
-//! matrix.md it is a function of the recipe, the trial records, the run's warnings and the
-//! [`HtmlContext`], so it is an artifact keyed by its inputs.
+//! matrix.md it is a function of the recipe, the trial records, the run's warnings, the
+//! doctor's verdict on the node and the [`HtmlContext`], so it is an artifact keyed by its
+//! inputs.
 
 use crate::aggregate::WorkloadMetric;
 use crate::matrix::{Matrix, Row};
@@ -64,6 +65,16 @@ pub struct TrialRow {
     /// How many inputs were traced (`23 traced`), or why none were (`untraced: …`); empty
     /// for a workload trial.
     pub inputs: String,
+    /// The Xid its kernel log named (the classifier's Tier 3): the cells section links it to
+    /// the doctor's verdict on that GPU.
+    pub xid: Option<TrialXid>,
+}
+
+/// An Xid a trial's kernel log named: its number and PCI address (`capture.xid`, `xid_pci`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrialXid {
+    pub xid: String,
+    pub pci: Option<String>,
 }
 
 impl TrialRow {
@@ -77,6 +88,10 @@ impl TrialRow {
                 Some(i) => format!("untraced: {}", i.reason.as_deref().unwrap_or("no reason")),
                 None => String::new(),
             },
+            xid: r.capture.group("xid").map(|xid| TrialXid {
+                xid: xid.to_owned(),
+                pci: r.capture.group("xid_pci").map(str::to_owned),
+            }),
         }
     }
 }
@@ -110,7 +125,8 @@ tr.call-fixes td{background:#dcebf6}tr.call-worse td{background:#f8e1d4}tr.call-
 .answer{border:2px solid #0072B2;border-radius:6px;padding:8px 14px;margin:12px 0;font-size:15px}.answer.none{border-color:#999}\
 .answer p{margin:4px 0}pre{white-space:pre-wrap;word-break:break-word}pre{background:#f7f7f7;padding:10px;overflow:auto;font-size:12px}\
 .meta td:first-child{font-weight:bold}.warn{background:#fff4d6;border:1px solid #e6c200;padding:6px 10px}\
-details{margin:4px 0}summary{cursor:pointer}.plot{display:block;margin:8px 0}";
+details{margin:4px 0}summary{cursor:pointer}.plot{display:block;margin:8px 0}\
+.doctor.fail{background:#fde2e2;border:2px solid #c00;padding:6px 12px}.doctor.warn{background:#fff4d6;border:1px solid #e6c200;padding:6px 12px}";
 
 const SORT_JS: &str = "document.querySelectorAll('table.sortable th').forEach(function(th){\
 th.addEventListener('click',function(){var i=th.cellIndex;var tb=th.closest('table').tBodies[0];\
@@ -235,6 +251,14 @@ impl Matrix<'_> {
         for w in &self.warnings {
             let _ = write!(out, "<p class=\"warn\">{}</p>", esc(w));
         }
+        // A sick node qualifies the answer itself, so it is said before it.
+        if let Some(b) = self.doctor.as_ref().and_then(crate::doctor::banner) {
+            let _ = write!(
+                out,
+                "<p id=\"doctor-banner\" class=\"doctor fail\"><b>{}</b> Node health, below the cells, lists the checks.</p>",
+                esc(&b)
+            );
+        }
         self.answer_box(&mut out);
         if let Some(a) = cx.agent {
             agent_search(&mut out, a);
@@ -275,7 +299,8 @@ impl Matrix<'_> {
         out.push_str(&svg::step_times(&steps));
         self.metrics_section(&mut out);
         self.kernels_html(&mut out);
-        self.cells_section(&mut out, cx.detector_lines);
+        self.cells_section(&mut out, cx.detector_lines, cx.trial_keys);
+        self.doctor_section(&mut out);
         if let Some(env) = cx.environment {
             let _ = write!(out, "<h2>Environment</h2><pre>{}</pre>", esc(env));
         }
@@ -493,7 +518,60 @@ impl Matrix<'_> {
         }
     }
 
-    fn cells_section(&self, out: &mut String, lines: &[Vec<DetectorLine>]) {
+    /// `aorta doctor`'s verdict on the node, beside the environment: a line when it passed
+    /// (or was not checked), each check that warned or failed (figure, threshold, remedy)
+    /// otherwise, under the banner when it failed.
+    fn doctor_section(&self, out: &mut String) {
+        let Some(v) = &self.doctor else {
+            out.push_str("<p id=\"doctor\" class=\"doctor none\">Node health: not checked (built without a <code>--doctor</code> preflight; <code>--doctor quick</code> or a recipe's <code>doctor: quick</code> checks the node before any trial).</p>");
+            return;
+        };
+        let line = format!(
+            "{} (<a href=\"doctor.json\">doctor.json</a>)",
+            esc(&v.summary_line())
+        );
+        if v.flagged.is_empty() {
+            let _ = write!(
+                out,
+                "<p id=\"doctor\" class=\"doctor pass\">Node health: {line}</p>"
+            );
+            return;
+        }
+        let class = if v.status == aorta_doctor::Status::Fail {
+            "fail"
+        } else {
+            "warn"
+        };
+        let _ = write!(
+            out,
+            "<h2 id=\"doctor\">Node health</h2><div class=\"doctor {class}\">"
+        );
+        if let Some(b) = crate::doctor::banner(v) {
+            let _ = write!(out, "<p><b>{}</b></p>", esc(&b));
+        }
+        let _ = write!(out, "<p>{line}</p><table><thead><tr><th>Verdict</th><th>Check</th><th>GPU</th><th>Measured</th><th>Expected</th><th>Remedy</th></tr></thead><tbody>");
+        let cell = |s: &Option<String>| esc(s.as_deref().unwrap_or("—"));
+        for c in &v.flagged {
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                c.status,
+                esc(&c.id),
+                c.gpu.as_deref().map_or_else(|| "node".into(), esc),
+                cell(&c.measured),
+                cell(&c.threshold),
+                cell(&c.remedy)
+            );
+        }
+        out.push_str("</tbody></table></div>");
+    }
+
+    fn cells_section(
+        &self,
+        out: &mut String,
+        lines: &[Vec<DetectorLine>],
+        trials: &[Vec<TrialRow>],
+    ) {
         out.push_str("<h2>Cells</h2>");
         for (i, row) in self.rows.iter().enumerate() {
             let s = &row.stats;
@@ -536,6 +614,24 @@ impl Matrix<'_> {
                     );
                 }
                 out.push_str("</pre></li>");
+            }
+            // A trial's Xid, with what the node's preflight said about that GPU.
+            for t in trials.get(i).into_iter().flatten() {
+                let Some(x) = &t.xid else {
+                    continue;
+                };
+                let note = crate::doctor::xid_note(self.doctor.as_ref(), &x.xid, x.pci.as_deref());
+                let _ = write!(
+                    out,
+                    "<li class=\"xid\">trial {}: Xid {}{}: {}</li>",
+                    t.index,
+                    esc(&x.xid),
+                    x.pci
+                        .as_deref()
+                        .map(|p| format!(" ({})", esc(p)))
+                        .unwrap_or_default(),
+                    esc(&note)
+                );
             }
             for (hint, n) in &s.failure_hints {
                 let _ = write!(out, "<li>hint ({n} trials): {}</li>", esc(hint));

@@ -17,6 +17,7 @@
 mod aggregate;
 pub mod bootstrap;
 pub mod confound;
+mod doctor;
 pub mod evidence;
 mod html;
 pub mod json;
@@ -38,7 +39,7 @@ pub use aggregate::{
     LOGITS_DISAGREE_HINT,
 };
 pub use confound::{Baseline, Tag};
-pub use html::{AgentCandidate, AgentPage, DetectorLine, EnvDiff, HtmlContext, TrialRow};
+pub use html::{AgentCandidate, AgentPage, DetectorLine, EnvDiff, HtmlContext, TrialRow, TrialXid};
 pub use json::{CellJson, MatrixJson};
 pub use layout::{cell_dir, trial_path};
 pub use matrix::{Matrix, Row, RunInfo};

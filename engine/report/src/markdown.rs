@@ -1,8 +1,8 @@
 //! matrix.md (AORTA §3.7): header, the Reproduction Summary table with its conditional
 //! columns, failure hints and notes: a function of the recipe, the trial records and the
-//! [`RunInfo`](crate::RunInfo) (when it was rendered, and the run's warnings). Nothing says
-//! which trials this invocation executed and which the cache served, so a fully cached rerun
-//! has nothing new to render.
+//! [`RunInfo`](crate::RunInfo) (when it was rendered, the run's warnings, the doctor's verdict
+//! on the node). Nothing says which trials this invocation executed and which the cache
+//! served, so a fully cached rerun has nothing new to render.
 
 use crate::aggregate::CellStats;
 use crate::confound::{one_line, Tag};
@@ -65,9 +65,17 @@ impl Matrix<'_> {
             "**Baseline cell**: {} (mean step time = {base_mean})  ",
             self.baseline.name
         );
+        if let Some(v) = &self.doctor {
+            let _ = writeln!(
+                out,
+                "**Node health**: {} ([doctor.json](doctor.json))  ",
+                v.summary_line()
+            );
+        }
         out.push_str(
             "**Report**: [report.html](report.html) (intervals, plots, detectors, environment)\n\n",
         );
+        self.doctor_banner(&mut out);
         self.answer_section(&mut out);
         out.push_str("## Reproduction Summary\n\n");
         let cols = Columns::of(self);
@@ -86,6 +94,28 @@ impl Matrix<'_> {
         self.kernels_section(&mut out);
         self.notes_section(&mut out, &cols);
         out
+    }
+
+    /// A run built on a node that failed `aorta doctor`: a caution before the answer, with
+    /// each check that warned or failed (figure, threshold, remedy).
+    fn doctor_banner(&self, out: &mut String) {
+        let Some((v, banner)) = self
+            .doctor
+            .as_ref()
+            .and_then(|v| Some((v, crate::doctor::banner(v)?)))
+        else {
+            return;
+        };
+        out.push_str("> [!CAUTION]\n");
+        let _ = writeln!(out, "> **{banner}**");
+        for c in &v.flagged {
+            let _ = writeln!(out, "> - {}", one_line(&crate::doctor::flagged_line(c)));
+        }
+        let _ = writeln!(
+            out,
+            ">\n> {} check(s) passed, {} not applicable; [doctor.json](doctor.json) has the whole report.\n",
+            v.counts.pass, v.counts.not_applicable
+        );
     }
 
     /// The run's answer, then each cell's call against the baseline with its evidence.

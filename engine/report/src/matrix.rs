@@ -16,6 +16,10 @@ pub struct RunInfo {
     pub run_timestamp: String,
     /// Warnings gathered during the run (partial env probes, placeholders, …), in order.
     pub warnings: Vec<String>,
+    /// `aorta doctor`'s verdict on the node the run was built on (its doctor.json), `None`
+    /// when it was not checked. matrix.md and report.html show it (it is in their keys);
+    /// matrix.json does not.
+    pub doctor: Option<aorta_doctor::NodeVerdict>,
 }
 
 /// A cell and its confound verdict.
@@ -36,6 +40,8 @@ pub struct Matrix<'r> {
     pub run_timestamp: String,
     /// The run's answer, computed once here: every rendering shows this value.
     pub answer: Answer,
+    /// The doctor's verdict on the node ([`RunInfo::doctor`]).
+    pub doctor: Option<aorta_doctor::NodeVerdict>,
 }
 
 impl<'r> Matrix<'r> {
@@ -73,6 +79,7 @@ impl<'r> Matrix<'r> {
             warnings,
             run_timestamp: run.run_timestamp,
             answer,
+            doctor: run.doctor,
         }
     }
 

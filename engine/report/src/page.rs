@@ -2,7 +2,8 @@
 //! (the snapshot's summary, each cell's `env diff` against the baseline), the first log line of
 //! each detector that fired, the commands that reproduce the run — and the page again from a
 //! run directory alone (`aorta report RUN_DIR`). All of it is covered by the artifact's key
-//! (recipe, cells — hence trial keys and the wrapped command —, environment record).
+//! (recipe, cells — hence trial keys and the wrapped command —, environment record, the
+//! doctor's verdict).
 
 use crate::html::{AgentPage, DetectorLine, EnvDiff, HtmlContext, TrialRow};
 use crate::matrix::{Matrix, RunInfo};
@@ -110,14 +111,15 @@ pub enum RunDirError {
 
 /// report.html again from what a run directory holds (each trial's result.json, each
 /// `environments/<name>/env.json`), for `recipe` (its recipe.resolved.yaml, compiled by the
-/// caller). `run_timestamp` is the page's. With `agent`, an `aorta agent` run's page: its
-/// answer replaces the matrix's, and its search is shown.
+/// caller). `info`: the page's timestamp and the doctor's verdict (the caller reads the run's
+/// doctor.json). With `agent`, an `aorta agent` run's page: its answer replaces the matrix's,
+/// and its search is shown.
 pub fn render_run_dir(
     run_dir: &Path,
     recipe: &Recipe,
     rules: &KeyRules,
     classifier: Option<&ClassifierConfig>,
-    run_timestamp: String,
+    info: RunInfo,
     agent: Option<(&Answer, &AgentPage)>,
 ) -> Result<String, RunDirError> {
     let mut argv: Option<Vec<String>> = None;
@@ -136,10 +138,6 @@ pub fn render_run_dir(
             None,
         ));
     }
-    let info = RunInfo {
-        run_timestamp,
-        warnings: Vec::new(),
-    };
     let mut matrix = Matrix::new(recipe, stats, info);
     if let Some((answer, _)) = agent {
         matrix.answer = answer.clone();

@@ -76,6 +76,7 @@ fn probe_matrix(recipe: &Recipe, rerun: bool) -> Matrix<'_> {
         RunInfo {
             run_timestamp: ts.into(),
             warnings: vec!["host_env.json: amd-smi not found".into()],
+            doctor: None,
         },
     )
 }
@@ -228,6 +229,7 @@ fn probe_matrix_json() {
         RunInfo {
             run_timestamp: "2026-01-02T03-04-05".into(),
             warnings: vec!["host_env.json: amd-smi not found".into()],
+            doctor: None,
         },
     );
     insta::assert_snapshot!("probe_matrix_json", json_text(&m));
@@ -304,6 +306,7 @@ fn report_html_is_self_contained_and_complete() {
             index: 0,
             key: "k0".into(),
             inputs: "23 traced".into(),
+            xid: None,
         }];
         m.rows.len()
     ];
@@ -361,6 +364,107 @@ fn report_html_is_self_contained_and_complete() {
         html.replace("2026-01-02T03-04-05", "T"),
         rerun.replace("2026-01-02T04-00-00", "T")
     );
+}
+
+/// The node's doctor verdict (the run's doctor.json) in matrix.md and report.html: a failing,
+/// marked node gets the caution before the answer and its flagged checks (figure, threshold,
+/// remedy) beside the environment; a passing one a line; none "not checked" (report.html
+/// only). A trial's Xid is linked to the doctor's verdict on the GPU at its address.
+#[test]
+fn the_doctors_verdict_is_shown_and_a_trials_xid_linked_to_it() {
+    use aorta_doctor::{Check, GpuSummary, Level, Report};
+    let report = |fail: bool| {
+        let link = Check::new("pcie.link", Some("0 00000000:00:06.0"), "s")
+            .measured("Gen3 x8")
+            .threshold("Gen5 x16 (the link's maximum)");
+        let link = if fail {
+            link.fail("reseat the card / check the riser")
+        } else {
+            link.pass()
+        };
+        let checks = vec![
+            link,
+            Check::new("ecc.mode", Some("0 00000000:00:06.0"), "s").pass(),
+            Check::new("nvlink.state", None, "s").not_applicable("PCIe card"),
+        ];
+        let gpus = vec![GpuSummary {
+            label: "0 00000000:00:06.0".into(),
+            name: Some("NVIDIA H100 80GB HBM3".into()),
+            vendor: "nvidia".into(),
+        }];
+        Report::new(Level::Quick, None, gpus, checks, 0.4)
+    };
+    let r = probe_recipe();
+    let with = |doctor| {
+        let mut m = probe_matrix(&r, false);
+        m.doctor = doctor;
+        m
+    };
+    let mut xid_row = aorta_report::TrialRow {
+        index: 1,
+        key: "k1".into(),
+        inputs: String::new(),
+        xid: Some(aorta_report::TrialXid {
+            xid: "79".into(),
+            pci: Some("PCI:0000:00:06".into()),
+        }),
+    };
+    let keys = |row: &aorta_report::TrialRow| vec![vec![row.clone()]];
+    let html_of = |m: &Matrix, keys: &[Vec<aorta_report::TrialRow>]| {
+        m.to_html(&aorta_report::HtmlContext {
+            environment: Some("GPU: H100"),
+            trial_keys: keys,
+            ..Default::default()
+        })
+    };
+
+    let sick = with(Some(report(true).verdict(true)));
+    let banner = "This run's node failed aorta doctor --level quick and was built anyway (--doctor-mark): do not credit or blame a mitigation for these results.";
+    let md = sick.to_markdown();
+    let caution = md.find("> [!CAUTION]").expect("caution");
+    assert!(caution < md.find("## Answer").unwrap(), "{md}");
+    for needle in [
+        "**Node health**: doctor quick: fail (1 fail, 0 warn, 1 pass, 1 n/a) ([doctor.json](doctor.json))",
+        &format!("> **{banner}**"),
+        "> - fail pcie.link [GPU 0 00000000:00:06.0]: Gen3 x8 (expected Gen5 x16 (the link's maximum)); do: reseat the card / check the riser",
+        "> 1 check(s) passed, 1 not applicable",
+    ] {
+        assert!(md.contains(needle), "{needle} missing:\n{md}");
+    }
+    let html = html_of(&sick, &keys(&xid_row));
+    let (top, section, env) = (
+        html.find("id=\"doctor-banner\"").unwrap(),
+        html.find("<h2 id=\"doctor\">Node health</h2>").unwrap(),
+        html.find("<h2>Environment</h2>").unwrap(),
+    );
+    assert!(top < html.find("id=\"answer\"").unwrap() && section < env);
+    for needle in [
+        &banner.replace('\'', "&#39;"),
+        "<tr><td>fail</td><td><code>pcie.link</code></td><td>0 00000000:00:06.0</td><td>Gen3 x8</td><td>Gen5 x16 (the link&#39;s maximum)</td><td>reseat the card / check the riser</td></tr>",
+        "<li class=\"xid\">trial 1: Xid 79 (PCI:0000:00:06): doctor quick said GPU 0 00000000:00:06.0 was fail (fail pcie.link); Xid 79: the GPU fell off the bus",
+    ] {
+        assert!(html.contains(needle), "{needle} missing");
+    }
+
+    let healthy = with(Some(report(false).verdict(false)));
+    let md = healthy.to_markdown();
+    assert!(md.contains("**Node health**: doctor quick: pass (0 fail, 0 warn, 2 pass, 1 n/a)"));
+    assert!(!md.contains("[!CAUTION]"), "{md}");
+    let html = html_of(&healthy, &keys(&xid_row));
+    assert!(html.contains("<p id=\"doctor\" class=\"doctor pass\">Node health: doctor quick: pass (0 fail, 0 warn, 2 pass, 1 n/a)"));
+    assert!(!html.contains("doctor-banner") && !html.contains("do not credit"));
+    assert!(html.contains("trial 1: Xid 79 (PCI:0000:00:06): doctor quick said GPU 0 00000000:00:06.0 was pass; Xid 79:"));
+
+    let unchecked = with(None);
+    assert!(!unchecked.to_markdown().contains("Node health"));
+    xid_row.xid.as_mut().unwrap().pci = Some("PCI:0000:18:00".into());
+    let html = html_of(&unchecked, &keys(&xid_row));
+    assert!(html.contains("class=\"doctor none\">Node health: not checked"));
+    assert!(html.contains("trial 1: Xid 79 (PCI:0000:18:00): the node was not checked"));
+    let html = html_of(&sick, &keys(&xid_row));
+    assert!(html.contains(
+        "trial 1: Xid 79 (PCI:0000:18:00): doctor&#39;s report has no GPU at PCI:0000:18:00"
+    ));
 }
 
 /// A triage run whose trials report the torch workloads' metrics (and the race workload's

@@ -183,6 +183,7 @@ fn header_lines() {
     let mut run = RunInfo {
         run_timestamp: "2026-01-02T03-04-05".into(),
         warnings: vec!["host env probe was partial:\n rocm missing".into()],
+        doctor: None,
     };
     let cells = vec![
         agg(&r, "baseline-local", &trials(&[P], &[412.3, 412.5])),

@@ -100,6 +100,7 @@ pub fn run(ts: &str) -> RunInfo {
     RunInfo {
         run_timestamp: ts.into(),
         warnings: Vec::new(),
+        doctor: None,
     }
 }
 
