@@ -157,42 +157,38 @@ pub fn doubling(first: u32, cap: u32) -> Vec<u32> {
 /// the recipe's trial limit; the cap keeps a hand-edited record from asking for more).
 const MAX_POSITIONS: usize = 1 << 20;
 
-/// Trials' outcomes by index, from `(trial index, verdict)` pairs in any order: a missing
-/// index is no evidence, as an errored trial is.
-pub fn outcomes_of(trials: impl IntoIterator<Item = (u32, aorta_trial::Verdict)>) -> Vec<Outcome> {
-    let mut out: Vec<Outcome> = Vec::new();
-    for (index, verdict) in trials {
+/// Values by trial index from `(trial index, value)` pairs in any order; an index no pair
+/// names gets `missing`.
+fn by_index<T: Clone>(pairs: impl IntoIterator<Item = (u32, T)>, missing: T) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    for (index, value) in pairs {
         let i = index as usize;
         if i >= MAX_POSITIONS {
             continue;
         }
         if out.len() <= i {
-            out.resize(i + 1, None);
+            out.resize(i + 1, missing.clone());
         }
-        out[i] = match verdict {
-            aorta_trial::Verdict::Fail => Some(true),
-            aorta_trial::Verdict::Pass => Some(false),
-            aorta_trial::Verdict::Error => None,
-        };
+        out[i] = value;
     }
     out
+}
+
+/// Trials' outcomes by index, from `(trial index, verdict)` pairs in any order: a missing
+/// index is no evidence, as an errored trial is.
+pub fn outcomes_of(trials: impl IntoIterator<Item = (u32, aorta_trial::Verdict)>) -> Vec<Outcome> {
+    let outcome = |verdict| match verdict {
+        aorta_trial::Verdict::Fail => Some(true),
+        aorta_trial::Verdict::Pass => Some(false),
+        aorta_trial::Verdict::Error => None,
+    };
+    by_index(trials.into_iter().map(|(i, v)| (i, outcome(v))), None)
 }
 
 /// Trials' per-step times by index (see [`Pace`]), from `(trial index, step times)` pairs in
 /// any order: a missing index has none.
 pub fn steps_of<'a>(trials: impl IntoIterator<Item = (u32, &'a [f64])>) -> Vec<Vec<f64>> {
-    let mut out: Vec<Vec<f64>> = Vec::new();
-    for (index, steps) in trials {
-        let i = index as usize;
-        if i >= MAX_POSITIONS {
-            continue;
-        }
-        if out.len() <= i {
-            out.resize(i + 1, Vec::new());
-        }
-        out[i] = steps.to_vec();
-    }
-    out
+    by_index(trials.into_iter().map(|(i, s)| (i, s.to_vec())), Vec::new())
 }
 
 /// The failures and valid trials among the first `n` outcomes.
