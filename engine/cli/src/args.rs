@@ -304,9 +304,9 @@ pub struct ExecArgs {
     /// and report.html. Never part of a trial key.
     #[arg(long, value_enum, value_name = "LEVEL")]
     pub doctor: Option<DoctorLevel>,
-    /// With --doctor: build on a node that fails anyway, marking the run (doctor.json, and a
-    /// banner in matrix.md and report.html) instead of refusing it.
-    #[arg(long, requires = "doctor")]
+    /// With --doctor or a recipe's `doctor:`: build on a node that fails anyway, marking the
+    /// run (doctor.json, and a banner in matrix.md and report.html) instead of refusing it.
+    #[arg(long)]
     pub doctor_mark: bool,
     #[command(flatten)]
     pub remote: RemoteArgs,

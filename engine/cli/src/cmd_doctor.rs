@@ -62,6 +62,12 @@ pub fn preflight<'s, 'r>(
     recipes: impl IntoIterator<Item = &'r aorta_recipe::Recipe>,
 ) -> Result<Option<&'s Recorded>, CliError> {
     let wanted = aorta_engine::doctor::wanted(exec.doctor.map(level), recipes);
+    if exec.doctor_mark && wanted.is_none() {
+        return Err(crate::exit::usage(
+            "--doctor-mark marks a run built on a node that failed aorta doctor, but nothing asks for the checks",
+            "add --doctor quick (or medium, long), or `doctor: quick` to the recipe",
+        ));
+    }
     match session.preflight(wanted, exec.doctor_mark) {
         Ok(None) => Ok(None),
         Ok(Some(p)) => {

@@ -557,6 +557,47 @@ fn a_recipes_doctor_field_runs_the_preflight_and_keys_nothing() {
         stderr.contains("this node failed aorta doctor --level quick"),
         "{stderr}"
     );
+    // --doctor-mark marks a run the recipe's doctor: checked, without repeating --doctor.
+    let (code, _, stderr) = out(&run(
+        &ws,
+        &[
+            "build",
+            "r.yaml",
+            "--store",
+            "s",
+            "--output",
+            "o",
+            "--doctor-mark",
+            "--",
+            "true",
+        ],
+        &[],
+    ));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("building anyway (--doctor-mark)"),
+        "{stderr}"
+    );
+    // With nothing asking for the checks, --doctor-mark is a mistake worth naming.
+    ws.write("r.yaml", &plain);
+    let (code, _, stderr) = out(&run(
+        &ws,
+        &[
+            "build",
+            "r.yaml",
+            "--store",
+            "s",
+            "--output",
+            "o2",
+            "--doctor-mark",
+            "--",
+            "true",
+        ],
+        &[],
+    ));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("nothing asks for the"), "{stderr}");
+    assert!(!ws.path().join("o2").exists(), "no trial ran");
     ws.write("r.yaml", &format!("{plain}doctor: slow\n"));
     let (code, _, stderr) = out(&run(
         &ws,
