@@ -260,6 +260,8 @@ fn walk(a: Option<&Value>, b: Option<&Value>, path: String, out: &mut Vec<Raw>) 
     };
     match (a, b) {
         (Some(x), Some(y)) if x == y => {}
+        // `null`, `{}` and an object of nulls all say "nothing found".
+        (Some(x), Some(y)) if vacant(x) && vacant(y) => {}
         (Some(Value::Object(x)), Some(Value::Object(y))) if !x.is_empty() && !y.is_empty() => {
             for k in x.keys().chain(y.keys().filter(|k| !x.contains_key(*k))) {
                 walk(x.get(k), y.get(k), join(k), out);

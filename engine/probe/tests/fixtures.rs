@@ -683,7 +683,7 @@ fn field_lookup() {
         "Cannot descend into 'x' at 'rocm.root': value is null"
     );
     assert!(s.field("gpu.nope").unwrap_err().to_string().starts_with(
-        "Key 'nope' not found at 'gpu'. Available keys: count, devices, driver_version"
+        "Key 'nope' not found at 'gpu'. Available keys: count, devices, driver_identity, driver_version"
     ));
 }
 
