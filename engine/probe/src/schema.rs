@@ -82,6 +82,32 @@ pub struct ProbeMeta {
     /// `execution_context.probe_invocation`): `direct`, `buck2_run` or `buck2_action`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub invocation: Option<String>,
+    /// Set only on a snapshot read from AORTA's own env.json (`aorta env diff`): the probe
+    /// never writes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imported: Option<Imported>,
+}
+
+/// Where an imported snapshot came from, and what of it has no counterpart here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Imported {
+    /// `AORTA 0.3.0`, `AORTA 0.2.1`, or `AORTA (env.json schema 1.N)` for another schema.
+    pub from: String,
+    /// AORTA's `schema_version`.
+    pub schema_version: String,
+    /// AORTA's fields that were not read into the snapshot, so no diff compares them.
+    pub not_compared: Vec<NotCompared>,
+}
+
+/// One part of AORTA's file with no counterpart here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct NotCompared {
+    /// AORTA's dotted path, array elements as `*` (`hipblaslt.lib_hash`, `tensile_catalog`).
+    pub field: String,
+    /// blake3 (16 hex) of its leaves: two AORTA files with equal digests hold equal values.
+    pub digest: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
