@@ -77,10 +77,16 @@ pub fn env(cmd: &EnvCommand) -> CliResult {
                 let declared = ["AORTA_RE_IMAGE", "AORTA_DOCKER_IMAGE"]
                     .iter()
                     .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
-                if snap.host.runtime.container.is_none() && !declared {
-                    eprintln!("aorta: warning: --execution-context {execution_context} says the probe runs inside an action or container, but none was detected and neither $AORTA_RE_IMAGE nor $AORTA_DOCKER_IMAGE is set: this may be the wrong place to probe");
+                // AORTA 0.3.0's rule: no isolation signal of any kind (container_detected) and
+                // no launcher image named.
+                let isolated = snap.host.runtime.container_detected == Some(true);
+                if !isolated && !declared {
+                    eprintln!("aorta: warning: --execution-context {execution_context} says the probe runs inside an action or container, but none was detected (host.runtime.container_detected is false) and neither $AORTA_RE_IMAGE nor $AORTA_DOCKER_IMAGE is set: this may be the wrong place to probe");
                 }
                 snap.probe.invocation = Some(execution_context.clone());
+            }
+            if let Some(m) = &snap.gpu.driver_identity.mismatch {
+                eprintln!("aorta: warning: driver mismatch: {m}");
             }
             if let Some(f) = field {
                 let v = snap.field(f).map_err(|e| {
