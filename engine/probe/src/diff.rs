@@ -761,8 +761,10 @@ mod tests {
             field: f.into(),
             reason: "why".into(),
         };
-        let mut a = Snapshot::default();
-        a.partial_reasons = vec![reason("cuda.nvcc"), reason("pytorch")];
+        let a = Snapshot {
+            partial_reasons: vec![reason("cuda.nvcc"), reason("pytorch")],
+            ..Snapshot::default()
+        };
         let mut b = a.clone();
         b.partial_reasons.insert(0, reason("cuda.libraries.cudnn"));
         b.partial_reasons.remove(2);

@@ -105,7 +105,7 @@ pub(crate) fn effective_tag(tags: &[String]) -> &'static str {
     }
 }
 
-fn search_paths<'d, Elf>(data: &'d ReadCache<std::fs::File>) -> Result<SearchPaths, &'static str>
+fn search_paths<Elf>(data: &ReadCache<std::fs::File>) -> Result<SearchPaths, &'static str>
 where
     Elf: FileHeader<Endian = Endianness>,
 {
@@ -210,7 +210,15 @@ mod tests {
     #[test]
     fn rpath_runpath_both_and_neither_as_the_linker_wrote_them() {
         let d = tempfile::tempdir().unwrap();
-        let cases: [(&str, &[&str], Option<&str>, Option<&str>, &str); 4] = [
+        /// File name, linker flags, then the DT_RPATH, DT_RUNPATH and tag expected.
+        type Case<'a> = (
+            &'a str,
+            &'a [&'a str],
+            Option<&'a str>,
+            Option<&'a str>,
+            &'a str,
+        );
+        let cases: [Case; 4] = [
             (
                 "librp.so",
                 &["-Wl,--disable-new-dtags", "-Wl,-rpath,/x:$ORIGIN/../lib"],
