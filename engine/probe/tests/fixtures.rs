@@ -730,3 +730,28 @@ fn real_h200_snapshot() {
         s.key(&rules)
     );
 }
+
+/// AORTA 0.3.0's fields (search paths, the driver's two halves, isolation and namespace) are
+/// recorded, yet no stored key changed: a snapshot keys the same with or without them.
+#[test]
+fn the_0_3_0_fields_change_no_key() {
+    let s = probe(&cuda_opts());
+    assert_eq!(s.gpu.driver_identity.module.as_deref(), Some("nvidia"));
+    assert!(s.host.runtime.container_detected.is_some());
+    // The fixture's libraries are one-line stand-ins: read, and said not to be ELF.
+    let cublas = &s.cuda.libraries["cublas"].linkage;
+    assert!(cublas
+        .error
+        .as_deref()
+        .unwrap()
+        .ends_with("is not an ELF file"));
+    let mut without = s.clone();
+    without.gpu.driver_identity = Default::default();
+    without.host.runtime.container_detected = None;
+    without.host.runtime.namespace = Some("mnt:0000000000000000".into());
+    for lib in without.cuda.libraries.values_mut() {
+        lib.linkage = Default::default();
+    }
+    let rules = KeyRules::default();
+    assert_eq!(s.key(&rules), without.key(&rules));
+}
