@@ -2,17 +2,19 @@
 
 use crate::args::EnvCommand;
 use crate::exit::{usage, CliError, CliResult};
-use aorta_engine::environment::{default_probe_cache_dir, diff, load_snapshot, probe_machine};
-use aorta_engine::{KeyRules, Snapshot};
+use aorta_engine::environment::{
+    default_probe_cache_dir, diff, load_for_diff, load_snapshot, probe_machine, SnapshotFileError,
+    AORTA_SNAPSHOT_HELP,
+};
+use aorta_engine::KeyRules;
 use std::process::ExitCode;
 
-fn load(path: &std::path::Path) -> Result<Snapshot, CliError> {
-    load_snapshot(path).map_err(|e| {
-        usage(
-            e.to_string(),
-            "pass an env.json written by `aorta env probe`",
-        )
-    })
+fn bad_snapshot(e: SnapshotFileError) -> CliError {
+    let help = match e.is_aorta() {
+        true => AORTA_SNAPSHOT_HELP,
+        false => "pass an env.json written by `aorta env probe` (or, to `aorta env diff`, AORTA's own env.json)",
+    };
+    usage(e.to_string(), help)
 }
 
 fn rules(include: &[String], exclude: &[String]) -> Result<KeyRules, CliError> {
@@ -75,10 +77,16 @@ pub fn env(cmd: &EnvCommand) -> CliResult {
                 let declared = ["AORTA_RE_IMAGE", "AORTA_DOCKER_IMAGE"]
                     .iter()
                     .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
-                if snap.host.runtime.container.is_none() && !declared {
-                    eprintln!("aorta: warning: --execution-context {execution_context} says the probe runs inside an action or container, but none was detected and neither $AORTA_RE_IMAGE nor $AORTA_DOCKER_IMAGE is set: this may be the wrong place to probe");
+                // AORTA 0.3.0's rule: no isolation signal of any kind (container_detected) and
+                // no launcher image named.
+                let isolated = snap.host.runtime.container_detected == Some(true);
+                if !isolated && !declared {
+                    eprintln!("aorta: warning: --execution-context {execution_context} says the probe runs inside an action or container, but none was detected (host.runtime.container_detected is false) and neither $AORTA_RE_IMAGE nor $AORTA_DOCKER_IMAGE is set: this may be the wrong place to probe");
                 }
                 snap.probe.invocation = Some(execution_context.clone());
+            }
+            if let Some(m) = &snap.gpu.driver_identity.mismatch {
+                eprintln!("aorta: warning: driver mismatch: {m}");
             }
             if let Some(f) = field {
                 let v = snap.field(f).map_err(|e| {
@@ -119,7 +127,11 @@ pub fn env(cmd: &EnvCommand) -> CliResult {
             key_include,
             key_exclude,
         } => {
-            let (sa, sb) = (load(a)?, load(b)?);
+            // AORTA's env.json too: comparing is all it can be used for.
+            let (sa, sb) = (
+                load_for_diff(a).map_err(bad_snapshot)?,
+                load_for_diff(b).map_err(bad_snapshot)?,
+            );
             let d = diff(&sa, &sb, &rules(key_include, key_exclude)?);
             let d = if *key_only { d.key_only() } else { d };
             if *json {
@@ -144,7 +156,7 @@ pub fn env(cmd: &EnvCommand) -> CliResult {
         } => {
             let rules = rules(key_include, key_exclude)?;
             let snap = match file {
-                Some(f) => load(f)?,
+                Some(f) => load_snapshot(f).map_err(bad_snapshot)?,
                 None => probe_machine(
                     None,
                     Some(default_probe_cache_dir()),

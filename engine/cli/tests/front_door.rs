@@ -688,13 +688,87 @@ fn env_probe_takes_aorta_0_3_0_flags() {
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert_eq!(v["probe"]["invocation"], "buck2_action");
-    if v["host"]["runtime"]["container"].is_null() {
-        assert!(
-            stderr(&out).contains("may be the wrong place to probe"),
-            "{}",
-            stderr(&out)
-        );
-    }
+    // Warned exactly where no isolation was seen (AORTA 0.3.0's container_detected).
+    assert_eq!(
+        stderr(&out).contains("may be the wrong place to probe"),
+        v["host"]["runtime"]["container_detected"] == false,
+        "{}",
+        stderr(&out)
+    );
     let out = aorta(&["env", "probe", "--execution-context", "remote"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// `aorta env diff` reads AORTA's own env.json (0.2.1's schema 1.7, 0.3.0's 1.17), in either
+/// place and against another AORTA file, and says at the top what it imported and did not
+/// compare (engine/probe/tests/fixtures/aorta: real snapshots of one machine).
+#[test]
+fn env_diff_reads_aorta_snapshots() {
+    let fx = "engine/probe/tests/fixtures/aorta";
+    let (old, new, ours) = (
+        format!("{fx}/aorta-0.2.1-cpu.json"),
+        format!("{fx}/aorta-0.3.0-cpu.json"),
+        format!("{fx}/aorta-cpu.json"),
+    );
+    let out = aorta(&["env", "diff", &new, &ours]);
+    // Exit 1: trials keyed by one would not be reused under the other.
+    assert_eq!(out.status.code(), Some(1), "{}", transcript(&out));
+    insta::assert_snapshot!("env_diff_aorta_0_3_0_vs_aorta", transcript(&out));
+    let out = aorta(&["env", "diff", &ours, &new]);
+    assert_eq!(out.status.code(), Some(1), "{}", transcript(&out));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with(&format!(
+            "A: {ours}\nB: {new}\n   imported from AORTA 0.3.0's env.json (schema 1.17); "
+        )),
+        "{text}"
+    );
+    let out = aorta(&["env", "diff", &old, &new]);
+    assert_eq!(out.status.code(), Some(1), "{}", transcript(&out));
+    insta::assert_snapshot!("env_diff_aorta_0_2_1_vs_0_3_0", transcript(&out));
+    let out = aorta(&["env", "diff", "--json", &new, &ours]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["imported_a"]["from"], "AORTA 0.3.0");
+    assert!(v.get("imported_b").is_none());
+    assert_eq!(v["unlisted"]["partial_reasons"], true);
+}
+
+/// Where a snapshot keys trials, AORTA's env.json is bad input (exit 2) that names `env diff`;
+/// a file that is neither tool's is the same error as before.
+#[test]
+fn aorta_snapshots_key_no_trials_and_the_error_says_to_diff_them() {
+    let aorta_json = "engine/probe/tests/fixtures/aorta/aorta-0.3.0-cpu.json";
+    let out = aorta(&["env", "key", aorta_json]);
+    assert_eq!(out.status.code(), Some(2), "{}", transcript(&out));
+    insta::assert_snapshot!("env_key_of_aorta_json", transcript(&out));
+    let ws = Ws::with_recipe(
+        "schema_version: 1\nmode: probe\ntrials: 1\nmitigation_axis: [none]\ndiagnostic_axis: [none]\n",
+    );
+    let abs = repo_root().join(aorta_json);
+    let out = ws.build(&["--env-snapshot", abs.to_str().unwrap()], &["true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", transcript(&out));
+    let err = stderr(&out)
+        .replace('│', " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        err.contains("this is AORTA 0.3.0's env.json (schema 1.17), which cannot key trials")
+            && err.contains("aorta env diff AORTA.json env.json"),
+        "{err}"
+    );
+    let other = ws.write("other.json", r#"{"schema_version": "2.0"}"#);
+    let out = aorta(&["env", "diff", other.to_str().unwrap(), aorta_json]);
+    assert_eq!(out.status.code(), Some(2), "{}", transcript(&out));
+    // miette wraps the message at the terminal's width, continuing lines with a bar.
+    let err = stderr(&out)
+        .replace('│', " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        err.contains("schema_version '2.0' is neither an aorta env snapshot")
+            && err.contains("nor AORTA's env.json (1.N)"),
+        "{err}"
+    );
 }

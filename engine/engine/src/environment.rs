@@ -127,19 +127,49 @@ pub enum SnapshotFileError {
     Parse {
         path: PathBuf,
         #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
+        source: aorta_probe::SnapshotError,
     },
 }
 
-/// Reads a recorded snapshot; the error says what is wrong with the file.
+impl SnapshotFileError {
+    /// AORTA's own env.json, where aorta's snapshot is needed (to key trials): it can only be
+    /// compared ([`load_for_diff`]).
+    pub fn is_aorta(&self) -> bool {
+        matches!(
+            self,
+            SnapshotFileError::Parse {
+                source: aorta_probe::SnapshotError::Aorta { .. },
+                ..
+            }
+        )
+    }
+}
+
+/// What to do with AORTA's env.json where aorta's snapshot is needed.
+pub const AORTA_SNAPSHOT_HELP: &str = "compare it with this machine's snapshot: `aorta env diff AORTA.json env.json` (env.json from `aorta env probe`); to key trials, pass a snapshot written by `aorta env probe`";
+
+/// Reads a recorded snapshot of aorta's own, the one that keys trials; the error says what is
+/// wrong with the file (AORTA's env.json: [`SnapshotFileError::is_aorta`]).
 pub fn load_snapshot(path: &Path) -> std::result::Result<Snapshot, SnapshotFileError> {
+    read_snapshot(path, Snapshot::from_json)
+}
+
+/// [`load_snapshot`], or AORTA's own env.json imported (`aorta env diff`).
+pub fn load_for_diff(path: &Path) -> std::result::Result<Snapshot, SnapshotFileError> {
+    read_snapshot(path, Snapshot::from_json_or_aorta)
+}
+
+fn read_snapshot(
+    path: &Path,
+    parse: fn(&str) -> std::result::Result<Snapshot, aorta_probe::SnapshotError>,
+) -> std::result::Result<Snapshot, SnapshotFileError> {
     let text = std::fs::read_to_string(path).map_err(|source| SnapshotFileError::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    Snapshot::from_json(&text).map_err(|e| SnapshotFileError::Parse {
+    parse(&text).map_err(|source| SnapshotFileError::Parse {
         path: path.to_path_buf(),
-        source: e.into(),
+        source,
     })
 }
 
@@ -166,7 +196,14 @@ impl SnapshotSlot {
         let t0 = std::time::Instant::now();
         let snap = match &src.snapshot_file {
             // The snapshot keys every trial: without it nothing can be looked up or run.
-            Some(f) => load_snapshot(f).map_err(|e| EngineError::infra_with_help(e.to_string(), "pass an env.json written by `aorta env probe`, or unset AORTA_ENV_SNAPSHOT to probe this machine"))?,
+            Some(f) => load_snapshot(f).map_err(|e| match e.is_aorta() {
+                // The user's input, not the machine: exit 2.
+                true => EngineError::usage(
+                    format!("--env-snapshot / AORTA_ENV_SNAPSHOT: {e}"),
+                    AORTA_SNAPSHOT_HELP,
+                ),
+                false => EngineError::infra_with_help(e.to_string(), "pass an env.json written by `aorta env probe`, or unset AORTA_ENV_SNAPSHOT to probe this machine"),
+            })?,
             None => probe_machine(src.python.clone(), Some(probe_cache), deep),
         };
         crate::timing(

@@ -4,7 +4,7 @@
 //! state) differ on every run and are left out.
 
 use crate::key::{flatten, EnvKey, KeyRules};
-use crate::schema::Snapshot;
+use crate::schema::{Imported, Snapshot};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -40,6 +40,15 @@ pub struct DiffSection {
 pub struct Diff {
     pub key_a: String,
     pub key_b: String,
+    /// Side A was imported from AORTA's env.json: from which release, and what of it was not
+    /// compared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imported_a: Option<Imported>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imported_b: Option<Imported>,
+    /// What was left out because a side is imported.
+    #[serde(skip_serializing_if = "Unlisted::is_empty")]
+    pub unlisted: Unlisted,
     pub sections: Vec<DiffSection>,
 }
 
@@ -60,6 +69,7 @@ pub struct Prepared {
     key: String,
     /// The keyed fields the key hashes.
     fields: BTreeMap<String, Value>,
+    imported: Option<Imported>,
 }
 
 impl Prepared {
@@ -70,6 +80,7 @@ impl Prepared {
             value: serde_json::to_value(s).unwrap_or(Value::Null),
             key: key.hash,
             fields: key.fields,
+            imported: s.probe.imported.clone(),
         }
     }
 
@@ -80,6 +91,7 @@ impl Prepared {
             value,
             key: k.hash,
             fields: k.fields,
+            imported: s.probe.imported.clone(),
         }
     }
 
@@ -100,6 +112,7 @@ impl Prepared {
             value,
             key: crate::key::hash_fields(&fields),
             fields,
+            imported: self.imported.clone(),
         }
     }
 
@@ -162,6 +175,9 @@ pub fn diff_env_vars_sides(a: &EnvVarsSide, b: &EnvVarsSide, rules: &KeyRules) -
     Diff {
         key_a: a.key.clone(),
         key_b: b.key.clone(),
+        imported_a: None,
+        imported_b: None,
+        unlisted: Unlisted::default(),
         sections: sections(raw, rules),
     }
 }
@@ -184,10 +200,91 @@ fn env_vars_with(env: &Value, vars: &BTreeMap<String, String>) -> Value {
 pub fn diff_prepared(a: &Prepared, b: &Prepared, rules: &KeyRules) -> Diff {
     let mut raw = Vec::new();
     walk(Some(&a.value), Some(&b.value), String::new(), &mut raw);
+    explain_key(&a.fields, &b.fields, &mut raw);
+    let mut unlisted = Unlisted::default();
+    if a.imported.is_some() || b.imported.is_some() {
+        raw.retain(|(path, change, x, y)| {
+            // Each tool tracks its own list of variables: one it does not track is not a value.
+            let unset = |v: &Option<Value>| v.as_ref().is_none_or(vacant);
+            let one_tool = path.starts_with("env_vars.")
+                && matches!(change, Change::OnlyA | Change::OnlyB)
+                && unset(x)
+                && unset(y);
+            unlisted.env_vars += usize::from(one_tool);
+            // Two probes' own reasons, in their own words and field paths.
+            let reasons = a.imported.is_some() != b.imported.is_some()
+                && (path == "partial_reasons" || path.starts_with("partial_reasons."));
+            unlisted.partial_reasons |= reasons;
+            !one_tool && !reasons
+        });
+    }
     Diff {
         key_a: a.key.clone(),
         key_b: b.key.clone(),
+        imported_a: a.imported.clone(),
+        imported_b: b.imported.clone(),
+        unlisted,
         sections: sections(raw, rules),
+    }
+}
+
+/// Adds every keyed leaf that differs and no entry covers yet, so a changed key is always
+/// explained: the walk takes `null` and a missing value for the same thing, the key does not
+/// (an unset variable one snapshot tracks and the other does not).
+fn explain_key(a: &BTreeMap<String, Value>, b: &BTreeMap<String, Value>, raw: &mut Vec<Raw>) {
+    let covered = |raw: &[Raw], path: &str| {
+        raw.iter().any(|(p, ..)| {
+            path == p
+                || path
+                    .strip_prefix(p.as_str())
+                    .is_some_and(|r| r.starts_with('.'))
+        })
+    };
+    let mut paths: Vec<&String> = a
+        .keys()
+        .chain(b.keys().filter(|k| !a.contains_key(*k)))
+        .collect();
+    paths.sort();
+    for path in paths {
+        let (x, y) = (a.get(path), b.get(path));
+        if x == y || covered(raw, path) {
+            continue;
+        }
+        let change = match (x, y) {
+            (Some(_), Some(_)) => Change::Changed,
+            (Some(_), None) => Change::OnlyA,
+            _ => Change::OnlyB,
+        };
+        raw.push((path.clone(), change, x.cloned(), y.cloned()));
+    }
+}
+
+/// [`Diff::uncompared_differences`]: AORTA field paths, sorted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Uncompared {
+    pub different: Vec<String>,
+    pub only_a: Vec<String>,
+    pub only_b: Vec<String>,
+}
+
+impl Uncompared {
+    pub fn is_empty(&self) -> bool {
+        self.different.is_empty() && self.only_a.is_empty() && self.only_b.is_empty()
+    }
+}
+
+/// What a diff against an imported AORTA file leaves out, counted so the report says so.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Unlisted {
+    /// Variables one tool tracks and the other does not, unset where tracked.
+    pub env_vars: usize,
+    /// One side is AORTA's: the two probes' partial reasons are not compared.
+    pub partial_reasons: bool,
+}
+
+impl Unlisted {
+    fn is_empty(&self) -> bool {
+        *self == Unlisted::default()
     }
 }
 
@@ -258,8 +355,21 @@ fn walk(a: Option<&Value>, b: Option<&Value>, path: String, out: &mut Vec<Raw>) 
         (Some(x), Some(y)) if one_sided(y, x) => (a, None),
         _ => (a, b),
     };
+    // Reasons are a set, sorted by field: one more must not shift every later one.
+    if let ("partial_reasons", Some(Value::Array(x)), Some(Value::Array(y))) = (path.as_str(), a, b)
+    {
+        for r in x.iter().filter(|r| !y.contains(r)) {
+            out.push((path.clone(), Change::OnlyA, Some(r.clone()), None));
+        }
+        for r in y.iter().filter(|r| !x.contains(r)) {
+            out.push((path.clone(), Change::OnlyB, None, Some(r.clone())));
+        }
+        return;
+    }
     match (a, b) {
         (Some(x), Some(y)) if x == y => {}
+        // `null`, `{}` and an object of nulls all say "nothing found".
+        (Some(x), Some(y)) if vacant(x) && vacant(y) => {}
         (Some(Value::Object(x)), Some(Value::Object(y))) if !x.is_empty() && !y.is_empty() => {
             for k in x.keys().chain(y.keys().filter(|k| !x.contains_key(*k))) {
                 walk(x.get(k), y.get(k), join(k), out);
@@ -358,8 +468,40 @@ impl Diff {
         Diff {
             key_a: self.key_a.clone(),
             key_b: self.key_b.clone(),
+            imported_a: self.imported_a.clone(),
+            imported_b: self.imported_b.clone(),
+            unlisted: self.unlisted,
             sections,
         }
+    }
+
+    /// AORTA fields neither side compared that differ between two imported files: in both
+    /// with different values, in A only, in B only. Empty unless both sides were imported.
+    pub fn uncompared_differences(&self) -> Uncompared {
+        let (Some(a), Some(b)) = (&self.imported_a, &self.imported_b) else {
+            return Uncompared::default();
+        };
+        let digests = |i: &Imported| -> BTreeMap<String, String> {
+            i.not_compared
+                .iter()
+                .map(|n| (n.field.clone(), n.digest.clone()))
+                .collect()
+        };
+        let (da, db) = (digests(a), digests(b));
+        let mut u = Uncompared::default();
+        for (f, d) in &da {
+            match db.get(f) {
+                Some(e) if e == d => {}
+                Some(_) => u.different.push(f.clone()),
+                None => u.only_a.push(f.clone()),
+            }
+        }
+        u.only_b = db
+            .keys()
+            .filter(|f| !da.contains_key(*f))
+            .cloned()
+            .collect();
+        u
     }
 
     /// The aligned text report: `~` changed, `+` only in B, `-` only in A, `[key]` on
@@ -390,8 +532,36 @@ impl Diff {
             .map(|e| show(&e.b).chars().count())
             .max()
             .unwrap_or(0);
-        let mut out = format!(
-            "A: {label_a}\nB: {label_b}\nkey: {} → {} ({})\n",
+        let mut out = format!("A: {label_a}\n{}", import_note(&self.imported_a));
+        out.push_str(&format!("B: {label_b}\n{}", import_note(&self.imported_b)));
+        if self.imported_a.is_some() && self.imported_b.is_some() {
+            let u = self.uncompared_differences();
+            if u.is_empty() {
+                out.push_str("not compared, and the same in A and B: every field above\n");
+            }
+            for (head, fields) in [
+                ("not compared, and different in A and B:", &u.different),
+                ("not compared, only in A:", &u.only_a),
+                ("not compared, only in B:", &u.only_b),
+            ] {
+                if !fields.is_empty() {
+                    out.push_str(&wrapped(head, &compact(fields)));
+                }
+            }
+        }
+        if self.unlisted.env_vars > 0 {
+            out.push_str(&format!(
+                "not listed: {} env var(s) that one tool tracks and the other does not, unset where tracked\n",
+                self.unlisted.env_vars
+            ));
+        }
+        if self.unlisted.partial_reasons {
+            out.push_str(
+                "not listed: partial_reasons (each probe's own, in its own field paths)\n",
+            );
+        }
+        out.push_str(&format!(
+            "key: {} → {} ({})\n",
             short(&self.key_a),
             short(&self.key_b),
             if self.key_changed() {
@@ -399,7 +569,7 @@ impl Diff {
             } else {
                 "unchanged"
             }
-        );
+        ));
         for s in &self.sections {
             out.push_str(&format!("\n{}\n", s.name));
             for e in &s.entries {
@@ -430,6 +600,71 @@ impl Diff {
         });
         out
     }
+}
+
+/// Under a side's label: where an imported side came from and what of it was not compared.
+fn import_note(i: &Option<Imported>) -> String {
+    let Some(i) = i else {
+        return String::new();
+    };
+    let fields: Vec<String> = i.not_compared.iter().map(|n| n.field.clone()).collect();
+    let head = format!(
+        "   imported from {}'s env.json (schema {}); {} of its fields have no counterpart in aorta's snapshot and are not compared:",
+        i.from,
+        i.schema_version,
+        fields.len()
+    );
+    wrapped(&head, &compact(&fields))
+}
+
+/// Sorted dotted paths with a common first segment written once: `rccl.{lib_hash, version_code}`.
+fn compact(fields: &[String]) -> Vec<String> {
+    let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+    for f in fields {
+        let (head, rest) = f.split_once('.').unwrap_or((f.as_str(), ""));
+        match groups.last_mut() {
+            Some((h, rests)) if *h == head && !rest.is_empty() && !rests.contains(&"") => {
+                rests.push(rest)
+            }
+            _ => groups.push((head, vec![rest])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(head, rests)| match rests.as_slice() {
+            [""] => head.to_string(),
+            [one] => format!("{head}.{one}"),
+            many => format!("{head}.{{{}}}", many.join(", ")),
+        })
+        .collect()
+}
+
+/// `head`, then `items` comma-separated on indented lines of at most 100 characters.
+fn wrapped(head: &str, items: &[String]) -> String {
+    let mut out = format!("{head}\n");
+    let mut line = String::from("     ");
+    for (i, item) in items.iter().enumerate() {
+        let piece = if i + 1 < items.len() {
+            format!("{item},")
+        } else {
+            item.clone()
+        };
+        if line.trim().is_empty() {
+            line.push_str(&piece);
+        } else if line.chars().count() + 1 + piece.chars().count() > 100 {
+            out.push_str(&line);
+            out.push('\n');
+            line = format!("     {piece}");
+        } else {
+            line.push(' ');
+            line.push_str(&piece);
+        }
+    }
+    if !line.trim().is_empty() {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
 }
 
 fn short(h: &str) -> String {
@@ -487,6 +722,69 @@ mod tests {
             assert_eq!(d.render("a", "b"), diff(&s, &with, &rules).render("a", "b"));
             assert!(!d.is_empty());
         }
+    }
+
+    /// `null`, `{}` and an object of nulls are one answer ("nothing found"), but where the key
+    /// tells them apart (a tracked variable, unset, in one snapshot only) the entry is listed.
+    #[test]
+    fn vacant_values_are_equal_yet_a_changed_key_is_always_explained() {
+        let rules = KeyRules::default();
+        let mut a = Snapshot::default();
+        let mut b = Snapshot::default();
+        a.pytorch.build.flags.insert("USE_CUDA".into(), Value::Null);
+        assert!(
+            diff(&a, &b, &rules).is_empty(),
+            "import-only, vacant on both sides"
+        );
+        a.env_vars.insert("NCCL_ALGO".into(), None);
+        b.env_vars.insert("NCCL_PROTO".into(), None);
+        let d = diff(&a, &b, &rules);
+        assert!(d.key_changed());
+        let entries: Vec<(&str, Change, bool)> = d
+            .sections
+            .iter()
+            .flat_map(|s| &s.entries)
+            .map(|e| (e.path.as_str(), e.change, e.key_relevant))
+            .collect();
+        assert_eq!(
+            entries,
+            [
+                ("env_vars.NCCL_ALGO", Change::OnlyA, true),
+                ("env_vars.NCCL_PROTO", Change::OnlyB, true)
+            ]
+        );
+    }
+
+    #[test]
+    fn partial_reasons_are_compared_as_a_set() {
+        let reason = |f: &str| crate::schema::PartialReason {
+            field: f.into(),
+            reason: "why".into(),
+        };
+        let a = Snapshot {
+            partial_reasons: vec![reason("cuda.nvcc"), reason("pytorch")],
+            ..Snapshot::default()
+        };
+        let mut b = a.clone();
+        b.partial_reasons.insert(0, reason("cuda.libraries.cudnn"));
+        b.partial_reasons.remove(2);
+        let d = diff(&a, &b, &KeyRules::default());
+        let entries: Vec<(Change, String)> = d
+            .sections
+            .iter()
+            .flat_map(|s| &s.entries)
+            .map(|e| {
+                let v = e.a.as_ref().or(e.b.as_ref()).unwrap();
+                (e.change, v["field"].as_str().unwrap().to_string())
+            })
+            .collect();
+        assert_eq!(
+            entries,
+            [
+                (Change::OnlyA, "pytorch".to_string()),
+                (Change::OnlyB, "cuda.libraries.cudnn".to_string())
+            ]
+        );
     }
 
     /// A snapshot with a few env vars and other sections, as the probe fills them.

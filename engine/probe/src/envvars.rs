@@ -133,6 +133,9 @@ pub const TRACKED_PREFIXES: &[&str] = &[
     "MIOPEN_",
     "ROCBLAS_",
     "HIPBLASLT_",
+    // AORTA 0.3.0's Tensile / origami solution selectors (env.json 1.15): they pick kernels.
+    "TENSILE_",
+    "ANALYTICAL_GEMM_",
 ];
 
 /// Every name that is always present in `env_vars`: AORTA's, NVIDIA's and `extra`.
@@ -181,6 +184,7 @@ mod tests {
     fn unset_is_null_and_prefixes_catch_the_rest() {
         let env: BTreeMap<String, String> = [
             ("NCCL_ALGO_X", "ring"),
+            ("TENSILE_SOLUTION_SELECTION_METHOD", "2"),
             ("CUDA_DEVICE_MAX_CONNECTIONS", "1"),
             ("HOME", "/root"),
             ("AMP_DTYPE", "bf16"),
@@ -192,6 +196,11 @@ mod tests {
         let v = collect(&env, &extra);
         assert_eq!(v["CUDA_DEVICE_MAX_CONNECTIONS"].as_deref(), Some("1"));
         assert_eq!(v["NCCL_ALGO_X"].as_deref(), Some("ring"));
+        assert_eq!(v["TENSILE_SOLUTION_SELECTION_METHOD"].as_deref(), Some("2"));
+        assert!(
+            !v.contains_key("TENSILE_DB"),
+            "a prefix records only what is set"
+        );
         assert_eq!(v["HIP_VISIBLE_DEVICES"], None);
         assert_eq!(
             v["AMP_DTYPE"].as_deref(),

@@ -135,10 +135,21 @@ pub enum SnapshotError {
     NotJson(#[source] serde_json::Error),
     #[error("an env snapshot is a JSON object")]
     NotObject,
-    #[error("schema_version '{0}' is not an aorta env snapshot (AORTA 0.2.1's env.json is not readable here)")]
+    #[error("schema_version '{0}' is neither an aorta env snapshot (aorta.env/N) nor AORTA's env.json (1.N)")]
     OtherSchema(String),
     #[error("no schema_version: not an aorta env snapshot")]
     NoSchema,
     #[error("malformed env snapshot: {0}")]
     Malformed(#[source] serde_json::Error),
+    /// AORTA's env.json where only aorta's own snapshot will do (a trial key): it records no
+    /// NVIDIA GPU, driver or CUDA library and no library hashes aorta keys, so machines that
+    /// differ would share results.
+    #[error("this is {from}'s env.json (schema {schema}), which cannot key trials: it lacks what aorta keys (GPU model and driver, CUDA libraries, library and torch wheel hashes)")]
+    Aorta { schema: String, from: String },
+    #[error("AORTA env.json (schema {schema}): {source}")]
+    AortaMalformed {
+        schema: String,
+        #[source]
+        source: crate::import::ImportError,
+    },
 }

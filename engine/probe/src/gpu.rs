@@ -354,17 +354,10 @@ pub(crate) fn parse_version(text: &str) -> (Option<String>, Option<String>) {
     (after("DRIVER version"), after("CUDA Version"))
 }
 
-/// `/proc/driver/nvidia/version`: `NVRM version: NVIDIA UNIX … Kernel Module  580.159.04  …`.
+/// The version in `/proc/driver/nvidia/version`.
 fn proc_driver_version(root: &Path) -> Option<String> {
     let t = read_text(&rooted(root, "/proc/driver/nvidia/version")).ok()?;
-    let line = t.lines().next()?;
-    line.split_whitespace()
-        .find(|w| {
-            w.contains('.')
-                && w.split('.')
-                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-        })
-        .map(str::to_string)
+    crate::driver::proc_version(&t)
 }
 
 /// `nvidia-smi topo -m`: a tab-separated matrix whose header row names `GPU0…`, `NIC0…` and

@@ -51,7 +51,52 @@ pub(crate) fn section(
         facts(root, tools, timeout, reasons)
     };
     container_from_env(&mut host.runtime, env);
+    host.runtime.container_detected = Some(isolated(root, &host.runtime));
+    host.runtime.namespace = namespace(root);
     host
+}
+
+/// AORTA 0.3.0's `container_detected`: a named container, a mount namespace other than PID
+/// 1's (a sandbox sharing the host's PID namespace: some remote-execution workers, `unshare
+/// -m`), or a container runtime's token in this process's cgroup path.
+fn isolated(root: &Path, rt: &Runtime) -> bool {
+    let named = rt.container.as_deref().is_some_and(|c| c != "baremetal");
+    let ns = |p: &str| std::fs::read_link(rooted(root, p)).ok();
+    let own_mount_ns = matches!(
+        (ns("/proc/self/ns/mnt"), ns("/proc/1/ns/mnt")),
+        (Some(a), Some(b)) if a != b
+    );
+    let cg = std::fs::read_to_string(rooted(root, "/proc/self/cgroup")).unwrap_or_default();
+    let token = ["docker", "containerd", "kubepods", "libpod", "lxc", "crio"]
+        .iter()
+        .any(|t| cg.contains(t));
+    named || own_mount_ns || token
+}
+
+/// The mount namespace (else the cgroup namespace) as AORTA 0.3.0 writes `probe_namespace`:
+/// `mnt:` and the first 16 hex of sha256(`mnt\0<boot_id>\0mnt:[<inode>]`), `-local` without a
+/// boot id. `None` where `/proc/self/ns` cannot be read; not a partial reason: it is never
+/// keyed, only a way to tell two places apart.
+fn namespace(root: &Path) -> Option<String> {
+    use sha2::Digest;
+    let boot_id = read_text(&rooted(root, "/proc/sys/kernel/random/boot_id")).ok();
+    let (kind, token) = [
+        ("mnt", "/proc/self/ns/mnt"),
+        ("cgroup-ns", "/proc/self/ns/cgroup"),
+    ]
+    .into_iter()
+    .find_map(|(kind, p)| {
+        let t = std::fs::read_link(rooted(root, p)).ok()?;
+        let t = t.to_str()?.to_string();
+        (!t.is_empty()).then_some((kind, t))
+    })?;
+    let (material, prefix) = match &boot_id {
+        Some(b) => (format!("{kind}\0{b}\0{token}"), kind.to_string()),
+        None => (format!("{kind}\0{token}"), format!("{kind}-local")),
+    };
+    let digest = sha2::Sha256::digest(material.as_bytes());
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    Some(format!("{prefix}:{hex}"))
 }
 
 fn facts(root: &Path, tools: &Tools, timeout: Duration, reasons: &Reasons) -> Host {

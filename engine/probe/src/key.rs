@@ -46,6 +46,11 @@ pub const DEFAULT_EXCLUDE: &[&str] = &[
     "host.runtime.venv_path",
     "host.runtime.conda_env",
     "host.runtime.python_env",
+    // Where the probe ran, not what runs: the named container (`host.runtime.container`) is keyed.
+    "host.runtime.container_detected",
+    "host.runtime.namespace",
+    // The module's version is `gpu.driver_version`; see `DriverIdentity`.
+    "gpu.driver_identity",
     "gpu.source",
     "gpu.devices.*.uuid",
     "gpu.devices.*.serial",
@@ -77,6 +82,8 @@ pub const DEFAULT_EXCLUDE: &[&str] = &[
     "**.version_source",
     "**.candidates",
     "**.size_bytes",
+    // A library's DT_RPATH/DT_RUNPATH are bytes of its file, keyed through `files[].blake3`.
+    "**.linkage",
 ];
 
 /// Domain tag hashed before the fields, so an env key can never collide with another hash.

@@ -17,14 +17,17 @@ mod cache;
 mod cmd;
 mod cuda;
 mod diff;
+mod driver;
 mod envvars;
 mod error;
 mod field;
 mod gpu;
 mod host;
+mod import;
 mod installed;
 mod key;
 mod libs;
+mod linkage;
 mod python;
 mod report;
 mod rocm;
@@ -38,10 +41,12 @@ pub use aorta_fieldpattern::matches as pattern_matches;
 pub use cache::ProbeCache;
 pub use diff::{
     diff, diff_env_vars_sides, Change, Diff, DiffEntry, DiffSection, EnvVarsSide, Prepared,
+    Uncompared, Unlisted,
 };
 pub use envvars::{canonical_names, AORTA_ENV_VARS, NVIDIA_ENV_VARS, TRACKED_PREFIXES};
 pub use error::SnapshotError;
 pub use field::{lookup, FieldError};
+pub use import::ImportError;
 pub use key::KeyPatternError;
 pub use key::{flatten, EnvKey, KeyRules, DEFAULT_EXCLUDE, DEFAULT_INCLUDE, KEY_DOMAIN};
 pub use python::{COLLECTED_FILES, COLLECTED_IMPORT};
@@ -152,18 +157,43 @@ pub fn probe(opts: &ProbeOptions) -> Snapshot {
 
 impl Snapshot {
     /// Parses a snapshot written by [`probe`] (any `aorta.env/*` schema; unknown keys ignored,
-    /// missing ones back-filled).
+    /// missing ones back-filled): what keys trials. AORTA's own env.json is refused with
+    /// [`SnapshotError::Aorta`], which says to compare it instead.
     pub fn from_json(text: &str) -> Result<Snapshot, SnapshotError> {
+        Self::read(text, false)
+    }
+
+    /// [`Snapshot::from_json`], or AORTA's env.json (schema `1.N`) imported for comparing
+    /// (`aorta env diff`): its fields with a counterpart mapped, the rest listed in
+    /// `probe.imported`.
+    pub fn from_json_or_aorta(text: &str) -> Result<Snapshot, SnapshotError> {
+        Self::read(text, true)
+    }
+
+    fn read(text: &str, import_aorta: bool) -> Result<Snapshot, SnapshotError> {
         let v: serde_json::Value = serde_json::from_str(text).map_err(SnapshotError::NotJson)?;
-        if !v.is_object() {
+        let serde_json::Value::Object(doc) = v else {
             return Err(SnapshotError::NotObject);
-        }
-        match v.get("schema_version").and_then(|s| s.as_str()) {
+        };
+        match doc.get("schema_version").and_then(|s| s.as_str()) {
             Some(s) if s.starts_with("aorta.env/") => {}
+            Some(s) if import::is_aorta_schema(s) && import_aorta => {
+                return import::import(&doc, s).map_err(|source| SnapshotError::AortaMalformed {
+                    schema: s.to_string(),
+                    source,
+                })
+            }
+            Some(s) if import::is_aorta_schema(s) => {
+                return Err(SnapshotError::Aorta {
+                    from: import::release(s)
+                        .map_or_else(|| "AORTA".to_string(), |v| format!("AORTA {v}")),
+                    schema: s.to_string(),
+                })
+            }
             Some(s) => return Err(SnapshotError::OtherSchema(s.to_string())),
             None => return Err(SnapshotError::NoSchema),
         }
-        serde_json::from_value(v).map_err(SnapshotError::Malformed)
+        serde_json::from_value(serde_json::Value::Object(doc)).map_err(SnapshotError::Malformed)
     }
 
     /// Pretty JSON, fields in schema order.

@@ -60,11 +60,13 @@ pub(crate) fn snapshot(opts: &ProbeOptions, reasons: &Reasons, steps: &Steps) ->
         host.runtime.python_env = py.runtime.python_env;
         host.runtime.venv_path = py.runtime.venv_path;
         host.runtime.conda_env = py.runtime.conda_env;
+        let mut gpu = gpus.gpu;
+        gpu.driver_identity = stack.driver;
         let mut snap = Snapshot {
             host,
             python: py.python,
             pytorch: py.pytorch,
-            gpu: gpus.gpu,
+            gpu,
             cuda: stack.cuda,
             rocm: stack.rocm,
             ..Snapshot::default()

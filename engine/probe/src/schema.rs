@@ -82,6 +82,32 @@ pub struct ProbeMeta {
     /// `execution_context.probe_invocation`): `direct`, `buck2_run` or `buck2_action`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub invocation: Option<String>,
+    /// Set only on a snapshot read from AORTA's own env.json (`aorta env diff`): the probe
+    /// never writes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imported: Option<Imported>,
+}
+
+/// Where an imported snapshot came from, and what of it has no counterpart here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Imported {
+    /// `AORTA 0.3.0`, `AORTA 0.2.1`, or `AORTA (env.json schema 1.N)` for another schema.
+    pub from: String,
+    /// AORTA's `schema_version`.
+    pub schema_version: String,
+    /// AORTA's fields that were not read into the snapshot, so no diff compares them.
+    pub not_compared: Vec<NotCompared>,
+}
+
+/// One part of AORTA's file with no counterpart here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct NotCompared {
+    /// AORTA's dotted path, array elements as `*` (`hipblaslt.lib_hash`, `tensile_catalog`).
+    pub field: String,
+    /// blake3 (16 hex) of its leaves: two AORTA files with equal digests hold equal values.
+    pub digest: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -136,6 +162,15 @@ pub struct Runtime {
     pub python_env: Option<String>,
     pub venv_path: Option<String>,
     pub conda_env: Option<String>,
+    /// Any isolation signal (AORTA 0.3.0's `container_detected`): a named container above, a
+    /// mount namespace other than PID 1's, or a container token (`docker`, `containerd`,
+    /// `kubepods`, `libpod`, `lxc`, `crio`) in `/proc/self/cgroup`. A remote-execution worker
+    /// or a Kubernetes pod is `baremetal` by name and `true` here.
+    pub container_detected: Option<bool>,
+    /// The probe's mount namespace, boot-scoped and hashed as AORTA 0.3.0 writes its
+    /// `probe_namespace` (`mnt:<16 hex>`): two snapshots with different values were taken in
+    /// different places; equal values are advisory (namespace ids are reused).
+    pub namespace: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -149,6 +184,47 @@ pub struct Gpu {
     pub source: Option<String>,
     pub devices: Vec<GpuDevice>,
     pub topology: Topology,
+    /// The kernel module against the user-space driver libraries. Never keyed (see the type).
+    pub driver_identity: DriverIdentity,
+}
+
+/// The GPU driver twice: the kernel module, which a container shares with its host, and the
+/// user-space libraries the process would load, which a container brings or has mounted (AORTA
+/// 0.3.0's `amdgpu_driver`, with NVIDIA's counterpart). Never keyed: the module's version is
+/// `gpu.driver_version` (NVML reports the module's), and on a working machine the libraries
+/// carry the same version; a difference is `mismatch`, and the CUDA release the container
+/// brings is keyed through `cuda` (docs/env-snapshot.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct DriverIdentity {
+    /// `nvidia` or `amdgpu`.
+    pub module: Option<String>,
+    /// The loaded module's version: the host's, also from inside a container.
+    pub module_version: Option<String>,
+    /// Where it was read: `/sys/module/<module>/version` or `/proc/driver/nvidia/version`.
+    pub module_version_source: Option<String>,
+    /// `/sys/module/<module>/srcversion`: a checksum of the module's sources.
+    pub module_srcversion: Option<String>,
+    /// The driver's control node is there (`/dev/nvidiactl`, `/dev/kfd`).
+    pub device_node: Option<bool>,
+    /// NVIDIA: `libcuda` and `libnvidia-ml` as the loader would find them (always both
+    /// listed); AMD: none (ROCm's runtime is versioned with ROCm, under `rocm`).
+    pub userspace: BTreeMap<String, DriverLibrary>,
+    /// Set when a user-space library's version is not the module's: what differs and what it
+    /// usually means.
+    pub mismatch: Option<String>,
+}
+
+/// One user-space driver library.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct DriverLibrary {
+    /// From the real file's name (`libcuda.so.580.159.04`); `null` when the name carries none.
+    pub version: Option<String>,
+    /// The copy the loader would take, as found (`libcuda.so.1`).
+    pub path: Option<String>,
+    /// `ld-library-path`, `ldconfig` or `system` (the loader's default directories).
+    pub origin: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -294,6 +370,29 @@ pub struct Library {
     /// ROCm: `blake3` over the sorted kernel-database file names (AORTA's
     /// `kernel_db_revision`, blake3 instead of sha256).
     pub kernel_db_revision: Option<String>,
+    /// The effective file's `DT_RPATH`/`DT_RUNPATH`. Never keyed: they are bytes of the file,
+    /// which `files[].blake3` already keys.
+    pub linkage: Linkage,
+}
+
+/// Where a library's own dependencies are looked for: the search paths of its ELF dynamic
+/// section (AORTA 0.3.0's `library_linkage`, its issue #413: a `DT_RPATH` defeats an
+/// `LD_LIBRARY_PATH` substitution below the library, a `DT_RUNPATH` does not).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Linkage {
+    /// Which tags the file carries, `rpath` and/or `runpath` (AORTA's `dt_tags`).
+    pub tags: Vec<String>,
+    /// The one the loader honours: `runpath` when both are there (glibc then ignores
+    /// `DT_RPATH`), else `rpath`, else `none`; `null` when the file was not read.
+    pub effective: Option<String>,
+    /// `DT_RPATH` as written (`$ORIGIN/../lib`), entries joined by `:`.
+    pub rpath: Option<String>,
+    /// `DT_RUNPATH` as written.
+    pub runpath: Option<String>,
+    /// Why the dynamic section could not be read (not an ELF file, cut short). Kept here, not
+    /// as a partial reason: the library's identity is complete without it.
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]

@@ -9,9 +9,9 @@ use crate::error::ProbeError;
 use crate::gpu::Gpus;
 use crate::libs::{self, FileHasher};
 use crate::python::{self, PySection};
-use crate::schema::{Cuda, Nvcc, Rocm};
+use crate::schema::{Cuda, DriverIdentity, Nvcc, Rocm};
 use crate::util::{Reasons, Steps};
-use crate::{cuda, rocm, ProbeCache};
+use crate::{cuda, driver, linkage, rocm, ProbeCache};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::thread::{Scope, ScopedJoinHandle};
@@ -30,6 +30,8 @@ pub(crate) struct Machine<'a> {
 pub(crate) struct Stack {
     pub cuda: Cuda,
     pub rocm: Rocm,
+    /// `gpu.driver_identity`: it needs the loader's search path, known here.
+    pub driver: DriverIdentity,
     /// `probe.hashed_bytes`: what hashing read this time (not what the cache answered).
     pub hashed_bytes: u64,
 }
@@ -123,6 +125,17 @@ impl Started<'_> {
                     .collect()
             })
             .unwrap_or_default();
+        let driver = if gpus.nvidia {
+            driver::nvidia(&driver::Search {
+                root,
+                ld_library_path: &ld_path,
+                ldconfig: &ldconfig,
+            })
+        } else if gpus.amd {
+            driver::amd(root)
+        } else {
+            DriverIdentity::default()
+        };
         let search = cuda::Search {
             site_dirs: &py.site_dirs,
             // What the python section scanned in the report's directories, site_dirs.
@@ -173,6 +186,14 @@ impl Started<'_> {
         for (name, lib) in rocm_sec.libraries.iter_mut() {
             libs::apply_hashes(lib, &hashes, &format!("rocm.libraries.{name}"), reasons);
         }
+        for lib in cuda_libs
+            .values_mut()
+            .chain(rocm_sec.libraries.values_mut())
+        {
+            if let Some(p) = &lib.path {
+                lib.linkage = linkage::of(Path::new(p));
+            }
+        }
         python::library_versions(
             &mut py.pytorch,
             &cuda_libs,
@@ -195,6 +216,7 @@ impl Started<'_> {
                 cuda_libs,
             ),
             rocm: rocm_sec,
+            driver,
             hashed_bytes,
         }
     }

@@ -5,12 +5,13 @@ use crate::key::{EnvKey, KeyRules};
 use crate::schema::{Library, Snapshot};
 use std::collections::BTreeMap;
 
-const LABELS: [&str; 17] = [
+const LABELS: [&str; 18] = [
     "runtime",
     "host",
     "cpu",
     "memory",
     "gpu",
+    "driver",
     "topology",
     "cuda",
     "cuda libs",
@@ -129,6 +130,18 @@ impl Snapshot {
                     o(&d.ecc_mode),
                     o(&d.mig_mode)
                 )
+            }
+        });
+        let id = &g.driver_identity;
+        lines.push(match &id.module {
+            None => "-".into(),
+            Some(m) => {
+                let userspace: String = id
+                    .userspace
+                    .iter()
+                    .map(|(n, l)| format!(", {n} {}", o(&l.version)))
+                    .collect();
+                format!("kernel module {m} {}{userspace}", o(&id.module_version))
             }
         });
         lines.push(if g.topology.links.is_empty() {
@@ -301,6 +314,9 @@ impl Snapshot {
             .zip(&lines)
             .map(|(l, v)| format!("{l:<12}{v}\n"))
             .collect();
+        if let Some(m) = &id.mismatch {
+            out.push_str(&format!("\nwarning: driver mismatch: {m}\n"));
+        }
         if self.partial {
             out.push_str(&format!(
                 "\n[PARTIAL, {} reason(s)]\n",

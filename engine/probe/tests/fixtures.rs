@@ -658,9 +658,12 @@ fn snapshot_json_round_trips_and_reads_leniently() {
         6,
         "a missing section is back-filled"
     );
+    // AORTA's env.json is named, and refused: it cannot key trials (tests/import.rs reads it).
     let e = Snapshot::from_json(r#"{"schema_version": "1.7"}"#).unwrap_err();
-    assert!(matches!(&e, aorta_probe::SnapshotError::OtherSchema(s) if s == "1.7"));
+    assert!(matches!(&e, aorta_probe::SnapshotError::Aorta { schema, .. } if schema == "1.7"));
     assert!(e.to_string().contains("AORTA 0.2.1"));
+    let e = Snapshot::from_json(r#"{"schema_version": "2.0"}"#).unwrap_err();
+    assert!(matches!(&e, aorta_probe::SnapshotError::OtherSchema(s) if s == "2.0"));
     assert!(matches!(
         Snapshot::from_json("[]"),
         Err(aorta_probe::SnapshotError::NotObject)
@@ -683,7 +686,7 @@ fn field_lookup() {
         "Cannot descend into 'x' at 'rocm.root': value is null"
     );
     assert!(s.field("gpu.nope").unwrap_err().to_string().starts_with(
-        "Key 'nope' not found at 'gpu'. Available keys: count, devices, driver_version"
+        "Key 'nope' not found at 'gpu'. Available keys: count, devices, driver_identity, driver_version"
     ));
 }
 
@@ -726,4 +729,29 @@ fn real_h200_snapshot() {
             .key(&rules),
         s.key(&rules)
     );
+}
+
+/// AORTA 0.3.0's fields (search paths, the driver's two halves, isolation and namespace) are
+/// recorded, yet no stored key changed: a snapshot keys the same with or without them.
+#[test]
+fn the_0_3_0_fields_change_no_key() {
+    let s = probe(&cuda_opts());
+    assert_eq!(s.gpu.driver_identity.module.as_deref(), Some("nvidia"));
+    assert!(s.host.runtime.container_detected.is_some());
+    // The fixture's libraries are one-line stand-ins: read, and said not to be ELF.
+    let cublas = &s.cuda.libraries["cublas"].linkage;
+    assert!(cublas
+        .error
+        .as_deref()
+        .unwrap()
+        .ends_with("is not an ELF file"));
+    let mut without = s.clone();
+    without.gpu.driver_identity = Default::default();
+    without.host.runtime.container_detected = None;
+    without.host.runtime.namespace = Some("mnt:0000000000000000".into());
+    for lib in without.cuda.libraries.values_mut() {
+        lib.linkage = Default::default();
+    }
+    let rules = KeyRules::default();
+    assert_eq!(s.key(&rules), without.key(&rules));
 }
