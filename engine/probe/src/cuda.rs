@@ -82,11 +82,34 @@ pub(crate) struct Search<'a> {
     pub root: &'a Path,
 }
 
+/// Whether the `nvidia-*` wheels come before `LD_LIBRARY_PATH` for the libraries torch asks
+/// for. glibc searches a requesting object's `DT_RPATH` before `LD_LIBRARY_PATH` but its
+/// `DT_RUNPATH` after it, so which copy torch loads depends on how `libtorch_cuda.so` was
+/// linked: with `DT_RUNPATH` (today's wheels) a copy on `LD_LIBRARY_PATH` wins, and reporting
+/// the wheel's would hash a file the trials never load. Without a torch to ask, the wheels
+/// first, as before.
+fn wheels_before_ld_library_path(site_dirs: &[PathBuf]) -> bool {
+    let requester = site_dirs
+        .iter()
+        .map(|d| d.join("torch/lib/libtorch_cuda.so"))
+        .find(|p| p.is_file());
+    match requester {
+        Some(lib) => crate::linkage::of(&lib).effective.as_deref() == Some("rpath"),
+        None => true,
+    }
+}
+
 /// Resolves the six libraries; returns the section's map and every file to hash.
 pub(crate) fn libraries(s: &Search) -> (BTreeMap<String, Library>, Vec<PathBuf>) {
+    let wheels = Location::cuda_wheels(s.site_dirs);
+    let ld = Location::dirs("ld-library-path", s.ld_library_path.clone());
+    let (first, second) = match wheels_before_ld_library_path(s.site_dirs) {
+        true => (wheels, ld),
+        false => (ld, wheels),
+    };
     let locations = vec![
-        Location::cuda_wheels(s.site_dirs),
-        Location::dirs("ld-library-path", s.ld_library_path.clone()),
+        first,
+        second,
         Location {
             origin: "ldconfig",
             files: s.ldconfig.to_vec(),
@@ -142,6 +165,61 @@ pub(crate) fn section(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
+
+    /// torch's `libtorch_cuda.so` built with `cc` and the given linker flags (and a NEEDED-free
+    /// body: only its dynamic tags matter), a cuBLAS in its wheel and another on
+    /// `LD_LIBRARY_PATH`; the effective copy's origin, or `None` without a compiler.
+    fn effective_cublas(linker: &[&str]) -> Option<String> {
+        let d = tempfile::tempdir().unwrap();
+        let site = d.path().join("site-packages");
+        let torch_lib = site.join("torch/lib");
+        let wheel = site.join("nvidia/cublas/lib");
+        let ld = d.path().join("ld");
+        for dir in [&torch_lib, &wheel, &ld] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        let src = d.path().join("t.c");
+        std::fs::write(&src, "int torch_stand_in(void) { return 0; }\n").unwrap();
+        let ok = Command::new("cc")
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(torch_lib.join("libtorch_cuda.so"))
+            .arg(&src)
+            .args(linker)
+            .status()
+            .ok()?;
+        assert!(ok.success());
+        std::fs::write(wheel.join("libcublas.so.13"), "wheel copy").unwrap();
+        std::fs::write(ld.join("libcublas.so.13"), "LD_LIBRARY_PATH copy").unwrap();
+        let sites = [site];
+        let s = Search {
+            site_dirs: &sites,
+            dists: Some(&[]),
+            ld_library_path: vec![ld],
+            ldconfig: &[],
+            toolkit: None,
+            root: Path::new("/"),
+        };
+        let (libs, _) = libraries(&s);
+        libs["cublas"].origin.clone()
+    }
+
+    #[test]
+    fn ld_library_path_wins_over_a_runpath_and_loses_to_an_rpath() {
+        let runpath = [
+            "-Wl,--enable-new-dtags",
+            "-Wl,-rpath,$ORIGIN/../../nvidia/cublas/lib",
+        ];
+        let Some(origin) = effective_cublas(&runpath) else {
+            return; // no compiler
+        };
+        assert_eq!(origin, "ld-library-path");
+        let rpath = [
+            "-Wl,--disable-new-dtags",
+            "-Wl,-rpath,$ORIGIN/../../nvidia/cublas/lib",
+        ];
+        assert_eq!(effective_cublas(&rpath).as_deref(), Some("wheel"));
+    }
 
     #[test]
     fn nvcc_13() {

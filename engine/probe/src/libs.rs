@@ -4,8 +4,9 @@
 //! A machine often has two or three copies of the same library: the CUDA toolkit's, the
 //! distro's, and the `nvidia-*` wheels inside the Python environment, which are what PyTorch
 //! actually loads through its RPATH. The probe lists every copy (`candidates`) and picks the
-//! effective one in this order: the wheels of the chosen interpreter (`wheel`),
-//! `LD_LIBRARY_PATH`, the `ldconfig` cache, the toolkit or ROCm root (no `import torch` is
+//! effective one in this order: the wheels of the chosen interpreter (`wheel`) and
+//! `LD_LIBRARY_PATH` (which first depends on how torch finds the wheels: `cuda.rs`), the
+//! `ldconfig` cache, the toolkit or ROCm root (no `import torch` is
 //! needed; `--deep` checks the choice against what the imported torch mapped). Only effective
 //! files are hashed, and hashes are cached by (path, size, mtime, inode) so a warm probe reads
 //! no library bytes. A large file is hashed as BLAKE3 subtrees on several threads at once
