@@ -11,20 +11,10 @@ use crate::util::{read_text, rooted};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-const fn spec(name: &'static str, file: &'static str) -> LibSpec {
-    LibSpec {
-        name,
-        file,
-        companions: &[],
-        dists: &[],
-        header: None,
-    }
-}
-
 /// The user-space half of the NVIDIA driver: the CUDA driver API and NVML.
 const NVIDIA_USERSPACE: [LibSpec; 2] = [
-    spec("libcuda", "libcuda.so"),
-    spec("libnvidia-ml", "libnvidia-ml.so"),
+    LibSpec::plain("libcuda", "libcuda.so"),
+    LibSpec::plain("libnvidia-ml", "libnvidia-ml.so"),
 ];
 
 /// Where `dlopen("libcuda.so.1")` looks when the caller names no path: `LD_LIBRARY_PATH`, the

@@ -138,6 +138,19 @@ impl Location {
     }
 }
 
+impl LibSpec {
+    /// A library known by its file name alone: no companions, distributions or header.
+    pub const fn plain(name: &'static str, file: &'static str) -> LibSpec {
+        LibSpec {
+            name,
+            file,
+            companions: &[],
+            dists: &[],
+            header: None,
+        }
+    }
+}
+
 /// What resolution knows besides file names.
 #[derive(Debug, Default)]
 pub(crate) struct VersionHints {

@@ -25,19 +25,9 @@ struct RocmSpec {
     kernel_db: Option<(&'static str, &'static [&'static str])>,
 }
 
-const fn spec(name: &'static str, file: &'static str) -> LibSpec {
-    LibSpec {
-        name,
-        file,
-        companions: &[],
-        dists: &[],
-        header: None,
-    }
-}
-
 const SPECS: [RocmSpec; 6] = [
     RocmSpec {
-        lib: spec("hip", "libamdhip64.so"),
+        lib: LibSpec::plain("hip", "libamdhip64.so"),
         header: Some((
             "hip/hip_version.h",
             [
@@ -50,7 +40,7 @@ const SPECS: [RocmSpec; 6] = [
         kernel_db: None,
     },
     RocmSpec {
-        lib: spec("hipblaslt", "libhipblaslt.so"),
+        lib: LibSpec::plain("hipblaslt", "libhipblaslt.so"),
         header: Some((
             "hipblaslt/hipblaslt-version.h",
             [
@@ -63,7 +53,7 @@ const SPECS: [RocmSpec; 6] = [
         kernel_db: Some(("lib/hipblaslt/library", &[".yaml", ".dat", ".co"])),
     },
     RocmSpec {
-        lib: spec("rocblas", "librocblas.so"),
+        lib: LibSpec::plain("rocblas", "librocblas.so"),
         header: Some((
             "rocblas/internal/rocblas-version.h",
             [
@@ -76,7 +66,7 @@ const SPECS: [RocmSpec; 6] = [
         kernel_db: Some(("lib/rocblas/library", &[".yaml", ".dat", ".co"])),
     },
     RocmSpec {
-        lib: spec("miopen", "libMIOpen.so"),
+        lib: LibSpec::plain("miopen", "libMIOpen.so"),
         header: Some((
             "miopen/version.h",
             [
@@ -89,12 +79,12 @@ const SPECS: [RocmSpec; 6] = [
         kernel_db: Some(("share/miopen/db", &[".txt", ".kdb"])),
     },
     RocmSpec {
-        lib: spec("rccl", "librccl.so"),
+        lib: LibSpec::plain("rccl", "librccl.so"),
         header: None,
         kernel_db: None,
     },
     RocmSpec {
-        lib: spec("composable_kernel", "\0none"),
+        lib: LibSpec::plain("composable_kernel", "\0none"),
         header: Some((
             "ck/version.h",
             ["CK_VERSION_MAJOR", "CK_VERSION_MINOR", "CK_VERSION_PATCH"],
