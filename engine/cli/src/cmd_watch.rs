@@ -47,6 +47,14 @@ pub fn watch(a: &BuildArgs) -> CliResult {
                 true
             }
             Step::Changed(c) => {
+                // --doctor or the recipe's doctor: before the first build; the session keeps
+                // the record for the later ones. A refused node is said, and the next change
+                // checks it again.
+                if let Err(e) = crate::cmd_doctor::preflight(&session, &a.exec, [&*c.recipe]) {
+                    eprintln!("{:?}", e.report);
+                    code = ExitCode::from(e.code);
+                    return true;
+                }
                 eprintln!("aorta watch: building {}", c.label);
                 match crate::execute::build(&session, c, a.verbosity) {
                     Ok(out) => {

@@ -522,6 +522,45 @@ fn classify_links_an_xid_to_the_doctors_verdict() {
     assert!(stderr.contains("is not an aorta doctor report"), "{stderr}");
 }
 
+/// `aorta build --watch` runs the preflight before its first build: a failing node is refused
+/// (exit 3 once the watch ends, no trial ran) or, with `--doctor-mark`, built and marked.
+#[test]
+fn watch_checks_the_node_before_its_first_build() {
+    let ws = node("doctor/nvidia-smi-q-gen3x8.xml");
+    let watch = |extra: &[&str]| {
+        let mut args = vec![
+            "build",
+            "--watch",
+            "--watch-max-rebuilds",
+            "0",
+            "r.yaml",
+            "--store",
+            "s",
+            "--output",
+            "o",
+            "--doctor",
+            "quick",
+        ];
+        args.extend(extra);
+        args.extend(["--", "true"]);
+        out(&run(&ws, &args, &[]))
+    };
+    let (code, _, stderr) = watch(&[]);
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(
+        stderr.contains("this node failed aorta doctor --level quick"),
+        "{stderr}"
+    );
+    assert!(!ws.path().join("o").exists(), "no trial ran");
+    let (code, _, stderr) = watch(&["--doctor-mark"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let records: Vec<PathBuf> = walk(&ws.path().join("o"))
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "doctor.json"))
+        .collect();
+    assert_eq!(records.len(), 1, "{stderr}");
+}
+
 /// A recipe's `doctor: quick` runs the preflight as `--doctor quick` does, and leaves every
 /// trial key as it was without it.
 #[test]
