@@ -660,21 +660,9 @@ fn result(passed: bool, started: bool, details: Vec<Value>, metrics: Value, elap
 /// One trial: reads CONFIG, writes RESULT; exit 0 when it ran, 2 when it could not start.
 pub fn run_trial(config: &Path, result_path: &Path) -> i32 {
     let t0 = Instant::now();
-    let write = |v: &Value| {
-        if let Err(e) = crate::results::write_atomic(result_path, v.to_string().as_bytes()) {
-            eprintln!("{NAME}: cannot write {}: {e}", result_path.display());
-        }
-    };
+    let write = |v: &Value| crate::protocol::write_result(NAME, result_path, v);
     let setup_failed = |kind: &str, error: String, hint: &str| {
-        eprintln!("{NAME}: {error}");
-        write(&result(
-            false,
-            false,
-            vec![json!({"type": kind, "error": error, "hint": hint})],
-            json!({}),
-            0.0,
-        ));
-        2
+        crate::protocol::setup_failed(NAME, result_path, kind, &error, hint)
     };
     let doc = match crate::protocol::read_config(config) {
         Ok(v) => v,

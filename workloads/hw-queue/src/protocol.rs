@@ -47,15 +47,25 @@ pub fn serve(name: &str, described: Value, args: &[String], run: fn(&Path, &Path
     }
 }
 
-fn setup_failed(result: &Path, kind: &str, error: &str, hint: &str) -> i32 {
+/// Writes workload `name`'s RESULT.json atomically; a failure to write is said on stderr (the
+/// engine then finds no result and records the trial as unrecorded).
+pub fn write_result(name: &str, result: &Path, v: &Value) {
+    if let Err(e) = write_atomic(result, v.to_string().as_bytes()) {
+        eprintln!("{name}: cannot write {}: {e}", result.display());
+    }
+}
+
+/// A trial of workload `name` that could not start (bad CONFIG, no GPU): RESULT.json with
+/// `main_work_started: false` and one failure detail, the error on stderr; exit code 2.
+pub fn setup_failed(name: &str, result: &Path, kind: &str, error: &str, hint: &str) -> i32 {
+    eprintln!("{name}: {error}");
     let r = json!({
         "passed": false, "failure_count": 1, "first_failure_iteration": null,
         "failure_details": [{"type": kind, "error": error, "hint": hint}],
         "total_iterations": 0, "executed_iterations": 0, "configured_iterations": 0,
         "step_times_ms": [], "elapsed_sec": 0.0, "metrics": {}, "main_work_started": false
     });
-    let _ = write_atomic(result, r.to_string().as_bytes());
-    eprintln!("hw_queue: {error}");
+    write_result(name, result, &r);
     2
 }
 
@@ -71,7 +81,7 @@ fn run_trial(config: &Path, result: &Path) -> i32 {
     let t_start = host_ns();
     let doc = match read_config(config) {
         Ok(v) => v,
-        Err(e) => return setup_failed(result, "config", &e, "the engine writes CONFIG.json"),
+        Err(e) => return setup_failed(NAME, result, "config", &e, "the engine writes CONFIG.json"),
     };
     let mut opts: Map<String, Value> = doc
         .get("config")
@@ -96,6 +106,7 @@ fn run_trial(config: &Path, result: &Path) -> i32 {
         .and_then(|v| serde_json::from_value(v).ok());
     if workloads::find(&workload).is_none() {
         return setup_failed(
+            NAME,
             result,
             "config",
             &format!("unknown workload {workload:?}"),
@@ -105,6 +116,7 @@ fn run_trial(config: &Path, result: &Path) -> i32 {
     let mut cfg = workloads::config_for(&workload);
     if let Err(e) = cfg.apply(&opts) {
         return setup_failed(
+            NAME,
             result,
             "config",
             &e,
@@ -120,14 +132,14 @@ fn run_trial(config: &Path, result: &Path) -> i32 {
     let file: ResultFile = match mode.as_str() {
         "run" => match runner::run_in_process(&workload, &cfg, &mut log) {
             Ok(f) => f,
-            Err(e) if e.exit_code() == 2 => return setup_failed(result, "gpu_unavailable", &e.to_string(), "run on a machine with an NVIDIA GPU; put libcuda and the CUDA toolkit's lib64 on the library path"),
-            Err(e) => return setup_failed(result, "gpu_error", &e.to_string(), "see stderr.log"),
+            Err(e) if e.exit_code() == 2 => return setup_failed(NAME, result, "gpu_unavailable", &e.to_string(), "run on a machine with an NVIDIA GPU; put libcuda and the CUDA toolkit's lib64 on the library path"),
+            Err(e) => return setup_failed(NAME, result, "gpu_error", &e.to_string(), "see stderr.log"),
         },
         "sweep" => match runner::run_sweep(&workload, &cfg, &connections, 0.1, &mut log) {
             Ok(f) => f,
-            Err((_, e)) => return setup_failed(result, "gpu_unavailable", &e, "see stderr.log"),
+            Err((_, e)) => return setup_failed(NAME, result, "gpu_unavailable", &e, "see stderr.log"),
         },
-        other => return setup_failed(result, "config", &format!("mode {other:?} (run|sweep)"), "mode: run or sweep"),
+        other => return setup_failed(NAME, result, "config", &format!("mode {other:?} (run|sweep)"), "mode: run or sweep"),
     };
     let file_path = trial_dir.join("hw-queue-result.json");
     let _ = runner::write_outputs(&file, &trial_dir);
