@@ -293,27 +293,27 @@ pub struct Pace<'a> {
     pub baseline: &'a [Vec<f64>],
 }
 
-impl Pace<'_> {
+impl<'a> Pace<'a> {
     /// Whether the first `n` trials of the cell are slower than the baseline's first `n`
     /// beyond the threshold: the mean ratio above it and the bootstrap interval's lower end too.
     pub fn slower_at(&self, n: u32) -> bool {
-        let head = |g: &'_ [Vec<f64>]| -> Vec<Vec<f64>> {
-            g[..(n as usize).min(g.len())]
-                .iter()
-                .filter(|t| !t.is_empty())
-                .cloned()
-                .collect()
-        };
+        // Called at every look as trials end: no copies (the bootstrap drops empty groups).
+        let head = |g: &'a [Vec<f64>]| &g[..(n as usize).min(g.len())];
         let (c, b) = (head(self.cell), head(self.baseline));
         let mean = |g: &[Vec<f64>]| {
-            let count: usize = g.iter().map(Vec::len).sum();
-            g.iter().flatten().sum::<f64>() / count.max(1) as f64
+            let (sum, count) = g
+                .iter()
+                .flatten()
+                .fold((0.0, 0usize), |(s, k), x| (s + x, k + 1));
+            (count > 0).then(|| sum / count as f64)
         };
-        let (mc, mb) = (mean(&c), mean(&b));
-        if c.is_empty() || b.is_empty() || mb <= 0.0 || mc / mb <= self.threshold {
+        let (Some(mc), Some(mb)) = (mean(c), mean(b)) else {
+            return false;
+        };
+        if mb <= 0.0 || mc / mb <= self.threshold {
             return false;
         }
-        bootstrap::ratio_ci(&c, &b, self.cell_name, self.baseline_name)
+        bootstrap::ratio_ci(c, b, self.cell_name, self.baseline_name)
             .is_some_and(|(lo, _)| lo > self.threshold)
     }
 }
