@@ -84,15 +84,9 @@ fn hint_kernel_logs(logs: &[PathBuf], cfg: &ClassifierConfig) {
 /// For each Xid finding (`xid`, `pci` captured by `tier3:nvidia_xid`), the doctor's verdict on
 /// that GPU: `LOG:LINE: doctor quick said GPU 0 … was fail (…); Xid 79: …`.
 fn doctor_links(r: &LogClassification, report: &Path) -> Result<Vec<String>, CliError> {
-    let text = std::fs::read_to_string(report).map_err(|e| {
+    let report = aorta_engine::doctor::read_recorded(report).map_err(|e| {
         usage(
-            format!("cannot read {}: {e}", report.display()),
-            "pass a report written by `aorta doctor --json` or a run's doctor.json",
-        )
-    })?;
-    let report = aorta_doctor::Recorded::from_json(&text).map_err(|e| {
-        usage(
-            format!("{} is not an aorta doctor report: {e}", report.display()),
+            e.to_string(),
             "pass a report written by `aorta doctor --json` or a run's doctor.json",
         )
     })?;
@@ -101,12 +95,11 @@ fn doctor_links(r: &LogClassification, report: &Path) -> Result<Vec<String>, Cli
         .iter()
         .filter_map(|f| {
             let pci = f.capture.get("xid_pci").or_else(|| f.capture.get("pci"))?;
-            let link = aorta_doctor::report::xid_link(
+            let link = aorta_doctor::report::xid_line(
                 &verdict,
                 f.capture.get("xid").map(String::as_str),
                 pci,
-            )
-            .unwrap_or_else(|| format!("doctor's report has no GPU at {pci}"));
+            );
             Some(format!("{}:{}: {link}", f.log, f.line.unwrap_or(0)))
         })
         .collect())

@@ -329,6 +329,12 @@ pub fn xid_link(verdict: &NodeVerdict, xid: Option<&str>, pci: &str) -> Option<S
     ))
 }
 
+/// [`xid_link`], or the line that says the verdict has no GPU at `pci`: what a reader of a
+/// log is told either way.
+pub fn xid_line(verdict: &NodeVerdict, xid: Option<&str>, pci: &str) -> String {
+    xid_link(verdict, xid, pci).unwrap_or_else(|| format!("doctor's report has no GPU at {pci}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -170,15 +170,24 @@ pub(crate) fn preflight(
 
 /// RUN_DIR/doctor.json, if a build with a preflight left one.
 pub fn read_record(run_dir: &Path) -> Result<Option<Recorded>, RecordError> {
-    let path = run_dir.join(RECORD);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(RecordError::Read { path, source }),
-    };
-    Recorded::from_json(&text)
-        .map(Some)
-        .map_err(|source| RecordError::NotAReport { path, source })
+    match read_recorded(&run_dir.join(RECORD)) {
+        Err(RecordError::Read { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Ok(None)
+        }
+        r => r.map(Some),
+    }
+}
+
+/// A doctor report at `path`: a run's doctor.json or `aorta doctor --json`'s output.
+pub fn read_recorded(path: &Path) -> Result<Recorded, RecordError> {
+    let text = std::fs::read_to_string(path).map_err(|source| RecordError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    Recorded::from_json(&text).map_err(|source| RecordError::NotAReport {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// The verdict a run's artifacts show. With this invocation's `preflight`, it is written as

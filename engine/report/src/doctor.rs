@@ -47,8 +47,7 @@ pub(crate) fn xid_note(v: Option<&NodeVerdict>, xid: &str, pci: Option<&str>) ->
         return "the node was not checked (build with --doctor quick to link an Xid to the node's health)".into();
     };
     match pci {
-        Some(pci) => aorta_doctor::report::xid_link(v, Some(xid), pci)
-            .unwrap_or_else(|| format!("doctor's report has no GPU at {pci}")),
+        Some(pci) => aorta_doctor::report::xid_line(v, Some(xid), pci),
         None => format!("the Xid line names no GPU; {}", v.summary_line()),
     }
 }
