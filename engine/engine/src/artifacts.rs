@@ -148,10 +148,7 @@ fn artifact_key(
         Artifact::MatrixJson | Artifact::MatrixMd | Artifact::ReportHtml
     );
     let depends_on_env = matches!(artifact, Artifact::EnvJson(_) | Artifact::ReportHtml);
-    let shows_doctor = matches!(
-        artifact,
-        Artifact::EnvJson(_) | Artifact::MatrixMd | Artifact::ReportHtml
-    );
+    let shows_doctor = artifact.shows_doctor();
     let inputs = ArtifactKeyInputs {
         artifact: artifact.path(),
         renderer: RENDERER_VERSION,

@@ -335,12 +335,7 @@ impl Session {
                     });
                 }
                 let doctor = self.recorded_verdict(c);
-                if let Some(v) = doctor.as_ref().filter(|_| {
-                    matches!(
-                        a,
-                        Artifact::EnvJson(_) | Artifact::MatrixMd | Artifact::ReportHtml
-                    )
-                }) {
+                if let Some(v) = doctor.as_ref().filter(|_| a.shows_doctor()) {
                     details.push(format!(
                         "and the node's doctor verdict (doctor.json: {})",
                         v.summary_line()

@@ -24,6 +24,14 @@ pub enum Artifact {
 }
 
 impl Artifact {
+    /// Whether it shows the node's doctor verdict (so the verdict is among its key's inputs).
+    pub fn shows_doctor(&self) -> bool {
+        matches!(
+            self,
+            Artifact::EnvJson(_) | Artifact::MatrixMd | Artifact::ReportHtml
+        )
+    }
+
     /// Path relative to the run directory.
     pub fn path(&self) -> String {
         match self {
