@@ -80,20 +80,17 @@ pub fn bisect_env(
         ends_p: 1.0,
         depth: 0,
     };
+    let head = Head {
+        command: "bisect env",
+        size: n,
+        bound: worst_case_probes(n),
+        untestable,
+        settings,
+    };
     // The judge's ends are GOOD (passes) and BAD (fails) in either direction.
     if let Some(problem) = s.ends("GOOD", "BAD")? {
         let answer = format!("Answer: no culprit: {problem}");
-        return Ok(finish(
-            s,
-            Head {
-                command: "bisect env",
-                size: n,
-                bound: worst_case_probes(n),
-                untestable,
-                settings,
-            },
-            Tail::ends_do_not_differ(answer, 0),
-        ));
+        return Ok(finish(s, head, Tail::ends_do_not_differ(answer, 0)));
     }
     let (set, probes) = s.ddmin(n, hit, &config, &what)?;
     let confidence = s.minimality(&set, n, hit, &config, &what)?;
@@ -130,13 +127,7 @@ pub fn bisect_env(
     };
     Ok(finish(
         s,
-        Head {
-            command: "bisect env",
-            size: n,
-            bound: worst_case_probes(n),
-            untestable,
-            settings,
-        },
+        head,
         Tail {
             status,
             answer,

@@ -25,19 +25,16 @@ pub fn bisect_range(
         ends_p: 1.0,
         depth: 0,
     };
+    let head = Head {
+        command: "bisect range",
+        size: n,
+        bound,
+        untestable: vec![],
+        settings,
+    };
     if let Some(problem) = s.ends(&label(0), &label(n - 1))? {
         let answer = format!("Answer: no boundary: {problem}");
-        return Ok(finish(
-            s,
-            Head {
-                command: "bisect range",
-                size: n,
-                bound,
-                untestable: vec![],
-                settings,
-            },
-            Tail::ends_do_not_differ(answer, 2),
-        ));
+        return Ok(finish(s, head, Tail::ends_do_not_differ(answer, 2)));
     }
     let b = first_bad(&mut s.judge, s.trials, n, config)?;
     // Rows in the order the calls were made are the search's; the map keeps each point's last.
@@ -81,13 +78,7 @@ pub fn bisect_range(
     };
     Ok(finish(
         s,
-        Head {
-            command: "bisect range",
-            size: n,
-            bound,
-            untestable: vec![],
-            settings,
-        },
+        head,
         Tail {
             status,
             answer,

@@ -37,19 +37,16 @@ pub fn reduce(
         ends_p: 1.0,
         depth: 0,
     };
+    let head = Head {
+        command: "reduce",
+        size: n,
+        bound: worst_case_probes(n),
+        untestable: vec![],
+        settings,
+    };
     if let Some(problem) = s.ends(&what(&all), "no mitigation")? {
         let answer = format!("Answer: nothing to reduce: {problem}");
-        return Ok(finish(
-            s,
-            Head {
-                command: "reduce",
-                size: n,
-                bound: worst_case_probes(n),
-                untestable: vec![],
-                settings,
-            },
-            Tail::ends_do_not_differ(answer, 0),
-        ));
+        return Ok(finish(s, head, Tail::ends_do_not_differ(answer, 0)));
     }
     // ddmin's sets are the mitigations kept; its property: the stack still fixes.
     let (set, probes) = s.ddmin(n, Call::Passes, &config, &what)?;
@@ -68,13 +65,7 @@ pub fn reduce(
     );
     Ok(finish(
         s,
-        Head {
-            command: "reduce",
-            size: n,
-            bound: worst_case_probes(n),
-            untestable: vec![],
-            settings,
-        },
+        head,
         Tail {
             status,
             answer,
