@@ -65,20 +65,12 @@ pub fn environments() -> ArgValueCompleter {
 pub fn workloads() -> ArgValueCompleter {
     ArgValueCompleter::new(|current: &OsStr| {
         let prefix = current.to_string_lossy();
-        let mut names: Vec<String> = aorta_engine::workloads::search_dirs()
-            .iter()
-            .filter_map(|d| std::fs::read_dir(d).ok())
-            .flatten()
-            .flatten()
-            .filter_map(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                name.strip_prefix("aorta-workload-").map(str::to_owned)
-            })
+        aorta_engine::workloads::available()
+            .into_iter()
+            // Not cargo's `aorta-workload-x.d` dependency files.
             .filter(|n| n.starts_with(prefix.as_ref()) && !n.contains('.'))
-            .collect();
-        names.sort();
-        names.dedup();
-        names.into_iter().map(CompletionCandidate::new).collect()
+            .map(CompletionCandidate::new)
+            .collect()
     })
 }
 

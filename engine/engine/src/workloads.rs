@@ -111,12 +111,33 @@ pub fn search_dirs() -> Vec<PathBuf> {
     dirs
 }
 
+/// A workload's executable is `aorta-workload-<name>`.
+const PREFIX: &str = "aorta-workload-";
+
 pub fn find(name: &str) -> Option<PathBuf> {
-    let file = format!("aorta-workload-{name}");
+    let file = format!("{PREFIX}{name}");
     search_dirs()
         .into_iter()
         .map(|d| d.join(&file))
         .find(|p| p.is_file())
+}
+
+/// The names of every workload [`find`] would find, sorted, each once.
+pub fn available() -> Vec<String> {
+    let mut names: Vec<String> = search_dirs()
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().is_file())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_prefix(PREFIX).map(str::to_owned)
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// What the engine reads of a workload's `describe` (the workload protocol, docs/workloads.md);
