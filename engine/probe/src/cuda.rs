@@ -77,6 +77,9 @@ pub(crate) struct Search<'a> {
     /// `nvidia-*` one among them), so they are not scanned for again.
     pub dists: Option<&'a [crate::installed::Dist]>,
     pub ld_library_path: Vec<PathBuf>,
+    /// The imported torch's package directory (`…/site-packages/torch`), when the python step
+    /// found one: its `lib/libtorch_cuda.so` is what asks for the libraries.
+    pub torch_dir: Option<&'a Path>,
     pub ldconfig: &'a [PathBuf],
     pub toolkit: Option<&'a Path>,
     pub root: &'a Path,
@@ -87,12 +90,13 @@ pub(crate) struct Search<'a> {
 /// `DT_RUNPATH` after it, so which copy torch loads depends on how `libtorch_cuda.so` was
 /// linked: with `DT_RUNPATH` (today's wheels) a copy on `LD_LIBRARY_PATH` wins, and reporting
 /// the wheel's would hash a file the trials never load. Without a torch to ask, the wheels
-/// first, as before.
-fn wheels_before_ld_library_path(site_dirs: &[PathBuf]) -> bool {
-    let requester = site_dirs
-        .iter()
-        .map(|d| d.join("torch/lib/libtorch_cuda.so"))
-        .find(|p| p.is_file());
+/// first, as before; with an empty `LD_LIBRARY_PATH` the order does not matter (nothing read).
+fn wheels_before_ld_library_path(s: &Search) -> bool {
+    let requester = s
+        .torch_dir
+        .filter(|_| !s.ld_library_path.is_empty())
+        .map(|t| t.join("lib/libtorch_cuda.so"))
+        .filter(|p| p.is_file());
     match requester {
         Some(lib) => crate::linkage::of(&lib).effective.as_deref() == Some("rpath"),
         None => true,
@@ -103,7 +107,7 @@ fn wheels_before_ld_library_path(site_dirs: &[PathBuf]) -> bool {
 pub(crate) fn libraries(s: &Search) -> (BTreeMap<String, Library>, Vec<PathBuf>) {
     let wheels = Location::cuda_wheels(s.site_dirs);
     let ld = Location::dirs("ld-library-path", s.ld_library_path.clone());
-    let (first, second) = match wheels_before_ld_library_path(s.site_dirs) {
+    let (first, second) = match wheels_before_ld_library_path(s) {
         true => (wheels, ld),
         false => (ld, wheels),
     };
@@ -191,11 +195,13 @@ mod tests {
         assert!(ok.success());
         std::fs::write(wheel.join("libcublas.so.13"), "wheel copy").unwrap();
         std::fs::write(ld.join("libcublas.so.13"), "LD_LIBRARY_PATH copy").unwrap();
+        let torch = site.join("torch");
         let sites = [site];
         let s = Search {
             site_dirs: &sites,
             dists: Some(&[]),
             ld_library_path: vec![ld],
+            torch_dir: Some(&torch),
             ldconfig: &[],
             toolkit: None,
             root: Path::new("/"),

@@ -68,6 +68,7 @@ pub(crate) fn start<'s>(
             site_dirs: &guessed,
             dists: None,
             ld_library_path: Vec::new(),
+            torch_dir: None,
             ldconfig: &[],
             toolkit: None,
             root: m.root,
@@ -136,11 +137,13 @@ impl Started<'_> {
         } else {
             DriverIdentity::default()
         };
+        let torch_dir = py.pytorch.torch_dir.as_deref().map(PathBuf::from);
         let search = cuda::Search {
             site_dirs: &py.site_dirs,
             // What the python section scanned in the report's directories, site_dirs.
             dists: py.dists.as_deref(),
             ld_library_path: ld_path,
+            torch_dir: torch_dir.as_deref(),
             ldconfig: &ldconfig,
             toolkit: self.toolkit.as_deref(),
             root,
@@ -148,7 +151,6 @@ impl Started<'_> {
         let (mut cuda_libs, mut to_hash) = cuda::libraries(&search);
 
         // ROCm.
-        let torch_dir = py.pytorch.torch_dir.as_deref().map(PathBuf::from);
         let rocm_expected = (gpus.amd && !gpus.nvidia) || py.pytorch.hip_version.is_some();
         let inputs = rocm::Inputs {
             root,
