@@ -148,15 +148,28 @@ fn every_passive_fail_path_exits_1_with_its_remedy() {
     assert!(stdout.contains("Xid 79 ×1"), "{stdout}");
 }
 
-/// A stand-in gpu_doctor workload answering in the protocol with `metrics`.
-fn stand_in_workload(ws: &Ws, metrics: &str) {
+/// A healthy one-rank answer of the all-reduce trial.
+const ONE_RANK_ALLREDUCE: &str = r#"{"allreduce": {"ranks": 1, "bytes": 268435456, "nccl_version": 22803, "algbw_gbs": 900.0, "busbw_gbs": 0.0, "mismatches": 0, "first_bad": null}}"#;
+
+/// A stand-in gpu_doctor workload answering in the protocol with `metrics` for a GPU's trial
+/// and `allreduce` for the collective trial (CONFIG.json names `allreduce`).
+fn stand_in_workload_with(ws: &Ws, metrics: &str, allreduce: &str) {
     script(
         &ws.path().join("workloads/aorta-workload-gpu_doctor"),
         &format!(
             "case \"$1\" in describe) echo '{{\"protocol\": 1, \"name\": \"gpu_doctor\", \"version\": \"stand-in\"}}'; exit 0;; esac\n\
-             cat > \"$5\" <<'EOF'\n{{\"passed\": false, \"main_work_started\": true, \"failure_details\": [], \"metrics\": {metrics}}}\nEOF\n"
+             if grep -q '\"allreduce\"' \"$3\"; then\n\
+             cat > \"$5\" <<'EOF'\n{{\"passed\": true, \"main_work_started\": true, \"failure_details\": [], \"metrics\": {allreduce}}}\nEOF\n\
+             else\n\
+             cat > \"$5\" <<'EOF'\n{{\"passed\": false, \"main_work_started\": true, \"failure_details\": [], \"metrics\": {metrics}}}\nEOF\n\
+             fi\n"
         ),
     );
+}
+
+/// [`stand_in_workload_with`] a healthy all-reduce.
+fn stand_in_workload(ws: &Ws, metrics: &str) {
+    stand_in_workload_with(ws, metrics, ONE_RANK_ALLREDUCE)
 }
 
 /// GEMM and memory-test mismatches reach doctor through the workload protocol and fail it; a
@@ -647,18 +660,20 @@ fn a_recipes_doctor_field_runs_the_preflight_and_keys_nothing() {
     assert!(stderr.contains("must be quick, medium or long"), "{stderr}");
 }
 
-/// Two GPUs: the per-GPU trials run on each, then one peer-copy trial over both; a pair whose
-/// copy came back wrong fails `p2p.bandwidth`.
+/// Two GPUs: the per-GPU trials run on each, then one peer-copy trial and one all-reduce trial
+/// over both; a pair whose copy came back wrong fails `p2p.bandwidth`, a wrong sum
+/// `nccl.allreduce`.
 #[test]
-fn two_gpus_get_the_peer_copy_check() {
+fn two_gpus_get_the_peer_copy_and_all_reduce_checks() {
     let ws = node("doctor/nvidia-smi-q-2gpu.xml");
     let per_gpu = r#"{"gemm": {"n": 8192, "tflops": 700.0, "checked": 16384, "mismatches": 0}, "copy": {"h2d_gbs": 53.0, "d2h_gbs": 54.0}, "memtest": {"bytes": 42949672960, "patterns": ["zeros"], "mismatches": 0}}"#;
     let p2p = r#"{"p2p": {"bytes": 268435456, "mismatches": 1, "pairs": [{"from": 0, "to": 1, "gbs": 350.0, "mismatches": 1, "peer_access": true}, {"from": 1, "to": 0, "gbs": 349.0, "mismatches": 0, "peer_access": true}]}}"#;
+    let allreduce = r#"{"allreduce": {"ranks": 2, "bytes": 268435456, "nccl_version": 22803, "algbw_gbs": 300.0, "busbw_gbs": 300.0, "mismatches": 1, "first_bad": {"rank": 1, "index": 5}}}"#;
     script(
         &ws.path().join("workloads/aorta-workload-gpu_doctor"),
         &format!(
             "case \"$1\" in describe) echo '{{}}'; exit 0;; esac\n\
-             if grep -q '\"peers\"' \"$3\"; then m='{p2p}'; else m='{per_gpu}'; fi\n\
+             if grep -q '\"peers\"' \"$3\"; then m='{p2p}'; elif grep -q '\"allreduce\"' \"$3\"; then m='{allreduce}'; else m='{per_gpu}'; fi\n\
              echo \"{{\\\"passed\\\": true, \\\"main_work_started\\\": true, \\\"metrics\\\": $m}}\" > \"$5\"\n"
         ),
     );
@@ -674,5 +689,13 @@ fn two_gpus_get_the_peer_copy_check() {
             && l.contains("node  2 pairs, slowest 1→0 349.0 GB/s")),
         "{stdout}"
     );
-    assert!(stdout.contains("n/a   nccl.allreduce"), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.starts_with("fail  nccl.allreduce")
+            && l.contains("2 ranks, bus 300.0 GB/s")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("1 wrong element(s) (first: rank 1, index 5)"),
+        "{stdout}"
+    );
 }

@@ -34,6 +34,8 @@ pub struct ActiveConfig {
     pub copy_bytes: u64,
     /// The multi-GPU trial: every ordered pair of these ordinals (empty: the per-GPU checks).
     pub peers: Vec<usize>,
+    /// The collective trial: one NCCL rank per ordinal (empty: not this trial).
+    pub allreduce: Vec<usize>,
 }
 
 impl Default for ActiveConfig {
@@ -44,12 +46,20 @@ impl Default for ActiveConfig {
             memtest_fraction: 0.5,
             copy_bytes: 256 << 20,
             peers: Vec::new(),
+            allreduce: Vec::new(),
         }
     }
 }
 
 impl ActiveConfig {
     pub fn to_config_json(&self, trial_dir: &Path) -> Value {
+        if !self.allreduce.is_empty() {
+            return json!({
+                "protocol": 1, "workload": WORKLOAD, "cell": "doctor-nccl", "trial_index": 0,
+                "steps": 1, "config": {"device": self.device, "allreduce": self.allreduce},
+                "trial_dir": trial_dir.display().to_string(),
+            });
+        }
         if !self.peers.is_empty() {
             return json!({
                 "protocol": 1, "workload": WORKLOAD, "cell": "doctor-p2p", "trial_index": 0,
@@ -162,16 +172,79 @@ pub fn not_applicable(gpu: Option<&str>, reason: &str) -> Vec<Check> {
         .collect()
 }
 
-/// The all-reduce check: not implemented yet (said as not applicable so a report never implies
-/// it ran); one GPU has nothing to reduce across.
-pub fn allreduce_not_implemented(gpus: usize) -> Check {
-    let reason = if gpus < 2 {
-        "one GPU: nothing to connect".to_owned()
-    } else {
-        "not implemented yet (issue #38 follow-up): run nccl-tests' all_reduce_perf -c 1 meanwhile"
+/// Judges the collective trial's `allreduce` metrics (nccl-tests' `-c 1` idea): every element of
+/// every rank's output must be the exact sum; with two or more ranks the bus bandwidth must
+/// reach [`sku::COPY_WARN_FRACTION`] of the slowest GPU's PCIe link (`floor_gbs`), the least a
+/// path between GPUs should give. No NCCL library is not applicable (a node may serve
+/// workloads that never use it), with where it was looked for.
+pub fn evaluate_allreduce(result: &Value, floor_gbs: Option<f64>) -> Check {
+    let c = Check::new(
+        "nccl.allreduce",
+        None,
+        "aorta-workload-gpu_doctor: NCCL fp32 sum all-reduce, one rank per GPU, every element checked",
+    );
+    let why = || {
+        result
+            .pointer("/failure_details/0/error")
+            .and_then(Value::as_str)
+            .unwrap_or("no detail")
             .to_owned()
     };
-    Check::new("nccl.allreduce", None, "aorta-workload-gpu_doctor").not_applicable(reason)
+    if result.get("main_work_started").and_then(Value::as_bool) == Some(false) {
+        return c.not_applicable(format!("the check could not start: {}", why()));
+    }
+    let Some(m) = result.pointer("/metrics/allreduce") else {
+        return c.fail(format!(
+            "the all-reduce did not complete: {}; {}",
+            why(),
+            remedy::RESET
+        ));
+    };
+    if let Some(u) = m.get("unavailable").and_then(Value::as_str) {
+        return c.not_applicable(u.to_owned());
+    }
+    let ranks = m["ranks"].as_u64().unwrap_or(0);
+    let bad = m["mismatches"].as_u64().unwrap_or(1);
+    let busbw = f(m, "/busbw_gbs").unwrap_or(0.0);
+    let version = m["nccl_version"]
+        .as_u64()
+        .map(nccl_version)
+        .unwrap_or_else(|| "?".into());
+    let mib = m["bytes"].as_u64().unwrap_or(0) >> 20;
+    let c = if ranks >= 2 {
+        c.measured(format!(
+            "{ranks} ranks, bus {busbw:.1} GB/s (algorithm {:.1}), {mib} MiB, NCCL {version}",
+            f(m, "/algbw_gbs").unwrap_or(0.0)
+        ))
+    } else {
+        c.measured(format!(
+            "1 rank, {mib} MiB, NCCL {version} (bandwidth between GPUs needs two)"
+        ))
+    };
+    let floor = floor_gbs.filter(|_| ranks >= 2);
+    let c = match floor {
+        Some(fl) => c.threshold(format!(
+            "exact sums; bus ≥ {:.1} GB/s (60% of the PCIe link)",
+            fl * sku::COPY_WARN_FRACTION
+        )),
+        None => c.threshold("exact sums"),
+    };
+    if bad > 0 {
+        let at = &m["first_bad"];
+        c.fail(format!(
+            "the all-reduce returned {bad} wrong element(s) (first: rank {}, index {}): drain the node; confirm with nccl-tests' all_reduce_perf -c 1; check NVLink / the PCIe switch (nvidia-smi nvlink -e); RMA if it recurs",
+            at["rank"], at["index"]
+        ))
+    } else if floor.is_some_and(|fl| busbw < fl * sku::COPY_WARN_FRACTION) {
+        c.warn("the all-reduce is slow: check nvidia-smi topo -m, nvidia-smi nvlink --status, NCCL_P2P_DISABLE / NCCL_SHM_DISABLE in the environment, ACS/IOMMU on the PCIe switch")
+    } else {
+        c.pass()
+    }
+}
+
+/// NCCL's version code (`ncclGetVersion`: major × 10000 + minor × 100 + patch since 2.9) as text.
+fn nccl_version(code: u64) -> String {
+    format!("{}.{}.{}", code / 10000, code / 100 % 100, code % 100)
 }
 
 /// Judges the multi-GPU trial's `p2p` metrics: every ordered pair's copy must be bit-exact;
@@ -468,6 +541,57 @@ mod tests {
             floor,
         );
         assert_eq!(none.status, Status::Fail);
+    }
+
+    #[test]
+    fn the_all_reduce_is_judged_for_exact_sums_speed_and_availability() {
+        let r = |ranks: u64, busbw: f64, bad: u64| {
+            json!({"main_work_started": true, "metrics": {"allreduce": {
+            "ranks": ranks, "bytes": 268435456u64, "nccl_version": 22803, "algbw_gbs": busbw / 2.0 * ranks as f64 / (ranks as f64 - 1.0).max(1.0),
+            "busbw_gbs": busbw, "mismatches": bad, "first_bad": if bad > 0 { json!({"rank": 1, "index": 7}) } else { Value::Null }}}})
+        };
+        let floor = sku::pcie_limit_gbs(5, 16);
+        let ok = evaluate_allreduce(&r(8, 360.0, 0), floor);
+        assert_eq!(ok.status, Status::Pass, "{ok:?}");
+        assert!(
+            ok.measured
+                .as_deref()
+                .unwrap()
+                .starts_with("8 ranks, bus 360.0 GB/s"),
+            "{ok:?}"
+        );
+        assert!(ok
+            .measured
+            .as_deref()
+            .unwrap()
+            .ends_with("256 MiB, NCCL 2.28.3"));
+        let wrong = evaluate_allreduce(&r(8, 360.0, 3), floor);
+        assert_eq!(wrong.status, Status::Fail);
+        assert!(wrong
+            .remedy
+            .as_deref()
+            .unwrap()
+            .contains("3 wrong element(s) (first: rank 1, index 7)"));
+        assert_eq!(
+            evaluate_allreduce(&r(2, 5.0, 0), floor).status,
+            Status::Warn
+        );
+        // One rank: correctness only; a bus bandwidth of 0 is not "slow".
+        let one = evaluate_allreduce(&r(1, 0.0, 0), floor);
+        assert_eq!(one.status, Status::Pass, "{one:?}");
+        assert_eq!(one.threshold.as_deref(), Some("exact sums"));
+        assert_eq!(
+            evaluate_allreduce(&r(1, 0.0, 1), floor).status,
+            Status::Fail
+        );
+        let missing = json!({"main_work_started": true, "metrics": {"allreduce": {"unavailable": "NCCL (libnccl.so.2) was not found"}}});
+        let na = evaluate_allreduce(&missing, floor);
+        assert_eq!(na.status, Status::NotApplicable);
+        assert!(na.reason.as_deref().unwrap().contains("libnccl.so.2"));
+        let crashed = json!({"main_work_started": true, "failure_details": [{"error": "allreduce: ncclCommInitRank: ncclSystemError"}], "metrics": {}});
+        let f = evaluate_allreduce(&crashed, floor);
+        assert_eq!(f.status, Status::Fail);
+        assert!(f.remedy.as_deref().unwrap().contains("ncclSystemError"));
     }
 
     #[test]

@@ -282,7 +282,7 @@ fn active_checks(
         return;
     };
     let base = opts.work_dir.clone().unwrap_or_else(std::env::temp_dir);
-    for g in chosen {
+    for g in &chosen {
         let mut cfg = active::ActiveConfig {
             device: g.index,
             ..Default::default()
@@ -311,33 +311,25 @@ fn active_checks(
             ),
         }
     }
-    let chosen_nv: Vec<&nvidia::NvGpu> = nv
-        .gpus
+    // The least a path between GPUs should give: the slowest selected GPU's PCIe link.
+    let floor = chosen
         .iter()
-        .filter(|g| selected(&opts.gpus, g.index))
-        .collect();
-    if chosen_nv.len() < 2 {
+        .filter_map(|g| g.pcie.gen_max.zip(g.pcie.width_max))
+        .filter_map(|(g, w)| sku::pcie_limit_gbs(g, w))
+        .reduce(f64::min);
+    let ordinals: Vec<usize> = chosen.iter().map(|g| g.index).collect();
+    if ordinals.len() < 2 {
         checks.push(
             Check::new("p2p.bandwidth", None, "aorta-workload-gpu_doctor")
                 .not_applicable("one GPU: nothing to connect"),
         );
     } else {
         let cfg = active::ActiveConfig {
-            device: chosen_nv[0].index,
-            peers: chosen_nv.iter().map(|g| g.index).collect(),
+            device: ordinals[0],
+            peers: ordinals.clone(),
             ..Default::default()
         };
-        let dir = base.join("doctor-p2p");
-        let result = std::fs::create_dir_all(&dir)
-            .map_err(|e| format!("{}: {e}", dir.display()))
-            .and_then(|_| active::run_trial(exe, &cfg, &dir));
-        // The least a peer path should give: the slowest selected GPU's PCIe link.
-        let floor = chosen_nv
-            .iter()
-            .filter_map(|g| g.pcie.gen_max.zip(g.pcie.width_max))
-            .filter_map(|(g, w)| sku::pcie_limit_gbs(g, w))
-            .reduce(f64::min);
-        checks.push(match result {
+        checks.push(match multi_gpu_trial(exe, &cfg, &base.join("doctor-p2p")) {
             Ok(r) => active::evaluate_p2p(&r, floor),
             Err(e) => Check::new("p2p.bandwidth", None, "aorta-workload-gpu_doctor")
                 .measured(e)
@@ -347,7 +339,33 @@ fn active_checks(
                 )),
         });
     }
-    checks.push(active::allreduce_not_implemented(chosen_nv.len()));
+    if let Some(&first) = ordinals.first() {
+        let cfg = active::ActiveConfig {
+            device: first,
+            allreduce: ordinals.clone(),
+            ..Default::default()
+        };
+        checks.push(
+            match multi_gpu_trial(exe, &cfg, &base.join("doctor-nccl")) {
+                Ok(r) => active::evaluate_allreduce(&r, floor),
+                Err(e) => Check::new("nccl.allreduce", None, "aorta-workload-gpu_doctor")
+                    .measured(e)
+                    .fail(format!(
+                        "the all-reduce trial crashed or hung: {}",
+                        verdict::remedy::RESET
+                    )),
+            },
+        );
+    }
+}
+
+fn multi_gpu_trial(
+    exe: &Path,
+    cfg: &active::ActiveConfig,
+    dir: &Path,
+) -> Result<serde_json::Value, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    active::run_trial(exe, cfg, dir)
 }
 
 /// Reads the toolkit's CUDA version (`version.json`) for the `driver.cuda` check.

@@ -14,6 +14,9 @@
 //!
 //! With `peers` (≥ 2 ordinals) the trial runs the multi-GPU check instead: `p2p`, for every ordered
 //! pair, whether peer access is offered, `cuMemcpyPeer` GB/s and every word of the copy checked.
+//! With `allreduce` (≥ 1 ordinal) it runs the collective check: an NCCL all-reduce over those
+//! GPUs, bandwidth and every element checked (src/allreduce.rs; `allreduce_bytes`, default
+//! 256 MiB; `inject_allreduce_mismatch`).
 //!
 //! `config` keys: `device` (ordinal; aorta runs it with CUDA_DEVICE_ORDER=PCI_BUS_ID), `gemm_n`
 //! (default 8192), `gemm_iters` (default 100), `memtest_fraction` (default 0.5), `copy_bytes`
@@ -150,6 +153,10 @@ struct Cfg {
     /// P2P mode: the ordinals whose every ordered pair is copied between (≥ 2 of them).
     peers: Vec<usize>,
     p2p_bytes: usize,
+    /// Collective mode: one NCCL rank per ordinal (≥ 1 of them).
+    allreduce: Vec<usize>,
+    allreduce_bytes: usize,
+    inject_allreduce: bool,
 }
 
 fn parse_cfg(cfg: &Value) -> std::result::Result<Cfg, String> {
@@ -180,18 +187,28 @@ fn parse_cfg(cfg: &Value) -> std::result::Result<Cfg, String> {
         inject_memtest: b("inject_memtest_mismatch"),
         peers: match cfg.get("peers") {
             None => Vec::new(),
-            Some(v) => v
-                .as_array()
-                .and_then(|a| {
-                    a.iter()
-                        .map(|x| x.as_u64().filter(|x| *x < 1024).map(|x| x as usize))
-                        .collect::<Option<Vec<_>>>()
-                })
+            Some(v) => ordinals(v)
                 .filter(|p| p.len() >= 2)
                 .ok_or_else(|| format!("peers must list at least two device ordinals, got {v}"))?,
         },
         p2p_bytes: u("p2p_bytes", 256 << 20, 8 << 30)? as usize,
+        allreduce: match cfg.get("allreduce") {
+            None => Vec::new(),
+            Some(v) => ordinals(v).filter(|p| !p.is_empty()).ok_or_else(|| {
+                format!("allreduce must list at least one device ordinal, got {v}")
+            })?,
+        },
+        allreduce_bytes: u("allreduce_bytes", 256 << 20, 8 << 30)? as usize,
+        inject_allreduce: b("inject_allreduce_mismatch"),
     })
+}
+
+/// A JSON list of device ordinals (each below 1024).
+fn ordinals(v: &Value) -> Option<Vec<usize>> {
+    v.as_array()?
+        .iter()
+        .map(|x| x.as_u64().filter(|x| *x < 1024).map(|x| x as usize))
+        .collect()
 }
 
 fn ckb(s: blas::cublasStatus_t, what: &str) -> Result<()> {
@@ -695,7 +712,15 @@ pub fn run_trial(config: &Path, result_path: &Path) -> i32 {
     let mut metrics = json!({"device": device, "ordinal": cfg.device});
     let mut details = Vec::new();
     type Step<'a> = Box<dyn Fn() -> Result<Value> + 'a>;
-    let steps: Vec<(&str, Step)> = if cfg.peers.is_empty() {
+    let steps: Vec<(&str, Step)> = if !cfg.allreduce.is_empty() {
+        vec![(
+            "allreduce",
+            // SAFETY: cuInit ran in open_device; the check switches contexts itself.
+            Box::new(|| unsafe {
+                crate::allreduce::run(&cfg.allreduce, cfg.allreduce_bytes, cfg.inject_allreduce)
+            }),
+        )]
+    } else if cfg.peers.is_empty() {
         vec![
             // SAFETY: the context opened above is current on this thread.
             ("gemm", Box::new(|| unsafe { gemm(&cfg) })),
@@ -801,6 +826,12 @@ mod tests {
         assert_eq!(parse_cfg(&json!({"peers": [0, 1]})).unwrap().peers, [0, 1]);
         assert!(parse_cfg(&json!({"peers": [0]})).is_err());
         assert!(parse_cfg(&json!({"peers": "0,1"})).is_err());
+        assert_eq!(
+            parse_cfg(&json!({"allreduce": [0]})).unwrap().allreduce,
+            [0]
+        );
+        assert!(parse_cfg(&json!({"allreduce": []})).is_err());
+        assert!(parse_cfg(&json!({"allreduce": [0, 4096]})).is_err());
     }
 
     /// Without a GPU the trial is a setup failure with the reason, never a pass.

@@ -4,6 +4,7 @@
 //! `aorta-workload-gpu_smoke` (a binary of its own), AORTA 0.3.0's smoke test (src/smoke.rs); as
 //! `aorta-workload-gpu_doctor`, `aorta doctor`'s active checks (src/doctor.rs).
 
+pub mod allreduce;
 pub mod analysis;
 pub mod backend;
 pub mod cli;
@@ -12,6 +13,7 @@ pub mod config;
 pub mod doctor;
 pub mod measured;
 pub mod metrics;
+pub mod nccl;
 pub mod plot;
 pub mod protocol;
 pub mod results;

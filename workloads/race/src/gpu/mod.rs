@@ -4,7 +4,8 @@
 //! library is checked before first use and its absence is a `Setup` error, never a panic.
 
 pub mod kernels;
-pub mod nccl;
+
+use aorta_hw_queue::nccl;
 
 use std::ffi::{c_void, CString};
 use std::ptr;

@@ -170,6 +170,19 @@ impl Nccl {
         Err(format!("{what}: {r:?} ({s})"))
     }
 
+    /// Opens a group: the calls up to [`Nccl::group_end`] are issued together (several ranks
+    /// driven from one thread, or grouped sends and receives).
+    pub fn group_start(&self) -> Result<(), String> {
+        // SAFETY: no arguments.
+        self.ck(unsafe { (self.group_start)() }, "ncclGroupStart")
+    }
+
+    /// Closes the group [`Nccl::group_start`] opened, launching its calls.
+    pub fn group_end(&self) -> Result<(), String> {
+        // SAFETY: no arguments.
+        self.ck(unsafe { (self.group_end)() }, "ncclGroupEnd")
+    }
+
     pub fn version(&self) -> Result<i32, String> {
         let mut v = 0;
         // SAFETY: valid out-pointer.
@@ -281,8 +294,7 @@ impl Nccl {
         c: ncclComm_t,
         st: cudaStream_t,
     ) -> Result<(), String> {
-        // SAFETY: no arguments; it only opens a group for the calls below.
-        self.ck(unsafe { (self.group_start)() }, "ncclGroupStart")?;
+        self.group_start()?;
         for j in 0..world as usize {
             let off = (j * chunk * bytes) as u64;
             // SAFETY: the caller's contract: `s` and `r` hold `world * chunk` elements of `bytes`
@@ -297,13 +309,11 @@ impl Nccl {
                 "ncclRecv",
             );
             if let Err(e) = a.and(b) {
-                // SAFETY: no arguments; closes the group opened above before bailing out.
-                unsafe { (self.group_end)() };
+                let _ = self.group_end();
                 return Err(e);
             }
         }
-        // SAFETY: no arguments; closes the group opened above.
-        self.ck(unsafe { (self.group_end)() }, "ncclGroupEnd")
+        self.group_end()
     }
 }
 
