@@ -86,11 +86,16 @@ pub fn parse_sanitizer_logs<'a>(
                 if let Some(r) = current.take() {
                     finish(r, &mut add);
                 }
-                if let Some(c) = ERROR_SUMMARY.captures(body) {
-                    *summarised.get_or_insert(0) += c[1].parse::<u64>().unwrap_or(0);
-                } else if let Some(c) = RACE_SUMMARY.captures(body) {
-                    *summarised.get_or_insert(0) += c[1].parse::<u64>().unwrap_or(0);
-                } else if !is_banner(body) {
+                // Saturating: a hostile or garbled log must not overflow the total.
+                let total = ERROR_SUMMARY
+                    .captures(body)
+                    .or_else(|| RACE_SUMMARY.captures(body))
+                    .map(|c| c[1].parse::<u64>().unwrap_or(0));
+                if let Some(n) = total {
+                    let t = summarised.get_or_insert(0);
+                    *t = t.saturating_add(n);
+                }
+                if total.is_none() && !is_banner(body) {
                     current = Some(header(body));
                 }
                 continue;

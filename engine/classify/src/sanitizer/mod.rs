@@ -24,7 +24,7 @@ impl Groups {
     fn add(&mut self, h: Hazard) {
         let k = (h.kind.clone(), h.kernel.clone(), h.location.clone());
         match self.index.get(&k) {
-            Some(&i) => self.hazards[i].count += h.count,
+            Some(&i) => self.hazards[i].count = self.hazards[i].count.saturating_add(h.count),
             None => {
                 self.index.insert(k, self.hazards.len());
                 self.hazards.push(h);
@@ -43,7 +43,10 @@ impl Groups {
         gaps: Vec<String>,
     ) -> SanitizerReport {
         self.hazards.sort_by_key(|h| std::cmp::Reverse(h.count));
-        let listed: u64 = self.hazards.iter().map(|h| h.count).sum();
+        let listed = self
+            .hazards
+            .iter()
+            .fold(0u64, |n, h| n.saturating_add(h.count));
         SanitizerReport {
             tool: tool.to_string(),
             errors: summarised.unwrap_or(listed),
