@@ -63,7 +63,9 @@ pub use model::{
     GpuSnapshot, Observation, OnMatch, REGEX_BACKTRACK_LIMIT,
 };
 pub use patterns::CONDITION_EVAL_BUDGET;
-pub use sanitizer::{parse_sanitizer_logs, SANITIZER_PARSER_VERSION};
+pub use sanitizer::{
+    parse_rocjitsu_logs, parse_sanitizer_logs, ROCJITSU_PARSER_VERSION, SANITIZER_PARSER_VERSION,
+};
 pub use tier3::{MAX_DMESG_BYTES, VRAM_GROWTH_THRESHOLD_MIB};
 pub use verdict::{
     failure_type, ENV_FILE_VALIDATION_DETECTOR, ENV_FILE_VALIDATION_FAILED, ERROR_DETECTOR_IDS,

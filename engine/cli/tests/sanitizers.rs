@@ -259,3 +259,256 @@ fn torch_profiler_hooks_python_and_says_why_when_torch_is_missing() {
         );
     }
 }
+
+// ROCm: RocJITsu's ConSan and Waitcheck (AORTA 0.3.0's rocjitsu_sanitizers). The hook is a
+// library the HSA runtime loads, so the stand-in is the instrumented process itself
+// (fixtures/stand-in-rocjitsu-app): given HSA_TOOLS_LIB it prints the reconstructed hook
+// output of tests/fixtures/rocm/rocjitsu/ as the hook would.
+
+const ROCM_RECIPE: &str = "schema_version: 1\nmode: probe\nticket: S\ntrials: 1\nmitigation_axis: [none]\ndiagnostic_axis: [none, rocjitsu_consan, rocjitsu_waitcheck]\n";
+
+/// A RocJITsu prebuilt bundle's layout (`lib/librocjitsu_dbi_hooks.so`) in the workspace.
+fn bundle(ws: &Ws) -> std::path::PathBuf {
+    let hook = ws.write("rocjitsu/lib/librocjitsu_dbi_hooks.so", "stand-in hook\n");
+    hook.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+fn rocm_sweep(ws: &Ws, prebuilt: Option<&Path>, report: &str, command: &[&str]) -> Output {
+    let mut c = Command::new(assert_cmd::cargo::cargo_bin("aorta"));
+    c.current_dir(ws.path())
+        .env("NO_COLOR", "1")
+        .env("AORTA_STORE", ws.path().join("store"))
+        .env_remove("AORTA_REMOTE_CACHE")
+        .env_remove("ROCJITSU_BUILD")
+        .env("PATH", "/usr/bin:/bin")
+        // A hostile inherited setting AORTA 0.3.0 pins over (test_consan.py).
+        .env("RJ_CONSAN_MODE", "inline-shadow")
+        .env(
+            "AORTA_ENV_SNAPSHOT",
+            repo_root().join("docs/examples/h200-env.json"),
+        )
+        .env(
+            "AORTA_TEST_ROCJITSU_REPORT",
+            repo_root()
+                .join("tests/fixtures/rocm/rocjitsu")
+                .join(report),
+        );
+    match prebuilt {
+        Some(p) => c.env("ROCJITSU_PREBUILT", p),
+        None => c.env_remove("ROCJITSU_PREBUILT"),
+    };
+    let app = repo_root().join("engine/cli/tests/fixtures/stand-in-rocjitsu-app");
+    c.args([
+        "sweep", "run", "--recipe", "r.yaml", "--output", "out", "--",
+    ])
+    .arg(app)
+    .args(command)
+    .output()
+    .unwrap()
+}
+
+fn trial_file(ws: &Ws, cell: &str, name: &str) -> String {
+    let found = walk(&ws.path().join("out/S").join(cell))
+        .into_iter()
+        .find(|p| p.file_name().is_some_and(|n| n == name))
+        .unwrap_or_else(|| panic!("no {name} in {cell}"));
+    std::fs::read_to_string(found).unwrap()
+}
+
+#[test]
+fn without_rocjitsu_the_cell_is_an_error_that_says_where_it_looked() {
+    let ws = Ws::with_recipe(ROCM_RECIPE);
+    let out = rocm_sweep(&ws, None, "consan-race.txt", &["true"]);
+    for cell in ["none-rocjitsu_consan", "none-rocjitsu_waitcheck"] {
+        let r = record(&ws, cell);
+        assert_eq!(r["verdict"], "error", "{}", text(&out));
+        assert_eq!(r["failure_type"], "sanitizer_unavailable");
+        let msg = r["error_message"].as_str().unwrap();
+        assert!(
+            msg.starts_with("not applicable: librocjitsu_dbi_hooks.so not found (looked in $ROCJITSU_PREBUILT/lib (unset); $ROCJITSU_BUILD/lib/rocjitsu/src/rocjitsu/hooks (unset))"),
+            "{msg}"
+        );
+    }
+    assert_eq!(record(&ws, "none-none")["verdict"], "pass");
+    // A bundle without the hook: the path it tried is named.
+    let ws = Ws::with_recipe(ROCM_RECIPE);
+    let empty = ws.path().join("empty-bundle");
+    std::fs::create_dir_all(&empty).unwrap();
+    rocm_sweep(&ws, Some(&empty), "consan-race.txt", &["true"]);
+    let msg = record(&ws, "none-rocjitsu_consan")["error_message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.contains(&format!(
+            "looked in {}",
+            empty.join("lib/librocjitsu_dbi_hooks.so").display()
+        )) && msg.contains("set ROCJITSU_PREBUILT"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_consan_race_fails_its_cell_and_the_hook_is_pinned_as_aorta_does() {
+    let ws = Ws::with_recipe(ROCM_RECIPE);
+    let prebuilt = bundle(&ws);
+    let out = rocm_sweep(&ws, Some(&prebuilt), "consan-race.txt", &["true"]);
+    let r = record(&ws, "none-rocjitsu_consan");
+    assert_eq!(r["verdict"], "fail", "{}", text(&out));
+    assert_eq!(r["failure_detectors_fired"][0], "sanitizer:consan");
+    let s = &r["sanitizer"];
+    assert_eq!(
+        (s["tool"].as_str(), s["errors"].as_u64()),
+        (Some("consan"), Some(3))
+    );
+    assert_eq!(s["complete"], true);
+    assert_eq!(s["logs"][0], "stderr.log");
+    assert_eq!(s["hazards"][1]["kernel"], "lds_reduce");
+    // The hook, Record/Replay over the inherited inline-shadow, strict, debug log level.
+    let stdout = trial_file(&ws, "none-rocjitsu_consan", "stdout.log");
+    assert!(
+        stdout.contains(&format!(
+            "HSA_TOOLS_LIB={} HSA_TOOLS_DISABLE_REGISTER=1 RJ_CONSAN_MODE=record-replay RJ_CONSAN_POLICY=strict RJ_CONSAN_LOG=3",
+            prebuilt.join("lib/librocjitsu_dbi_hooks.so").display()
+        )),
+        "{stdout}"
+    );
+    // The same run judged for its Waitcheck stage is clean; the plain cell is not hooked.
+    assert_eq!(record(&ws, "none-rocjitsu_waitcheck")["verdict"], "pass");
+    assert_eq!(record(&ws, "none-none")["verdict"], "pass");
+    let m = matrix(&ws);
+    assert!(
+        m.contains("consan: 3 errors; 2 × ConSan Record/Replay conflicts reported only in a summary (reader=1); 1 more kind(s)"),
+        "{m}"
+    );
+    // A rerun is all store hits; each entry keys apart from the plain cell and the other.
+    let again = rocm_sweep(&ws, Some(&prebuilt), "consan-race.txt", &["true"]);
+    assert!(
+        text(&again).contains("0 executed, 3 reused"),
+        "{}",
+        text(&again)
+    );
+    let keys: std::collections::BTreeSet<String> = [
+        "none-none",
+        "none-rocjitsu_consan",
+        "none-rocjitsu_waitcheck",
+    ]
+    .iter()
+    .map(|c| record(&ws, c)["key"].as_str().unwrap().to_string())
+    .collect();
+    assert_eq!(keys.len(), 3);
+}
+
+#[test]
+fn a_waitcheck_hazard_fails_its_cell_and_incomplete_coverage_is_an_error() {
+    let ws = Ws::with_recipe(ROCM_RECIPE);
+    let prebuilt = bundle(&ws);
+    let out = rocm_sweep(&ws, Some(&prebuilt), "waitcheck-hazard.txt", &["true"]);
+    let r = record(&ws, "none-rocjitsu_waitcheck");
+    assert_eq!(r["verdict"], "fail", "{}", text(&out));
+    assert_eq!(r["failure_detectors_fired"][0], "sanitizer:waitcheck");
+    assert_eq!(record(&ws, "none-rocjitsu_consan")["verdict"], "pass");
+    assert!(
+        matrix(&ws).contains(
+            "waitcheck: 1 error; 1 × missing s_wait_loadcnt <= 0 (at .text+0x40; consumer: v_mov_b32)"
+        ),
+        "{}",
+        matrix(&ws)
+    );
+    // No race, but ConSan did not see the whole run: never a pass (AORTA fails it closed).
+    let ws = Ws::with_recipe(ROCM_RECIPE);
+    let prebuilt = bundle(&ws);
+    let out = rocm_sweep(
+        &ws,
+        Some(&prebuilt),
+        "consan-dynamic-incomplete.txt",
+        &["true"],
+    );
+    let r = record(&ws, "none-rocjitsu_consan");
+    assert_eq!(r["verdict"], "error", "{}", text(&out));
+    assert!(
+        r["error_detectors_fired"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d == "sanitizer:incomplete"),
+        "{r}"
+    );
+    assert_eq!(
+        r["sanitizer"]["gaps"][1],
+        "coverage: verdict dynamic_complete=false"
+    );
+    assert!(
+        matrix(&ws)
+            .contains("consan: 0 errors (incomplete: coverage: verdict analysis_complete=false"),
+        "{}",
+        matrix(&ws)
+    );
+}
+
+#[test]
+fn a_hook_that_prints_nothing_is_no_report_and_timeouts_scale() {
+    // 1 s per trial: the plain `sleep 2` times out, the hooked one has 20 s.
+    let ws = Ws::with_recipe(&format!("{ROCM_RECIPE}timeout_per_trial: 1\n"));
+    let prebuilt = bundle(&ws);
+    let out = rocm_sweep(&ws, Some(&prebuilt), "consan-clean.txt", &["sleep", "2"]);
+    let r = record(&ws, "none-rocjitsu_consan");
+    assert_eq!(r["verdict"], "pass", "{}", text(&out));
+    assert_eq!(r["sanitizer"]["complete"], true);
+    assert_eq!(record(&ws, "none-none")["timed_out"], true);
+    // The hook never spoke (the runtime did not load it): an error, never a pass.
+    let ws = Ws::with_recipe(ROCM_RECIPE);
+    let prebuilt = bundle(&ws);
+    let out = rocm_sweep(&ws, Some(&prebuilt), "/dev/null", &["true"]);
+    let r = record(&ws, "none-rocjitsu_consan");
+    assert_eq!(r["verdict"], "error", "{}", text(&out));
+    assert!(
+        r["error_detectors_fired"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d == "sanitizer:no_report"),
+        "{r}"
+    );
+    assert!(
+        matrix(&ws).contains("consan: RocJITsu's hook printed nothing"),
+        "{}",
+        matrix(&ws)
+    );
+}
+
+#[test]
+fn rocjitsu_entries_leave_the_other_cells_keys_alone() {
+    let base = "schema_version: 1\nmode: probe\nticket: S\ntrials: 1\nmitigation_axis: [none]\ndiagnostic_axis: [none, compute_sanitizer_memcheck";
+    let before = Ws::with_recipe(&format!("{base}]\n"));
+    let after = Ws::with_recipe(&format!("{base}, rocjitsu_consan, rocjitsu_waitcheck]\n"));
+    sweep(&before, Some("cs13-memcheck-clean.txt"), &["true"]);
+    sweep(&after, Some("cs13-memcheck-clean.txt"), &["true"]);
+    for cell in ["none-none", "none-compute_sanitizer_memcheck"] {
+        assert_eq!(
+            record(&before, cell)["key"],
+            record(&after, cell)["key"],
+            "{cell}"
+        );
+    }
+    assert_ne!(
+        record(&after, "none-rocjitsu_consan")["key"],
+        record(&after, "none-rocjitsu_waitcheck")["key"]
+    );
+}
+
+#[test]
+fn a_rocjitsu_entry_on_the_mitigation_axis_is_bad_input() {
+    let ws = Ws::with_recipe(
+        "schema_version: 1\nmode: probe\ntrials: 1\nmitigation_axis: [none, rocjitsu_consan]\ndiagnostic_axis: [none]\n",
+    );
+    let out = sweep(&ws, None, &["true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let t = text(&out);
+    assert!(
+        t.contains("'rocjitsu_consan' is a diagnostic, not a mitigation")
+            && t.contains("RocJITsu's hook"),
+        "{t}"
+    );
+    assert!(t.contains("r.yaml:4"), "{t}");
+}

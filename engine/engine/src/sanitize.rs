@@ -1,25 +1,38 @@
-//! Sanitizer cells (`compute_sanitizer_<tool>` on a probe recipe's diagnostic axis): the
-//! command runs under the tool, with its timeout and hang window scaled, and the tool's
-//! report is read into the trial's record. A hazard fails the trial (detector
-//! `sanitizer:<tool>`); a tool that cannot be found makes the trial an error that says so,
-//! never a silent pass. docs/diagnostics.md.
+//! Sanitizer cells (`compute_sanitizer_<tool>` or `rocjitsu_<tool>` on a probe recipe's
+//! diagnostic axis): the command runs under the tool, with its timeout and hang window
+//! scaled, and the tool's report is read into the trial's record. A hazard fails the trial
+//! (detector `sanitizer:<tool>`); a tool that cannot be found makes the trial an error that
+//! says so, never a silent pass; a report that does not cover the run (RocJITsu's coverage
+//! gate) makes it an error too. docs/diagnostics.md.
 
 use aorta_classify::Classification;
 use aorta_exec::ProcessSpec;
-use aorta_registry::{Sanitizer, SANITIZER_LOG_PREFIX, SANITIZER_TIMEOUT_FACTOR};
+use aorta_registry::{Sanitizer, SanitizerVendor, SANITIZER_LOG_PREFIX, SANITIZER_TIMEOUT_FACTOR};
 use aorta_trial::{FailureDetail, SanitizerReport, TrialRecord, Verdict, WorkloadResult};
 use std::path::Path;
 
 /// The failure type and error detector of a trial whose sanitizer is not installed.
 pub const UNAVAILABLE: &str = "sanitizer_unavailable";
 
-/// Puts the tool in front of the command; the record's empty report marks the trial as
-/// sanitized until [`judge`] fills it.
+/// Puts the tool in front of the command (compute-sanitizer) or into its environment
+/// (RocJITsu's hook, pinned over inherited values as AORTA 0.3.0 does); the record's empty
+/// report marks the trial as sanitized until [`judge`] fills it.
 pub fn wrap(tool: Sanitizer, p: &mut ProcessSpec, dir: &Path) -> Result<SanitizerReport, String> {
-    let program = aorta_exec::find_cuda_tool("compute-sanitizer", Sanitizer::PROGRAM_VAR)?;
-    let mut argv = tool.argv_prefix(&program, dir);
-    argv.append(&mut p.argv);
-    p.argv = argv;
+    match tool.vendor() {
+        SanitizerVendor::Cuda => {
+            let program = aorta_exec::find_cuda_tool("compute-sanitizer", Sanitizer::PROGRAM_VAR)?;
+            let mut argv = tool.argv_prefix(&program, dir);
+            argv.append(&mut p.argv);
+            p.argv = argv;
+        }
+        SanitizerVendor::Rocm => {
+            let hook = aorta_registry::find_rocjitsu_hook()?;
+            for (k, v) in Sanitizer::rocjitsu_env(&hook) {
+                p.env_remove.retain(|r| r != k);
+                p.env.insert(k.to_string(), v);
+            }
+        }
+    }
     p.timeout = p.timeout.map(|t| t * SANITIZER_TIMEOUT_FACTOR);
     if let Some(h) = p.hang.as_mut() {
         h.window *= SANITIZER_TIMEOUT_FACTOR;
@@ -31,6 +44,7 @@ pub fn wrap(tool: Sanitizer, p: &mut ProcessSpec, dir: &Path) -> Result<Sanitize
         hazards: Vec::new(),
         logs: Vec::new(),
         complete: false,
+        gaps: Vec::new(),
     })
 }
 
@@ -66,30 +80,51 @@ pub fn judge(
     launched: bool,
 ) -> Option<String> {
     let tool = record.sanitizer.as_ref()?.tool.clone();
+    let rocm = Sanitizer::ALL
+        .into_iter()
+        .find(|s| s.tool() == tool)
+        .is_some_and(|s| s.vendor() == SanitizerVendor::Rocm);
+    // compute-sanitizer writes its own logs; RocJITsu's hook prints into the process's.
+    let wanted = |name: &str| match rocm {
+        true => name == "stdout.log" || name == "stderr.log",
+        false => name.starts_with(SANITIZER_LOG_PREFIX) && name.ends_with(".log"),
+    };
     let mut logs: Vec<(String, String)> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
-            (name.starts_with(SANITIZER_LOG_PREFIX) && name.ends_with(".log"))
-                .then(|| std::fs::read_to_string(e.path()).ok().map(|t| (name, t)))
-                .flatten()
+            let text = match (wanted(&name), rocm) {
+                (false, _) => None,
+                // A workload's own output need not be UTF-8; the hook's lines are.
+                (true, true) => std::fs::read(e.path())
+                    .ok()
+                    .map(|b| String::from_utf8_lossy(&b).into_owned()),
+                (true, false) => std::fs::read_to_string(e.path()).ok(),
+            };
+            text.map(|t| (name, t))
         })
         .collect();
     logs.sort();
-    let report = aorta_classify::parse_sanitizer_logs(
-        &tool,
-        logs.iter().map(|(n, t)| (n.as_str(), t.as_str())),
-    );
-    let hint = if logs.is_empty() {
+    let named = logs.iter().map(|(n, t)| (n.as_str(), t.as_str()));
+    let report = match rocm {
+        true => aorta_classify::parse_rocjitsu_logs(&tool, named),
+        false => aorta_classify::parse_sanitizer_logs(&tool, named),
+    };
+    let hint = if report.logs.is_empty() {
         if launched {
             cls.error_detectors_fired.push("sanitizer:no_report".into());
             if cls.verdict == Verdict::Pass {
                 cls.verdict = Verdict::Error;
             }
         }
-        Some(format!("{tool}: compute-sanitizer wrote no report"))
+        Some(match rocm {
+            true => format!(
+                "{tool}: RocJITsu's hook printed nothing (HSA_TOOLS_LIB not loaded by the HSA runtime?)"
+            ),
+            false => format!("{tool}: compute-sanitizer wrote no report"),
+        })
     } else if report.errors > 0 {
         // First: the most specific finding is the one matrix.md's "Top failure" names (the
         // program's own exit code often follows from it, e.g. a kernel memcheck aborted).
@@ -97,6 +132,14 @@ pub fn judge(
             .insert(0, format!("sanitizer:{tool}"));
         if cls.verdict == Verdict::Pass {
             cls.verdict = Verdict::Fail;
+        }
+        Some(report.summary())
+    } else if !report.gaps.is_empty() {
+        // No finding, but the tool did not see the whole run: AORTA 0.3.0 fails it closed.
+        cls.error_detectors_fired
+            .push("sanitizer:incomplete".into());
+        if cls.verdict == Verdict::Pass {
+            cls.verdict = Verdict::Error;
         }
         Some(report.summary())
     } else {

@@ -83,9 +83,19 @@ fn probe_config(recipe: &Recipe, cell: &Cell) -> Result<String, HashError> {
         step_time_regex: &p.step_time_regex,
         collect_paths: &p.collect_paths,
         classifier_library: aorta_classify::PATTERN_LIBRARY_VERSION,
-        sanitizer: cell
-            .sanitizer
-            .map(|t| (t.tool(), aorta_classify::SANITIZER_PARSER_VERSION)),
+        sanitizer: cell.sanitizer.map(|t| {
+            (
+                t.tool(),
+                match t.vendor() {
+                    aorta_registry::SanitizerVendor::Cuda => {
+                        aorta_classify::SANITIZER_PARSER_VERSION
+                    }
+                    aorta_registry::SanitizerVendor::Rocm => {
+                        aorta_classify::ROCJITSU_PARSER_VERSION
+                    }
+                },
+            )
+        }),
         collect: recipe.collect.names(),
     })
 }

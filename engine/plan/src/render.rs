@@ -156,8 +156,8 @@ impl Plan {
             if let Some(t) = c.sanitizer {
                 let _ = writeln!(
                     out,
-                    "      runs under: compute-sanitizer --tool {} (timeout and hang window x{})",
-                    t.tool(),
+                    "      runs under: {} (timeout and hang window x{})",
+                    t.runs_under(),
                     aorta_registry::SANITIZER_TIMEOUT_FACTOR
                 );
             }

@@ -338,12 +338,15 @@ pub(crate) fn resolve_bundles(
             path,
             "a mitigation name; `aorta mitigations list` shows them",
         )?;
-        if aorta_registry::Sanitizer::from_name(name).is_some() {
+        if let Some(s) = aorta_registry::Sanitizer::from_name(name) {
             return Err(cx.err(
                 DiagKind::UnknownName,
                 node,
                 path,
-                format!("'{name}' is a diagnostic, not a mitigation: it runs the command under compute-sanitizer"),
+                format!(
+                    "'{name}' is a diagnostic, not a mitigation: it runs the command under {}",
+                    s.vendor().tool_name()
+                ),
                 "put it on a probe recipe's diagnostic_axis (docs/diagnostics.md)",
             ));
         }

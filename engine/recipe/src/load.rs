@@ -294,12 +294,13 @@ fn top_level(cx: &Ctx, root: &Node) -> Res<Mode> {
                 if let Some(s) = other.and_then(|m| suggest::did_you_mean(m, ["triage", "probe"])) {
                     msg.push_str(&format!(" (did you mean '{s}'?)"));
                 }
-                return Err(cx.schema(
-                    v,
-                    &top.key("mode"),
-                    msg,
-                    "mode is 'triage' (the default) or 'probe'",
-                ));
+                // AORTA 0.3.0's RocJITsu recipes select code objects for a standalone run;
+                // aorta runs a command under the same hook instead (docs/diagnostics.md).
+                let help = match other {
+                    Some("sanitizer") => "mode is 'triage' (the default) or 'probe'; AORTA 0.3.0's `mode: sanitizer` (RocJITsu over selected code objects) is not supported: to run a command under ConSan or Waitcheck, put rocjitsu_consan or rocjitsu_waitcheck on a probe recipe's diagnostic_axis (docs/diagnostics.md)",
+                    _ => "mode is 'triage' (the default) or 'probe'",
+                };
+                return Err(cx.schema(v, &top.key("mode"), msg, help));
             }
         },
     };

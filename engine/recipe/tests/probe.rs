@@ -529,3 +529,41 @@ fn load_redaction_reads_only_the_block() {
         assert_eq!(e.kind, Schema, "{bad}: {e:?}");
     }
 }
+
+/// RocJITsu's sanitizers are diagnostic entries, with AORTA 0.3.0's names (`consan`,
+/// `waitcheck`) after its module's prefix; they set no variables and combine with every
+/// mitigation.
+#[test]
+fn rocjitsu_entries_on_the_diagnostic_axis() {
+    let r = ok(&probe_with("").replace(
+        "diagnostic_axis: [none, xnack]",
+        "diagnostic_axis: [none, rocjitsu_consan, rocjitsu_waitcheck]",
+    ));
+    let c = r
+        .cells
+        .iter()
+        .find(|c| c.name == "tf32_off-rocjitsu_consan")
+        .unwrap();
+    assert_eq!(c.sanitizer, Some(aorta_registry::Sanitizer::Consan));
+    assert_eq!(c.mitigations, ["tf32_off", "rocjitsu_consan"]);
+    assert_eq!(c.resolved_env.len(), 1, "tf32_off's variable only");
+    let w = r
+        .cells
+        .iter()
+        .find(|c| c.name == "none-rocjitsu_waitcheck")
+        .unwrap();
+    assert_eq!(w.sanitizer, Some(aorta_registry::Sanitizer::Waitcheck));
+}
+
+/// AORTA 0.3.0's shipped RocJITsu recipes (`recipes/sanitizers/*.yaml`, e.g.
+/// daily-consan-lds-dispatch.yaml) are `mode: sanitizer` over selected code objects: refused
+/// at the mode, saying which diagnostic entries run a command under the same hook.
+#[test]
+fn aorta_0_3_0_sanitizer_mode_is_refused_with_the_diagnostic_entries() {
+    let yaml = "schema_version: 1\nmode: sanitizer\nticket: DAILY-CONSAN-LDS-DISPATCH\nsanitizer_plan:\n  target: gfx950\n  source:\n    kind: kernel\n    kernel:\n      name: lds_reduce\n      code_object: fixtures/isa/lds.hsaco\n      code_object_index: 0\n    consan_command: fixtures/bin/lds_dispatch\n    consan_log: true\n  scope:\n    kind: kernel\n  selection:\n    requirement: top_dispatch_count\n    top_n: 1\n  sanitizers:\n    - consan\n  policy:\n    consan_policy: strict\n    on_missing_backend: fail\n    timeout_seconds: 600\n  output:\n    report: sanitizer_report.json\n";
+    let e = parse(yaml).err().unwrap();
+    assert_eq!(e.kind, Schema);
+    let text = format!("{e:?}");
+    assert!(text.contains("unknown mode"), "{text}");
+    assert!(text.contains("rocjitsu_consan"), "{text}");
+}

@@ -26,7 +26,8 @@ use std::path::{Path, PathBuf};
 
 pub use load::project_registry_for;
 pub use sanitizer::{
-    Sanitizer, LOG_PREFIX as SANITIZER_LOG_PREFIX, TIMEOUT_FACTOR as SANITIZER_TIMEOUT_FACTOR,
+    find_rocjitsu_hook, Sanitizer, Vendor as SanitizerVendor, LOG_PREFIX as SANITIZER_LOG_PREFIX,
+    ROCJITSU_HOOK, TIMEOUT_FACTOR as SANITIZER_TIMEOUT_FACTOR,
 };
 
 /// File name of the project registry looked up next to a recipe.

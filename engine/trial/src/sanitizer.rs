@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SanitizerReport {
-    /// `memcheck`, `racecheck`, `synccheck`, `initcheck`.
+    /// `memcheck`, `racecheck`, `synccheck`, `initcheck`, `consan`, `waitcheck`.
     pub tool: String,
     /// Errors the tool counted (its summary line: printed or not), else the hazards listed.
     pub errors: u64,
@@ -13,8 +13,14 @@ pub struct SanitizerReport {
     pub hazards: Vec<Hazard>,
     /// The logs read, relative to the trial directory.
     pub logs: Vec<String>,
-    /// Whether a summary line was seen: a log cut short (the process killed) lacks one.
+    /// Whether the report covers the whole run: compute-sanitizer's summary line was seen (a
+    /// log cut short lacks one); RocJITsu's coverage evidence was read and accepted.
     pub complete: bool,
+    /// Why the report does not cover the run, where the tool says (ConSan's coverage gate:
+    /// `verdict dynamic_complete=false`, a Waitcheck analysis that failed). A report with
+    /// gaps and no hazard is never a pass: AORTA 0.3.0 fails such a run closed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gaps: Vec<String>,
 }
 
 /// One kind of hazard at one place.
@@ -62,7 +68,15 @@ impl SanitizerReport {
                 s.push_str(&format!("; {} more kind(s)", self.hazards.len() - 1));
             }
         }
-        if !self.complete {
+        if !self.gaps.is_empty() {
+            let shown: Vec<&str> = self.gaps.iter().take(3).map(String::as_str).collect();
+            let more = self.gaps.len().saturating_sub(3);
+            s.push_str(&format!(" (incomplete: {}", shown.join("; ")));
+            if more > 0 {
+                s.push_str(&format!("; {more} more"));
+            }
+            s.push(')');
+        } else if !self.complete {
             s.push_str(" (log incomplete: no summary line)");
         }
         s

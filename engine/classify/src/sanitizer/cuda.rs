@@ -1,18 +1,18 @@
 //! compute-sanitizer's text reports (memcheck, racecheck, synccheck, initcheck; CUDA 12 and
-//! 13) read into grouped hazards: what the log-based detectors can only call
-//! `illegal_memory_access`, with the kernel, the source line and the allocation.
+//! 13) read into grouped hazards, with the kernel, the source line and the allocation.
 //!
 //! A report is a sequence of records, each a header line (`========= Invalid __global__ write
 //! of size 4 bytes`) and indented detail lines (`=========     at oob(float *, int)+0xa0 in
 //! oob.cu:5`), closed by a summary (`ERROR SUMMARY: 129 errors`, `RACECHECK SUMMARY: …`).
 //! Fixtures recorded on the H100: tests/fixtures/gpu/h100-cuda13/.
 
+use super::Groups;
 use aorta_trial::{Hazard, SanitizerReport};
 use regex::Regex;
-use std::collections::HashMap;
 use std::sync::LazyLock;
 
-/// Bumped when the parser reads the same report differently: part of a sanitizer cell's key.
+/// Bumped when the parser reads the same report differently: part of a compute-sanitizer
+/// cell's key.
 pub const SANITIZER_PARSER_VERSION: u32 = 1;
 
 const PREFIX: &str = "=========";
@@ -63,20 +63,10 @@ pub fn parse_sanitizer_logs<'a>(
     tool: &str,
     logs: impl IntoIterator<Item = (&'a str, &'a str)>,
 ) -> SanitizerReport {
-    let mut groups: Vec<Hazard> = Vec::new();
-    let mut index: HashMap<(String, Option<String>, Option<String>), usize> = HashMap::new();
+    let mut groups = Groups::default();
     let mut summarised: Option<u64> = None;
     let mut names = Vec::new();
-    let mut add = |h: Hazard| {
-        let k = (h.kind.clone(), h.kernel.clone(), h.location.clone());
-        match index.get(&k) {
-            Some(&i) => groups[i].count += h.count,
-            None => {
-                index.insert(k, groups.len());
-                groups.push(h);
-            }
-        }
-    };
+    let mut add = |h: Hazard| groups.add(h);
     for (name, text) in logs {
         names.push(name.to_string());
         let mut current: Option<Record> = None;
@@ -96,11 +86,16 @@ pub fn parse_sanitizer_logs<'a>(
                 if let Some(r) = current.take() {
                     finish(r, &mut add);
                 }
-                if let Some(c) = ERROR_SUMMARY.captures(body) {
-                    *summarised.get_or_insert(0) += c[1].parse::<u64>().unwrap_or(0);
-                } else if let Some(c) = RACE_SUMMARY.captures(body) {
-                    *summarised.get_or_insert(0) += c[1].parse::<u64>().unwrap_or(0);
-                } else if !is_banner(body) {
+                // Saturating: a hostile or garbled log must not overflow the total.
+                let total = ERROR_SUMMARY
+                    .captures(body)
+                    .or_else(|| RACE_SUMMARY.captures(body))
+                    .map(|c| c[1].parse::<u64>().unwrap_or(0));
+                if let Some(n) = total {
+                    let t = summarised.get_or_insert(0);
+                    *t = t.saturating_add(n);
+                }
+                if total.is_none() && !is_banner(body) {
                     current = Some(header(body));
                 }
                 continue;
@@ -113,15 +108,7 @@ pub fn parse_sanitizer_logs<'a>(
             finish(r, &mut add);
         }
     }
-    groups.sort_by_key(|h| std::cmp::Reverse(h.count));
-    let listed: u64 = groups.iter().map(|h| h.count).sum();
-    SanitizerReport {
-        tool: tool.to_string(),
-        errors: summarised.unwrap_or(listed),
-        hazards: groups,
-        logs: names,
-        complete: summarised.is_some(),
-    }
+    groups.into_report(tool, summarised, names, summarised.is_some(), Vec::new())
 }
 
 fn is_banner(body: &str) -> bool {
