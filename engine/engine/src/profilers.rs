@@ -135,7 +135,7 @@ pub fn collect(profiles: &mut [KernelProfile], dir: &Path) {
                 .map_err(|e| format!("no ncu output ({NCU_CSV}: {e})"))
                 .and_then(|t| parse_ncu_csv(&t)),
             _ => std::fs::read_to_string(dir.join(TORCH_JSON))
-                .map_err(|_| "no torch_profiler output: the trial ran neither Python that imports torch (and exits through its atexit handlers) nor one of aorta's libtorch workloads".to_string())
+                .map_err(|_| "no torch_profiler output: the trial ran neither Python that imports torch (and exits through its atexit handlers) nor aorta's training, inference or llm_determinism workload".to_string())
                 .and_then(|t| {
                     serde_json::from_str::<KernelProfile>(&t)
                         .map(|p| (p.kernels, p.note))
