@@ -1,5 +1,6 @@
-//! `aorta run --workload training` end to end: aorta finds the workload next to itself (cargo
-//! puts every binary of the workspace in one folder) and libtorch through `$AORTA_LIBTORCH`.
+//! `aorta run --workload training` and a training recipe under `collect: [torch_profiler]` end
+//! to end: aorta finds the workload next to itself (cargo puts every binary of the workspace in
+//! one folder) and libtorch through `$AORTA_LIBTORCH`.
 //! Skipped when the `aorta` binary was not built (`cargo test -p` of this crate alone);
 //! `tests/run-all` tests the whole workspace, which builds it.
 
