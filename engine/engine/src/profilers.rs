@@ -1,6 +1,8 @@
-//! Kernel profilers of a probe recipe (`collect: [ncu]`, `[torch_profiler]`): the command runs
-//! under Nsight Compute (a bounded number of kernels, one metric: device time), or its Python
-//! imports torch.profiler through a sitecustomize hook. Each trial's record gets one
+//! Kernel profilers of a recipe (`collect: [ncu]`, `[torch_profiler]`): the command or workload
+//! executable runs under Nsight Compute (a bounded number of kernels, one metric: device time),
+//! or its Python imports torch.profiler through a sitecustomize hook (aorta's libtorch
+//! workloads read the same `AORTA_TORCH_PROFILE_OUT` and start libtorch's profiler themselves:
+//! workloads/torch/src/profile.rs). Each trial's record gets one
 //! [`KernelProfile`] per profiler; a profiler that cannot run leaves a note, never a failed
 //! trial (it observes; the sanitizers of sanitize.rs judge). docs/diagnostics.md.
 
@@ -133,7 +135,7 @@ pub fn collect(profiles: &mut [KernelProfile], dir: &Path) {
                 .map_err(|e| format!("no ncu output ({NCU_CSV}: {e})"))
                 .and_then(|t| parse_ncu_csv(&t)),
             _ => std::fs::read_to_string(dir.join(TORCH_JSON))
-                .map_err(|_| "no torch_profiler output: the command ran no Python that imports torch, or exited without running atexit handlers".to_string())
+                .map_err(|_| "no torch_profiler output: the trial ran neither Python that imports torch (and exits through its atexit handlers) nor aorta's training, inference or llm_determinism workload".to_string())
                 .and_then(|t| {
                     serde_json::from_str::<KernelProfile>(&t)
                         .map(|p| (p.kernels, p.note))

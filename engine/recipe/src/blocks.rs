@@ -7,7 +7,10 @@ use aorta_condition::Condition;
 use aorta_source::{FieldPath, Node, Value};
 use std::collections::BTreeMap;
 
-/// Collectors AORTA knows; options are strings passed through to them.
+/// Collectors of a workload (triage) recipe: AORTA's, whose options are strings passed through
+/// to them, and aorta's kernel profilers (docs/diagnostics.md), which wrap the workload
+/// executable (ncu) or ask it for a profile (torch_profiler: the hook, or libtorch's profiler
+/// in aorta's own torch workloads).
 pub const COLLECTORS: &[&str] = &[
     "rocprof",
     "proton",
@@ -15,6 +18,7 @@ pub const COLLECTORS: &[&str] = &[
     "layer_numerics",
     "amd_log",
     "ncu",
+    "torch_profiler",
 ];
 
 /// Backtracking budget for user regexes, so a pathological pattern cannot hang a scan.

@@ -26,6 +26,34 @@ fn every_shipped_recipe_loads() {
     assert!(n >= 15, "expected the AORTA example ports, found {n}");
 }
 
+/// The recipes the GPU runs use (bench/device/, docs/benchmarks.md) load too; the torch
+/// workload's profiler recipe profiles both cells.
+#[test]
+fn the_device_bench_recipes_load() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/device");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            load_recipe(&path, &[]).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            n += 1;
+        }
+    }
+    assert!(n >= 6, "found {n}");
+    let r = load_recipe(&dir.join("training-torchprof.yaml"), &[])
+        .unwrap()
+        .recipe;
+    assert_eq!(r.mode, Mode::Triage);
+    for c in &r.cells {
+        assert_eq!(
+            c.effective_collect(&r).names(),
+            ["torch_profiler"],
+            "{}",
+            c.name
+        );
+    }
+}
+
 fn names(r: &aorta_recipe::Recipe) -> Vec<&str> {
     r.cells.iter().map(|c| c.name.as_str()).collect()
 }

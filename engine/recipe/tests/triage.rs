@@ -374,6 +374,12 @@ fn collect_rules() {
         triage_with(BASE_CELL)
     ));
     assert_eq!(r.collect.names(), ["layer_numerics", "rocprof"]);
+    // aorta's kernel profilers reach workload trials too (docs/diagnostics.md).
+    let r = ok(&format!(
+        "{}collect: [ncu, torch_profiler]\n",
+        triage_with(BASE_CELL)
+    ));
+    assert_eq!(r.collect.names(), ["ncu", "torch_profiler"]);
     let e = common::parse(&format!("{}collect: [bogus]\n", triage_with(BASE_CELL))).unwrap_err();
     assert!(
         e.to_string().contains("unknown collector 'bogus'") && e.help.unwrap().contains("rocprof")

@@ -19,7 +19,8 @@ pub struct CellProfile {
 
 impl CellProfile {
     pub fn total_us(&self) -> f64 {
-        self.kernels.iter().map(|k| k.total_us).sum()
+        // From +0.0: f64's `sum` starts at -0.0, which a cell without kernels showed as "-0.000 ms".
+        self.kernels.iter().fold(0.0, |t, k| t + k.total_us)
     }
 }
 
@@ -271,6 +272,11 @@ mod tests {
                 .collect(),
             notes: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_cell_without_kernels_shows_zero_not_minus_zero() {
+        assert_eq!(ms(prof(&[]).total_us()), "0.000 ms");
     }
 
     #[test]

@@ -191,6 +191,7 @@ fn one_run(
 pub fn run(t: &Trial) -> Result<Outcome, SetupError> {
     let cfg = parse(t)?;
     let dev = device::resolve(&cfg.device)?;
+    crate::profile::start(dev);
     let torch_err = |e: String| SetupError {
         kind: "torch_error",
         error: e,

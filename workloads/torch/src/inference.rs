@@ -353,6 +353,7 @@ fn continuous(
 pub fn run(t: &Trial) -> Result<Outcome, SetupError> {
     let c = parse(t)?;
     let dev = device::resolve(&c.device)?;
+    crate::profile::start(dev);
     let torch_err = |e: String| SetupError {
         kind: "torch_error",
         error: e,

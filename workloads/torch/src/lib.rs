@@ -10,6 +10,7 @@ pub mod device;
 pub mod inference;
 pub mod model;
 pub mod optim;
+pub mod profile;
 pub mod protocol;
 pub mod stats;
 pub mod training;

@@ -135,6 +135,7 @@ fn run_trial(
     result: &Path,
     run: fn(&Trial) -> Result<Outcome, SetupError>,
 ) -> i32 {
+    let profile = crate::profile::requested();
     let start = Instant::now();
     let outcome =
         read_trial(config).and_then(|t| match catch_unwind(AssertUnwindSafe(|| run(&t))) {
@@ -142,6 +143,12 @@ fn run_trial(
             Err(p) => Ok(Err(panic_text(&p))),
         });
     let elapsed = start.elapsed().as_secs_f64();
+    if let Some(out) = &profile {
+        // Whatever the outcome: a trial that failed still has its kernels, or a note why not.
+        if let Err(e) = crate::profile::finish(out) {
+            eprintln!("{name}: cannot write {}: {e}", out.display());
+        }
+    }
     let (doc, code) = match outcome {
         Err(e) => {
             eprintln!("{name}: {}: {} (hint: {})", e.kind, e.error, e.hint);

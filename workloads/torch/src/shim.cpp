@@ -1,11 +1,16 @@
-// libtorch's global switches that tch does not wrap: deterministic algorithms and TF32.
+// libtorch's global switches that tch does not wrap (deterministic algorithms, TF32, SDPA
+// backends), its fused AdamW, and its Kineto profiler (collect: [torch_profiler]).
 // C linkage and no exceptions across the boundary; each returns 0 on success, -1 on error.
 #include <ATen/Context.h>
 #include <ATen/ops/_foreach_add.h>
 #include <ATen/ops/_fused_adamw.h>
 #include <dlfcn.h>
+#include <kineto/ActivityType.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 
+#include <cstdint>
 #include <cstdio>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -103,5 +108,54 @@ void aorta_clear_grads(at::Tensor** params, int n) {
 }
 
 int aorta_tf32() { return at::globalContext().allowTF32CuBLAS() ? 1 : 0; }
+
+// Starts libtorch's Kineto profiler as torch.profiler.profile does (prepare, then enable):
+// CPU activity, and CUDA's (CUPTI) when `cuda` is set. On failure writes the reason into err.
+int aorta_profiler_start(int cuda, char* err, int errlen) {
+  try {
+    using namespace torch::profiler::impl;
+    ProfilerConfig config(ProfilerState::KINETO);
+    std::set<ActivityType> activities{ActivityType::CPU};
+    if (cuda) activities.insert(ActivityType::CUDA);
+    torch::autograd::profiler::prepareProfiler(config, activities);
+    torch::autograd::profiler::enableProfiler(config, activities);
+    return 0;
+  } catch (const std::exception& e) {
+    std::snprintf(err, errlen, "%s", e.what());
+  } catch (...) {
+    std::snprintf(err, errlen, "unknown C++ exception");
+  }
+  return -1;
+}
+
+// Called once per device event: its name (valid for the call only) and duration.
+typedef void (*aorta_device_event)(void* ctx, const char* name, uint64_t duration_ns);
+
+// Stops the profiler and hands each CUDA kernel, memcpy and memset with a duration to `each`.
+// GPU annotations and sync waits, also CUDA device events, are left out: they span kernels
+// and would count their time twice.
+int aorta_profiler_stop(aorta_device_event each, void* ctx, char* err, int errlen) {
+  try {
+    auto result = torch::autograd::profiler::disableProfiler();
+    if (!result) {
+      std::snprintf(err, errlen, "disableProfiler returned no result (was the profiler running?)");
+      return -1;
+    }
+    for (const auto& e : result->events()) {
+      auto kind = static_cast<libkineto::ActivityType>(e.activityType());
+      bool device_work = kind == libkineto::ActivityType::CONCURRENT_KERNEL ||
+                         kind == libkineto::ActivityType::GPU_MEMCPY ||
+                         kind == libkineto::ActivityType::GPU_MEMSET;
+      if (e.deviceType() != c10::DeviceType::CUDA || !device_work || e.durationNs() == 0) continue;
+      each(ctx, e.name().c_str(), e.durationNs());
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::snprintf(err, errlen, "%s", e.what());
+  } catch (...) {
+    std::snprintf(err, errlen, "unknown C++ exception");
+  }
+  return -1;
+}
 
 }

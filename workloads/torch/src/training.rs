@@ -132,6 +132,7 @@ pub fn run(t: &Trial) -> Result<Outcome, SetupError> {
         eprintln!("training: WARNING: ignoring unknown workload_config key {k}");
     }
     let dev = device::resolve(&cfg.device)?;
+    crate::profile::start(dev);
     let tf32 = device::set_tf32(cfg.allow_tf32).map_err(|e| SetupError {
         kind: "torch_error",
         error: e,

@@ -1,7 +1,9 @@
 # aorta's torch_profiler collector (docs/diagnostics.md): put first on PYTHONPATH of a trial
-# whose probe recipe says `collect: [torch_profiler]`. Profiles the whole process with
-# torch.profiler (CPU and, where available, CUDA activity) and writes the per-kernel device
-# time to $AORTA_TORCH_PROFILE_OUT at exit. Then loads the sitecustomize it shadows, if any.
+# whose recipe says `collect: [torch_profiler]`. Profiles the whole process with torch.profiler
+# (CPU and, where available, CUDA activity) and writes the per-kernel device time to
+# $AORTA_TORCH_PROFILE_OUT at exit. Then loads the sitecustomize it shadows, if any. aorta's
+# libtorch workloads run no Python: they answer the variable themselves
+# (workloads/torch/src/profile.rs).
 import os
 import sys
 
