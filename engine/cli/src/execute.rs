@@ -160,6 +160,10 @@ struct BuildJson<'a> {
     /// matrix.json's `answer`: each cell's call against the baseline, the headline and the
     /// next step.
     answer: Option<&'a aorta_engine::Answer>,
+    /// The doctor's verdict on the node the trials ran on (`--doctor`, `doctor:`), absent when
+    /// the node was not checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    doctor: Option<&'a aorta_doctor::NodeVerdict>,
 }
 
 impl<'a> BuildJson<'a> {
@@ -175,6 +179,7 @@ impl<'a> BuildJson<'a> {
             failed_to_run: &o.failed_to_run,
             cells: &o.cells,
             answer: o.answer.as_ref(),
+            doctor: o.doctor.as_ref(),
         }
     }
 }

@@ -255,6 +255,15 @@ fn a_build_on_a_failing_node_is_refused_or_marked() {
         serde_json::from_str(&std::fs::read_to_string(&found[0]).unwrap()).unwrap();
     assert_eq!(v["marked"], true);
     assert_eq!(v["status"], "fail");
+    // --json carries the verdict, on the full build and on a fully cached rebuild alike.
+    for _ in 0..2 {
+        let (code, stdout, stderr) = build(&["--doctor-mark", "--json"]);
+        assert_eq!(code, Some(0), "{stderr}");
+        let line: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+        assert_eq!(line["doctor"]["status"], "fail", "{stdout}");
+        assert_eq!(line["doctor"]["marked"], true, "{stdout}");
+        assert_eq!(line["doctor"]["flagged"][0]["id"], "pcie.link", "{stdout}");
+    }
 
     // A healthy node builds and records an unmarked report.
     let ws = node("h100-cuda13/nvidia-smi-q.xml");

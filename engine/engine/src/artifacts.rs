@@ -547,5 +547,6 @@ pub(crate) fn cached_rebuild(
         incomplete: facts.incomplete,
         cells: facts.cells,
         answer: facts.answer,
+        doctor: doctor.cloned(),
     })
 }

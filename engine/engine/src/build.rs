@@ -217,6 +217,7 @@ impl Session {
             summary: String::new(),
             incomplete: None,
             cells: Vec::new(),
+            doctor: doctor.clone(),
         };
         if executed.cancelled || executed.detached > 0 {
             let _ = std::fs::remove_dir_all(&paths.staging);

@@ -34,6 +34,10 @@ pub struct BuildOutcome {
     pub cells: Vec<CellOutcome>,
     /// The run's answer (each cell's call against the baseline), once the matrix is folded.
     pub answer: Option<aorta_report::Answer>,
+    /// What the run's pages say about the node (this build's preflight, else the record an
+    /// earlier one left): `--json` carries it so CI can read a marked node without parsing
+    /// env.json.
+    pub doctor: Option<aorta_doctor::NodeVerdict>,
 }
 
 /// One cell's outcome, for exit codes and one-line reports.
