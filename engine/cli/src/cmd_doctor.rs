@@ -68,6 +68,9 @@ pub fn preflight<'s, 'r>(
             "add --doctor quick (or medium, long), or `doctor: quick` to the recipe",
         ));
     }
+    if wanted.is_some() && session.runs_on_cluster() {
+        eprintln!("aorta: warning: the doctor checks this machine (the submitter), not the Slurm nodes the trials run on; check those with `srun -p PARTITION aorta doctor` or Slurm's HealthCheckProgram (docs/doctor.md)");
+    }
     match session.preflight(wanted, exec.doctor_mark) {
         Ok(None) => Ok(None),
         Ok(Some(p)) => {

@@ -218,6 +218,12 @@ impl Session {
         Ok(Some(self.preflight.get_or_init(|| rec)))
     }
 
+    /// Whether trials run on a Slurm cluster's nodes rather than this machine: a preflight
+    /// here checks the submitter, not them.
+    pub fn runs_on_cluster(&self) -> bool {
+        self.slurm.executor == aorta_slurm::Executor::Slurm
+    }
+
     /// This invocation's preflight record, if one ran.
     pub(crate) fn preflight_record(&self) -> Option<&crate::doctor::Recorded> {
         self.preflight.get()
