@@ -772,3 +772,60 @@ fn aorta_snapshots_key_no_trials_and_the_error_says_to_diff_them() {
         "{err}"
     );
 }
+
+/// A libtorch workload built on another machine (its RUNPATH names that machine's libtorch)
+/// cannot start until libtorch's lib folder is on the loader's path: `describe` is asked again
+/// with it (as its trials run), instead of the cell failing with "describe exited 127".
+#[test]
+fn a_libtorch_workload_built_elsewhere_is_described_with_libtorchs_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("torch/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(lib.join("libtorch_cpu.so"), "").unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let exe = bin.join("aorta-workload-movedtorch");
+    std::fs::write(
+        &exe,
+        format!(
+            "#!/bin/sh\n\
+             case \":$LD_LIBRARY_PATH:\" in *\":{lib}:\"*) ;; *) echo 'error while loading shared libraries: libtorch_cpu.so' >&2; exit 127;; esac\n\
+             case \"$1\" in describe) echo '{{\"protocol\": 1, \"name\": \"movedtorch\", \"version\": \"1\", \"requires\": [\"libtorch\"]}}'; exit 0;; esac\n\
+             echo '{{\"passed\": true, \"main_work_started\": true, \"failure_details\": [], \"total_iterations\": 1, \"executed_iterations\": 1}}' > \"$5\"\n",
+            lib = lib.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = |libtorch: &std::path::Path| {
+        assert_cmd::Command::cargo_bin("aorta")
+            .unwrap()
+            .args(["run", "--workload", "movedtorch", "--trials", "1"])
+            .current_dir(dir.path())
+            .env("NO_COLOR", "1")
+            .env("AORTA_WORKLOAD_PATH", &bin)
+            .env("AORTA_LIBTORCH", libtorch)
+            .env_remove("LD_LIBRARY_PATH")
+            .env("AORTA_STORE", dir.path().join("store"))
+            .env(
+                "AORTA_ENV_SNAPSHOT",
+                repo_root().join("docs/examples/h200-env.json"),
+            )
+            .output()
+            .unwrap()
+    };
+    let out = run(&lib);
+    assert_eq!(out.status.code(), Some(0), "{}", transcript(&out));
+    // Without a libtorch it can load, the cell still says why it could not run.
+    let elsewhere = dir.path().join("other/lib");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("libtorch_cpu.so"), "").unwrap();
+    let out = run(&elsewhere);
+    assert_eq!(out.status.code(), Some(3), "{}", transcript(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("exit status: 127"),
+        "{}",
+        transcript(&out)
+    );
+}

@@ -155,7 +155,14 @@ pub fn resolve(name: &str, torch_dir: Option<&Path>) -> Result<Workload, Workloa
         return Err(WorkloadError::InvalidName(name.into()));
     }
     let path = find(name).ok_or_else(|| WorkloadError::NotFound(name.into()))?;
-    let out = match std::process::Command::new(&path).arg("describe").output() {
+    let describe = |lib: Option<&Path>| {
+        let mut cmd = std::process::Command::new(&path);
+        if let Some(lib) = lib {
+            cmd.env("LD_LIBRARY_PATH", with_library_path(lib, None));
+        }
+        cmd.arg("describe").output()
+    };
+    let mut out = match describe(None) {
         Ok(o) => o,
         Err(e) => {
             return Err(WorkloadError::Spawn {
@@ -164,6 +171,18 @@ pub fn resolve(name: &str, torch_dir: Option<&Path>) -> Result<Workload, Workloa
             })
         }
     };
+    // A libtorch workload built on another machine has a RUNPATH to that machine's libtorch:
+    // the loader cannot start it (127) until libtorch's lib folder is on its path, which its
+    // trials get anyway. Asked again with it; a workload that fails for another reason fails
+    // again and is reported as before.
+    if out.status.code() == Some(127) {
+        if let Some(again) = libtorch_lib(torch_dir)
+            .ok()
+            .and_then(|lib| describe(Some(&lib)).ok())
+        {
+            out = again;
+        }
+    }
     if !out.status.success() {
         return Err(WorkloadError::DescribeFailed {
             path,
