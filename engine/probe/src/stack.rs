@@ -11,7 +11,7 @@ use crate::libs::{self, FileHasher};
 use crate::python::{self, PySection};
 use crate::schema::{Cuda, DriverIdentity, Nvcc, Rocm};
 use crate::util::{Reasons, Steps};
-use crate::{cuda, driver, linkage, rocm, ProbeCache};
+use crate::{cuda, driver, rocm, ProbeCache};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::thread::{Scope, ScopedJoinHandle};
@@ -187,14 +187,6 @@ impl Started<'_> {
         }
         for (name, lib) in rocm_sec.libraries.iter_mut() {
             libs::apply_hashes(lib, &hashes, &format!("rocm.libraries.{name}"), reasons);
-        }
-        for lib in cuda_libs
-            .values_mut()
-            .chain(rocm_sec.libraries.values_mut())
-        {
-            if let Some(p) = &lib.path {
-                lib.linkage = linkage::of(Path::new(p));
-            }
         }
         python::library_versions(
             &mut py.pytorch,
