@@ -113,6 +113,28 @@ impl Location {
         Location { origin, files }
     }
 
+    /// `LD_LIBRARY_PATH`'s directories in order (empty entries skipped). Built once per probe
+    /// and shared by the driver, CUDA and ROCm searches, so each directory is listed once.
+    pub fn ld_library_path(env: &BTreeMap<String, String>) -> Self {
+        let dirs: Vec<PathBuf> = env
+            .get("LD_LIBRARY_PATH")
+            .map(|p| {
+                std::env::split_paths(p)
+                    .filter(|d| !d.as_os_str().is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Self::dirs("ld-library-path", dirs)
+    }
+
+    /// The linker cache's libraries ([`ldconfig`]).
+    pub fn ldconfig(files: Vec<PathBuf>) -> Self {
+        Location {
+            origin: "ldconfig",
+            files,
+        }
+    }
+
     /// The CUDA wheels' library directories: `<dir>/nvidia/*/lib` for every `sys.path`
     /// directory, in order, as torch's own fallback loader searches them (cu12: one dir per
     /// library; cu13: most of them in `nvidia/cu13/lib`).
