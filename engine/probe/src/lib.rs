@@ -185,8 +185,7 @@ impl Snapshot {
             }
             Some(s) if import::is_aorta_schema(s) => {
                 return Err(SnapshotError::Aorta {
-                    from: import::release(s)
-                        .map_or_else(|| "AORTA".to_string(), |v| format!("AORTA {v}")),
+                    from: import::release_label(s).unwrap_or_else(|| "AORTA".to_string()),
                     schema: s.to_string(),
                 })
             }
