@@ -19,7 +19,11 @@ pub fn bisect_env(
 ) -> Result<Found, EngineError> {
     let good = sources::load_side(good_path)?;
     let bad = sources::load_side(bad_path)?;
-    let (diffs, untestable) = sources::differences(&good, &bad);
+    let sources::Differences {
+        appliable: diffs,
+        untestable,
+        not_compared,
+    } = sources::differences(&good, &bad);
     if diffs.is_empty() {
         return Err(EngineError::usage(
             format!(
@@ -85,6 +89,7 @@ pub fn bisect_env(
         size: n,
         bound: worst_case_probes(n),
         untestable,
+        not_compared,
         settings,
     };
     // The judge's ends are GOOD (passes) and BAD (fails) in either direction.

@@ -30,6 +30,7 @@ pub fn bisect_range(
         size: n,
         bound,
         untestable: vec![],
+        not_compared: vec![],
         settings,
     };
     if let Some(problem) = s.ends(&label(0), &label(n - 1))? {

@@ -42,6 +42,7 @@ pub fn reduce(
         size: n,
         bound: worst_case_probes(n),
         untestable: vec![],
+        not_compared: vec![],
         settings,
     };
     if let Some(problem) = s.ends(&what(&all), "no mitigation")? {

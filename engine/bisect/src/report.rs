@@ -112,6 +112,17 @@ pub fn markdown(f: &Found, argv: &[String]) -> String {
             let _ = writeln!(s, "| `{}` | {} | {} |", u.field, u.good, u.bad);
         }
     }
+    if !f.not_compared.is_empty() {
+        let _ = writeln!(s, "\n## Not compared\n");
+        let _ = writeln!(
+            s,
+            "Fields only one kind of file records (AORTA's env.json against aorta's snapshot):\n"
+        );
+        let _ = writeln!(s, "| field | why |\n|---|---|");
+        for n in &f.not_compared {
+            let _ = writeln!(s, "| `{}` | {} |", n.field, n.why);
+        }
+    }
     s
 }
 
@@ -200,6 +211,20 @@ pub fn html(f: &Found, argv: &[String]) -> String {
                 esc(&u.field),
                 esc(&u.good),
                 esc(&u.bad)
+            );
+        }
+        s.push_str("</tbody></table>");
+    }
+    if !f.not_compared.is_empty() {
+        s.push_str(
+            "<h2>Not compared</h2><table><thead><tr><th>Field</th><th>Why</th></tr></thead><tbody>",
+        );
+        for n in &f.not_compared {
+            let _ = write!(
+                s,
+                "<tr><td><code>{}</code></td><td>{}</td></tr>",
+                esc(&n.field),
+                esc(&n.why)
             );
         }
         s.push_str("</tbody></table>");

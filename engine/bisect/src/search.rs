@@ -6,7 +6,7 @@
 use crate::ddmin::{ddmin, Outcome};
 use crate::judge::{Call, EndpointProblem, Judge, Verdict};
 use crate::probe::{Config, EngineTrials, Work};
-use crate::sources::{Difference, Untestable};
+use crate::sources::{Difference, NotCompared, Untestable};
 use aorta_engine::EngineError;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -66,6 +66,10 @@ pub struct Found {
     pub bound: usize,
     pub probes: Vec<ProbeRow>,
     pub untestable: Vec<Untestable>,
+    /// Fields only one kind of file records (`bisect env` with AORTA's env.json): said, not
+    /// compared.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_compared: Vec<NotCompared>,
     pub settings: Settings,
     /// Whether the good end never failed (then one failure calls a probe bad).
     pub good_never_failed: bool,
@@ -241,6 +245,7 @@ pub(crate) struct Head {
     pub(crate) size: usize,
     pub(crate) bound: usize,
     pub(crate) untestable: Vec<Untestable>,
+    pub(crate) not_compared: Vec<NotCompared>,
     pub(crate) settings: Settings,
 }
 
@@ -279,6 +284,7 @@ pub(crate) fn finish(s: Search, h: Head, t: Tail) -> Found {
         good_never_failed: s.judge.good_never_failed(),
         probes: s.rows,
         untestable: h.untestable,
+        not_compared: h.not_compared,
         settings: h.settings,
         work: s.trials.work,
         run_dir: s.trials.run_dir.clone(),

@@ -174,6 +174,9 @@ fn run(
                 u.field, u.good, u.bad
             );
         }
+        for n in &found.not_compared {
+            println!("Not compared: {} ({})", n.field, n.why);
+        }
         println!(
             "Probes ({} by the search, bound {}; {} build(s), {} trial(s) executed, {} reused):",
             found.search_probes,

@@ -152,6 +152,74 @@ fn bisect_env_prints_the_answer_first_and_lists_what_cannot_be_tested() {
     );
 }
 
+/// AORTA 0.3.0's env.json as GOOD against aorta's snapshot of the same machine as BAD (issue
+/// #41): read by the importer `aorta env diff` uses, the variables are the differences, every
+/// field both record agrees, and AORTA's fields with no counterpart are said as not compared.
+/// A malformed AORTA file is exit 2 naming the file and the field.
+#[test]
+fn bisect_env_takes_aortas_env_json_through_the_importer() {
+    let d = Dirs::new();
+    let fixtures = repo_root().join("engine/probe/tests/fixtures/aorta");
+    let good = fixtures.join("aorta-0.3.0-cpu.json");
+    let ours = std::fs::read_to_string(fixtures.join("aorta-cpu.json")).unwrap();
+    let mut bad: serde_json::Value = serde_json::from_str(&ours).unwrap();
+    bad["env_vars"]["A"] = "1".into();
+    bad["env_vars"]["B"] = "2".into();
+    bad["env_vars"]["NCCL_ALGO"] = "Ring".into();
+    let b = d.root.join("bad.json");
+    std::fs::write(&b, bad.to_string()).unwrap();
+    let args = |good: &Path| {
+        vec![
+            "bisect".to_string(),
+            "env".into(),
+            "--good".into(),
+            good.display().to_string(),
+            "--bad".into(),
+            b.display().to_string(),
+        ]
+    };
+    let mut a = args(&good);
+    a.push("--json".into());
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let out = aorta(&d, &a, "env", 1000);
+    let j = json(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", transcript(&out));
+    assert_eq!(j["status"], "found", "{j}");
+    assert_eq!(j["result"], serde_json::json!(["A=1", "B=2"]), "{j}");
+    assert_eq!(j["size"], 3, "{j}");
+    assert_eq!(j["untestable"], serde_json::json!([]), "{j}");
+    let not_compared: Vec<&str> = j["not_compared"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["field"].as_str().unwrap())
+        .collect();
+    assert!(not_compared.contains(&"therock"), "{j}");
+    assert!(not_compared.contains(&"host.cpu"), "{j}");
+    let md = std::fs::read_to_string(j["report"].as_str().unwrap()).unwrap();
+    assert!(
+        md.contains("## Not compared") && md.contains("| `therock` | AORTA 0.3.0's field (GOOD)"),
+        "{md}"
+    );
+
+    let mut broken: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&good).unwrap()).unwrap();
+    broken["host"]["machine"] = 7.into();
+    let g = d.root.join("aorta-broken.json");
+    std::fs::write(&g, broken.to_string()).unwrap();
+    let a = args(&g);
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let out = aorta(&d, &a, "env", 1000);
+    let t = transcript(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains("aorta-broken.json")
+            && t.contains("field host.machine: expected")
+            && t.contains("help: an AORTA env.json is read as"),
+        "{t}"
+    );
+}
+
 #[test]
 fn bisect_range_names_37_of_64_at_a_flaky_rate_of_0_4() {
     let d = Dirs::new();

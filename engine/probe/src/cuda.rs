@@ -76,11 +76,11 @@ pub(crate) struct Search<'a> {
     /// The distributions in `site_dirs` when the python step has read them already (every
     /// `nvidia-*` one among them), so they are not scanned for again.
     pub dists: Option<&'a [crate::installed::Dist]>,
-    pub ld_library_path: Vec<PathBuf>,
+    pub ld_library_path: &'a Location,
     /// The imported torch's package directory (`…/site-packages/torch`), when the python step
     /// found one: its `lib/libtorch_cuda.so` is what asks for the libraries.
     pub torch_dir: Option<&'a Path>,
-    pub ldconfig: &'a [PathBuf],
+    pub ldconfig: &'a Location,
     pub toolkit: Option<&'a Path>,
     pub root: &'a Path,
 }
@@ -90,11 +90,12 @@ pub(crate) struct Search<'a> {
 /// `DT_RUNPATH` after it, so which copy torch loads depends on how `libtorch_cuda.so` was
 /// linked: with `DT_RUNPATH` (today's wheels) a copy on `LD_LIBRARY_PATH` wins, and reporting
 /// the wheel's would hash a file the trials never load. Without a torch to ask, the wheels
-/// first, as before; with an empty `LD_LIBRARY_PATH` the order does not matter (nothing read).
+/// first, as before; with no library on `LD_LIBRARY_PATH` the order does not matter (nothing
+/// read).
 fn wheels_before_ld_library_path(s: &Search) -> bool {
     let requester = s
         .torch_dir
-        .filter(|_| !s.ld_library_path.is_empty())
+        .filter(|_| !s.ld_library_path.files.is_empty())
         .map(|t| t.join("lib/libtorch_cuda.so"))
         .filter(|p| p.is_file());
     match requester {
@@ -106,7 +107,7 @@ fn wheels_before_ld_library_path(s: &Search) -> bool {
 /// Resolves the six libraries; returns the section's map and every file to hash.
 pub(crate) fn libraries(s: &Search) -> (BTreeMap<String, Library>, Vec<PathBuf>) {
     let wheels = Location::cuda_wheels(s.site_dirs);
-    let ld = Location::dirs("ld-library-path", s.ld_library_path.clone());
+    let ld = s.ld_library_path.clone();
     let (first, second) = match wheels_before_ld_library_path(s) {
         true => (wheels, ld),
         false => (ld, wheels),
@@ -114,10 +115,7 @@ pub(crate) fn libraries(s: &Search) -> (BTreeMap<String, Library>, Vec<PathBuf>)
     let locations = vec![
         first,
         second,
-        Location {
-            origin: "ldconfig",
-            files: s.ldconfig.to_vec(),
-        },
+        s.ldconfig.clone(),
         Location::cuda_toolkit(s.toolkit),
     ];
     let hints = VersionHints {
@@ -200,9 +198,9 @@ mod tests {
         let s = Search {
             site_dirs: &sites,
             dists: Some(&[]),
-            ld_library_path: vec![ld],
+            ld_library_path: &Location::dirs("ld-library-path", [ld]),
             torch_dir: Some(&torch),
-            ldconfig: &[],
+            ldconfig: &Location::ldconfig(Vec::new()),
             toolkit: None,
             root: Path::new("/"),
         };

@@ -199,9 +199,28 @@ fn env_vars_with(env: &Value, vars: &BTreeMap<String, String>) -> Value {
 /// [`diff`] of two prepared snapshots (`rules` as they were prepared with).
 pub fn diff_prepared(a: &Prepared, b: &Prepared, rules: &KeyRules) -> Diff {
     let mut raw = Vec::new();
-    walk(Some(&a.value), Some(&b.value), String::new(), &mut raw);
-    explain_key(&a.fields, &b.fields, &mut raw);
     let mut unlisted = Unlisted::default();
+    match (&a.value, &b.value) {
+        // The root's fields in order, as the walk would take them, but `partial_reasons` on
+        // its own: the one field compared as a set, or not at all.
+        (Value::Object(x), Value::Object(y)) => {
+            for k in x.keys().chain(y.keys().filter(|k| !x.contains_key(*k))) {
+                let (x, y) = (x.get(k), y.get(k));
+                if k != "partial_reasons" {
+                    walk(x, y, k.clone(), &mut raw);
+                } else if a.imported.is_some() != b.imported.is_some() {
+                    // Two probes' own reasons, in their own words and field paths.
+                    let mut theirs = Vec::new();
+                    partial_reasons(x, y, &mut theirs);
+                    unlisted.partial_reasons = !theirs.is_empty();
+                } else {
+                    partial_reasons(x, y, &mut raw);
+                }
+            }
+        }
+        (x, y) => walk(Some(x), Some(y), String::new(), &mut raw),
+    }
+    explain_key(&a.fields, &b.fields, &mut raw);
     if a.imported.is_some() || b.imported.is_some() {
         raw.retain(|(path, change, x, y)| {
             // Each tool tracks its own list of variables: one it does not track is not a value.
@@ -211,11 +230,7 @@ pub fn diff_prepared(a: &Prepared, b: &Prepared, rules: &KeyRules) -> Diff {
                 && unset(x)
                 && unset(y);
             unlisted.env_vars += usize::from(one_tool);
-            // Two probes' own reasons, in their own words and field paths.
-            let reasons = a.imported.is_some() != b.imported.is_some()
-                && (path == "partial_reasons" || path.starts_with("partial_reasons."));
-            unlisted.partial_reasons |= reasons;
-            !one_tool && !reasons
+            !one_tool
         });
     }
     Diff {
@@ -355,17 +370,6 @@ fn walk(a: Option<&Value>, b: Option<&Value>, path: String, out: &mut Vec<Raw>) 
         (Some(x), Some(y)) if one_sided(y, x) => (a, None),
         _ => (a, b),
     };
-    // Reasons are a set, sorted by field: one more must not shift every later one.
-    if let ("partial_reasons", Some(Value::Array(x)), Some(Value::Array(y))) = (path.as_str(), a, b)
-    {
-        for r in x.iter().filter(|r| !y.contains(r)) {
-            out.push((path.clone(), Change::OnlyA, Some(r.clone()), None));
-        }
-        for r in y.iter().filter(|r| !x.contains(r)) {
-            out.push((path.clone(), Change::OnlyB, None, Some(r.clone())));
-        }
-        return;
-    }
     match (a, b) {
         (Some(x), Some(y)) if x == y => {}
         // `null`, `{}` and an object of nulls all say "nothing found".
@@ -386,6 +390,23 @@ fn walk(a: Option<&Value>, b: Option<&Value>, path: String, out: &mut Vec<Raw>) 
         (Some(x), None) => out.push((path, Change::OnlyA, Some(x.clone()), None)),
         (None, Some(y)) => out.push((path, Change::OnlyB, None, Some(y.clone()))),
         (None, None) => {}
+    }
+}
+
+/// `partial_reasons`: a set, sorted by field, so one more must not shift every later one. Empty
+/// on one side (vacant), the other side's whole list is one entry, as for any field.
+fn partial_reasons(a: Option<&Value>, b: Option<&Value>, out: &mut Vec<Raw>) {
+    let path = "partial_reasons";
+    match (a, b) {
+        (Some(Value::Array(x)), Some(Value::Array(y))) if !x.is_empty() && !y.is_empty() => {
+            for r in x.iter().filter(|r| !y.contains(r)) {
+                out.push((path.into(), Change::OnlyA, Some(r.clone()), None));
+            }
+            for r in y.iter().filter(|r| !x.contains(r)) {
+                out.push((path.into(), Change::OnlyB, None, Some(r.clone())));
+            }
+        }
+        _ => walk(a, b, path.into(), out),
     }
 }
 

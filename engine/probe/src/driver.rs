@@ -9,7 +9,7 @@ use crate::libs::{self, LibSpec, Location, VersionHints};
 use crate::schema::{DriverIdentity, DriverLibrary};
 use crate::util::{read_text, rooted};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The user-space half of the NVIDIA driver: the CUDA driver API and NVML.
 const NVIDIA_USERSPACE: [LibSpec; 2] = [
@@ -21,19 +21,16 @@ const NVIDIA_USERSPACE: [LibSpec; 2] = [
 /// linker cache, the loader's default directories.
 pub(crate) struct Search<'a> {
     pub root: &'a Path,
-    pub ld_library_path: &'a [PathBuf],
-    pub ldconfig: &'a [PathBuf],
+    pub ld_library_path: &'a Location,
+    pub ldconfig: &'a Location,
 }
 
 /// The NVIDIA driver's two halves.
 pub(crate) fn nvidia(s: &Search) -> DriverIdentity {
     let (module_version, source) = nvidia_module_version(s.root);
     let locations = [
-        Location::dirs("ld-library-path", s.ld_library_path.to_vec()),
-        Location {
-            origin: "ldconfig",
-            files: s.ldconfig.to_vec(),
-        },
+        s.ld_library_path.clone(),
+        s.ldconfig.clone(),
         Location::dirs(
             "system",
             [

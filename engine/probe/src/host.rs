@@ -8,7 +8,7 @@ use crate::libs::list_dir;
 use crate::schema::{Cpu, Distro, Host, Runtime};
 use crate::util::{read_text, rooted, Reasons, Steps};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// CPU flags that select different kernels in BLAS/oneDNN/PyTorch CPU code paths.
@@ -46,30 +46,47 @@ pub(crate) fn section(
     reasons: &Reasons,
     steps: &Steps,
 ) -> Host {
-    let mut host = {
+    let (mut host, own) = {
         let _clock = steps.clock("host");
-        facts(root, tools, timeout, reasons)
+        let own = SelfProc::read(root);
+        (facts(root, &own, tools, timeout, reasons), own)
     };
     container_from_env(&mut host.runtime, env);
-    host.runtime.container_detected = Some(isolated(root, &host.runtime));
-    host.runtime.namespace = namespace(root);
+    host.runtime.container_detected = Some(isolated(root, &own, &host.runtime));
+    host.runtime.namespace = namespace(root, &own);
     host
+}
+
+/// What `/proc/self` says about where this process runs, read once per probe: container
+/// detection, the container id and the namespace each look at it.
+struct SelfProc {
+    /// `/proc/self/ns/mnt`'s link (`mnt:[4026531841]`), if readable.
+    mnt_ns: Option<PathBuf>,
+    /// `/proc/self/cgroup`; empty when unreadable.
+    cgroup: String,
+}
+
+impl SelfProc {
+    fn read(root: &Path) -> Self {
+        SelfProc {
+            mnt_ns: std::fs::read_link(rooted(root, "/proc/self/ns/mnt")).ok(),
+            cgroup: std::fs::read_to_string(rooted(root, "/proc/self/cgroup")).unwrap_or_default(),
+        }
+    }
 }
 
 /// AORTA 0.3.0's `container_detected`: a named container, a mount namespace other than PID
 /// 1's (a sandbox sharing the host's PID namespace: some remote-execution workers, `unshare
 /// -m`), or a container runtime's token in this process's cgroup path.
-fn isolated(root: &Path, rt: &Runtime) -> bool {
+fn isolated(root: &Path, own: &SelfProc, rt: &Runtime) -> bool {
     let named = rt.container.as_deref().is_some_and(|c| c != "baremetal");
-    let ns = |p: &str| std::fs::read_link(rooted(root, p)).ok();
     let own_mount_ns = matches!(
-        (ns("/proc/self/ns/mnt"), ns("/proc/1/ns/mnt")),
-        (Some(a), Some(b)) if a != b
+        (&own.mnt_ns, std::fs::read_link(rooted(root, "/proc/1/ns/mnt")).ok()),
+        (Some(a), Some(b)) if *a != b
     );
-    let cg = std::fs::read_to_string(rooted(root, "/proc/self/cgroup")).unwrap_or_default();
     let token = ["docker", "containerd", "kubepods", "libpod", "lxc", "crio"]
         .iter()
-        .any(|t| cg.contains(t));
+        .any(|t| own.cgroup.contains(t));
     named || own_mount_ns || token
 }
 
@@ -77,19 +94,19 @@ fn isolated(root: &Path, rt: &Runtime) -> bool {
 /// `mnt:` and the first 16 hex of sha256(`mnt\0<boot_id>\0mnt:[<inode>]`), `-local` without a
 /// boot id. `None` where `/proc/self/ns` cannot be read; not a partial reason: it is never
 /// keyed, only a way to tell two places apart.
-fn namespace(root: &Path) -> Option<String> {
+fn namespace(root: &Path, own: &SelfProc) -> Option<String> {
     use sha2::Digest;
     let boot_id = read_text(&rooted(root, "/proc/sys/kernel/random/boot_id")).ok();
-    let (kind, token) = [
-        ("mnt", "/proc/self/ns/mnt"),
-        ("cgroup-ns", "/proc/self/ns/cgroup"),
-    ]
-    .into_iter()
-    .find_map(|(kind, p)| {
-        let t = std::fs::read_link(rooted(root, p)).ok()?;
-        let t = t.to_str()?.to_string();
-        (!t.is_empty()).then_some((kind, t))
-    })?;
+    let token = |link: Option<&Path>| {
+        let t = link?.to_str()?.to_string();
+        (!t.is_empty()).then_some(t)
+    };
+    let (kind, token) = token(own.mnt_ns.as_deref())
+        .map(|t| ("mnt", t))
+        .or_else(|| {
+            let cgroup_ns = std::fs::read_link(rooted(root, "/proc/self/ns/cgroup")).ok();
+            token(cgroup_ns.as_deref()).map(|t| ("cgroup-ns", t))
+        })?;
     let (material, prefix) = match &boot_id {
         Some(b) => (format!("{kind}\0{b}\0{token}"), kind.to_string()),
         None => (format!("{kind}\0{token}"), format!("{kind}-local")),
@@ -99,7 +116,7 @@ fn namespace(root: &Path) -> Option<String> {
     Some(format!("{prefix}:{hex}"))
 }
 
-fn facts(root: &Path, tools: &Tools, timeout: Duration, reasons: &Reasons) -> Host {
+fn facts(root: &Path, own: &SelfProc, tools: &Tools, timeout: Duration, reasons: &Reasons) -> Host {
     let kernel = |name: &str| {
         reasons.ok(
             &format!("host.{name}"),
@@ -130,7 +147,7 @@ fn facts(root: &Path, tools: &Tools, timeout: Duration, reasons: &Reasons) -> Ho
         memory_total_gib: mem_total.map(|b| (b + (1 << 29)) >> 30),
         memory_available_bytes: mem_avail,
         numa_nodes: numa_nodes(root),
-        runtime: runtime(root, reasons),
+        runtime: runtime(root, own, reasons),
     }
 }
 
@@ -294,7 +311,7 @@ fn numa_nodes(root: &Path) -> Option<u32> {
 /// podman; `$SINGULARITY_NAME`/`$APPTAINER_NAME` → singularity (checked by the caller via env,
 /// see [`container_from_env`]); else substrings of `/proc/1/cgroup` in the order singularity,
 /// docker, podman; else baremetal. Never partial.
-fn runtime(root: &Path, _reasons: &Reasons) -> Runtime {
+fn runtime(root: &Path, own: &SelfProc, _reasons: &Reasons) -> Runtime {
     let container = if rooted(root, "/.dockerenv").exists() {
         "docker"
     } else if rooted(root, "/run/.containerenv").exists() {
@@ -307,7 +324,7 @@ fn runtime(root: &Path, _reasons: &Reasons) -> Runtime {
             .unwrap_or("baremetal")
     };
     let container_id = (container != "baremetal")
-        .then(|| container_id(root))
+        .then(|| container_id(root, &own.cgroup))
         .flatten();
     Runtime {
         container: Some(container.to_string()),
@@ -329,22 +346,21 @@ fn container_from_env(rt: &mut Runtime, env: &BTreeMap<String, String>) {
 
 /// The first 64-hex run in `/proc/self/cgroup` (cgroup v1) or `/proc/self/mountinfo` (v2:
 /// `/var/lib/docker/containers/<id>/hostname`), else a 12+ hex run in the cgroup file.
-fn container_id(root: &Path) -> Option<String> {
+fn container_id(root: &Path, cg: &str) -> Option<String> {
     let hex_run = |text: &str, min: usize| {
         text.split(|c: char| !c.is_ascii_hexdigit())
             .find(|w| w.len() >= min && w.len() <= 64 && w.bytes().any(|b| b.is_ascii_alphabetic()))
             .map(str::to_string)
     };
-    let cg = std::fs::read_to_string(rooted(root, "/proc/self/cgroup")).unwrap_or_default();
     let mi = std::fs::read_to_string(rooted(root, "/proc/self/mountinfo")).unwrap_or_default();
     let mi_ids: String = mi
         .lines()
         .filter(|l| l.contains("/containers/"))
         .collect::<Vec<_>>()
         .join("\n");
-    hex_run(&cg, 64)
+    hex_run(cg, 64)
         .or_else(|| hex_run(&mi_ids, 64))
-        .or_else(|| hex_run(&cg, 12))
+        .or_else(|| hex_run(cg, 12))
 }
 
 #[cfg(test)]

@@ -14,13 +14,15 @@ use serde_json::{Map, Value};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The AORTA release that writes `schema`, where one release does.
-pub(crate) fn release(schema: &str) -> Option<&'static str> {
-    match schema {
-        "1.7" => Some("0.2.1"),
-        "1.17" => Some("0.3.0"),
-        _ => None,
-    }
+/// `AORTA <release>` for the release that writes `schema`, where one release does: the one
+/// place a file's origin is named (the import's `probe.imported.from`, the refusal to key).
+pub(crate) fn release_label(schema: &str) -> Option<String> {
+    let release = match schema {
+        "1.7" => "0.2.1",
+        "1.17" => "0.3.0",
+        _ => return None,
+    };
+    Some(format!("AORTA {release}"))
 }
 
 /// AORTA's env.json schemas are `1.<minor>`.
@@ -50,10 +52,7 @@ pub(crate) fn import(doc: &Map<String, Value>, schema: &str) -> Result<Snapshot,
     r.get("schema_version");
     let mut s = map(&r)?;
     s.probe.imported = Some(Imported {
-        from: match release(schema) {
-            Some(v) => format!("AORTA {v}"),
-            None => format!("AORTA (env.json schema {schema})"),
-        },
+        from: release_label(schema).unwrap_or_else(|| format!("AORTA (env.json schema {schema})")),
         schema_version: schema.to_string(),
         not_compared: not_compared(doc, &r.read.into_inner()),
     });
@@ -65,8 +64,8 @@ pub(crate) fn import(doc: &Map<String, Value>, schema: &str) -> Result<Snapshot,
 fn map(r: &Reader) -> Result<Snapshot, ImportError> {
     let mut s = Snapshot {
         schema_version: SCHEMA_VERSION.to_string(),
-        captured_at: r.str("captured_at")?,
-        partial: r.bool("partial")?.unwrap_or(false),
+        captured_at: r.scalar::<String>("captured_at")?,
+        partial: r.scalar::<bool>("partial")?.unwrap_or(false),
         ..Snapshot::default()
     };
     // "field: reason" prose, AORTA's field paths kept.
@@ -86,28 +85,28 @@ fn map(r: &Reader) -> Result<Snapshot, ImportError> {
         .collect();
 
     let h = &mut s.host;
-    h.kernel_release = r.str("host.kernel_release")?;
-    h.kernel_version = r.str("host.kernel_version")?;
-    h.machine = r.str("host.machine")?;
-    h.glibc_version = r.str("host.glibc_version")?;
+    h.kernel_release = r.scalar::<String>("host.kernel_release")?;
+    h.kernel_version = r.scalar::<String>("host.kernel_version")?;
+    h.machine = r.scalar::<String>("host.machine")?;
+    h.glibc_version = r.scalar::<String>("host.glibc_version")?;
     let rt = &mut h.runtime;
-    rt.container = r.str("runtime_context.type")?;
-    rt.python_env = r.str("runtime_context.python_env")?;
-    rt.venv_path = r.str("runtime_context.venv_path")?;
-    rt.conda_env = r.str("runtime_context.conda_env_name")?;
-    rt.container_id = r.str("docker.container_id")?;
-    rt.container_detected = r.bool("container_detected")?;
-    rt.namespace = r.str("probe_namespace")?;
+    rt.container = r.scalar::<String>("runtime_context.type")?;
+    rt.python_env = r.scalar::<String>("runtime_context.python_env")?;
+    rt.venv_path = r.scalar::<String>("runtime_context.venv_path")?;
+    rt.conda_env = r.scalar::<String>("runtime_context.conda_env_name")?;
+    rt.container_id = r.scalar::<String>("docker.container_id")?;
+    rt.container_detected = r.scalar::<bool>("container_detected")?;
+    rt.namespace = r.scalar::<String>("probe_namespace")?;
     // aorta writes no invocation for a plain probe.
     s.probe.invocation = r
-        .str("execution_context.probe_invocation")?
+        .scalar::<String>("execution_context.probe_invocation")?
         .filter(|i| i != "direct");
 
     // The amdgpu kernel module (the host's, also from inside a container). AORTA's package and
     // modinfo fields read this filesystem's package database and /lib/modules, not the loaded
     // module: no counterpart.
-    let kmd = r.str("amdgpu_driver.kmd_version")?;
-    let kfd = r.bool("amdgpu_driver.kfd_device_present")?;
+    let kmd = r.scalar::<String>("amdgpu_driver.kmd_version")?;
+    let kfd = r.scalar::<bool>("amdgpu_driver.kfd_device_present")?;
     if kmd.is_some() || kfd == Some(true) {
         let d = &mut s.gpu.driver_identity;
         d.module = Some("amdgpu".into());
@@ -117,26 +116,26 @@ fn map(r: &Reader) -> Result<Snapshot, ImportError> {
     }
 
     let rocm = &mut s.rocm;
-    rocm.version = r.str("rocm.version")?;
-    rocm.version_dev = r.str("rocm.version_dev")?;
-    rocm.kmd_version = r.str("rocm.kmd_version")?;
+    rocm.version = r.scalar::<String>("rocm.version")?;
+    rocm.version_dev = r.scalar::<String>("rocm.version_dev")?;
+    rocm.kmd_version = r.scalar::<String>("rocm.kmd_version")?;
     // `none` means AORTA found no ROCm and wrote its default root anyway.
-    let root = r.str("rocm.root")?;
-    rocm.root_source = match r.str("rocm.root_source")?.as_deref() {
+    let root = r.scalar::<String>("rocm.root")?;
+    rocm.root_source = match r.scalar::<String>("rocm.root_source")?.as_deref() {
         None | Some("none") => None,
         Some("opt_rocm") => Some("/opt/rocm".into()),
         Some(s) if s.starts_with("import:") => Some("wheel".into()),
         Some(s) => Some(s.to_string()),
     };
     rocm.root = root.filter(|_| rocm.root_source.is_some());
-    rocm.hip_platform = r.str("hip.platform")?;
-    rocm.gpu_arch.agent_count = r.u32("gpu_arch.agent_count")?;
+    rocm.hip_platform = r.scalar::<String>("hip.platform")?;
+    rocm.gpu_arch.agent_count = r.scalar::<u32>("gpu_arch.agent_count")?;
     rocm.gpu_arch.gfx_targets = r.strings("gpu_arch.gfx_targets")?;
-    rocm.gpu_arch.agent_arch_counts = r.u32_map("gpu_arch.agent_arch_counts")?;
+    rocm.gpu_arch.agent_arch_counts = r.entries("gpu_arch.agent_arch_counts")?;
     let libs = &mut rocm.libraries;
     // `hipconfig --version`: `6.4.43482-0f2d60242`, the version and HIP's git hash, which aorta
     // reads from hip_version.h as `version` and `build`.
-    if let Some(v) = r.str("hip.version")? {
+    if let Some(v) = r.scalar::<String>("hip.version")? {
         let hip = libs.entry("hip".to_string()).or_default();
         let (version, build) = match v.split_once('-') {
             Some((a, b)) => (a.to_string(), Some(b.to_string())),
@@ -151,19 +150,19 @@ fn map(r: &Reader) -> Result<Snapshot, ImportError> {
         ("miopen", "miopen"),
     ] {
         let lib = libs.entry(ours.to_string()).or_default();
-        lib.version = r.str(&format!("{aorta}.package_version"))?;
-        lib.build = r.str(&format!("{aorta}.rocm_release_tweak"))?;
+        lib.version = r.scalar::<String>(&format!("{aorta}.package_version"))?;
+        lib.build = r.scalar::<String>(&format!("{aorta}.rocm_release_tweak"))?;
     }
     let rccl = libs.entry("rccl".to_string()).or_default();
-    rccl.version = r.str("rccl.version")?;
+    rccl.version = r.scalar::<String>("rccl.version")?;
     let ck = libs.entry("composable_kernel".to_string()).or_default();
-    ck.version = r.str("composable_kernel.system.version")?;
-    ck.build = r.str("composable_kernel.system.commit")?;
+    ck.version = r.scalar::<String>("composable_kernel.system.version")?;
+    ck.build = r.scalar::<String>("composable_kernel.system.commit")?;
     // The named ROCm libraries' search-path tags (0.3.0); AORTA records which tags, not the
     // paths, and reads torch's own library too, which aorta does not describe.
     for i in r.indices("library_linkage.libraries")? {
         let at = |f: &str| format!("library_linkage.libraries.{i}.{f}");
-        let ours = match r.str(&at("name"))?.as_deref() {
+        let ours = match r.scalar::<String>(&at("name"))?.as_deref() {
             Some("libamdhip64.so") => "hip",
             Some("libhipblaslt.so") => "hipblaslt",
             Some("librocblas.so") => "rocblas",
@@ -171,10 +170,12 @@ fn map(r: &Reader) -> Result<Snapshot, ImportError> {
             Some("librccl.so") => "rccl",
             _ => continue,
         };
-        let path = r.str(&at("path"))?;
+        let path = r.scalar::<String>(&at("path"))?;
         let tags = r.strings(&at("dt_tags"))?;
-        let error = r.str(&at("reason"))?;
-        let effective = r.str(&at("effective_tag"))?.filter(|t| t != "unknown");
+        let error = r.scalar::<String>(&at("reason"))?;
+        let effective = r
+            .scalar::<String>(&at("effective_tag"))?
+            .filter(|t| t != "unknown");
         // A library AORTA did not find has no linkage here either (its reason says so).
         if path.is_some() {
             let lib = libs.entry(ours.to_string()).or_default();
@@ -189,34 +190,34 @@ fn map(r: &Reader) -> Result<Snapshot, ImportError> {
         }
     }
 
-    s.python.version = r.str("python_version")?;
+    s.python.version = r.scalar::<String>("python_version")?;
     let t = &mut s.pytorch;
-    t.version = r.str("pytorch_version")?;
-    t.git_commit = r.str("pytorch_build.git_commit")?;
-    t.hip_version = r.str("pytorch_build.hip_version")?;
-    t.cuda_version = r.str("pytorch_build.cuda_version")?;
-    t.debug = r.bool("pytorch_build.debug")?;
-    t.triton_version = r.str("triton.package_version")?;
+    t.version = r.scalar::<String>("pytorch_version")?;
+    t.git_commit = r.scalar::<String>("pytorch_build.git_commit")?;
+    t.hip_version = r.scalar::<String>("pytorch_build.hip_version")?;
+    t.cuda_version = r.scalar::<String>("pytorch_build.cuda_version")?;
+    t.debug = r.scalar::<bool>("pytorch_build.debug")?;
+    t.triton_version = r.scalar::<String>("triton.package_version")?;
     t.build.settings = r
-        .str_map("pytorch_build.flags.build_settings")?
+        .entries::<Option<String>>("pytorch_build.flags.build_settings")?
         .into_iter()
         .filter_map(|(k, v)| Some((k, v?)))
         .collect();
     // A define without a value is `null` in AORTA's map, `true` in aorta's.
     t.build.cxx_defines = r
-        .str_map("pytorch_build.flags.cxx_defines")?
+        .entries::<Option<String>>("pytorch_build.flags.cxx_defines")?
         .into_iter()
         .map(|(k, v)| (k, v.map_or(Value::Bool(true), Value::String)))
         .collect();
     t.build.arch_list = r.strings("pytorch_build.flags.gpu_arch_list")?;
-    t.build.flags = r.flag_map("pytorch_build.build_flags")?;
-    let sdpa = |f: &str| r.bool(&format!("pytorch_sdpa.backends_enabled.{f}_sdp_enabled"));
+    t.build.flags = r.entries("pytorch_build.build_flags")?;
+    let sdpa = |f: &str| r.scalar(&format!("pytorch_sdpa.backends_enabled.{f}_sdp_enabled"));
     t.sdpa.flash = sdpa("flash")?;
     t.sdpa.mem_efficient = sdpa("mem_efficient")?;
     t.sdpa.math = sdpa("math")?;
     t.sdpa.cudnn = sdpa("cudnn")?;
 
-    s.env_vars = r.str_map("env_vars")?;
+    s.env_vars = r.entries("env_vars")?;
     Ok(s)
 }
 
@@ -256,30 +257,13 @@ impl Reader<'_> {
         }
     }
 
-    fn str(&self, path: &str) -> Result<Option<String>, ImportError> {
+    /// The scalar at `path`; `None` when it is missing or null.
+    fn scalar<T: Scalar>(&self, path: &str) -> Result<Option<T>, ImportError> {
         match self.get(path) {
             None => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(v) => Err(Self::bad(path, "a string or null", v)),
-        }
-    }
-
-    fn bool(&self, path: &str) -> Result<Option<bool>, ImportError> {
-        match self.get(path) {
-            None => Ok(None),
-            Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(v) => Err(Self::bad(path, "true, false or null", v)),
-        }
-    }
-
-    fn u32(&self, path: &str) -> Result<Option<u32>, ImportError> {
-        match self.get(path) {
-            None => Ok(None),
-            Some(v) => v
-                .as_u64()
-                .and_then(|n| u32::try_from(n).ok())
+            Some(v) => T::from_json(v)
                 .map(Some)
-                .ok_or_else(|| Self::bad(path, "a count or null", v)),
+                .ok_or_else(|| Self::bad(path, T::OR_NULL, v)),
         }
     }
 
@@ -314,49 +298,74 @@ impl Reader<'_> {
         }
     }
 
-    /// An object of strings or nulls; `null` is empty.
-    fn str_map(&self, path: &str) -> Result<BTreeMap<String, Option<String>>, ImportError> {
-        let Some(m) = self.object(path)? else {
-            return Ok(BTreeMap::new());
-        };
-        m.iter()
-            .map(|(k, v)| match v {
-                Value::Null => Ok((k.clone(), None)),
-                Value::String(s) => Ok((k.clone(), Some(s.clone()))),
-                _ => Err(Self::bad(&format!("{path}.{k}"), "a string or null", v)),
-            })
-            .collect()
-    }
-
-    fn u32_map(&self, path: &str) -> Result<BTreeMap<String, u32>, ImportError> {
+    /// An object of scalars (`Option<_>` where an entry may be null); `null` is empty.
+    fn entries<T: Scalar>(&self, path: &str) -> Result<BTreeMap<String, T>, ImportError> {
         let Some(m) = self.object(path)? else {
             return Ok(BTreeMap::new());
         };
         m.iter()
             .map(|(k, v)| {
-                v.as_u64()
-                    .and_then(|n| u32::try_from(n).ok())
-                    .map(|n| (k.clone(), n))
-                    .ok_or_else(|| Self::bad(&format!("{path}.{k}"), "a count", v))
+                T::from_json(v)
+                    .map(|x| (k.clone(), x))
+                    .ok_or_else(|| Self::bad(&format!("{path}.{k}"), T::EXPECTED, v))
             })
             .collect()
     }
+}
 
-    /// AORTA's build flags: booleans, strings (`BUILD_TYPE`) or `null`, as aorta keeps them.
-    fn flag_map(&self, path: &str) -> Result<BTreeMap<String, Value>, ImportError> {
-        let Some(m) = self.object(path)? else {
-            return Ok(BTreeMap::new());
-        };
-        m.iter()
-            .map(|(k, v)| match v {
-                Value::Null | Value::Bool(_) | Value::String(_) => Ok((k.clone(), v.clone())),
-                _ => Err(Self::bad(
-                    &format!("{path}.{k}"),
-                    "true, false, a string or null",
-                    v,
-                )),
-            })
-            .collect()
+/// A value of AORTA's file that [`Reader::scalar`] and [`Reader::entries`] read: one
+/// conversion and one message per type.
+trait Scalar: Sized {
+    /// What a value must be, for messages (`a count`).
+    const EXPECTED: &'static str;
+    /// The same where `null` is also taken (a path's value: `a count or null`).
+    const OR_NULL: &'static str;
+    /// The value, or `None` when it is of another type.
+    fn from_json(v: &Value) -> Option<Self>;
+}
+
+impl Scalar for String {
+    const EXPECTED: &'static str = "a string";
+    const OR_NULL: &'static str = "a string or null";
+    fn from_json(v: &Value) -> Option<Self> {
+        v.as_str().map(str::to_string)
+    }
+}
+
+impl Scalar for bool {
+    const EXPECTED: &'static str = "true or false";
+    const OR_NULL: &'static str = "true, false or null";
+    fn from_json(v: &Value) -> Option<Self> {
+        v.as_bool()
+    }
+}
+
+impl Scalar for u32 {
+    const EXPECTED: &'static str = "a count";
+    const OR_NULL: &'static str = "a count or null";
+    fn from_json(v: &Value) -> Option<Self> {
+        v.as_u64().and_then(|n| u32::try_from(n).ok())
+    }
+}
+
+/// An entry that may be null (a define without a value, an unset variable).
+impl<T: Scalar> Scalar for Option<T> {
+    const EXPECTED: &'static str = T::OR_NULL;
+    const OR_NULL: &'static str = T::OR_NULL;
+    fn from_json(v: &Value) -> Option<Self> {
+        match v {
+            Value::Null => Some(None),
+            v => T::from_json(v).map(Some),
+        }
+    }
+}
+
+/// AORTA's build flags: booleans, strings (`BUILD_TYPE`) or `null`, kept as aorta keeps them.
+impl Scalar for Value {
+    const EXPECTED: &'static str = "true, false, a string or null";
+    const OR_NULL: &'static str = "true, false, a string or null";
+    fn from_json(v: &Value) -> Option<Self> {
+        matches!(v, Value::Null | Value::Bool(_) | Value::String(_)).then(|| v.clone())
     }
 }
 

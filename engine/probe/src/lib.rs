@@ -170,6 +170,13 @@ impl Snapshot {
         Self::read(text, true)
     }
 
+    /// Whether `schema` is AORTA's env.json's (`1.N`), which only
+    /// [`Snapshot::from_json_or_aorta`] reads: how a reader that takes either kind (`aorta
+    /// bisect env`) tells them apart before choosing.
+    pub fn is_aorta_schema(schema: &str) -> bool {
+        import::is_aorta_schema(schema)
+    }
+
     fn read(text: &str, import_aorta: bool) -> Result<Snapshot, SnapshotError> {
         let v: serde_json::Value = serde_json::from_str(text).map_err(SnapshotError::NotJson)?;
         let serde_json::Value::Object(doc) = v else {
@@ -185,8 +192,7 @@ impl Snapshot {
             }
             Some(s) if import::is_aorta_schema(s) => {
                 return Err(SnapshotError::Aorta {
-                    from: import::release(s)
-                        .map_or_else(|| "AORTA".to_string(), |v| format!("AORTA {v}")),
+                    from: import::release_label(s).unwrap_or_else(|| "AORTA".to_string()),
                     schema: s.to_string(),
                 })
             }

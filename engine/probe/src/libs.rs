@@ -8,14 +8,15 @@
 //! `LD_LIBRARY_PATH` (which first depends on how torch finds the wheels: `cuda.rs`), the
 //! `ldconfig` cache, the toolkit or ROCm root (no `import torch` is
 //! needed; `--deep` checks the choice against what the imported torch mapped). Only effective
-//! files are hashed, and hashes are cached by (path, size, mtime, inode) so a warm probe reads
-//! no library bytes. A large file is hashed as BLAKE3 subtrees on several threads at once
+//! files are hashed, and hashes are cached with each file's ELF search paths (`linkage`) by
+//! (path, size, mtime, inode), so a warm probe reads no library bytes. A large file is hashed as BLAKE3 subtrees on several threads at once
 //! (positioned reads, no mmap), so a cold probe reads cuBLASLt's 540 MB with several requests in
 //! flight instead of one.
 
 use crate::cmd::Tools;
 use crate::error::HashError;
-use crate::schema::{Candidate, LibFile, Library};
+use crate::linkage;
+use crate::schema::{Candidate, LibFile, Library, Linkage};
 use crate::util::{header_defines, rooted, soname_version, version_from_defines};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -110,6 +111,28 @@ impl Location {
             files.extend(names.into_iter().map(|n| d.join(n)));
         }
         Location { origin, files }
+    }
+
+    /// `LD_LIBRARY_PATH`'s directories in order (empty entries skipped). Built once per probe
+    /// and shared by the driver, CUDA and ROCm searches, so each directory is listed once.
+    pub fn ld_library_path(env: &BTreeMap<String, String>) -> Self {
+        let dirs: Vec<PathBuf> = env
+            .get("LD_LIBRARY_PATH")
+            .map(|p| {
+                std::env::split_paths(p)
+                    .filter(|d| !d.as_os_str().is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Self::dirs("ld-library-path", dirs)
+    }
+
+    /// The linker cache's libraries ([`ldconfig`]).
+    pub fn ldconfig(files: Vec<PathBuf>) -> Self {
+        Location {
+            origin: "ldconfig",
+            files,
+        }
     }
 
     /// The CUDA wheels' library directories: `<dir>/nvidia/*/lib` for every `sys.path`
@@ -390,15 +413,54 @@ pub(crate) fn parse_ldconfig(text: &str) -> Vec<PathBuf> {
         .collect()
 }
 
+/// What is known of one file without reading it again: its blake3 and its ELF search paths,
+/// both read on a miss and reused while (size, mtime, inode) hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Hashed {
+    pub size: u64,
+    pub blake3: String,
+    pub linkage: Linkage,
+}
+
+/// One entry of `file-hashes.json`, keyed by the real path.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 struct CachedHash {
     size: u64,
     mtime_ns: i128,
     ino: u64,
     blake3: String,
+    /// Required: an entry without it is of another format, never "no search path".
+    linkage: Linkage,
 }
 
-/// blake3 of library files, remembered by (real path, size, mtime, inode).
+impl CachedHash {
+    /// The identity check that invalidates the entry (hash and linkage alike).
+    fn same_file(&self, other: &CachedHash) -> bool {
+        (self.size, self.mtime_ns, self.ino) == (other.size, other.mtime_ns, other.ino)
+    }
+
+    fn hashed(&self) -> Hashed {
+        Hashed {
+            size: self.size,
+            blake3: self.blake3.clone(),
+            linkage: self.linkage.clone(),
+        }
+    }
+}
+
+/// `file-hashes.json`'s version. Raised when an entry's meaning or shape changes; a file of
+/// another version (or version 1's bare map, before entries carried `linkage`) is ignored, so
+/// every file is read once more rather than misread.
+const HASHES_VERSION: u32 = 2;
+
+/// `file-hashes.json`.
+#[derive(Debug, Serialize, Deserialize)]
+struct HashFile {
+    version: u32,
+    files: BTreeMap<String, CachedHash>,
+}
+
+/// blake3 and linkage of library files, remembered by (real path, size, mtime, inode).
 #[derive(Debug, Default)]
 pub(crate) struct FileHasher {
     cache: Mutex<BTreeMap<String, CachedHash>>,
@@ -410,7 +472,9 @@ impl FileHasher {
     pub fn load(path: Option<&Path>) -> Self {
         let cache = path
             .and_then(|p| std::fs::read(p).ok())
-            .and_then(|b| serde_json::from_slice(&b).ok())
+            .and_then(|b| serde_json::from_slice::<HashFile>(&b).ok())
+            .filter(|f| f.version == HASHES_VERSION)
+            .map(|f| f.files)
             .unwrap_or_default();
         FileHasher {
             cache: Mutex::new(cache),
@@ -423,18 +487,24 @@ impl FileHasher {
             let mut c = self.cache.lock().unwrap_or_else(|p| p.into_inner());
             // Forget files that are gone (an upgraded wheel), so the cache does not only grow.
             c.retain(|p, _| Path::new(p).exists());
-            if let Ok(bytes) = serde_json::to_vec(&*c) {
+            let file = HashFile {
+                version: HASHES_VERSION,
+                files: std::mem::take(&mut *c),
+            };
+            if let Ok(bytes) = serde_json::to_vec(&file) {
                 let _ = aorta_fsutil::write_atomic(path, &bytes);
             }
+            *c = file.files;
         }
     }
 
-    /// Hashes every file on up to `threads` threads. Result per input path: (size, hex) or why not.
+    /// Hashes every file on up to `threads` threads and reads its linkage. Result per input
+    /// path: what is known of it, or why not.
     pub fn hash_all(
         &self,
         paths: &[PathBuf],
         threads: usize,
-    ) -> BTreeMap<PathBuf, Result<(u64, String), HashError>> {
+    ) -> BTreeMap<PathBuf, Result<Hashed, HashError>> {
         self.hash_all_pieces(paths, threads, PIECE)
     }
 
@@ -443,7 +513,7 @@ impl FileHasher {
         paths: &[PathBuf],
         threads: usize,
         piece: u64,
-    ) -> BTreeMap<PathBuf, Result<(u64, String), HashError>> {
+    ) -> BTreeMap<PathBuf, Result<Hashed, HashError>> {
         let unique: Vec<PathBuf> = paths
             .iter()
             .cloned()
@@ -516,12 +586,15 @@ impl FileHasher {
             .map(|h| h.to_hex().to_string());
             let r = hex.map(|hex| {
                 self.hashed_bytes.fetch_add(j.size, Ordering::Relaxed);
+                // Read with the hash, so the entry that says the file is unchanged carries it.
+                let entry = j.stamp(hex, linkage::of(&j.real));
+                let hashed = entry.hashed();
                 self.cache
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .insert(j.key.clone(), j.stamp(hex.clone()));
+                    .insert(j.key.clone(), entry);
                 self.dirty.store(true, Ordering::Relaxed);
-                (j.size, hex)
+                hashed
             });
             out.insert(j.input, r);
         }
@@ -554,6 +627,7 @@ impl FileHasher {
             mtime_ns: md.mtime() as i128 * 1_000_000_000 + md.mtime_nsec() as i128,
             ino: md.ino(),
             blake3: String::new(),
+            linkage: Linkage::default(),
         };
         if let Some(c) = self
             .cache
@@ -561,12 +635,8 @@ impl FileHasher {
             .unwrap_or_else(|e| e.into_inner())
             .get(&key)
         {
-            let fresh = CachedHash {
-                blake3: c.blake3.clone(),
-                ..stamp.clone()
-            };
-            if fresh == *c {
-                return Lookup::Done(Ok((c.size, c.blake3.clone())));
+            if c.same_file(&stamp) {
+                return Lookup::Done(Ok(c.hashed()));
             }
         }
         match std::fs::File::open(&real) {
@@ -591,7 +661,7 @@ impl FileHasher {
 const PIECE: u64 = 16 << 20;
 
 enum Lookup {
-    Done(Result<(u64, String), HashError>),
+    Done(Result<Hashed, HashError>),
     Hash(Job),
 }
 
@@ -606,9 +676,10 @@ struct Job {
 }
 
 impl Job {
-    fn stamp(&self, hex: String) -> CachedHash {
+    fn stamp(&self, hex: String, linkage: Linkage) -> CachedHash {
         CachedHash {
             blake3: hex,
+            linkage,
             ..self.stamp.clone()
         }
     }
@@ -696,10 +767,12 @@ fn merge_cv(
     Ok(merge_subtrees_non_root(&l, &r, Mode::Hash))
 }
 
-/// Fills `files[*].{size_bytes,blake3}` from hash results; failures become reasons.
+/// Fills `files[*].{size_bytes,blake3}` and the effective file's `linkage` from hash results;
+/// failures become reasons. A main file that was not hashed has its linkage read here (so its
+/// `linkage.error` says why, as for any unreadable file).
 pub(crate) fn apply_hashes(
     lib: &mut Library,
-    results: &BTreeMap<PathBuf, Result<(u64, String), HashError>>,
+    results: &BTreeMap<PathBuf, Result<Hashed, HashError>>,
     field: &str,
     reasons: &crate::util::Reasons,
 ) {
@@ -708,13 +781,19 @@ pub(crate) fn apply_hashes(
             continue;
         };
         match results.get(&p) {
-            Some(Ok((size, hex))) => {
-                f.size_bytes = Some(*size);
-                f.blake3 = Some(hex.clone());
+            Some(Ok(h)) => {
+                f.size_bytes = Some(h.size);
+                f.blake3 = Some(h.blake3.clone());
             }
             Some(Err(e)) => reasons.add(field, e),
             None => {}
         }
+    }
+    if let Some(p) = lib.path.as_ref().map(PathBuf::from) {
+        lib.linkage = match results.get(&p) {
+            Some(Ok(h)) => h.linkage.clone(),
+            _ => linkage::of(&p),
+        };
     }
 }
 
@@ -814,7 +893,7 @@ mod tests {
         let all: Vec<PathBuf> = paths.iter().map(|(p, _)| p.clone()).collect();
         let got = h.hash_all_pieces(&all, 3, piece);
         for (p, want) in &paths {
-            assert_eq!(&got[p].as_ref().unwrap().1, want, "{}", p.display());
+            assert_eq!(&got[p].as_ref().unwrap().blake3, want, "{}", p.display());
         }
         assert_eq!(
             h.hashed_bytes.load(Ordering::Relaxed),
@@ -835,6 +914,98 @@ mod tests {
         );
     }
 
+    /// A warm probe takes the linkage from the entry that says the file is unchanged, so it
+    /// reads no ELF bytes; a changed file is read again, linkage and all.
+    #[test]
+    fn linkage_is_cached_with_the_hash_and_invalidated_with_it() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("libx.so.1");
+        std::fs::write(&f, b"not ELF").unwrap();
+        let saved = d.path().join("file-hashes.json");
+        let h = FileHasher::default();
+        let cold = h.hash_all(std::slice::from_ref(&f), 2);
+        let linkage = &cold[&f].as_ref().unwrap().linkage;
+        assert!(linkage
+            .error
+            .as_deref()
+            .unwrap()
+            .ends_with("is not an ELF file"));
+        h.save(&saved);
+        // What only the cache can say: were the file read, this would be its error again.
+        let marker = Linkage {
+            effective: Some("rpath".into()),
+            tags: vec!["rpath".into()],
+            rpath: Some("/from-the-cache".into()),
+            ..Linkage::default()
+        };
+        let mut file: HashFile = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
+        assert_eq!(file.version, HASHES_VERSION);
+        for e in file.files.values_mut() {
+            e.linkage = marker.clone();
+        }
+        std::fs::write(&saved, serde_json::to_vec(&file).unwrap()).unwrap();
+        let warm = FileHasher::load(Some(&saved));
+        let got = warm.hash_all(std::slice::from_ref(&f), 2);
+        assert_eq!(got[&f].as_ref().unwrap().linkage, marker);
+        assert_eq!(warm.hashed_bytes.load(Ordering::Relaxed), 0);
+        std::fs::write(&f, b"still not ELF").unwrap();
+        let got = warm.hash_all(std::slice::from_ref(&f), 2);
+        assert_ne!(
+            got[&f].as_ref().unwrap().linkage,
+            marker,
+            "a changed file is read again"
+        );
+    }
+
+    /// Version 1's bare map (no linkage) and another version are ignored, never misread.
+    #[test]
+    fn a_hash_file_of_another_format_is_ignored() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("libx.so.1");
+        std::fs::write(&f, b"abc").unwrap();
+        let real = std::fs::canonicalize(&f).unwrap();
+        let md = std::fs::metadata(&real).unwrap();
+        let entry = serde_json::json!({
+            "size": md.len(),
+            "mtime_ns": md.mtime() as i128 * 1_000_000_000 + md.mtime_nsec() as i128,
+            "ino": md.ino(),
+            "blake3": "stale",
+        });
+        let key = real.display().to_string();
+        let saved = d.path().join("file-hashes.json");
+        let mut with_linkage = entry.clone();
+        with_linkage["linkage"] = serde_json::json!({});
+        for doc in [
+            serde_json::json!({ key.clone(): entry }),
+            serde_json::json!({ "version": HASHES_VERSION + 1, "files": { key.clone(): with_linkage.clone() } }),
+            serde_json::json!({ "version": HASHES_VERSION, "files": { key.clone(): entry } }),
+        ] {
+            std::fs::write(&saved, doc.to_string()).unwrap();
+            let h = FileHasher::load(Some(&saved));
+            let got = h.hash_all(std::slice::from_ref(&f), 2);
+            assert_eq!(
+                got[&f].as_ref().unwrap().blake3,
+                blake3::hash(b"abc").to_hex().to_string(),
+                "{doc}"
+            );
+        }
+        // The current format is read: the stale entry is believed (its stat holds).
+        std::fs::write(
+            &saved,
+            serde_json::json!({ "version": HASHES_VERSION, "files": { key: with_linkage } })
+                .to_string(),
+        )
+        .unwrap();
+        let h = FileHasher::load(Some(&saved));
+        assert_eq!(
+            h.hash_all(std::slice::from_ref(&f), 2)[&f]
+                .as_ref()
+                .unwrap()
+                .blake3,
+            "stale"
+        );
+    }
+
     #[test]
     fn hashes_are_cached_by_stat() {
         let d = tempfile::tempdir().unwrap();
@@ -843,7 +1014,7 @@ mod tests {
         let h = FileHasher::default();
         let a = h.hash_all(std::slice::from_ref(&f), 2);
         assert_eq!(
-            a[&f].as_ref().unwrap().1,
+            a[&f].as_ref().unwrap().blake3,
             blake3::hash(b"abc").to_hex().to_string()
         );
         assert_eq!(h.hashed_bytes.load(Ordering::Relaxed), 3);
@@ -856,7 +1027,7 @@ mod tests {
         std::fs::write(&f, b"abcd").unwrap();
         let b = h.hash_all(std::slice::from_ref(&f), 2);
         assert_eq!(
-            b[&f].as_ref().unwrap().0,
+            b[&f].as_ref().unwrap().size,
             4,
             "a changed file is hashed again"
         );

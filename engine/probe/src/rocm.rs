@@ -175,7 +175,8 @@ fn wheel_lib_dirs(site_dirs: &[PathBuf]) -> Vec<PathBuf> {
 /// What the ROCm section is built from.
 pub(crate) struct Inputs<'a> {
     pub root: &'a Path,
-    pub env: &'a BTreeMap<String, String>,
+    /// `LD_LIBRARY_PATH`'s libraries, listed once for the whole probe.
+    pub ld_library_path: &'a Location,
     /// From [`candidates`]; the first is used.
     pub candidates: Vec<Candidate>,
     pub site_dirs: &'a [PathBuf],
@@ -189,7 +190,7 @@ pub(crate) struct Inputs<'a> {
 pub(crate) fn section(inp: Inputs, reasons: &Reasons) -> (Rocm, Vec<PathBuf>) {
     let Inputs {
         root,
-        env,
+        ld_library_path,
         candidates: cands,
         site_dirs,
         torch_dir,
@@ -235,12 +236,7 @@ pub(crate) fn section(inp: Inputs, reasons: &Reasons) -> (Rocm, Vec<PathBuf>) {
             "torch-bundled",
             torch_dir.map(|t| vec![t.join("lib")]).unwrap_or_default(),
         ),
-        Location::dirs(
-            "ld-library-path",
-            env.get("LD_LIBRARY_PATH")
-                .map(|p| std::env::split_paths(p).collect::<Vec<_>>())
-                .unwrap_or_default(),
-        ),
+        ld_library_path.clone(),
     ];
     let mut files = Vec::new();
     let include = rr.join("include");

@@ -7,11 +7,11 @@
 use crate::cmd::Tools;
 use crate::error::ProbeError;
 use crate::gpu::Gpus;
-use crate::libs::{self, FileHasher};
+use crate::libs::{self, FileHasher, Location};
 use crate::python::{self, PySection};
 use crate::schema::{Cuda, DriverIdentity, Nvcc, Rocm};
 use crate::util::{Reasons, Steps};
-use crate::{cuda, driver, linkage, rocm, ProbeCache};
+use crate::{cuda, driver, rocm, ProbeCache};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::thread::{Scope, ScopedJoinHandle};
@@ -64,12 +64,17 @@ pub(crate) fn start<'s>(
     let nvcc = s.spawn(move || cuda::nvcc(m.tools, &bin, m.timeout));
     if let Some(i) = interp {
         let guessed = python::guess_site_packages(i);
+        // The guess looks in the wheels only: no loader paths yet.
+        let (no_ld, no_ldconfig) = (
+            Location::dirs("ld-library-path", []),
+            Location::ldconfig(Vec::new()),
+        );
         let search = cuda::Search {
             site_dirs: &guessed,
             dists: None,
-            ld_library_path: Vec::new(),
+            ld_library_path: &no_ld,
             torch_dir: None,
-            ldconfig: &[],
+            ldconfig: &no_ldconfig,
             toolkit: None,
             root: m.root,
         };
@@ -113,23 +118,17 @@ impl Started<'_> {
             }
             None => Nvcc::default(),
         };
-        let ldconfig = self.ldconfig.join().unwrap_or_default();
+        // The loader's two lists, built once for the driver, CUDA and ROCm.
+        let ldconfig = Location::ldconfig(self.ldconfig.join().unwrap_or_default());
+        let ld_library_path = Location::ld_library_path(env);
         let rocm_sdk = self.rocm_sdk.join().ok().flatten();
 
         // CUDA.
         let cuda_expected = gpus.nvidia || py.pytorch.cuda_version.is_some();
-        let ld_path: Vec<PathBuf> = env
-            .get("LD_LIBRARY_PATH")
-            .map(|p| {
-                std::env::split_paths(p)
-                    .filter(|d| !d.as_os_str().is_empty())
-                    .collect()
-            })
-            .unwrap_or_default();
         let driver = if gpus.nvidia {
             driver::nvidia(&driver::Search {
                 root,
-                ld_library_path: &ld_path,
+                ld_library_path: &ld_library_path,
                 ldconfig: &ldconfig,
             })
         } else if gpus.amd {
@@ -142,7 +141,7 @@ impl Started<'_> {
             site_dirs: &py.site_dirs,
             // What the python section scanned in the report's directories, site_dirs.
             dists: py.dists.as_deref(),
-            ld_library_path: ld_path,
+            ld_library_path: &ld_library_path,
             torch_dir: torch_dir.as_deref(),
             ldconfig: &ldconfig,
             toolkit: self.toolkit.as_deref(),
@@ -154,7 +153,7 @@ impl Started<'_> {
         let rocm_expected = (gpus.amd && !gpus.nvidia) || py.pytorch.hip_version.is_some();
         let inputs = rocm::Inputs {
             root,
-            env,
+            ld_library_path: &ld_library_path,
             candidates: rocm::candidates(root, env, rocm_sdk.as_deref(), &py.site_dirs),
             site_dirs: &py.site_dirs,
             torch_dir: torch_dir.as_deref(),
@@ -187,14 +186,6 @@ impl Started<'_> {
         }
         for (name, lib) in rocm_sec.libraries.iter_mut() {
             libs::apply_hashes(lib, &hashes, &format!("rocm.libraries.{name}"), reasons);
-        }
-        for lib in cuda_libs
-            .values_mut()
-            .chain(rocm_sec.libraries.values_mut())
-        {
-            if let Some(p) = &lib.path {
-                lib.linkage = linkage::of(Path::new(p));
-            }
         }
         python::library_versions(
             &mut py.pytorch,
