@@ -17,7 +17,7 @@ use cudarc::driver::sys;
 use cudarc::nccl::sys::{cudaStream_t, ncclComm_t, ncclDataType_t, ncclRedOp_t};
 use serde_json::{json, Value};
 
-use crate::backend::{ck, dev_alloc, GpuError, Result};
+use crate::backend::{ck, dev_alloc, primary, GpuError, Result};
 use crate::nccl::{self, Nccl};
 
 /// Timed runs after one warm-up; the fastest counts (nccl-tests reports the average of its
@@ -157,13 +157,7 @@ unsafe fn group(
 }
 
 unsafe fn open_rank(ordinal: usize, rank: usize, count: usize) -> Result<Rank> {
-    let dev = cudarc::driver::result::device::get(ordinal as i32)
-        .map_err(|e| GpuError::Unavailable(format!("device {ordinal}: {e:?}")))?;
-    let mut ctx = ptr::null_mut();
-    ck(
-        sys::cuDevicePrimaryCtxRetain(&mut ctx, dev),
-        "cuDevicePrimaryCtxRetain",
-    )?;
+    let (dev, ctx) = primary(ordinal)?;
     ck(sys::cuCtxSetCurrent(ctx), "cuCtxSetCurrent")?;
     let mut stream = ptr::null_mut();
     ck(

@@ -35,7 +35,7 @@ use cudarc::driver::sys;
 use serde_json::{json, Value};
 
 use crate::backend::cuda::driver_present;
-use crate::backend::{ck, dev_alloc, open_device, GpuError, Result};
+use crate::backend::{ck, dev_alloc, open_device, primary, GpuError, Result};
 
 pub const NAME: &str = "gpu_doctor";
 
@@ -554,21 +554,6 @@ unsafe fn memtest(c: &Cfg, dev: sys::CUdevice) -> Result<Value> {
         "patterns": names, "mismatches": total_bad, "first_bad_offset": first_bad,
         "seconds": secs, "gbs": (bytes as f64 * 2.0 * PATTERNS.len() as f64) / secs / 1e9,
     }))
-}
-
-/// One primary context per ordinal, retained and made current in turn.
-///
-/// # Safety
-/// Driver calls only; cuInit has run.
-unsafe fn primary(ordinal: usize) -> Result<(sys::CUdevice, sys::CUcontext)> {
-    let dev = dr::device::get(ordinal as i32)
-        .map_err(|e| GpuError::Unavailable(format!("device {ordinal}: {e:?}")))?;
-    let mut ctx = ptr::null_mut();
-    ck(
-        sys::cuDevicePrimaryCtxRetain(&mut ctx, dev),
-        "cuDevicePrimaryCtxRetain",
-    )?;
-    Ok((dev, ctx))
 }
 
 /// Peer-to-peer: for every ordered pair of `c.peers`, whether the driver offers peer access,

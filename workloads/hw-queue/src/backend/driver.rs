@@ -32,6 +32,22 @@ pub(crate) fn ck(r: sys::CUresult, what: &str) -> Result<()> {
 ///
 /// # Safety
 /// Driver calls only; the context is made current on the calling thread.
+/// The primary context of device `ordinal`, retained (the caller releases it and makes it
+/// current when it needs it): the multi-GPU checks hold one per GPU.
+///
+/// # Safety
+/// Driver calls only; cuInit has run.
+pub(crate) unsafe fn primary(ordinal: usize) -> Result<(sys::CUdevice, sys::CUcontext)> {
+    let dev = cudarc::driver::result::device::get(ordinal as i32)
+        .map_err(|e| GpuError::Unavailable(format!("device {ordinal}: {e:?}")))?;
+    let mut ctx = std::ptr::null_mut();
+    ck(
+        sys::cuDevicePrimaryCtxRetain(&mut ctx, dev),
+        "cuDevicePrimaryCtxRetain",
+    )?;
+    Ok((dev, ctx))
+}
+
 pub(crate) unsafe fn open_device(ordinal: usize) -> Result<(sys::CUdevice, String)> {
     use cudarc::driver::result as dr;
     let r = sys::cuInit(0);
