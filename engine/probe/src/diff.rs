@@ -222,6 +222,18 @@ pub fn diff_prepared(a: &Prepared, b: &Prepared, rules: &KeyRules) -> Diff {
     }
     explain_key(&a.fields, &b.fields, &mut raw);
     if a.imported.is_some() || b.imported.is_some() {
+        // What an imported file leaves vacant it did not record (AORTA keeps no list of
+        // distributions, say): the other side's value is only there, not a change from `{}`.
+        for (_, change, x, y) in raw.iter_mut() {
+            if *change != Change::Changed {
+                continue;
+            }
+            if a.imported.is_some() && x.as_ref().is_some_and(vacant) {
+                (*change, *x) = (Change::OnlyB, None);
+            } else if b.imported.is_some() && y.as_ref().is_some_and(vacant) {
+                (*change, *y) = (Change::OnlyA, None);
+            }
+        }
         raw.retain(|(path, change, x, y)| {
             // Each tool tracks its own list of variables: one it does not track is not a value.
             let unset = |v: &Option<Value>| v.as_ref().is_none_or(vacant);

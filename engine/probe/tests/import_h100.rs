@@ -37,4 +37,7 @@ fn aortas_h100_snapshot_imports_and_agrees_with_aortas_own() {
     assert!(text.contains("+ gpu.vendor"), "{text}");
     assert!(!text.contains("~ gpu."), "{text}");
     assert!(!text.contains("~ host.kernel_release"), "{text}");
+    // AORTA keeps no list of distributions: aorta's is only in B, not a change from `{}`.
+    assert!(text.contains("+ python.distributions"), "{text}");
+    assert!(!text.contains("~ python.distributions"), "{text}");
 }
