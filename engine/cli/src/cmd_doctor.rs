@@ -61,20 +61,24 @@ pub fn preflight<'s, 'r>(
     exec: &ExecArgs,
     recipes: impl IntoIterator<Item = &'r aorta_recipe::Recipe>,
 ) -> Result<Option<&'s Recorded>, CliError> {
-    let wanted = aorta_engine::doctor::wanted(exec.doctor.map(level), recipes);
+    let recipes: Vec<&aorta_recipe::Recipe> = recipes.into_iter().collect();
+    let wanted = aorta_engine::doctor::wanted(exec.doctor.map(level), recipes.iter().copied());
     if exec.doctor_mark && wanted.is_none() {
         return Err(crate::exit::usage(
             "--doctor-mark marks a run built on a node that failed aorta doctor, but nothing asks for the checks",
             "add --doctor quick (or medium, long), or `doctor: quick` to the recipe",
         ));
     }
-    if wanted.is_some() && session.runs_on_cluster() {
-        eprintln!("aorta: warning: the doctor checks this machine (the submitter), not the Slurm nodes the trials run on; check those with `srun -p PARTITION aorta doctor` or Slurm's HealthCheckProgram (docs/doctor.md)");
-    }
-    match session.preflight(wanted, exec.doctor_mark) {
+    // Under --executor slurm the checks run on a node of the first recipe's partition.
+    match session.preflight(wanted, exec.doctor_mark, recipes.first().copied()) {
         Ok(None) => Ok(None),
         Ok(Some(p)) => {
-            eprintln!("aorta: {}", p.report.summary_line());
+            match (session.runs_on_cluster(), &p.report.host) {
+                (true, Some(host)) => {
+                    eprintln!("aorta: {} on node {host}", p.report.summary_line())
+                }
+                _ => eprintln!("aorta: {}", p.report.summary_line()),
+            }
             if p.marked {
                 let lines = p.report.failures().join("\n  ");
                 eprintln!("aorta: warning: this node failed aorta doctor; building anyway (--doctor-mark), the run is marked:\n  {lines}");
@@ -82,7 +86,9 @@ pub fn preflight<'s, 'r>(
             Ok(Some(p))
         }
         Err(e) => {
-            eprintln!("aorta: {}", e.report().summary_line());
+            if let Some(report) = e.report() {
+                eprintln!("aorta: {}", report.summary_line());
+            }
             Err(EngineError::from(e).into())
         }
     }

@@ -1543,3 +1543,84 @@ fn a_bisect_runs_on_slurm_with_the_local_keys() {
     assert_eq!(l["result"], j["result"]);
     assert_eq!(l["work"]["executed"], 0, "{l}");
 }
+
+/// `--doctor quick` under `--executor slurm` checks a node of the partition, not the submitter:
+/// the checks run in a one-task job of the trials' shape (the stand-in nvidia-smi records the
+/// Slurm job it ran in); a failing node is refused before any trial is submitted (exit 3), and
+/// a healthy one builds with its doctor.json naming the node.
+#[test]
+fn the_doctor_checks_a_node_of_the_partition_not_the_submitter() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = Cluster::up() else { return };
+    let work = cluster.work();
+    write_recipe(&work, 2, "none", 0);
+    let gpu = repo_root().join("tests/fixtures/gpu");
+    let smi = work.join("nvidia-smi");
+    let seen = work.join("seen-in-jobs");
+    let stand_in = |xml: &str| {
+        std::fs::write(
+            &smi,
+            format!(
+                "#!/bin/sh\necho \"${{SLURM_JOB_ID:-none}}\" >> '{}'\ncase \"$1\" in nvlink) exit 0;; esac\ncat '{}'\n",
+                seen.display(),
+                gpu.join(xml).display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    let build = || {
+        let o = cluster
+            .aorta(&args(&["--doctor", "quick", "--", "true"]))
+            .env("AORTA_DOCTOR_NVIDIA_SMI", &smi)
+            .env("AORTA_DOCTOR_AMD_SMI", "/nonexistent/amd-smi")
+            .env("AORTA_DOCTOR_SYSFS_ROOT", work.join("no-sysfs"))
+            .env("AORTA_DOCTOR_KMSG", gpu.join("h100-cuda13/kmsg.txt"))
+            .env("AORTA_DOCTOR_WINDOW_MS", "10")
+            .output()
+            .unwrap();
+        let t = text(&o);
+        (o, t)
+    };
+
+    stand_in("doctor/nvidia-smi-q-gen3x8.xml");
+    let (o, t) = build();
+    assert_eq!(o.status.code(), Some(3), "{t}");
+    assert!(t.contains("checking a node of partition"), "{t}");
+    assert!(t.contains("failed aorta doctor --level quick"), "{t}");
+    assert!(t.contains("link trained at Gen3 x8"), "{t}");
+    let jobs = std::fs::read_to_string(&seen).unwrap();
+    assert!(
+        !jobs.is_empty() && jobs.lines().all(|l| l != "none"),
+        "every nvidia-smi call ran inside a Slurm job: {jobs:?}"
+    );
+    assert!(!work.join("probe_results").exists(), "no trial ran: {t}");
+
+    stand_in("h100-cuda13/nvidia-smi-q.xml");
+    let (o, t) = build();
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(t.contains("doctor quick: pass"), "{t}");
+    assert!(t.contains(" on node "), "{t}");
+    let record = walk_for(&work.join("probe_results"), "doctor.json");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    assert_eq!(v["status"], "pass", "{v}");
+    assert_eq!(v["marked"], false, "{v}");
+    assert!(v["host"].is_string(), "{v}");
+}
+
+fn walk_for(dir: &Path, name: &str) -> PathBuf {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|n| n == name) {
+                return p;
+            }
+        }
+    }
+    panic!("no {name} under {}", dir.display());
+}

@@ -23,13 +23,17 @@ pub enum PreflightError {
     /// The node failed and `--doctor-mark` was not given: no trial runs.
     #[error("this node failed aorta doctor --level {}; no trial ran, so no mitigation is credited or blamed for it:\n  {}", .report.level.word(), .report.failures().join("\n  "))]
     Refused { report: Box<Report> },
+    /// The checks could not run where the trials run (the Slurm job that runs them failed).
+    #[error("{0}")]
+    NotChecked(Box<EngineError>),
 }
 
 impl PreflightError {
-    /// The report that refused the node.
-    pub fn report(&self) -> &Report {
+    /// The report that refused the node; none when the checks could not run.
+    pub fn report(&self) -> Option<&Report> {
         match self {
-            PreflightError::Refused { report } => report,
+            PreflightError::Refused { report } => Some(report),
+            PreflightError::NotChecked(_) => None,
         }
     }
 }
@@ -37,7 +41,10 @@ impl PreflightError {
 /// A refusal is the machine's fault, not the input's: exit 3.
 impl From<PreflightError> for EngineError {
     fn from(e: PreflightError) -> Self {
-        EngineError::infra_with_help(e.to_string(), REFUSED_HELP)
+        match e {
+            PreflightError::NotChecked(e) => *e,
+            refused => EngineError::infra_with_help(refused.to_string(), REFUSED_HELP),
+        }
     }
 }
 
@@ -156,7 +163,11 @@ pub(crate) fn preflight(
     mark: bool,
     snapshot: Option<&Path>,
 ) -> Result<Recorded, PreflightError> {
-    let report = run_checks(level, &[], snapshot, None);
+    judge(run_checks(level, &[], snapshot, None), mark)
+}
+
+/// A preflight's `report`, wherever it ran: refused when it failed, unless `mark`.
+pub(crate) fn judge(report: Report, mark: bool) -> Result<Recorded, PreflightError> {
     if report.failed() && !mark {
         return Err(PreflightError::Refused {
             report: Box::new(report),

@@ -203,10 +203,14 @@ impl Session {
     /// checks once, before any trial of the invocation. A failing node is refused unless
     /// `mark`; the record is then written into every run directory this session builds, and
     /// its verdict shown by their env.json, matrix.md and report.html. `None`: no preflight.
+    ///
+    /// Under `--executor slurm` the checks run on a node of the partition `recipe`'s trials run
+    /// on (a one-task job of their shape), not on this machine.
     pub fn preflight(
         &self,
         level: Option<crate::doctor::Level>,
         mark: bool,
+        recipe: Option<&aorta_recipe::Recipe>,
     ) -> std::result::Result<Option<&crate::doctor::Recorded>, crate::doctor::PreflightError> {
         let Some(level) = level else {
             return Ok(None);
@@ -214,12 +218,27 @@ impl Session {
         if let Some(done) = self.preflight.get() {
             return Ok(Some(done));
         }
-        let rec = crate::doctor::preflight(level, mark, self.env_source.snapshot_file.as_deref())?;
+        let rec = match recipe.filter(|_| self.runs_on_cluster()) {
+            Some(recipe) => {
+                let not_checked = |e| crate::doctor::PreflightError::NotChecked(Box::new(e));
+                let probe = crate::execute::nodes::PartitionProbe {
+                    cfg: &self.slurm,
+                    root: self.store_root.join("slurm"),
+                    cwd: &self.cwd,
+                    python: self.env_source.python.as_deref(),
+                    cancel: self.cancel_token().map_err(not_checked)?,
+                };
+                let report = probe.doctor(recipe, level).map_err(not_checked)?;
+                crate::doctor::judge(report, mark)?
+            }
+            None => {
+                crate::doctor::preflight(level, mark, self.env_source.snapshot_file.as_deref())?
+            }
+        };
         Ok(Some(self.preflight.get_or_init(|| rec)))
     }
 
-    /// Whether trials run on a Slurm cluster's nodes rather than this machine: a preflight
-    /// here checks the submitter, not them.
+    /// Whether trials run on a Slurm cluster's nodes rather than this machine.
     pub fn runs_on_cluster(&self) -> bool {
         self.slurm.executor == aorta_slurm::Executor::Slurm
     }

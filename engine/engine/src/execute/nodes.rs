@@ -191,6 +191,17 @@ fn probe_shape(cfg: &SlurmConfig, recipe: &Recipe) -> Resources {
     }
 }
 
+/// Why a one-task job gave no file.
+enum JobError {
+    Submit(String),
+    Interrupted,
+    Ended {
+        id: String,
+        state: String,
+        log: PathBuf,
+    },
+}
+
 /// Where a build's partition probes live.
 pub(crate) struct PartitionProbe<'a> {
     pub cfg: &'a SlurmConfig,
@@ -227,12 +238,7 @@ impl PartitionProbe<'_> {
         };
         let work = dir.join(format!("{id}-probe-{}", std::process::id()));
         std::fs::create_dir_all(&work).map_err(|e| infra("create", &work, e))?;
-        let aorta = match &self.cfg.aorta {
-            Some(p) => p.clone(),
-            None => std::env::current_exe().map_err(|e| {
-                EngineError::infra(format!("cannot find this aorta's executable: {e}"))
-            })?,
-        };
+        let aorta = self.aorta()?;
         let q = |p: &Path| sh_quote(&p.display().to_string());
         let tmp = format!("{}.tmp.$SLURM_JOB_ID", q(&file));
         let mut probe = format!("{} env probe --output {tmp}", q(&aorta));
@@ -249,32 +255,142 @@ impl PartitionProbe<'_> {
         );
         crate::dirs::write_atomic(&script, text.as_bytes())
             .map_err(|e| infra("write", &script, e))?;
-        let log = work.join("probe.log");
-        let mut job = array_job(self.cfg, &shape, "aorta-probe".into(), script, 1, self.cwd);
-        job.max_parallel = None;
-        job.output = work.join("probe-%a.log");
-        let slurm = Slurm::new(self.cfg.bin_dir.clone());
-        let id = slurm.submit(&job).map_err(|e| {
-            EngineError::infra_with_help(
+        self.run_job(
+            &shape,
+            "aorta-probe",
+            script,
+            &file,
+            &work,
+            "probing the environment of partition",
+            "(trials are keyed by the nodes that run them; kept for later builds)",
+        )
+        .map_err(|e| match e {
+            JobError::Submit(e) => EngineError::infra_with_help(
                 format!("cannot submit the partition's probe job: {e}"),
                 "check the Slurm settings (docs/slurm.md), or pin the environment with --env-snapshot",
-            )
+            ),
+            JobError::Interrupted => EngineError::infra("interrupted while probing the partition"),
+            JobError::Ended { id, state, log } => EngineError::infra_with_help(
+                format!(
+                    "the partition's probe job {id} ended {state} without a snapshot (log: {})",
+                    log.display()
+                ),
+                "pin the environment with --env-snapshot FILE (an env.json from `aorta env probe` on a node)",
+            ),
         })?;
+        let _ = std::fs::remove_dir_all(&work);
+        Ok(file)
+    }
+
+    /// `aorta doctor --level LEVEL` on a node of the partition `recipe`'s trials run on, as a
+    /// one-task job of their shape (so it sees the GPUs a trial is given), waited for: the
+    /// `--doctor` preflight under `--executor slurm`. Its report names that node.
+    pub(crate) fn doctor(
+        &self,
+        recipe: &Recipe,
+        level: aorta_doctor::Level,
+    ) -> Result<aorta_doctor::Report> {
+        let shape = probe_shape(self.cfg, recipe);
+        let work = self
+            .root
+            .join("doctor")
+            .join(format!("job-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&work);
+        std::fs::create_dir_all(&work)
+            .map_err(|e| EngineError::infra(format!("cannot create {}: {e}", work.display())))?;
+        let file = work.join("report.json");
+        let aorta = self.aorta()?;
+        let q = |p: &Path| sh_quote(&p.display().to_string());
+        let tmp = format!("{}.tmp.$SLURM_JOB_ID", q(&file));
+        // aorta doctor exits 1 when a check failed: the report is what counts.
+        let text = format!(
+            "#!/bin/sh\n# The node's health before a sweep's trials run there (docs/doctor.md).\n{} doctor --level {} --out {tmp} >/dev/null\n[ -s {tmp} ] || exit 1\nmv {tmp} {}\n",
+            q(&aorta),
+            level.word(),
+            q(&file)
+        );
+        let script = work.join("doctor.sh");
+        crate::dirs::write_atomic(&script, text.as_bytes())
+            .map_err(|e| EngineError::infra(format!("cannot write {}: {e}", script.display())))?;
+        self.run_job(
+            &shape,
+            "aorta-doctor",
+            script,
+            &file,
+            &work,
+            "checking a node of partition",
+            "with aorta doctor before any trial (a one-task job of the trials' shape)",
+        )
+        .map_err(|e| match e {
+            JobError::Submit(e) => EngineError::infra_with_help(
+                format!("cannot submit the doctor's job: {e}"),
+                "check the Slurm settings (docs/slurm.md)",
+            ),
+            JobError::Interrupted => {
+                EngineError::infra("interrupted while the doctor checked a node")
+            }
+            JobError::Ended { id, state, log } => EngineError::infra_with_help(
+                format!(
+                    "the doctor's job {id} ended {state} without a report (log: {})",
+                    log.display()
+                ),
+                "`srun -p PARTITION aorta doctor` shows what the node says",
+            ),
+        })?;
+        let report = crate::doctor::read_recorded(&file)
+            .map(|r| r.report)
+            .map_err(|e| EngineError::infra(e.to_string()))?;
+        let _ = std::fs::remove_dir_all(&work);
+        Ok(report)
+    }
+
+    fn aorta(&self) -> Result<PathBuf> {
+        match &self.cfg.aorta {
+            Some(p) => Ok(p.clone()),
+            None => std::env::current_exe().map_err(|e| {
+                EngineError::infra(format!("cannot find this aorta's executable: {e}"))
+            }),
+        }
+    }
+
+    /// Runs `script` as a one-task job of `shape` named `name` and waits for it; Ok once it
+    /// ended and `file` exists, else why not (its log kept in `work`).
+    #[allow(clippy::too_many_arguments)]
+    fn run_job(
+        &self,
+        shape: &Resources,
+        name: &str,
+        script: PathBuf,
+        file: &Path,
+        work: &Path,
+        doing: &str,
+        why: &str,
+    ) -> std::result::Result<(), JobError> {
+        let log = work.join(format!("{name}.log"));
+        let mut job = array_job(self.cfg, shape, name.into(), script, 1, self.cwd);
+        job.max_parallel = None;
+        job.output = work.join(format!("{name}-%a.log"));
+        let slurm = Slurm::new(self.cfg.bin_dir.clone());
+        let id = slurm
+            .submit(&job)
+            .map_err(|e| JobError::Submit(e.to_string()))?;
         eprintln!(
-            "aorta: probing the environment of partition {} with Slurm job {id} (trials are keyed by the nodes that run them; kept for later builds)",
+            "aorta: {doing} {} with Slurm job {id} {why}",
             shape.partition.as_deref().unwrap_or("(default)")
         );
         let submitted = Instant::now();
         let state = loop {
             if self.cancel.is_cancelled() {
                 let _ = slurm.cancel(std::slice::from_ref(&id));
-                return Err(EngineError::infra(
-                    "interrupted while probing the partition",
-                ));
+                return Err(JobError::Interrupted);
             }
-            let states = slurm.states(std::slice::from_ref(&id)).map_err(|e| {
-                EngineError::infra(format!("cannot ask Slurm for the probe job's state: {e}"))
-            })?;
+            let states = match slurm.states(std::slice::from_ref(&id)) {
+                Ok(s) => s,
+                Err(e) => {
+                    let state = format!("in a state Slurm could not tell ({e})");
+                    return Err(JobError::Ended { id, state, log });
+                }
+            };
             match states.get(&(id.clone(), 0)) {
                 Some(s) if s.meaning() != Meaning::Active => break s.as_str().to_owned(),
                 None if submitted.elapsed() > Duration::from_secs(30) => {
@@ -284,17 +400,10 @@ impl PartitionProbe<'_> {
             }
         };
         if file.is_file() {
-            let _ = std::fs::remove_dir_all(&work);
-            return Ok(file);
+            return Ok(());
         }
-        let _ = std::fs::rename(work.join("probe-0.log"), &log);
-        Err(EngineError::infra_with_help(
-            format!(
-                "the partition's probe job {id} ended {state} without a snapshot (log: {})",
-                log.display()
-            ),
-            "pin the environment with --env-snapshot FILE (an env.json from `aorta env probe` on a node)",
-        ))
+        let _ = std::fs::rename(work.join(format!("{name}-0.log")), &log);
+        Err(JobError::Ended { id, state, log })
     }
 
     /// Forgets every partition snapshot (a node found the partition changed).
