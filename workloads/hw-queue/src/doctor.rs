@@ -35,7 +35,7 @@ use cudarc::driver::sys;
 use serde_json::{json, Value};
 
 use crate::backend::cuda::driver_present;
-use crate::backend::{ck, dev_alloc, open_device, primary, GpuError, Result};
+use crate::backend::{ck, dev_alloc, launch_1d, open_device, primary, GpuError, Result};
 
 pub const NAME: &str = "gpu_doctor";
 
@@ -478,22 +478,7 @@ unsafe fn memtest(c: &Cfg, dev: sys::CUdevice) -> Result<Value> {
             &mut pt as *mut _ as *mut c_void,
             &mut mu as *mut _ as *mut c_void,
         ];
-        ck(
-            sys::cuLaunchKernel(
-                fill,
-                grid,
-                1,
-                1,
-                256,
-                1,
-                1,
-                0,
-                ptr::null_mut(),
-                args.as_mut_ptr(),
-                ptr::null_mut(),
-            ),
-            "cuLaunchKernel (mt_fill)",
-        )?;
+        launch_1d(fill, grid, 256, &mut args, "cuLaunchKernel (mt_fill)")?;
         if c.inject_memtest && pi == 0 {
             // One word of the first pattern overwritten at word 1,000 (or the last word).
             let at = 1000.min(words - 1);
@@ -517,22 +502,7 @@ unsafe fn memtest(c: &Cfg, dev: sys::CUdevice) -> Result<Value> {
             &mut cnt as *mut _ as *mut c_void,
             &mut fst as *mut _ as *mut c_void,
         ];
-        ck(
-            sys::cuLaunchKernel(
-                check,
-                grid,
-                1,
-                1,
-                256,
-                1,
-                1,
-                0,
-                ptr::null_mut(),
-                args.as_mut_ptr(),
-                ptr::null_mut(),
-            ),
-            "cuLaunchKernel (mt_check)",
-        )?;
+        launch_1d(check, grid, 256, &mut args, "cuLaunchKernel (mt_check)")?;
         ck(sys::cuCtxSynchronize(), "cuCtxSynchronize (memtest)")?;
         let mut host = [0u64; 2];
         ck(

@@ -17,7 +17,7 @@ use cudarc::driver::sys;
 use serde_json::{json, Value};
 
 use crate::backend::cuda::driver_present;
-use crate::backend::{ck, dev_alloc, open_device, GpuError, Result};
+use crate::backend::{ck, dev_alloc, launch_1d, open_device, GpuError, Result};
 
 pub const NAME: &str = "gpu_smoke";
 
@@ -189,22 +189,7 @@ fn run_on_device(n: u32, steps: u32, dtype: Dtype) -> Result<Ran> {
         let mut step_times_ms = Vec::with_capacity(steps as usize);
         for _ in 0..steps {
             let t = Instant::now();
-            ck(
-                sys::cuLaunchKernel(
-                    func,
-                    grid,
-                    1,
-                    1,
-                    block,
-                    1,
-                    1,
-                    0,
-                    ptr::null_mut(),
-                    params.as_mut_ptr(),
-                    ptr::null_mut(),
-                ),
-                "cuLaunchKernel",
-            )?;
+            launch_1d(func, grid, block, &mut params, "cuLaunchKernel")?;
             ck(sys::cuCtxSynchronize(), "cuCtxSynchronize (the kernel ran)")?;
             step_times_ms.push(t.elapsed().as_secs_f64() * 1e3);
         }

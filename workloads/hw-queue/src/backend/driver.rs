@@ -26,12 +26,6 @@ pub(crate) fn ck(r: sys::CUresult, what: &str) -> Result<()> {
     }
 }
 
-/// cuInit, then device `ordinal` (`Unavailable` when the driver will not start or no such
-/// device is visible), its name, and its primary context made current: how every CUDA user in
-/// this crate starts.
-///
-/// # Safety
-/// Driver calls only; the context is made current on the calling thread.
 /// The primary context of device `ordinal`, retained (the caller releases it and makes it
 /// current when it needs it): the multi-GPU checks hold one per GPU.
 ///
@@ -48,6 +42,42 @@ pub(crate) unsafe fn primary(ordinal: usize) -> Result<(sys::CUdevice, sys::CUco
     Ok((dev, ctx))
 }
 
+/// A 1-D launch of `func` on the null stream: `grid` blocks of `block` threads, no shared
+/// memory; `what` names the kernel in the error.
+///
+/// # Safety
+/// A context is current; `params` matches `func`'s parameters and outlives the call.
+pub(crate) unsafe fn launch_1d(
+    func: sys::CUfunction,
+    grid: u32,
+    block: u32,
+    params: &mut [*mut std::ffi::c_void],
+    what: &str,
+) -> Result<()> {
+    ck(
+        sys::cuLaunchKernel(
+            func,
+            grid,
+            1,
+            1,
+            block,
+            1,
+            1,
+            0,
+            std::ptr::null_mut(),
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        ),
+        what,
+    )
+}
+
+/// cuInit, then device `ordinal` (`Unavailable` when the driver will not start or no such
+/// device is visible), its name, and its primary context made current: how every CUDA user in
+/// this crate starts.
+///
+/// # Safety
+/// Driver calls only; the context is made current on the calling thread.
 pub(crate) unsafe fn open_device(ordinal: usize) -> Result<(sys::CUdevice, String)> {
     use cudarc::driver::result as dr;
     let r = sys::cuInit(0);

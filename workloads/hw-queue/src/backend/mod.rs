@@ -5,7 +5,7 @@
 
 pub mod cuda;
 mod driver;
-pub(crate) use driver::{ck, dev_alloc, open_device, primary};
+pub(crate) use driver::{ck, dev_alloc, launch_1d, open_device, primary};
 /// NVRTC sources and the architecture table; the race workload compiles with the same table.
 pub mod kernels;
 /// The cuBLASLt GEMM, shared with the race workload's compute load.
