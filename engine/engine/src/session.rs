@@ -221,14 +221,10 @@ impl Session {
         let rec = match recipe.filter(|_| self.runs_on_cluster()) {
             Some(recipe) => {
                 let not_checked = |e| crate::doctor::PreflightError::NotChecked(Box::new(e));
-                let probe = crate::execute::nodes::PartitionProbe {
-                    cfg: &self.slurm,
-                    root: self.store_root.join("slurm"),
-                    cwd: &self.cwd,
-                    python: self.env_source.python.as_deref(),
-                    cancel: self.cancel_token().map_err(not_checked)?,
-                };
-                let report = probe.doctor(recipe, level).map_err(not_checked)?;
+                let report = self
+                    .partition_probe()
+                    .and_then(|probe| probe.doctor(recipe, level))
+                    .map_err(not_checked)?;
                 crate::doctor::judge(report, mark)?
             }
             None => {
@@ -260,6 +256,18 @@ impl Session {
             && self.env_source.snapshot_file.is_none()
     }
 
+    /// The one-task Slurm jobs a build runs on the partition before its arrays (the
+    /// environment probe, the doctor).
+    fn partition_probe(&self) -> Result<crate::execute::nodes::PartitionProbe<'_>> {
+        Ok(crate::execute::nodes::PartitionProbe {
+            cfg: &self.slurm,
+            root: self.store_root.join("slurm"),
+            cwd: &self.cwd,
+            python: self.env_source.python.as_deref(),
+            cancel: self.cancel_token()?,
+        })
+    }
+
     /// The environment snapshot a build of `recipe` is keyed by (probed once per session, or
     /// the `--env-snapshot` file, or the Slurm partition's).
     pub fn machine(&self, recipe: &aorta_recipe::Recipe) -> Result<Arc<aorta_probe::Snapshot>> {
@@ -271,14 +279,7 @@ impl Session {
         recipe: &aorta_recipe::Recipe,
     ) -> Result<environment::EnvRecord> {
         if self.partition_keyed() {
-            let probe = crate::execute::nodes::PartitionProbe {
-                cfg: &self.slurm,
-                root: self.store_root.join("slurm"),
-                cwd: &self.cwd,
-                python: self.env_source.python.as_deref(),
-                cancel: self.cancel_token()?,
-            };
-            let file = probe.snapshot(recipe)?;
+            let file = self.partition_probe()?.snapshot(recipe)?;
             return environment::recorded(&file, recipe);
         }
         environment::environment(
