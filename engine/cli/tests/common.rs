@@ -33,6 +33,20 @@ pub fn aorta(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// Every file under `dir`, recursively (none when it does not exist).
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
 /// Exit code and both streams, for snapshots.
 pub fn transcript(out: &Output) -> String {
     let mut s = format!(

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{repo_root, Ws};
+use common::{files_under, repo_root, Ws};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -246,7 +246,7 @@ fn a_build_on_a_failing_node_is_refused_or_marked() {
 
     let (code, _, stderr) = build(&["--doctor-mark"]);
     assert_eq!(code, Some(0), "{stderr}");
-    let found: Vec<PathBuf> = walk(&ws.path().join("o"))
+    let found: Vec<PathBuf> = files_under(&ws.path().join("o"))
         .into_iter()
         .filter(|p| p.file_name().is_some_and(|n| n == "doctor.json"))
         .collect();
@@ -280,7 +280,7 @@ fn a_build_on_a_failing_node_is_refused_or_marked() {
 
 /// The one environment record of run directory `run`.
 fn env_json(run: &Path) -> serde_json::Value {
-    let found: Vec<PathBuf> = walk(&run.join("environments"))
+    let found: Vec<PathBuf> = files_under(&run.join("environments"))
         .into_iter()
         .filter(|p| p.file_name().is_some_and(|n| n == "env.json"))
         .collect();
@@ -299,7 +299,7 @@ fn inodes(run: &Path) -> Vec<u64> {
         .iter()
         .map(|f| std::fs::metadata(run.join(f)).unwrap().ino())
         .chain(
-            walk(&run.join("environments"))
+            files_under(&run.join("environments"))
                 .iter()
                 .map(|p| std::fs::metadata(p).unwrap().ino()),
         )
@@ -378,7 +378,7 @@ fn the_verdict_is_in_the_pages_and_never_in_a_trial_key() {
     assert!(html.contains(&escaped), "no banner");
     assert!(html.contains("<h2 id=\"doctor\">Node health</h2>"));
     assert!(html.contains("<td><code>pcie.link</code></td>"));
-    let keyed: Vec<String> = walk(&run_dir)
+    let keyed: Vec<String> = files_under(&run_dir)
         .into_iter()
         .filter(|p| p.file_name().is_some_and(|n| n == "result.json"))
         .map(|p| serde_json::from_str::<serde_json::Value>(&read(&p)).unwrap()["key"].to_string())
@@ -427,7 +427,7 @@ fn the_verdict_is_in_the_pages_and_never_in_a_trial_key() {
         html.contains("class=\"doctor pass\">Node health: doctor quick: pass (0 fail, 0 warn, ")
     );
     assert!(!html.contains("do not credit"));
-    let again: Vec<String> = walk(&run_dir)
+    let again: Vec<String> = files_under(&run_dir)
         .into_iter()
         .filter(|p| p.file_name().is_some_and(|n| n == "result.json"))
         .map(|p| serde_json::from_str::<serde_json::Value>(&read(&p)).unwrap()["key"].to_string())
@@ -470,7 +470,7 @@ fn the_report_links_a_trials_xid_to_the_doctors_verdict() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
     let run_dir = ws.path().join("o/T");
-    let result = walk(&run_dir)
+    let result = files_under(&run_dir)
         .into_iter()
         .find(|p| p.file_name().is_some_and(|n| n == "result.json"))
         .unwrap();
@@ -487,19 +487,6 @@ fn the_report_links_a_trials_xid_to_the_doctors_verdict() {
         "no Xid link in {html}"
     );
     assert!(html.contains(&BANNER.replace('\'', "&#39;")));
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 /// `aorta classify --doctor REPORT`: a trial's Xid is linked to the doctor's verdict on its GPU.
@@ -576,7 +563,7 @@ fn watch_checks_the_node_before_its_first_build() {
     assert!(!ws.path().join("o").exists(), "no trial ran");
     let (code, _, stderr) = watch(&["--doctor-mark"]);
     assert_eq!(code, Some(0), "{stderr}");
-    let records: Vec<PathBuf> = walk(&ws.path().join("o"))
+    let records: Vec<PathBuf> = files_under(&ws.path().join("o"))
         .into_iter()
         .filter(|p| p.file_name().is_some_and(|n| n == "doctor.json"))
         .collect();

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::repo_root;
+use common::{files_under, repo_root};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
@@ -1602,25 +1602,13 @@ fn the_doctor_checks_a_node_of_the_partition_not_the_submitter() {
     assert_eq!(o.status.code(), Some(0), "{t}");
     assert!(t.contains("doctor quick: pass"), "{t}");
     assert!(t.contains(" on node "), "{t}");
-    let record = walk_for(&work.join("probe_results"), "doctor.json");
+    let record = files_under(&work.join("probe_results"))
+        .into_iter()
+        .find(|p| p.file_name().is_some_and(|n| n == "doctor.json"))
+        .expect("a doctor.json in the run directory");
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
     assert_eq!(v["status"], "pass", "{v}");
     assert_eq!(v["marked"], false, "{v}");
     assert!(v["host"].is_string(), "{v}");
-}
-
-fn walk_for(dir: &Path, name: &str) -> PathBuf {
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.file_name().is_some_and(|n| n == name) {
-                return p;
-            }
-        }
-    }
-    panic!("no {name} under {}", dir.display());
 }
