@@ -130,8 +130,15 @@ pub fn cache(cmd: &CacheCommand) -> CliResult {
                 .store()?
                 .gc(&policy)
                 .map_err(|e| crate::exit::infra(e.to_string()))?;
+            let linked = match r.bytes_still_linked {
+                0 => String::new(),
+                b => format!(
+                    "; {} more stay on disk as run directories' links to them",
+                    human_bytes(b)
+                ),
+            };
             println!(
-                "gc: removed {} blobs ({}), expired {} and evicted {} entries, quarantined {} corrupt; kept {} entries and {} blobs ({})",
+                "gc: removed {} blobs ({} freed{linked}), expired {} and evicted {} entries, quarantined {} corrupt; kept {} entries and {} blobs ({})",
                 r.blobs_removed,
                 human_bytes(r.bytes_freed),
                 r.entries_expired,

@@ -27,6 +27,7 @@ mod local;
 mod lock;
 mod maint;
 mod manifest;
+mod materialize;
 
 pub use digest::{validate_hex, Digest, HexError, Key};
 pub use error::{Result, StoreError};

@@ -49,6 +49,9 @@ pub struct LocalStore {
     /// build holds its shared lock, and this handle's own deletions (quarantine, invalidate, gc,
     /// repair) clear it.
     known: std::sync::Mutex<Known>,
+    /// Set once the filesystem refuses a hard link out of the store, or when told to copy:
+    /// then [`Self::link_out`] copies without asking.
+    pub(crate) links_refused: std::sync::atomic::AtomicBool,
 }
 
 impl Clone for LocalStore {
@@ -56,6 +59,11 @@ impl Clone for LocalStore {
         LocalStore {
             root: self.root.clone(),
             known: Default::default(),
+            // `AORTA_PLACE_OUTPUTS=copy` holds for every handle of the invocation.
+            links_refused: self
+                .links_refused
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .into(),
         }
     }
 }
@@ -75,6 +83,7 @@ impl LocalStore {
         let store = LocalStore {
             root: root.into(),
             known: Default::default(),
+            links_refused: Default::default(),
         };
         fs::create_dir_all(&store.root)
             .map_err(StoreError::io("create store root", &store.root))?;
@@ -416,7 +425,7 @@ impl LocalStore {
         self.get_blob_sized(d, None, dest)
     }
 
-    fn get_blob_sized(&self, d: &Digest, size: Option<u64>, dest: &Path) -> Result<()> {
+    pub(crate) fn get_blob_sized(&self, d: &Digest, size: Option<u64>, dest: &Path) -> Result<()> {
         let parent = match dest.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
             _ => PathBuf::from("."),
@@ -627,37 +636,6 @@ impl LocalStore {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(StoreError::io("remove", &path)(e)),
         }
-    }
-
-    // ---------------------------------------------------------------- materialise
-
-    /// Copies every output of `m` to `dest_dir/<relpath>`, each file atomically and
-    /// hash-verified. Output paths are validated first, and no directory on the way may be a
-    /// symlink, so a hostile manifest cannot write outside `dest_dir`.
-    pub fn materialize<T>(&self, m: &Manifest<T>, dest_dir: &Path) -> Result<()> {
-        m.validate().map_err(|source| StoreError::InvalidManifest {
-            key: m.key.to_string(),
-            source,
-        })?;
-        fs::create_dir_all(dest_dir).map_err(StoreError::io("create directory", dest_dir))?;
-        for (rel, blob) in &m.outputs {
-            let mut dir = dest_dir.to_path_buf();
-            let parts: Vec<&str> = rel.split('/').collect();
-            let (file, dirs) = parts.split_last().expect("validated non-empty");
-            for part in dirs {
-                dir.push(part);
-                ensure_dir(&dir)?;
-            }
-            self.get_blob_sized(&blob.digest, Some(blob.size), &dir.join(file))
-                .map_err(|e| match e {
-                    StoreError::InvalidManifest { source, .. } => StoreError::InvalidManifest {
-                        key: m.key.to_string(),
-                        source,
-                    },
-                    e => e,
-                })?;
-        }
-        Ok(())
     }
 }
 

@@ -92,7 +92,11 @@ pub struct GcReport {
     pub entries_corrupt: u64,
     pub entries_kept: u64,
     pub blobs_removed: u64,
+    /// Bytes of removed blobs that no run directory links to: the disk space given back.
     pub bytes_freed: u64,
+    /// Bytes of removed blobs still linked from run directories (`LocalStore::link_out`): out
+    /// of the store, but on disk until those directories go.
+    pub bytes_still_linked: u64,
     pub blobs_kept: u64,
     pub bytes_kept: u64,
     pub tmp_removed: u64,
@@ -104,6 +108,8 @@ struct Item<T> {
     path: PathBuf,
     size: u64,
     mtime: SystemTime,
+    /// Other names of the file: a blob's hard links in run directories.
+    other_links: bool,
 }
 
 #[derive(Default)]
@@ -189,6 +195,19 @@ fn read_dir(dir: &Path) -> Result<Vec<(String, PathBuf, fs::FileType)>> {
     Ok(out)
 }
 
+fn other_links(md: &fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        md.nlink() > 1
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = md;
+        false
+    }
+}
+
 fn age(now: SystemTime, t: SystemTime) -> Duration {
     now.duration_since(t).unwrap_or(Duration::ZERO)
 }
@@ -202,6 +221,7 @@ impl LocalStore {
                 path,
                 size: md.len(),
                 mtime: mtime(&md),
+                other_links: other_links(&md),
             });
         }
         for (hex, path, md) in walk(&self.ac_dir(), ".json", &mut scan.strays)? {
@@ -210,6 +230,7 @@ impl LocalStore {
                 path,
                 size: md.len(),
                 mtime: mtime(&md),
+                other_links: other_links(&md),
             });
         }
         Ok(scan)
@@ -410,7 +431,11 @@ impl LocalStore {
             } else {
                 remove(&blob.path)?;
                 report.blobs_removed += 1;
-                report.bytes_freed += blob.size;
+                if blob.other_links {
+                    report.bytes_still_linked += blob.size;
+                } else {
+                    report.bytes_freed += blob.size;
+                }
             }
         }
         Ok(report)
