@@ -245,6 +245,74 @@ fn a_corrupt_stored_output_is_quarantined_and_its_trial_re_run_healing_the_store
 }
 
 #[test]
+fn stored_trials_are_placed_as_read_only_links_and_an_edit_through_one_is_never_served() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let ws = Ws::new(&one_trial_recipe(""));
+    let cmd = [
+        "sh",
+        "-c",
+        "echo linked-output; od -An -tx1 -N8 /dev/urandom",
+    ];
+    let into = |dir: &str, place: Option<&str>| {
+        let mut args = vec!["sweep", "run", "--recipe", "r.yaml", "--output", dir, "--"];
+        args.extend(cmd);
+        let mut c = ws.cmd(&args);
+        if let Some(p) = place {
+            c.env("AORTA_PLACE_OUTPUTS", p);
+        }
+        c.output().unwrap()
+    };
+    let stdout_of = |dir: &str| ws.path().join(dir).join("T/none-none/trial_0/stdout.log");
+    let first = into("out", None);
+    assert_eq!(counts(&first), (1, 0), "{}", common::transcript(&first));
+    // Into a new run directory, the stored trial is placed from the store: a link to its blob.
+    let second = into("out2", None);
+    assert_eq!(counts(&second), (0, 1), "{}", common::transcript(&second));
+    let placed = std::fs::metadata(stdout_of("out2")).unwrap();
+    assert_eq!(placed.permissions().mode() & 0o777, 0o444);
+    assert!(placed.nlink() >= 2, "a link to the store's blob");
+    let first_out = std::fs::read_to_string(stdout_of("out")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(stdout_of("out2")).unwrap(),
+        first_out
+    );
+
+    // An edit through the link (root ignores the mode; anyone may chmod it back) reaches the
+    // blob. The next placement hashes what it links: the edit is never served, the trial runs
+    // again and the store heals.
+    std::fs::set_permissions(stdout_of("out2"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    // Same size (a size change is caught by the lookup's size check already): only the hash
+    // made at placement can tell.
+    std::fs::write(stdout_of("out2"), first_out.replacen("linked", "LINKED", 1)).unwrap();
+    let third = into("out3", None);
+    assert!(third.status.success(), "{}", common::transcript(&third));
+    assert_eq!(counts(&third), (1, 0), "{}", common::transcript(&third));
+    let err = String::from_utf8_lossy(&third.stderr);
+    assert!(err.contains("corrupt blob"), "{err}");
+    let healed = std::fs::read_to_string(stdout_of("out3")).unwrap();
+    assert!(healed.starts_with("linked-output\n"), "{healed}");
+    let verify = ws.cmd(&["cache", "verify"]).output().unwrap();
+    assert!(verify.status.success(), "{}", common::transcript(&verify));
+
+    // AORTA_PLACE_OUTPUTS=copy: files of their own, writable; a bad value is bad input.
+    let fourth = into("out4", Some("copy"));
+    assert_eq!(counts(&fourth), (0, 1), "{}", common::transcript(&fourth));
+    let copied = std::fs::metadata(stdout_of("out4")).unwrap();
+    assert_eq!(
+        (copied.nlink(), copied.permissions().mode() & 0o200),
+        (1, 0o200)
+    );
+    assert_eq!(std::fs::read_to_string(stdout_of("out4")).unwrap(), healed);
+    let bad = into("out5", Some("hardlink"));
+    assert_eq!(bad.status.code(), Some(2), "{}", common::transcript(&bad));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("AORTA_PLACE_OUTPUTS") && err.contains("copy"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_hung_trial_is_killed_with_its_whole_tree() {
     let ws = Ws::new(&one_trial_recipe("timeout_per_trial: 1\n"));
     let marker = format!("aorta-hang-{}", std::process::id());

@@ -91,6 +91,19 @@ pub fn timing(phase: &str, since: std::time::Instant) {
     }
 }
 
+/// `AORTA_TIMING=1` prints the CPU time the calling thread spent on a phase since `cpu_since`
+/// (an [`aorta_exec::thread_cpu_time`] reading): its cost apart from the machine's contention.
+pub fn timing_cpu(phase: &str, cpu_since: std::time::Duration) {
+    if timing_on() {
+        let spent = aorta_exec::thread_cpu_time().saturating_sub(cpu_since);
+        eprintln!(
+            "aorta timing: {phase}: {:.2} ms of CPU{}",
+            spent.as_secs_f64() * 1e3,
+            timing_offset()
+        );
+    }
+}
+
 /// `AORTA_TIMING=1` prints when a point of the run was reached (milliseconds since
 /// [`timing_start`]).
 pub fn timing_mark(point: &str) {

@@ -243,11 +243,12 @@ pub(crate) enum PlaceError {
     Other(String),
 }
 
-/// Copies each trial's outputs from the store into `<cell dir>/trial_<N>/`. A trial directory
-/// that already holds the same key (per the index) is left alone, so a cached rerun of a flat
-/// probe run touches no trial files. The copies run on a pool of their own: each file is
-/// fsync'd, and the syncs of many trials overlap (10,000 trials collected from a cluster are
-/// all copied here).
+/// Puts each trial's outputs from the store into `<cell dir>/trial_<N>/`: hard links to the
+/// store's read-only blobs where the run directory and the store share a filesystem, else
+/// copies. A trial directory that already holds the same key (per the index) is left alone, so
+/// a cached rerun of a flat probe run touches no trial files. The work runs on a pool of its
+/// own: a copied file is fsync'd, and the syncs of many trials overlap (10,000 trials
+/// collected from a cluster are all placed here).
 pub fn materialize(
     store: &LocalStore,
     recipe: &Recipe,
@@ -273,19 +274,27 @@ pub fn materialize(
     let copy = |(r, rel, _, dest): &(&TrialResult, String, String, PathBuf)| {
         copy_out(store, recipe, paths, r, rel, dest)
     };
-    let copied: Vec<Result<(), Copied>> = match todo.len() {
-        0..=7 => todo.iter().map(copy).collect(),
+    // The first trial tells whether the store's blobs link into this run directory. Links
+    // write no data: one thread per core. Copies fsync each file: more threads than cores
+    // overlap the syncs (for links they would only contend for the directories' locks).
+    let mut copied: Vec<Result<(), Copied>> = todo.iter().take(1).map(copy).collect();
+    let rest = &todo[copied.len()..];
+    copied.extend(match rest.len() {
+        0..=7 => rest.iter().map(copy).collect::<Vec<_>>(),
         _ => {
             use rayon::prelude::*;
-            let threads = std::thread::available_parallelism()
-                .map_or(2, |n| n.get())
-                .max(8);
+            let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+            let threads = if store.placing_by_copy() {
+                cores.max(8)
+            } else {
+                cores
+            };
             match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
-                Ok(pool) => pool.install(|| todo.par_iter().map(copy).collect()),
-                Err(_) => todo.iter().map(copy).collect(),
+                Ok(pool) => pool.install(|| rest.par_iter().map(copy).collect()),
+                Err(_) => rest.iter().map(copy).collect(),
             }
         }
-    };
+    });
     let (mut unreadable, mut failed) = (Vec::new(), None);
     for ((r, rel, id, _), done) in todo.into_iter().zip(copied) {
         match done {
@@ -325,7 +334,10 @@ fn copy_out(
         TrialDir::Staged(d) if d.dir.is_dir() => d.clone(),
         _ => {
             let staged = paths.staging.join(format!("m-{}-{}", r.cell, r.index));
-            let _ = std::fs::remove_dir_all(&staged);
+            // A leftover of an interrupted build is removed; usually there is none.
+            if std::fs::create_dir(&staged).is_err() {
+                let _ = std::fs::remove_dir_all(&staged);
+            }
             let manifest = match store.lookup_as::<serde::de::IgnoredAny>(&r.key) {
                 Ok(aorta_store::Lookup::Hit(m)) => m,
                 // Gone bad since the build looked it up (a blob it shares with a trial
@@ -336,7 +348,9 @@ fn copy_out(
                 }
                 Err(e) => return Err(Copied::Failed(format!("cannot materialise {rel}: {e}"))),
             };
-            match store.materialize(&manifest, &staged) {
+            // Links where the filesystem allows: the staging directory is private, and
+            // nothing writes into a placed trial's files (they are replaced, never edited).
+            match store.link_out(&manifest, &staged) {
                 Ok(()) => {}
                 Err(
                     e @ (aorta_store::StoreError::Corrupt { .. }
@@ -350,7 +364,11 @@ fn copy_out(
             // The record as this cell sees it (a shared key reports under each cell's name).
             let json = serde_json::to_vec_pretty(&*r.record)
                 .map_err(|e| Copied::Failed(format!("cannot encode {rel}/result.json: {e}")))?;
-            std::fs::write(staged.join("result.json"), &json)
+            // Unlinked first: were it among the outputs (an older manifest), it would be a
+            // link to a store blob, and writing into it would change the store.
+            let result = staged.join("result.json");
+            let _ = std::fs::remove_file(&result);
+            std::fs::write(&result, &json)
                 .map_err(|e| Copied::Failed(format!("cannot write {rel}/result.json: {e}")))?;
             StagedDir::new(staged)
         }

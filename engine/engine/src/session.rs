@@ -162,6 +162,17 @@ impl Session {
                 "check --store / AORTA_STORE and the disk",
             )
         })?;
+        match std::env::var("AORTA_PLACE_OUTPUTS").as_deref() {
+            Err(_) | Ok("" | "link") => {}
+            Ok("copy") => s.place_by_copy(),
+            Ok(other) => {
+                return Err(EngineError::usage(
+                    format!("AORTA_PLACE_OUTPUTS={other:?} is neither `link` nor `copy`"),
+                    "unset it for the default, `link` (a run directory's trial files are hard \
+                     links to the store's read-only files), or set `copy` (files of their own)",
+                ))
+            }
+        }
         Ok(self.store.get_or_init(|| Arc::new(s)).clone())
     }
 

@@ -48,9 +48,9 @@ pub use pidfd::{pidfd_open, wait_readable};
 pub use pool::{Pool, SlotRelease};
 pub use program::{find_cuda_tool, find_program, is_executable_file};
 pub use run::{
-    is_posix_name, prepare, resolve_program, run, start, validate_env, Prepared, ProcessOutcome,
-    ProcessSpec, SpawnError, Started, DEFAULT_KILL_GRACE, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND,
-    EXIT_TIMEOUT, HANG_STACKS_FILE,
+    is_posix_name, prepare, resolve_program, run, start, thread_cpu_time, validate_env, Prepared,
+    ProcessOutcome, ProcessSpec, SpawnError, Started, DEFAULT_KILL_GRACE, EXIT_NOT_EXECUTABLE,
+    EXIT_NOT_FOUND, EXIT_TIMEOUT, HANG_STACKS_FILE,
 };
 pub use slots::{Lease, SlotError, SlotRequest, Slots};
 pub use spawn::spawns_into_cgroup;

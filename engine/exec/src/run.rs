@@ -673,6 +673,21 @@ fn teardown(tree: &Tree, grace: Duration, cancel: &CancelToken) {
     tree.freeze_and_kill();
 }
 
+/// The CPU time the calling thread has used (user and system): what a phase costs apart from
+/// the other processes competing for the machine's cores while it runs.
+pub fn thread_cpu_time() -> Duration {
+    // SAFETY: an all-zero timespec is valid; clock_gettime only writes to it.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: valid clock id and a pointer to a local.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(
+        ts.tv_sec.max(0) as u64,
+        ts.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
+}
+
 /// aorta's own peak resident set so far (KiB).
 fn own_maxrss_kib() -> u64 {
     // SAFETY: an all-zero rusage is valid; getrusage only writes to it.

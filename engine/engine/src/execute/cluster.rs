@@ -461,6 +461,7 @@ impl SlurmExecutor<'_> {
             return Ok(None);
         };
         crate::timing("slurm poll: squeue", t_poll);
+        let cpu_after_squeue = aorta_exec::thread_cpu_time();
         let mut progress: BTreeMap<String, ArrayProgress> = BTreeMap::new();
         let mut again = Vec::new();
         let keys: Vec<Key> = self.pending.keys().cloned().collect();
@@ -558,6 +559,10 @@ impl SlurmExecutor<'_> {
         let list: Vec<ArrayProgress> = progress.into_values().collect();
         report(&list);
         crate::timing(&format!("slurm poll of {polled} pending task(s)"), t_poll);
+        crate::timing_cpu(
+            &format!("slurm poll after squeue, {} ended", ended.len()),
+            cpu_after_squeue,
+        );
         Ok(Some((ended, again)))
     }
 
