@@ -25,6 +25,9 @@ pub fn build(a: &BuildArgs) -> CliResult {
         let code = crate::output::print_plans(&plans, a.json)?;
         return Ok(skipped.finish(code));
     }
+    // The node is checked before anything is queued: a refusal leaves nothing submitted.
+    let doctor =
+        crate::cmd_doctor::preflight(&session, &a.exec, compiled.iter().map(|c| &*c.recipe))?;
     if compiled.len() > 1 {
         // Every target's first wave queued before the first is waited for; an error here is
         // said again, in its place, by that target's build.
@@ -32,8 +35,6 @@ pub fn build(a: &BuildArgs) -> CliResult {
             let _ = session.submit_ahead(c);
         }
     }
-    let doctor =
-        crate::cmd_doctor::preflight(&session, &a.exec, compiled.iter().map(|c| &*c.recipe))?;
     let mut code = ExitCode::SUCCESS;
     for c in &compiled {
         let out = match crate::execute::build(&session, c, a.verbosity) {

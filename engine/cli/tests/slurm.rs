@@ -1570,9 +1570,13 @@ fn the_doctor_checks_a_node_of_the_partition_not_the_submitter() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
     };
-    let build = || {
+    let build_of = |targets: &[&str]| {
+        let mut a = vec!["build"];
+        a.extend(targets);
+        a.extend(["--executor", "slurm", "--store", "store"]);
+        a.extend(["--doctor", "quick", "--", "true"]);
         let o = cluster
-            .aorta(&args(&["--doctor", "quick", "--", "true"]))
+            .aorta(&a)
             .env("AORTA_DOCTOR_NVIDIA_SMI", &smi)
             .env("AORTA_DOCTOR_AMD_SMI", "/nonexistent/amd-smi")
             .env("AORTA_DOCTOR_SYSFS_ROOT", work.join("no-sysfs"))
@@ -1583,6 +1587,7 @@ fn the_doctor_checks_a_node_of_the_partition_not_the_submitter() {
         let t = text(&o);
         (o, t)
     };
+    let build = || build_of(&["probe.yaml"]);
 
     stand_in("doctor/nvidia-smi-q-gen3x8.xml");
     let (o, t) = build();
@@ -1596,6 +1601,18 @@ fn the_doctor_checks_a_node_of_the_partition_not_the_submitter() {
         "every nvidia-smi call ran inside a Slurm job: {jobs:?}"
     );
     assert!(!work.join("probe_results").exists(), "no trial ran: {t}");
+    // Several recipes (whose arrays are queued ahead): the node is checked before any is.
+    std::fs::write(
+        work.join("second.yaml"),
+        "schema_version: 1\nmode: probe\nticket: SLURM-TWO\ntrials: 2\n\
+         mitigation_axis: [none]\ndiagnostic_axis: [none]\n",
+    )
+    .unwrap();
+    let (o, t) = build_of(&["probe.yaml", "second.yaml"]);
+    assert_eq!(o.status.code(), Some(3), "{t}");
+    assert!(t.contains("link trained at Gen3 x8"), "{t}");
+    let queued = files_under(&work.join("store/slurm/submitted"));
+    assert!(queued.is_empty(), "nothing submitted: {queued:?}\n{t}");
 
     stand_in("h100-cuda13/nvidia-smi-q.xml");
     let (o, t) = build();
