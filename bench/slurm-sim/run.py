@@ -5,7 +5,9 @@ cluster.py running every task's `aorta trial exec` for real). Measures what the 
 aorta costs, apart from the trials themselves:
 
 - submission: aorta's own timing of its sbatch calls (AORTA_TIMING=1),
-- each poll cycle: squeue (the fake's, a Python start) and aorta's processing after it,
+- each poll cycle: squeue (the fake's, a Python start) and aorta's processing after it, in wall
+  time and in the CPU time of aorta's polling thread (the wall time includes waiting for the
+  cores the simulated nodes' tasks share),
 - the client's CPU time (utime + stime of the aorta process itself, not its children, read
   from /proc while it runs) and its peak RSS (VmHWM),
 - the time from the last task's end (the cluster's clock) to the build's exit.
@@ -30,7 +32,8 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def sample(pid):
-    """(cpu seconds of the process itself, peak RSS in KiB), or None once it is gone."""
+    """(cpu seconds of the process itself, peak RSS in KiB or None), or None once it is gone.
+    An exited, unreaped process (a zombie) still shows its final CPU times but no VmHWM."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
         status = Path(f"/proc/{pid}/status").read_text()
@@ -38,8 +41,8 @@ def sample(pid):
         return None
     fields = stat.rsplit(")", 1)[1].split()
     user, system = int(fields[11]) / TICK, int(fields[12]) / TICK
-    hwm = int(re.search(r"VmHWM:\s+(\d+)", status).group(1))
-    return (user, system), hwm
+    hwm = re.search(r"VmHWM:\s+(\d+)", status)
+    return (user, system), int(hwm.group(1)) if hwm else None
 
 
 def main():
@@ -81,6 +84,7 @@ def main():
         env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     last = ((0.0, 0.0), 0)
+    cpu_at = []  # (seconds since the client started, its CPU seconds so far)
     import threading
 
     out = {}
@@ -93,7 +97,8 @@ def main():
     while client.poll() is None:
         s = sample(client.pid)
         if s:
-            last = s
+            last = (s[0], s[1] or last[1])
+            cpu_at.append((time.time() - t0, sum(s[0])))
         time.sleep(0.05)
     reader.join()
     t_exit = time.time()
@@ -112,6 +117,7 @@ def main():
     polls = ms(r"slurm poll of \d+ pending task\(s\): ([\d.]+) ms")
     squeues = ms(r"slurm poll: squeue: ([\d.]+) ms")
     own = [p - q for p, q in zip(polls, squeues)]
+    own_cpu = [float(c) for _, c in re.findall(r"slurm poll after squeue, (\d+) ended: ([\d.]+) ms of CPU", err)]
     summary = re.search(r"Trials: .*", out["stdout"])
     print(f"trials {a.trials}, nodes {a.nodes}, poll interval {a.poll} s; exit {client.returncode}")
     print(f"  {summary.group(0) if summary else 'no Trials line'}; tasks by state {states}; arrays {arrays}")
@@ -128,12 +134,32 @@ def main():
             f" (squeue median {statistics.median(squeues):.0f} ms; aorta's own part median"
             f" {statistics.median(own):.1f} ms, max {max(own):.1f} ms)"
         )
+    if own_cpu:
+        print(
+            f"  aorta's own part of a poll cycle in CPU time (its thread, apart from the simulated"
+            f" nodes on the same cores): median {statistics.median(own_cpu):.1f} ms,"
+            f" max {max(own_cpu):.1f} ms"
+        )
     (user, system), hwm = last
     print(
         f"  client CPU (aorta itself, not its children): {user + system:.2f} s (user {user:.2f},"
         f" system {system:.2f}); peak RSS {hwm / 1024:.0f} MiB"
     )
     print(f"  last task's end to the build's exit: {t_exit - last_end:.2f} s")
+    # The client's CPU by phase, from the samples and its own timing marks (ms since its start).
+    def cpu_by(at_s):
+        before = [c for t, c in cpu_at if t <= at_s]
+        return before[-1] if before else 0.0
+    submitted = re.search(r"slurm submit of \d+ trial\(s\): [\d.]+ ms \(at ([\d.]+) ms\)", err)
+    scheduled = re.search(r"schedule \(lookups \+ execution\): [\d.]+ ms \(at ([\d.]+) ms\)", err)
+    if submitted and scheduled and cpu_at:
+        a_s, b_s = float(submitted.group(1)) / 1e3, float(scheduled.group(1)) / 1e3
+        total = user + system
+        print(
+            f"  client CPU by phase (50 ms samples): to the end of submission {cpu_by(a_s):.2f} s,"
+            f" polling {cpu_by(b_s) - cpu_by(a_s):.2f} s, the tail (materialise, artifacts)"
+            f" {total - cpu_by(b_s):.2f} s"
+        )
     if client.returncode != 0 or not a.keep:
         if client.returncode != 0:
             print(err[-3000:], file=sys.stderr)
