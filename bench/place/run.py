@@ -7,6 +7,7 @@ build's wall time, its CPU (the aorta process; a cached build starts no trial), 
 `materialise` phase (AORTA_TIMING).
 
     python3 bench/place/run.py [--trials 10000] [--rounds 3] [--aorta target/release/aorta]
+                               [--drop-caches]
 """
 import argparse
 import os
@@ -41,6 +42,12 @@ def main():
     ap.add_argument("--trials", type=int, default=10000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--aorta", default=str(REPO / "target/release/aorta"))
+    ap.add_argument(
+        "--drop-caches", action="store_true",
+        help="sync and drop the page cache before each build (root): an ext4 without a journal"
+        " scans past recently deleted inodes whose table blocks are cached, so each round's"
+        " deletions would otherwise slow the next round's file creation",
+    )
     a = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="aorta-place-"))
@@ -66,6 +73,9 @@ def main():
         for mode in order:
             out = f"out-{mode}-{r}"
             env = dict(base, AORTA_PLACE_OUTPUTS=mode)
+            if a.drop_caches:
+                os.sync()
+                Path("/proc/sys/vm/drop_caches").write_text("3\n")
             before = os.times()
             wall, materialise, trials = build(a.aorta, work, out, env)
             after = os.times()

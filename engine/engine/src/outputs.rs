@@ -274,27 +274,23 @@ pub fn materialize(
     let copy = |(r, rel, _, dest): &(&TrialResult, String, String, PathBuf)| {
         copy_out(store, recipe, paths, r, rel, dest)
     };
-    // The first trial tells whether the store's blobs link into this run directory. Links
-    // write no data: one thread per core. Copies fsync each file: more threads than cores
-    // overlap the syncs (for links they would only contend for the directories' locks).
-    let mut copied: Vec<Result<(), Copied>> = todo.iter().take(1).map(copy).collect();
-    let rest = &todo[copied.len()..];
-    copied.extend(match rest.len() {
-        0..=7 => rest.iter().map(copy).collect::<Vec<_>>(),
+    // More threads than cores: a copied file's fsync overlaps the others' work. Links need no
+    // overlap, yet one thread per core measured worse for them on the development VM's ext4
+    // (docs/benchmarks.md, "Slurm at scale"; the threads contend for the shared parent
+    // directories), so both use the one pool.
+    let copied: Vec<Result<(), Copied>> = match todo.len() {
+        0..=7 => todo.iter().map(copy).collect(),
         _ => {
             use rayon::prelude::*;
-            let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-            let threads = if store.placing_by_copy() {
-                cores.max(8)
-            } else {
-                cores
-            };
+            let threads = std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .max(8);
             match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
-                Ok(pool) => pool.install(|| rest.par_iter().map(copy).collect()),
-                Err(_) => rest.iter().map(copy).collect(),
+                Ok(pool) => pool.install(|| todo.par_iter().map(copy).collect()),
+                Err(_) => todo.iter().map(copy).collect(),
             }
         }
-    });
+    };
     let (mut unreadable, mut failed) = (Vec::new(), None);
     for ((r, rel, id, _), done) in todo.into_iter().zip(copied) {
         match done {

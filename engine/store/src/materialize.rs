@@ -36,11 +36,6 @@ impl LocalStore {
         self.links_refused.store(true, Relaxed);
     }
 
-    /// Whether [`link_out`](Self::link_out) copies (told to, or the filesystem refused a link).
-    pub fn placing_by_copy(&self) -> bool {
-        self.links_refused.load(Relaxed)
-    }
-
     /// [`materialize`](Self::materialize) into a directory that is private to the caller
     /// until it renames it into place (a staging directory, so no output exists there yet):
     /// each output is a hard link to its blob, read-only and hash-verified, or a copy where
