@@ -4,7 +4,7 @@
 //! report passes, the timeout scales, keys differ from the plain cell and reruns are hits.
 
 mod common;
-use common::{repo_root, Ws};
+use common::{files_under, repo_root, Ws};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -57,24 +57,11 @@ fn matrix(ws: &Ws) -> String {
 
 fn record(ws: &Ws, cell: &str) -> serde_json::Value {
     let dir = ws.path().join("out/S").join(cell);
-    let found = walk(&dir)
+    let found = files_under(&dir)
         .into_iter()
         .find(|p| p.file_name().is_some_and(|n| n == "result.json"))
         .unwrap_or_else(|| panic!("no result.json under {}", dir.display()));
     serde_json::from_str(&std::fs::read_to_string(found).unwrap()).unwrap()
-}
-
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 #[test]
@@ -112,7 +99,7 @@ fn a_hazard_fails_the_cell_with_its_kernel_line_and_allocation() {
     assert_eq!(s["hazards"][0]["kernel"], "oob(float *, int)");
     // The tool ran with aorta's options; its full log is kept with the trial.
     let cell = ws.path().join("out/S/none-compute_sanitizer_memcheck");
-    let files = walk(&cell);
+    let files = files_under(&cell);
     let args = files
         .iter()
         .find(|p| p.ends_with("standin-args.txt"))
@@ -308,7 +295,7 @@ fn rocm_sweep(ws: &Ws, prebuilt: Option<&Path>, report: &str, command: &[&str]) 
 }
 
 fn trial_file(ws: &Ws, cell: &str, name: &str) -> String {
-    let found = walk(&ws.path().join("out/S").join(cell))
+    let found = files_under(&ws.path().join("out/S").join(cell))
         .into_iter()
         .find(|p| p.file_name().is_some_and(|n| n == name))
         .unwrap_or_else(|| panic!("no {name} in {cell}"));
